@@ -1,0 +1,27 @@
+"""The two kinds of failure every dw command distinguishes.
+
+``BadInput``  -> exit code 2, one line naming the bad value and what is allowed,
+                 raised *before* anything is written.
+``WorkFailed`` -> exit code 1, the work itself failed; stores stay consistent.
+"""
+
+
+class DwError(Exception):
+    exit_code = 1
+
+
+class BadInput(DwError):
+    """The user asked for something invalid (exit code 2)."""
+
+    exit_code = 2
+
+
+class WorkFailed(DwError):
+    """Valid request, but the work failed (exit code 1)."""
+
+    exit_code = 1
+
+
+def bad(name: str, value, allowed: str) -> BadInput:
+    """Uniform one-line message: ``bad value for NAME: VALUE (allowed: ...)``."""
+    return BadInput(f"bad value for {name}: {value!r} (allowed: {allowed})")
