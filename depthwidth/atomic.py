@@ -15,11 +15,21 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone gives 0600
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

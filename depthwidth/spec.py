@@ -19,6 +19,8 @@ from depthwidth.errors import BadInput, bad
 NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu", "swiglu")
 RESIZES = ("carry", "zero", "proj")
+# Depth stabilisers (SCIENCE.md §3: never tried by the Depth-Delusion paper).
+STABILISERS = ("none", "post", "deepnorm", "rezero", "normformer")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class ModelSpec:
     rope_base: float = 10000.0
     tied: bool = False  # LM head shares the embedding matrix
     resize: str = "carry"  # carry-forward | zero-padding | learned projection
+    stabiliser: str = "none"  # none (pre-LN) | post (post-LN) | deepnorm | rezero | normformer
     bias: bool = False  # biases in Linear layers
     init_std: float = 0.02
     width_scaled_init: bool = False  # layer i init std *= sqrt(h / w_i)
@@ -96,6 +99,8 @@ class ModelSpec:
             raise bad("model.mlp", self.mlp, "|".join(MLPS))
         if self.resize not in RESIZES:
             raise bad("model.resize", self.resize, "|".join(RESIZES))
+        if self.stabiliser not in STABILISERS:
+            raise bad("model.stabiliser", self.stabiliser, "|".join(STABILISERS))
         if not self.mlp_ratio > 0:
             raise bad("model.mlp_ratio", self.mlp_ratio, "a number > 0")
         if (self.n_head is None) == (self.head_dim is None):
@@ -123,3 +128,64 @@ def spec_with_widths(spec: ModelSpec, widths: Sequence[int]) -> ModelSpec:
     from dataclasses import replace
 
     return replace(spec, widths=tuple(int(w) for w in widths))
+
+
+# ---- from a Hydra/OmegaConf `model` group ------------------------------------
+
+def from_config(m: Any) -> ModelSpec:
+    """Resolve a ``model`` config group (mapping) into a validated ModelSpec.
+
+    ``shape`` + ``ratio``/``turn``/``symmetric``/``quantum``/``match`` give the
+    widths through ``shapes.schedule``; an explicit ``widths`` list wins.
+    """
+    from dataclasses import replace
+
+    from depthwidth import shapes
+
+    g = (lambda k, d=None: m.get(k, d)) if hasattr(m, "get") else (lambda k, d=None: getattr(m, k, d))
+    depth, width = g("depth"), g("width")
+    if not isinstance(depth, int) or depth < 1:
+        raise bad("model.depth", depth, "an integer >= 1")
+    if not isinstance(width, int) or width < 1:
+        raise bad("model.width", width, "an integer >= 1")
+    embed = g("embed", "h")
+    if embed not in ("h", "first"):
+        raise bad("model.embed", embed, "h|first")
+    heads, head_dim = g("heads"), g("head_dim")
+    template = ModelSpec(
+        widths=tuple([width] * depth),
+        vocab_size=int(g("vocab_size")),
+        embed_width=width,
+        norm=g("norm", "layernorm"),
+        mlp=g("mlp", "gelu"),
+        mlp_ratio=float(g("mlp_ratio", 4)),
+        n_head=None if heads is None else int(heads),
+        head_dim=None if head_dim is None else int(head_dim),
+        rope=bool(g("rope", True)),
+        rope_base=float(g("rope_base", 10000.0)),
+        tied=bool(g("tied", False)),
+        resize=g("resize", "carry"),
+        stabiliser=g("stabiliser", "none"),
+        bias=bool(g("bias", False)),
+        init_std=float(g("init_std", 0.02)),
+        width_scaled_init=bool(g("width_scaled_init", False)),
+    )
+    explicit = g("widths")
+    if explicit:
+        widths = [int(w) for w in explicit]
+        if len(widths) != depth:
+            raise bad("model.widths", list(widths), f"a list of model.depth={depth} widths")
+    else:
+        from depthwidth.accounting import total_params_for_widths
+
+        def count(ws):
+            e = ws[0] if embed == "first" else width
+            return total_params_for_widths(ws, replace(template, embed_width=e))
+
+        widths = shapes.schedule(
+            g("shape", "uniform"), width, depth,
+            ratio=float(g("ratio", 0.3)), turn=g("turn"), symmetric=g("symmetric"),
+            quantum=int(g("quantum", 32)), match=g("match", "vwt"), count=count,
+        )
+    spec = replace(template, widths=tuple(widths), embed_width=widths[0] if embed == "first" else width)
+    return spec.validate()

@@ -6,3 +6,5 @@ from depthwidth.cli.app import app, main  # noqa: F401
 
 # Each import registers one command on ``app``.
 from depthwidth.cli import shapes  # noqa: F401,E402
+from depthwidth.cli import data  # noqa: F401,E402
+from depthwidth.cli import train  # noqa: F401,E402

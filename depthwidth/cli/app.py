@@ -42,23 +42,55 @@ def _one_line(msg: str) -> str:
     return " ".join(str(msg).split())
 
 
-def main(argv: list[str] | None = None) -> None:
-    import click
+def _click_exceptions():
+    """Typer >= 0.2x vendors click as ``typer._click``; older ones use click."""
+    try:
+        from typer._click import exceptions as cx
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions as cx
+    return cx
 
+
+def _offending_value(e, argv: list[str]) -> str | None:
+    """The raw token a BadParameter refers to, so the message can name it."""
+    param = getattr(e, "param", None)
+    if param is None:
+        return None
+    for opt in getattr(param, "opts", []):
+        for i, tok in enumerate(argv):
+            if tok == opt and i + 1 < len(argv):
+                return argv[i + 1]
+            if tok.startswith(opt + "="):
+                return tok[len(opt) + 1:]
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
     from depthwidth.errors import DwError
 
+    cx = _click_exceptions()
     try:
         rv = app(args=argv, prog_name="dw", standalone_mode=False)
     except DwError as e:
         sys.stderr.write(f"dw: error: {_one_line(str(e))}\n")
         sys.exit(e.exit_code)
-    except click.exceptions.UsageError as e:
+    except cx.NoArgsIsHelpError:
+        sys.exit(0)  # typer has already printed the help
+    except cx.UsageError as e:
         # click would print usage + hint + error on several lines; one is enough.
-        sys.stderr.write(f"dw: error: {_one_line(e.format_message())} (see --help)\n")
+        msg = _one_line(e.format_message())
+        got = _offending_value(e, sys.argv[1:] if argv is None else argv)
+        if got is not None and repr(got) not in msg:
+            msg += f" (got {got!r})"
+        sys.stderr.write(f"dw: error: {msg} (see --help)\n")
         sys.exit(2)
-    except click.exceptions.Exit as e:
+    except cx.ClickException as e:
+        sys.stderr.write(f"dw: error: {_one_line(e.format_message())}\n")
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except (typer.Exit, SystemExit) as e:
+        code = getattr(e, "exit_code", getattr(e, "code", 0))
+        sys.exit(code)
+    except typer.Abort:
         sys.stderr.write("dw: aborted\n")
         sys.exit(130)
     except KeyboardInterrupt:
@@ -66,3 +98,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     if isinstance(rv, int):
         sys.exit(rv)
+
+
+@app.callback()
+def _root() -> None:
+    """dw — depth, width and width-shape scaling experiments.
+
+    Example: dw shapes x --width 640 --depth 16 --vocab 100263 --match vwt
+    """

@@ -1,0 +1,5 @@
+"""``python -m depthwidth`` is ``dw``."""
+
+from depthwidth.cli import main
+
+main()

@@ -1,0 +1,90 @@
+"""``dw data prepare``: pretokenize text into ``.bin`` shards + ``meta.json``."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from depthwidth.cli.app import app, console, emit_json
+
+data_app = typer.Typer(
+    help="Token data for training: prepare pretokenized .bin shards (used by data=memmap).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("prepare")
+def prepare_cmd(
+    source: str = typer.Option(..., "--source", help="text file (blank-line separated documents) | directory of "
+                               ".txt/.md files (one document each) | dataset saved with save_to_disk | hub name "
+                               "(owner/name or hf:NAME, streamed)"),
+    tokenizer: str = typer.Option("byte", "--tokenizer", help="byte (vocab 257, eot 256) | PATH/tokenizer.json"),
+    out: str = typer.Option(..., "--out", help="output directory (new or empty; rerunning with the same settings is a no-op)"),
+    text_column: str = typer.Option("text", "--text-column", help="column holding the text (HF datasets)"),
+    split: str = typer.Option("train", "--split", help="split to read (HF datasets)"),
+    val_fraction: float = typer.Option(0.01, "--val-fraction", help="fraction of documents held out for validation, in (0, 1)"),
+    shard_tokens: int = typer.Option(1 << 26, "--shard-tokens", help="tokens per .bin shard (memory used while writing ~ one shard)"),
+    limit_docs: Optional[int] = typer.Option(None, "--limit-docs", help="stop after this many documents"),
+    dtype: str = typer.Option("auto", "--dtype", help="auto (uint16 if the vocabulary fits, else uint32) | uint16 | uint32"),
+    as_json: bool = typer.Option(False, "--json", help="print meta.json instead of a table"),
+) -> None:
+    """Tokenise a text corpus into [bold]train_*.bin[/] / [bold]val_*.bin[/] shards + [bold]meta.json[/].
+
+    Example: dw data prepare --source DKYoon/SlimPajama-6B --tokenizer gpt2/tokenizer.json --out data/slimpajama --limit-docs 1000000
+
+    Then train on it with: dw train data=memmap data.path=data/slimpajama data.vocab_size=50257
+    """
+    from depthwidth.prepare import prepare
+
+    with _Progress() as bar:
+        meta = prepare(source, tokenizer, out, text_column=text_column, split=split, val_fraction=val_fraction,
+                       shard_tokens=shard_tokens, limit_docs=limit_docs, dtype=dtype, progress=bar.update)
+    if as_json:
+        emit_json(meta)
+        return
+    _render(meta, out)
+
+
+class _Progress:
+    """A rich progress bar on stderr, shown only on a terminal."""
+
+    def __enter__(self):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.p = Progress(
+            TextColumn("tokenising"), BarColumn(), MofNCompleteColumn(), TextColumn("docs · {task.fields[tok]} tokens"),
+            TimeElapsedColumn(), console=console(stderr=True), transient=True,
+        )
+        self.p.disable = not self.p.console.is_terminal
+        self.task = self.p.add_task("prepare", total=None, tok="0")
+        self.p.start()
+        return self
+
+    def update(self, docs: int, tokens: int, total: int | None) -> None:
+        self.p.update(self.task, completed=docs, total=total, tok=f"{tokens:,}")
+
+    def __exit__(self, *exc):
+        self.p.stop()
+        return False
+
+
+def _render(meta: dict, out: str) -> None:
+    from rich.table import Table
+
+    c = console()
+    src = meta["source"]
+    where = src.get("path") or src.get("name")
+    state = "already prepared" if meta.get("existing") else "prepared"
+    c.print(f"{out}: {state} from {src['kind']} {where}; tokenizer {meta['tokenizer']['kind']}, "
+            f"vocab {meta['vocab_size']}, eot {meta['eot']}, {meta['dtype']}", soft_wrap=True)
+    t = Table()
+    for col in ("split", "documents", "tokens", "shards"):
+        t.add_column(col, justify="right")
+    for s, d in meta["splits"].items():
+        t.add_row(s, f"{d['docs']:,}", f"{d['tokens']:,}", str(len(d["shards"])))
+    c.print(t)

@@ -1,0 +1,69 @@
+"""``dw shapes``: per-layer widths of a width-shape family, against its uniform baseline."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from depthwidth.cli.app import app, console, emit_json
+
+
+@app.command("shapes")
+def shapes_cmd(
+    family: str = typer.Argument(..., help="uniform | increasing | decreasing | diamond | x (also ×, <, >, ◇)"),
+    width: int = typer.Option(..., "--width", "-w", help="h: width of the uniform baseline (and embedding)"),
+    depth: int = typer.Option(..., "--depth", "-d", help="L: number of layers"),
+    ratio: float = typer.Option(0.3, "--ratio", "-r", help="ρ = narrowest width / h, in (0, 1]"),
+    turn: Optional[int] = typer.Option(None, "--turn", "-k", help="turning layer k in [1, L] (default 0.75·L for x, 0.5·L for diamond)"),
+    match: str = typer.Option("vwt", "--match", help="vwt (reference convention) | exact (true parameter count)"),
+    vocab: int = typer.Option(100263, "--vocab", help="vocabulary size V (cl100k = 100263, GPT-2 = 50257)"),
+    preset: str = typer.Option("vwt", "--preset", help="model preset from conf/model (vwt | depth_delusion)"),
+    symmetric: Optional[bool] = typer.Option(None, "--symmetric/--asymmetric", help="force w_1 = w_L (default on for x, diamond)"),
+    quantum: Optional[int] = typer.Option(None, "--quantum", "-q", help="round widths to a multiple of q (default: the preset's)"),
+    seq_len: int = typer.Option(4096, "--seq-len", help="context length for attention FLOPs"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of a table"),
+) -> None:
+    """Per-layer widths of FAMILY matched in parameters to a uniform DEPTH × WIDTH model.
+
+    Example: dw shapes x --width 640 --depth 16 --vocab 100263 --match vwt
+    """
+    from depthwidth.shapes_report import shape_report
+
+    rep = shape_report(
+        family, width=width, depth=depth, ratio=ratio, turn=turn, match=match, vocab=vocab,
+        preset=preset, symmetric=symmetric, quantum=quantum, seq_len=seq_len,
+    )
+    if as_json:
+        emit_json(rep)
+        return
+    _render(rep)
+
+
+def _render(rep: dict) -> None:
+    from rich.table import Table
+
+    c = console()
+    widths = rep["widths"]
+    t = Table(title=f"{rep['family']} · h={rep['width']} · L={rep['depth']} · ρ={rep['ratio']} · k={rep['turn']} · match={rep['match']}")
+    t.add_column("layer", justify="right")
+    t.add_column("width", justify="right")
+    t.add_column("w / h", justify="right")
+    for i, w in enumerate(widths, 1):
+        t.add_row(str(i), str(w), f"{w / rep['width']:.2f}")
+    c.print(t)
+    s, u = rep["shaped"], rep["uniform"]
+    cmp = Table(title=f"against the uniform baseline (V={rep['vocab']}, preset {rep['preset']}, seq {rep['seq_len']})")
+    for col in ("", "uniform", rep["family"], "ratio"):
+        cmp.add_column(col, justify="right")
+    rows = [
+        ("total params", "params", "{:,.0f}"),
+        ("non-embedding params", "params_non_embedding", "{:,.0f}"),
+        ("params, vwt convention", "params_vwt", "{:,.0f}"),
+        ("FLOPs / token (train)", "flops_per_token", "{:.4g}"),
+        ("KV bytes / token (bf16)", "kv_bytes_per_token", "{:,.0f}"),
+        ("mean width", "mean_width", "{:.1f}"),
+    ]
+    for label, key, fmt in rows:
+        cmp.add_row(label, fmt.format(u[key]), fmt.format(s[key]), f"{s[key] / u[key]:.4f}")
+    c.print(cmp)

@@ -1,0 +1,96 @@
+"""Where the Hydra tree lives and how dw composes it.
+
+``compose(overrides)`` gives the same resolved config that ``dw train
+OVERRIDES`` trains and that ``dw sweep`` expands, so every sweep run is an
+ordinary override list a user can replay by hand.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from depthwidth.errors import BadInput
+
+
+def conf_dir() -> Path:
+    """``$DW_CONF`` or the repository's ``conf/`` next to the package."""
+    env = os.environ.get("DW_CONF")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "conf"
+
+
+def group_options(group: str) -> list[str]:
+    d = conf_dir() / group
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def load_group(group: str, name: str) -> Any:
+    """One option of a config group as an OmegaConf node (no Hydra composition)."""
+    from omegaconf import OmegaConf
+
+    path = conf_dir() / group / f"{name}.yaml"
+    if not path.is_file():
+        raise BadInput(f"unknown {group} {name!r} (available: {', '.join(group_options(group))})")
+    return OmegaConf.load(path)
+
+
+def compose(overrides: Sequence[str] = ()) -> Any:
+    """Compose conf/config.yaml with Hydra overrides; bad overrides -> BadInput."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+            cfg = hydra_compose(config_name="config", overrides=list(overrides))
+    except Exception as e:  # hydra raises several types; all are the user's input
+        msg = " ".join(str(e).split())
+        if "Could not override" in msg or "Key '" in msg:
+            msg = msg.split(" To append to your config")[0]
+        raise BadInput(f"bad override: {msg}") from None
+    finally:
+        GlobalHydra.instance().clear()
+    try:
+        OmegaConf.resolve(cfg)
+    except Exception as e:
+        raise BadInput(f"config does not resolve: {' '.join(str(e).split())}") from None
+    return cfg
+
+
+# Keys that change where or how a run is executed, not what it computes: they
+# are left out of the run id so a resubmission with another launcher, device or
+# logging cadence is recognised as the same run.
+NOT_IDENTITY = {
+    "run": ("dir", "sweep"),
+    "train": ("device", "threads", "log_every", "ckpt_every", "keep_ckpts", "compile"),
+    "tracker": None,  # whole group
+    "launcher": None,
+}
+
+
+def identity(cfg: Any) -> dict:
+    """The part of a resolved config that determines the run's results."""
+    from omegaconf import OmegaConf
+
+    d = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else dict(cfg)
+    out = {}
+    for k, v in d.items():
+        if k in NOT_IDENTITY:
+            drop = NOT_IDENTITY[k]
+            if drop is None:
+                continue
+            v = {kk: vv for kk, vv in v.items() if kk not in drop}
+        out[k] = v
+    return out
+
+
+def run_id(cfg: Any) -> str:
+    """Stable id: a hash of the resolved config's identity part (12 hex digits)."""
+    import hashlib
+    import json
+
+    blob = json.dumps(identity(cfg), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]

@@ -1,0 +1,200 @@
+"""One training run end to end: real subprocesses, real signals, real files."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, assert_bad_input, run_dw
+
+TIMING = ("tokens_per_s", "mfu")  # wall-clock fields: the only ones allowed to differ
+TINY = [
+    "model.depth=2", "model.width=64", "train.batch_size=8", "train.seq_len=64",
+    "train.threads=1", "train.log_every=5", "probe.every=10",
+]
+# Slow enough per step (~20 ms) that a signal lands mid-run, small enough for CI.
+SLOWER = ["model.depth=4", "model.width=128", "train.batch_size=16", "train.seq_len=64",
+          "train.threads=1", "train.log_every=5", "probe.every=10"]
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
+
+
+def _summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def _spawn(args, **kw):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-m", "depthwidth", "train", "--quiet", *args],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _wait_for(path: Path, timeout=120.0):
+    t0 = time.time()
+    while not path.exists():
+        if time.time() - t0 > timeout:
+            raise TimeoutError(path)
+        time.sleep(0.005)
+
+
+def test_train_writes_run_dir(tmp_path):
+    d = tmp_path / "run"
+    p = run_dw("train", *TINY, "train.steps=20", f"run.dir={d}", "--json")
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    assert s == _summary(d)
+    for key in ("status", "final_val_loss", "tokens", "params", "steps"):
+        assert key in s
+    assert s["status"] == "done" and s["steps"] == 20 and s["tokens"] == 20 * 8 * 64
+    cfg = (d / "config.yaml").read_text()
+    assert "run_id: " + s["run_id"] in cfg and "accounting:" in cfg and "flops_per_token" in cfg
+    rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [5, 10, 15, 20]
+    assert set(rows[0]) >= {"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "mfu"}
+    probes = [json.loads(x) for x in (d / "probes.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in probes] == [10, 20]
+    for r in probes:
+        for kind in ("block", "attn", "mlp"):
+            assert len(r["grad_norm"][kind]) == 2 and all(math.isfinite(v) and v > 0 for v in r["grad_norm"][kind])
+    # no temp files left behind by atomic writes
+    assert not list(d.rglob("*.tmp"))
+    # rerunning a finished run is a no-op that returns the same summary
+    p2 = run_dw("train", *TINY, "train.steps=20", f"run.dir={d}", "--json")
+    assert p2.returncode == 0 and json.loads(p2.stdout) == s
+
+
+def test_sigkill_then_resume_is_exact(tmp_path):
+    ref, cut = tmp_path / "ref", tmp_path / "cut"
+    args = [*SLOWER, "train.steps=40", "train.ckpt_every=20"]
+    assert run_dw("train", *args, f"run.dir={ref}").returncode == 0
+    proc = _spawn([*args, f"run.dir={cut}"])
+    _wait_for(cut / "ckpt" / "step_00000020.sha256")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert _summary(cut)["status"] == "running"  # killed: nobody wrote an end status
+    p = run_dw("train", *args, f"run.dir={cut}")
+    assert p.returncode == 0, p.stderr
+    assert "resuming" in p.stderr and "from step 20" in p.stderr
+    assert _metrics(cut) == _metrics(ref)
+    a, b = _summary(ref), _summary(cut)
+    assert a["final_val_loss"] == b["final_val_loss"] and a["budgets"] == b["budgets"]
+    probes = lambda d: (d / "probes.jsonl").read_text()  # noqa: E731
+    assert probes(cut) == probes(ref)
+
+
+def test_sigusr2_checkpoints_and_exits_for_requeue(tmp_path):
+    ref, cut = tmp_path / "ref", tmp_path / "cut"
+    args = [*SLOWER, "train.steps=40", "train.ckpt_every=100"]
+    assert run_dw("train", *args, f"run.dir={ref}").returncode == 0
+    proc = _spawn([*args, f"run.dir={cut}"])
+    _wait_for(cut / "probes.jsonl")  # step 10 done: the loop is running
+    proc.send_signal(signal.SIGUSR2)
+    proc.wait(timeout=120)
+    assert proc.returncode == 3, proc.stderr.read()
+    s = _summary(cut)
+    assert s["status"] == "preempted" and "SIGUSR2" in s["reason"]
+    ckpts = sorted((cut / "ckpt").glob("step_*.pt"))
+    assert len(ckpts) == 1 and int(ckpts[0].stem.split("_")[1]) == s["steps"] < 40
+    p = run_dw("train", *args, f"run.dir={cut}")
+    assert p.returncode == 0, p.stderr
+    assert _metrics(cut) == _metrics(ref)
+    assert _summary(cut)["final_val_loss"] == _summary(ref)["final_val_loss"]
+
+
+def test_truncated_newest_checkpoint_falls_back(tmp_path):
+    d = tmp_path / "run"
+    args = [*TINY, "train.steps=30", "train.ckpt_every=10", "train.keep_ckpts=3", f"run.dir={d}"]
+    assert run_dw("train", *args).returncode == 0
+    final = _summary(d)["final_val_loss"]
+    ref_metrics = _metrics(d)
+    newest = d / "ckpt" / "step_00000030.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])  # a torn write
+    (d / "summary.json").unlink()  # pretend the run died before finishing
+    p = run_dw("train", *args)
+    assert p.returncode == 0, p.stderr
+    assert "step_00000030.pt is corrupt" in p.stderr and "from step 20" in p.stderr
+    assert _summary(d)["final_val_loss"] == final
+    assert _metrics(d) == ref_metrics
+
+
+@pytest.mark.parametrize("data,vocab", [(["data=pydoc"], 256), (["data=synthetic", "data.vocab_size=16", "data.order=1"], 16)])
+def test_loss_falls(tmp_path, data, vocab):
+    d = tmp_path / "run"
+    p = run_dw("train", "model.depth=2", "model.width=64", "train.batch_size=16", "train.seq_len=64",
+               "train.threads=2", "train.steps=120", "optim.lr=3e-3", "train.log_every=10",
+               "train.budgets=[10240]", *data, f"run.dir={d}")
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["loss"] < rows[0]["loss"]
+    # well below the uniform predictor's ln V
+    assert _summary(d)["final_val_loss"] < math.log(vocab) - 0.5
+    s = _summary(d)
+    b = s["budgets"]
+    assert [x["tokens"] for x in b] == [10240, 120 * 16 * 64]
+    assert b[1]["val_loss"] < b[0]["val_loss"]
+    if vocab == 16:
+        assert s["bayes_loss"] is not None and s["bayes_loss"] < b[0]["val_loss"] and s["bayes_loss"] < b[1]["val_loss"]
+    else:
+        assert s["bayes_loss"] is None
+
+
+def test_wsd_branch_equals_a_run_of_that_budget(tmp_path):
+    """A decay branch at budget S_b is exactly the run one would have trained to S_b."""
+    common = [*TINY, "optim.schedule=wsd", "optim.warmup=4", "optim.decay_fraction=0.25"]
+    tps = 8 * 64
+    main, short = tmp_path / "main", tmp_path / "short"
+    assert run_dw("train", *common, "train.steps=40", f"train.budgets=[{16 * tps}]", f"run.dir={main}").returncode == 0
+    assert run_dw("train", *common, "train.steps=16", f"run.dir={short}").returncode == 0
+    branch = _summary(main)["budgets"][0]
+    assert branch["step"] == 16
+    assert branch["val_loss"] == _summary(short)["final_val_loss"]
+
+
+def test_divergence_is_a_status_not_a_crash(tmp_path):
+    d = tmp_path / "run"
+    p = run_dw("train", *TINY, "train.steps=40", "optim.lr=1e4", "optim.grad_clip=0", "optim.warmup=0",
+               "optim.schedule=constant", f"run.dir={d}")
+    assert p.returncode == 1
+    assert "Traceback" not in p.stderr
+    s = _summary(d)
+    assert s["status"] == "diverged" and s["diverged_step"] >= 1
+    assert s["reason"].startswith("non-finite loss at step")
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["model.nonsense=1"], "model.nonsense"),
+        (["data=memmap", "data.path=/nonexistent/tokens"], "/nonexistent/tokens"),
+        (["model.vocab_size=300"], "vocabulary mismatch"),
+        (["train.seq_len=10000000"], "10000000"),
+        (["optim.schedule=linear"], "optim.schedule"),
+        (["train.device=tpu"], "train.device"),
+    ],
+)
+def test_bad_input_exit_2_nothing_written(tmp_path, extra, needle):
+    d = tmp_path / "run"
+    line = assert_bad_input(run_dw("train", *TINY, "train.steps=5", f"run.dir={d}", *extra))
+    assert needle in line
+    assert not d.exists()
+
+
+def test_checkpoint_from_another_config_is_refused(tmp_path):
+    d = tmp_path / "run"
+    assert run_dw("train", *TINY, "train.steps=5", f"run.dir={d}").returncode == 0
+    before = sorted(p.name for p in d.rglob("*"))
+    line = assert_bad_input(run_dw("train", *TINY, "train.steps=5", "model.depth=3", f"run.dir={d}"))
+    assert "different config" in line
+    assert sorted(p.name for p in d.rglob("*")) == before
