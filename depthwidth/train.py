@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from depthwidth import checkpoint, optim
+from depthwidth import checkpoint, dist, optim
 from depthwidth.atomic import write_json, write_text
 from depthwidth.config import run_id as config_run_id
 from depthwidth.errors import BadInput, bad
@@ -76,6 +76,9 @@ def prepare(cfg) -> Plan:
         if not isinstance(t[key], int) or t[key] < 1:
             raise bad(f"train.{key}", t[key], "an integer >= 1")
     optim.validate(cfg.optim)
+    from depthwidth.tracking import validate as validate_tracker
+
+    validate_tracker(cfg)
     if t.device not in ("auto", "cpu", "cuda"):
         raise bad("train.device", t.device, "auto|cpu|cuda")
     spec = from_config(cfg.model)
@@ -84,6 +87,9 @@ def prepare(cfg) -> Plan:
         raise BadInput(
             f"vocabulary mismatch: model.vocab_size={spec.vocab_size} but data {source.name!r} has {source.vocab_size} tokens"
         )
+    world = dist.world_from_env()
+    if t.batch_size % world.size:
+        raise bad("train.batch_size", t.batch_size, f"a multiple of the {world.size} data-parallel processes")
     tokens_per_step = t.batch_size * t.seq_len
     if t.tokens is not None:
         if not float(t.tokens) >= tokens_per_step:
@@ -158,8 +164,10 @@ def train(cfg, *, handle_signals: bool = True, log=print) -> dict:
 
 class _Run:
     def __init__(self, plan: Plan, log):
-        self.p, self.log = plan, log
+        self.p = plan
         self.cfg = plan.cfg
+        self.world = dist.world_from_env()
+        self.log = log if self.world.main else (lambda m: None)
 
     # -- set-up ---------------------------------------------------------------
     def _setup(self):
@@ -174,15 +182,26 @@ class _Run:
         if cfg.train.threads:
             torch.set_num_threads(int(cfg.train.threads))
         self.device = _device(cfg.train.device)
+        w = self.world
+        if w.distributed and self.device.type == "cuda":
+            self.device = torch.device("cuda", w.local_rank)
+            torch.cuda.set_device(self.device)
+        dist.init(w, self.device.type)
         p.run_dir.mkdir(parents=True, exist_ok=True)
         doc = OmegaConf.to_container(cfg, resolve=True)
         doc["run_id"] = p.run_id
         doc["accounting"] = p.accounting
-        if not (p.run_dir / "config.yaml").exists():
+        if w.main and not (p.run_dir / "config.yaml").exists():
             write_text(p.run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(doc)))
         torch.manual_seed(int(cfg.run.seed))
         self.model = VariableWidthGPT(p.spec, cfg.train.seq_len).to(self.device)
-        self.fwd = torch.compile(self.model) if cfg.train.compile else self.model
+        self.fwd = self.model
+        if w.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.fwd = DistributedDataParallel(self.model, device_ids=[w.local_rank] if self.device.type == "cuda" else None)
+        if cfg.train.compile:
+            self.fwd = torch.compile(self.fwd)
         self.opt = optim.build_optimizer(self.model, cfg.optim)
         self.sampler = p.source.sampler("train", cfg.train.batch_size, cfg.train.seq_len, int(cfg.run.seed))
         self.val = [
@@ -204,7 +223,7 @@ class _Run:
             self.last_finite = state.get("last_finite_loss")
             self.wall_before = float(state.get("wall_time_s", 0.0))
             self.log(f"resuming run {p.run_id} from step {self.step}")
-        self.tracker = make_tracker(cfg, p.run_dir, p.run_id, doc, log=self.log)
+        self.tracker = make_tracker(cfg, p.run_dir, p.run_id, doc, log=self.log) if w.main else _NoTracker()
         self.tracker.rewind(self.step)
         self.autocast = (
             torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda" else _nullcontext()
@@ -214,8 +233,8 @@ class _Run:
     def _batch(self):
         import torch
 
-        x, y = self.sampler.next()
-        return torch.from_numpy(x).to(self.device), torch.from_numpy(y).to(self.device)
+        x, y = dist.rows(self.world, *map(torch.from_numpy, self.sampler.next()))
+        return x.to(self.device), y.to(self.device)
 
     def _train_step(self, lr: float, probe: bool):
         import torch
@@ -240,7 +259,7 @@ class _Run:
         total = 0.0
         with torch.no_grad(), self.autocast:
             for x, y in self.val:
-                total += float(self.fwd(x, y)[1])
+                total += float(self.model(x, y)[1])
         self.model.train()
         return total / max(1, len(self.val))
 
@@ -266,6 +285,8 @@ class _Run:
     def _save(self, wall: float) -> None:
         import torch
 
+        if not self.world.main:
+            return
         state = {
             "run_id": self.p.run_id,
             "step": self.step,
@@ -315,7 +336,8 @@ class _Run:
             "device": str(self.device),
             **extra,
         }
-        write_json(_summary_path(p.run_dir), s)
+        if self.world.main:
+            write_json(_summary_path(p.run_dir), s)
         return s
 
 
@@ -347,7 +369,7 @@ class _Run:
             """First non-finite step among pending losses (one host sync)."""
             if not pending:
                 return None
-            vals = torch.stack([l for _, l in pending]).float().tolist()
+            vals = dist.mean(self.world, torch.stack([l for _, l in pending]).float()).tolist()
             for (s, _), v in zip(pending, vals):
                 if not math.isfinite(v):
                     pending.clear()
@@ -367,6 +389,8 @@ class _Run:
                 loss, gn, probes = self._train_step(lr, probe_now)
                 self.step += 1
                 pending.append((self.step, loss))
+                if self.world.distributed and dist.any_flag(self.world, stop["sig"] is not None):
+                    stop["sig"] = stop["sig"] or signal.SIGUSR2  # every rank stops at the same step
                 log_now = self.step % cfg.train.log_every == 0 or self.step == p.steps
                 ckpt_now = cfg.train.ckpt_every and self.step % cfg.train.ckpt_every == 0
                 eval_b = evals_at.get(self.step)
@@ -415,6 +439,26 @@ class _Run:
         finally:
             for sig, h in old.items():
                 signal.signal(sig, h)
+            dist.shutdown(self.world)
+
+
+class _NoTracker:
+    """What ranks other than 0 log to: nothing (rank 0 owns the run directory)."""
+
+    def rewind(self, step):
+        pass
+
+    def log(self, row):
+        pass
+
+    def log_probe(self, row):
+        pass
+
+    def flush(self):
+        pass
+
+    def finish(self, summary):
+        pass
 
 
 def _nullcontext():  # noqa: D103

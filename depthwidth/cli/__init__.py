@@ -8,3 +8,6 @@ from depthwidth.cli.app import app, main  # noqa: F401
 from depthwidth.cli import shapes  # noqa: F401,E402
 from depthwidth.cli import data  # noqa: F401,E402
 from depthwidth.cli import train  # noqa: F401,E402
+from depthwidth.cli import sweep  # noqa: F401,E402
+from depthwidth.cli import status  # noqa: F401,E402
+from depthwidth.cli import sync  # noqa: F401,E402

@@ -32,12 +32,18 @@ def train_cmd(
 
     cfg = compose(overrides or [])
     err = console(stderr=True)
-    log = (lambda m: None) if quiet else (lambda m: err.print(f"[dim]dw[/dim] {m}"))
+    say = lambda m: err.print(f"[dim]dw[/dim] {m}", markup=True, highlight=False)  # noqa: E731
+    # --quiet drops progress lines but never a warning
+    log = (lambda m: say(m) if m.startswith("warning:") else None) if quiet else say
     try:
         summary = train(cfg, log=log)
     except Preempted:
         raise typer.Exit(EXIT_PREEMPTED)
-    if as_json:
+    import os
+
+    if os.environ.get("RANK", "0") != "0":
+        pass  # data-parallel ranks > 0: rank 0 reports
+    elif as_json:
         emit_json(summary)
     else:
         _render(summary)

@@ -1,0 +1,81 @@
+"""Data parallelism for runs that span several processes (GPUs, or CPU
+processes under ``torchrun`` / ``srun`` with ``tasks_per_node > 1``).
+
+Every rank draws the same global batch from the deterministic sampler and
+trains on its own slice of rows; DDP averages the gradients, so the
+optimiser sees the gradient of the whole batch, checkpoints stay
+rank-independent and a resumed run continues the same token stream.  Only
+rank 0 writes to the run directory.  The environment (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR, MASTER_PORT) comes from torchrun or the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+
+def world_from_env() -> World:
+    e = os.environ
+    return World(int(e.get("RANK", "0")), int(e.get("WORLD_SIZE", "1")), int(e.get("LOCAL_RANK", "0")))
+
+
+def init(world: World, device_type: str) -> None:
+    import torch.distributed as dist
+
+    if world.distributed and not dist.is_initialized():
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+
+
+def shutdown(world: World) -> None:
+    import torch.distributed as dist
+
+    if world.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def rows(world: World, x, y):
+    """This rank's slice of a global batch."""
+    if not world.distributed:
+        return x, y
+    n = x.size(0) // world.size
+    sl = slice(world.rank * n, (world.rank + 1) * n)
+    return x[sl], y[sl]
+
+
+def mean(world: World, t):
+    """All-reduce mean of a tensor (identity on one process)."""
+    if not world.distributed:
+        return t
+    import torch.distributed as dist
+
+    t = t.clone()
+    dist.all_reduce(t)
+    return t / world.size
+
+
+def any_flag(world: World, flag: bool) -> bool:
+    """True on every rank if any rank has the flag (a preemption signal)."""
+    if not world.distributed:
+        return flag
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([1.0 if flag else 0.0])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())

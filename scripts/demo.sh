@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The newcomer's demo (`make demo`): a CPU micro-sweep trained by detached
+# local workers, watched live, then fitted and reported.
+#
+#   DW            the dw command            (default .venv/bin/dw)
+#   DW_RUNS       run store root            (default runs)
+#   DW_DEMO_OUT   figures + report.md       (default out/demo)
+#   DW_DEMO_ARGS  extra overrides for every run, e.g. "train.steps=20" (the test suite's short demo)
+#   DW_DEMO_BOOTSTRAP  bootstrap replicates of the fit (default 200)
+set -euo pipefail
+DW=${DW:-.venv/bin/dw}
+OUT=${DW_DEMO_OUT:-out/demo}
+BOOT=${DW_DEMO_BOOTSTRAP:-200}
+# shellcheck disable=SC2206
+EXTRA=(${DW_DEMO_ARGS:-})
+t0=$(date +%s)
+
+echo "== 1/4 dw sweep demo launcher=local  (16 tiny models, 2 CPU workers, returns at once)"
+$DW sweep demo launcher=local "${EXTRA[@]}"
+echo "== 2/4 dw status demo --watch  (live until every run has ended)"
+$DW status demo --watch --interval 2
+echo "== 3/4 dw fit demo --law depth-delusion --bootstrap $BOOT --compare chinchilla,width-depth"
+$DW fit demo --law depth-delusion --bootstrap "$BOOT" --compare chinchilla,width-depth
+echo "== 4/4 dw report demo --plots $OUT"
+$DW report demo --plots "$OUT"
+
+t1=$(date +%s)
+echo "$((t1 - t0))" > "$OUT/demo_seconds"
+echo
+echo "demo finished in $((t1 - t0)) s (sweep, fit and report; venv set-up not counted)"
+echo "figures and report in $OUT/:"
+for f in "$OUT"/*.png "$OUT"/report.md; do
+  [ -e "$f" ] && echo "  $f"
+done

@@ -1,0 +1,121 @@
+"""Shared pytest fixtures.
+
+Each block below is owned by one part of the test suite; add new fixtures in a
+section of their own rather than inside another's.
+"""
+
+from __future__ import annotations
+
+# ============================================================================
+# SLURM cluster fixture (owner: scripts/slurm_cluster.sh, docs/slurm.md)
+#
+#   def test_x(slurm_cluster):            # mark such tests @pytest.mark.slurm
+#       slurm_cluster.conf                # Path of the generated slurm.conf
+#       slurm_cluster.sh("squeue", "-h")  # run a SLURM command, CompletedProcess
+#
+# Session scoped. Starts the single-node cluster with accounting through
+# scripts/slurm_cluster.sh (or reuses one that is already running), sets
+# SLURM_CONF in os.environ for the whole session, and stops the cluster at the
+# end only if this fixture started it. When the cluster cannot start the tests
+# are skipped with the script's one-line reason ("SLURM cluster unavailable:
+# must run as root (uid 1000)"), except under CI (env CI set, not "0"/"false")
+# or DW_REQUIRE_SLURM=1, where they fail instead.
+# ============================================================================
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SLURM_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm_cluster.sh"
+SLURM_START_TIMEOUT_S = 900  # a first start installs Debian packages
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmCluster:
+    """A running single-node SLURM cluster (see docs/slurm.md)."""
+
+    conf: Path  # generated slurm.conf; os.environ["SLURM_CONF"] points here
+    dir: Path  # DW_SLURM_DIR: config, state, logs
+    env: dict  # variables the script's `env` verb exported (SLURM_CONF, ...)
+    started_here: bool  # True if this session started it (and will stop it)
+    script: Path = SLURM_SCRIPT
+
+    def sh(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run a SLURM client command (`sh("scontrol", "requeue", jid)`), text output captured."""
+        return subprocess.run(
+            list(args), capture_output=True, text=True, check=check, timeout=timeout,
+            env={**os.environ, **self.env},
+        )
+
+
+def _slurm_required() -> bool:
+    ci = os.environ.get("CI", "").strip().lower()
+    return (ci not in ("", "0", "false", "no")) or os.environ.get("DW_REQUIRE_SLURM") == "1"
+
+
+def _slurm_unavailable(reason: str):
+    message = f"SLURM cluster unavailable: {reason}"
+    if _slurm_required():
+        pytest.fail(message + " (CI or DW_REQUIRE_SLURM=1: SLURM tests must run)", pytrace=False)
+    pytest.skip(message)
+
+
+def _script(verb: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(SLURM_SCRIPT), verb], capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    line = lines[-1] if lines else "no message"
+    return line.removeprefix("slurm_cluster.sh: ")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    if shutil.which("bash") is None:
+        _slurm_unavailable("bash not found")
+    if not SLURM_SCRIPT.is_file():
+        _slurm_unavailable(f"{SLURM_SCRIPT} missing")
+
+    already = _script("status", 60).returncode == 0
+    if not already:
+        try:
+            proc = _script("start", SLURM_START_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _slurm_unavailable(f"start took over {SLURM_START_TIMEOUT_S} s")
+        if proc.returncode != 0:
+            _slurm_unavailable(_last_line(proc.stderr or proc.stdout))
+
+    exported = {}
+    for line in _script("env", 30).stdout.splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, value = line[len("export "):].split("=", 1)
+            exported[key.strip()] = value.strip().strip("'\"")
+    if "SLURM_CONF" not in exported:
+        _slurm_unavailable("scripts/slurm_cluster.sh env printed no SLURM_CONF")
+
+    saved = {k: os.environ.get(k) for k in exported}
+    os.environ.update(exported)
+    conf = Path(exported["SLURM_CONF"])
+    try:
+        yield SlurmCluster(conf=conf, dir=conf.parent.parent, env=exported, started_here=not already)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        if not already:
+            _script("stop", 120)
+
+
+# ============================================================================
+# (end of SLURM section)
+# ============================================================================

@@ -1,0 +1,170 @@
+"""debug and local launchers end to end, resubmission rules, packing (tiny CPU runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from depthwidth import launch, store
+from depthwidth.atomic import read_jsonl, write_json
+from tests.helpers import run_dw
+
+TINY = """\
+groups: {model: vwt, data: pydoc}
+fixed: {model.heads: 4, model.shape: uniform, train.seq_len: 32, train.batch_size: 4, train.steps: STEPS,
+        train.log_every: 4, train.ckpt_every: 4, train.threads: 1, train.eval_batches: 2,
+        probe.every: 0, probe.at: []}
+axes: {model.width: WIDTHS, model.depth: DEPTHS}
+"""
+
+
+def tiny_env(tmp_path, steps=12, widths="[32]", depths="[1, 2]"):
+    d = tmp_path / "sweeps"
+    d.mkdir(exist_ok=True)
+    (d / "tiny.yaml").write_text(TINY.replace("STEPS", str(steps)).replace("WIDTHS", widths).replace("DEPTHS", depths))
+    return {"DW_SWEEPS": str(d), "DW_RUNS": str(tmp_path / "runs")}
+
+
+def status(env):
+    p = run_dw("status", "tiny", "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def wait_for(pred, timeout, what):
+    t0 = time.monotonic()
+    while True:
+        v = pred()
+        if v:
+            return v
+        assert time.monotonic() - t0 < timeout, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_debug_runs_in_process_then_skips_done_and_retries_only_failed(tmp_path):
+    env = tiny_env(tmp_path)
+    p = run_dw("sweep", "tiny", "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert len(out["submitted"]) == 2 and out["launcher"] == "debug"
+    ev = read_jsonl(tmp_path / "runs" / "tiny" / "manifest")
+    subs = [e for e in ev if e["event"] == "submit"]
+    assert len(subs) == 2 and len([e for e in ev if e["event"] == "start"]) == 2
+    for e in subs:
+        assert e["job_id"].startswith("debug-") and "model.heads=4" in e["overrides"]
+        assert e["run_dir"].endswith(e["run_id"]) and f"run.dir={e['run_dir']}" in e["overrides"]
+    st = status(env)
+    assert st["counts"]["done"] == 2
+    assert all(r["attempts"] == 1 and r["progress"] == 1.0 and r["last_loss"] for r in st["runs"])
+    # the run's overrides reproduce it with `dw train`: same run id, nothing to do
+    r0 = st["runs"][0]
+    t = run_dw("train", *r0["overrides"], "--json", env=env)
+    assert t.returncode == 0 and json.loads(t.stdout)["run_id"] == r0["run_id"]
+
+    again = json.loads(run_dw("sweep", "tiny", "--json", env=env).stdout)
+    assert again["submitted"] == [] and again["skipped"] == {"done": 2}
+
+    # one run failed, one diverged: only --retry-failed resubmits them, and only them
+    summaries = [Path(r["run_dir"]) / "summary.json" for r in st["runs"]]
+    for path, new in zip(summaries, ("failed", "diverged")):
+        s = json.loads(path.read_text())
+        write_json(path, {**s, "status": new})
+    assert {r["state"] for r in status(env)["runs"]} == {"failed", "diverged"}
+    assert json.loads(run_dw("sweep", "tiny", "--json", env=env).stdout)["submitted"] == []
+    retry = json.loads(run_dw("sweep", "tiny", "--retry-failed", "--json", env=env).stdout)
+    assert len(retry["submitted"]) == 2
+    st = status(env)
+    assert st["counts"]["done"] == 2 and all(r["attempts"] == 2 for r in st["runs"])
+    assert (summaries[1].parent / "summary.diverged0.json").exists()
+
+
+def test_local_returns_at_once_packs_and_completes(tmp_path):
+    env = tiny_env(tmp_path, steps=16, widths="[32, 64]")
+    t0 = time.monotonic()
+    p = run_dw("sweep", "tiny", "launcher=local", "launcher.workers=2", "pack=2", "--json", env=env)
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert len(out["submitted"]) == 4 and len(out["jobs"]) == 2  # 4 runs packed into 2 tasks
+    assert took < 15
+    st = wait_for(lambda: (s := status(env))["counts"]["done"] == 4 and s, 120, "4 runs done")
+    assert {r["job_id"] for r in st["runs"]} == set(out["jobs"])
+    sub = next((tmp_path / "runs" / "tiny" / "jobs").iterdir())
+    workers = [json.loads(p.read_text()) for p in sub.glob("worker-*.json")]
+    assert len(workers) == 2
+    wait_for(lambda: all(not store.pid_alive(w["pid"]) for w in workers), 30, "workers to exit")
+
+
+def test_a_killed_local_worker_leaves_lost_runs_that_retry_resubmits(tmp_path):
+    env = tiny_env(tmp_path, steps=300)
+    p = run_dw("sweep", "tiny", "launcher=local", "launcher.workers=1", "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    sub = next((tmp_path / "runs" / "tiny" / "jobs").iterdir())
+    wait_for(lambda: status(env)["counts"]["running"] == 1, 60, "a running run")
+    w = json.loads((sub / "worker-0.json").read_text())
+    os.kill(w["pid"], signal.SIGKILL)  # the worker this test started
+    st = wait_for(lambda: (s := status(env))["counts"]["running"] + s["counts"]["pending"] == 0 and s, 30, "no live job")
+    lost = {r["run_id"] for r in st["runs"] if r["state"] == "lost"}
+    assert lost and st["counts"]["lost"] + st["counts"]["done"] == 2
+    assert json.loads(run_dw("sweep", "tiny", "--json", env=env).stdout)["submitted"] == []
+    retry = json.loads(run_dw("sweep", "tiny", "--retry-failed", "--json", env=env).stdout)
+    assert {x["run_id"] for x in retry["submitted"]} == lost and retry["launcher"] == "debug"
+    assert status(env)["counts"]["done"] == 2
+
+
+def test_launcher_config_merges_overrides():
+    cfg = launch.launcher_config(["launcher=slurm", "launcher.partition=gpu", "pack=3",
+                                  "launcher.additional.exclude='n[1-2]'"])
+    assert (cfg["name"], cfg["partition"], cfg["pack"], cfg["additional"]) == ("slurm", "gpu", 3, {"exclude": "n[1-2]"})
+
+
+def test_submitit_sbatch_file_has_the_array_resources_requeue_and_signal(tmp_path, monkeypatch):
+    pytest.importorskip("submitit")
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    from depthwidth import launch_slurm
+
+    monkeypatch.setenv("DW_RUNS", str(tmp_path))
+    cfg = launch.launcher_config(["launcher=slurm", "launcher.partition=gpu", "launcher.account=lab",
+                                  "launcher.qos=high", "launcher.gpus_per_node=4", "launcher.mem=64G",
+                                  "launcher.time=48:00:00", "launcher.constraint=h100", "launcher.array_parallelism=8",
+                                  "launcher.cpus_per_task=8", "launcher.setup=['module load cuda']",
+                                  "launcher.additional.exclude='n[1-2]'"], need_scheduler=False)
+    params = launch_slurm.parameters("dd", cfg)
+    # what SlurmExecutor.map_array writes for a 30-task array (map_count is set by map_array)
+    text = _make_sbatch_string(command="python -u -m submitit.core._submit F", folder=tmp_path, map_count=30, **params)
+    for line in ("--array=0-29%8", "--partition=gpu", "--account=lab", "--qos=high", "--gpus-per-node=4",
+                 "--ntasks-per-node=4", "--mem=64G", "--time=2880", "--constraint=h100", "--cpus-per-task=8",
+                 "--exclude='n[1-2]'", "--job-name=dw-dd", "#SBATCH --requeue", "--signal=USR2@120",
+                 "trap '' USR2", "module load cuda", "srun --unbuffered", "MASTER_ADDR", "MASTER_PORT",
+                 f"DW_RUNS={tmp_path}"):
+        assert line in text, line
+    assert "B:USR2" not in text  # the steps (python under srun) get the warning, not the batch shell
+    one = launch_slurm.parameters("dd", launch.launcher_config(["launcher=slurm"], need_scheduler=False))
+    assert one["ntasks_per_node"] == 1 and "gpus_per_node" not in one and one["time"] == 60
+    assert launch_slurm.MAX_NUM_TIMEOUT >= 10_000
+
+
+@pytest.mark.parametrize("t,m", [(90, 90), ("90", 90), ("01:00:00", 60), ("48:00:00", 2880), ("30:00", 30),
+                                 ("0:30", 1), ("1-00:00:00", 1440), ("2-12", 3600), ("1-2:30", 1590)])
+def test_slurm_time_in_minutes(t, m):
+    pytest.importorskip("submitit")
+    from depthwidth.launch_slurm import minutes
+
+    assert minutes(t) == m
+
+
+def test_task_sets_torch_distributed_env_from_slurm(monkeypatch):
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.setenv(k, "")  # so that monkeypatch restores them afterwards
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    monkeypatch.setenv("SLURM_PROCID", "2")
+    monkeypatch.setenv("SLURM_LOCALID", "2")
+    launch._distributed_env()
+    assert (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["LOCAL_RANK"]) == ("2", "4", "2")
