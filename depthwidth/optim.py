@@ -74,6 +74,21 @@ def plan_budgets(budgets_tokens, total_steps: int, tokens_per_step: int, o: Any)
     return [out[k] for k in sorted(out)]
 
 
+def plan_steps(t: Any) -> tuple[int, int]:
+    """(optimizer steps, tokens per step) of a ``train`` group, validated."""
+    for key in ("batch_size", "seq_len"):
+        if isinstance(t[key], bool) or not isinstance(t[key], int) or t[key] < 1:
+            raise bad(f"train.{key}", t[key], "an integer >= 1")
+    per_step = t.batch_size * t.seq_len
+    if t.tokens is not None:
+        if not float(t.tokens) >= per_step:
+            raise bad("train.tokens", t.tokens, f"a token count >= one step ({per_step})")
+        return math.ceil(float(t.tokens) / per_step), per_step
+    if isinstance(t.steps, bool) or not isinstance(t.steps, int) or t.steps < 1:
+        raise bad("train.steps", t.steps, "an integer >= 1")
+    return t.steps, per_step
+
+
 def validate(o: Any) -> None:
     if o.schedule not in SCHEDULES:
         raise bad("optim.schedule", o.schedule, "|".join(SCHEDULES))

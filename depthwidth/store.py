@@ -127,8 +127,9 @@ STATES = ("pending", "running", "done", "failed", "diverged", "preempted", "canc
 RETRYABLE = ("failed", "diverged", "cancelled", "lost")
 
 
-def runs_root() -> Path:
-    return Path(os.environ.get("DW_RUNS", "runs"))
+def runs_root(root: str | os.PathLike | None = None) -> Path:
+    """Run-store root: ``root`` (``--root``), else $DW_RUNS, else ``runs``."""
+    return Path(root or os.environ.get("DW_RUNS") or "runs")
 
 
 def sweep_dir(name: str) -> Path:

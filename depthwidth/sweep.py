@@ -293,23 +293,12 @@ def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK) 
     from depthwidth.spec import from_config
 
     t = cfg.train
-    for key in ("batch_size", "seq_len"):
-        if isinstance(t[key], bool) or not isinstance(t[key], int) or t[key] < 1:
-            raise bad(f"train.{key}", t[key], "an integer >= 1")
+    steps, per_step = optim.plan_steps(t)
     optim.validate(cfg.optim)
     spec = from_config(cfg.model)
     dv = cfg.data.get("vocab_size")
     if spec.vocab_size != dv:
         raise BadInput(f"vocabulary mismatch: model.vocab_size={spec.vocab_size} but data has {dv}")
-    per_step = t.batch_size * t.seq_len
-    if t.tokens is not None:
-        if not float(t.tokens) >= per_step:
-            raise bad("train.tokens", t.tokens, f"a token count >= one step ({per_step})")
-        steps = math.ceil(float(t.tokens) / per_step)
-    else:
-        if isinstance(t.steps, bool) or not isinstance(t.steps, int) or t.steps < 1:
-            raise bad("train.steps", t.steps, "an integer >= 1")
-        steps = t.steps
     f = figures(spec, t.seq_len)
     tokens = steps * per_step
     flops = f["flops_per_token"] * tokens

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import threading
 import time
@@ -37,6 +36,7 @@ from depthwidth.atomic import write_json, write_text
 from depthwidth.config import run_id as config_run_id
 from depthwidth.errors import BadInput, bad
 from depthwidth.probes import is_probe_step
+from depthwidth.store import runs_root
 
 EXIT_PREEMPTED = 3
 
@@ -46,10 +46,6 @@ PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A
 
 class Preempted(Exception):
     """The run checkpointed on a preemption signal and should be requeued."""
-
-
-def runs_root() -> Path:
-    return Path(os.environ.get("DW_RUNS", "runs"))
 
 
 @dataclass
@@ -72,9 +68,7 @@ def prepare(cfg) -> Plan:
     from depthwidth.spec import from_config
 
     t = cfg.train
-    for key in ("batch_size", "seq_len"):
-        if not isinstance(t[key], int) or t[key] < 1:
-            raise bad(f"train.{key}", t[key], "an integer >= 1")
+    steps, tokens_per_step = optim.plan_steps(t)
     optim.validate(cfg.optim)
     from depthwidth.tracking import validate as validate_tracker
 
@@ -90,15 +84,6 @@ def prepare(cfg) -> Plan:
     world = dist.world_from_env()
     if t.batch_size % world.size:
         raise bad("train.batch_size", t.batch_size, f"a multiple of the {world.size} data-parallel processes")
-    tokens_per_step = t.batch_size * t.seq_len
-    if t.tokens is not None:
-        if not float(t.tokens) >= tokens_per_step:
-            raise bad("train.tokens", t.tokens, f"a token count >= one step ({tokens_per_step})")
-        steps = math.ceil(float(t.tokens) / tokens_per_step)
-    else:
-        if not isinstance(t.steps, int) or t.steps < 1:
-            raise bad("train.steps", t.steps, "an integer >= 1")
-        steps = t.steps
     budgets = optim.plan_budgets(t.budgets, steps, tokens_per_step, cfg.optim)
     rid = config_run_id(cfg)
     run_dir = Path(cfg.run.dir) if cfg.run.dir else runs_root() / "adhoc" / rid

@@ -10,4 +10,6 @@ from depthwidth.cli import data  # noqa: F401,E402
 from depthwidth.cli import train  # noqa: F401,E402
 from depthwidth.cli import sweep  # noqa: F401,E402
 from depthwidth.cli import status  # noqa: F401,E402
+from depthwidth.cli import fit  # noqa
 from depthwidth.cli import sync  # noqa: F401,E402
+from depthwidth.cli import report  # noqa: F401,E402

@@ -119,30 +119,31 @@ def _watch(name, interval, timeout) -> None:
     c = wide_console()
     t0 = time.monotonic()
     st = store.status(name)  # bad sweep name: exit 2 before anything is drawn
+
+    def poll(show) -> dict:
+        """Show, then refresh every ``interval`` s until every run has ended."""
+        nonlocal st
+        while True:
+            show(st)
+            if _finished(st):
+                return st
+            if timeout is not None and time.monotonic() - t0 > timeout:
+                raise WorkFailed(f"{name}: runs still going after --timeout {timeout:g} s: {store.summary_line(st)}")
+            time.sleep(interval)
+            st = store.status(name)
+
     if c.is_terminal:
         with Live(console=c, refresh_per_second=4, transient=False) as live:
-            while True:
-                live.update(Group(_renderable(name, st), Text(_progress_line(st, t0))))
-                if _finished(st):
-                    break
-                if timeout is not None and time.monotonic() - t0 > timeout:
-                    raise WorkFailed(f"{name}: runs still going after --timeout {timeout:g} s: {store.summary_line(st)}")
-                time.sleep(interval)
-                st = store.status(name)
+            poll(lambda s: live.update(Group(_renderable(name, s), Text(_progress_line(s, t0)))))
         return
-    last = None
-    while True:
-        line = store.summary_line(st)
-        if line != last:
-            c.print(_progress_line(st, t0))
-            last = line
-        if _finished(st):
-            break
-        if timeout is not None and time.monotonic() - t0 > timeout:
-            raise WorkFailed(f"{name}: runs still going after --timeout {timeout:g} s: {line}")
-        time.sleep(interval)
-        st = store.status(name)
-    _print_table(c, name, st)
+    last: list = [None]
+
+    def line_on_change(s) -> None:  # a pipe: one line per change of the summary
+        if store.summary_line(s) != last[0]:
+            c.print(_progress_line(s, t0))
+            last[0] = store.summary_line(s)
+
+    _print_table(c, name, poll(line_on_change))
 
 
 FAST_ABOVE = 200  # rich.Table measures every cell (~0.1 ms each): beyond this, draw the table directly

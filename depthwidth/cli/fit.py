@@ -1,0 +1,158 @@
+"""``dw fit``: fit a loss law to a sweep's runs or to any run table, with intervals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from depthwidth.cli.app import app, console, emit_json
+
+
+@app.command("fit")
+def fit_cmd(
+    name: Optional[str] = typer.Argument(None, help="sweep name: every token-budget point of every run in ROOT/NAME"),
+    runs: Optional[Path] = typer.Option(None, "--runs", help="a run table (.csv, .jsonl, .parquet) instead of a sweep"),
+    columns: Optional[str] = typer.Option(None, "--columns", help="map canonical names to the table's, e.g. loss=final_loss,params=params_active_precise (names: params, tokens, loss, depth, width, flops, seed, run)"),
+    law: str = typer.Option("chinchilla", "--law", help="chinchilla | depth-delusion | width-depth"),
+    dcrit: str = typer.Option("log", "--dcrit", help="depth-delusion D_crit form: log (kappa*ln W) | power (c*W^p)"),
+    irreducible: bool = typer.Option(False, "--irreducible", help="depth-delusion: add an irreducible loss E"),
+    bootstrap: int = typer.Option(200, "--bootstrap", help="run-level bootstrap replicates for intervals (0: none)"),
+    pin: Optional[List[str]] = typer.Option(None, "--pin", help="fix parameters, e.g. --pin alpha=0.076 (repeatable or comma-separated)"),
+    compare: Optional[str] = typer.Option(None, "--compare", help="laws to compare on held-out runs, e.g. chinchilla,depth-delusion,width-depth"),
+    huber_delta: float = typer.Option(1e-3, "--huber-delta", help="Huber delta on log residuals"),
+    level: float = typer.Option(0.95, "--ci", help="interval level"),
+    seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and of grid subsampling"),
+    max_starts: int = typer.Option(4500, "--max-starts", help="at most this many starts of the law's grid (a fixed-seed subset; chinchilla's full grid is 4,500)"),
+    probe_step: int = typer.Option(1000, "--probe-step", help="probe step used for gradient persistence (nearest record)"),
+    root: Optional[str] = typer.Option(None, "--root", help="run store root (default $DW_RUNS or ./runs)"),
+    source: str = typer.Option("store", "--source", help="store (a sweep NAME or --runs FILE) | wandb (pull the run table from the W&B API)"),
+    project: Optional[str] = typer.Option(None, "--project", help="with --source wandb: ENTITY/PROJECT"),
+    group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the result JSON here (a sweep writes ROOT/NAME/fit.json)"),
+    no_write: bool = typer.Option(False, "--no-write", help="do not write fit.json"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+) -> None:
+    """Fit a loss law robustly (Huber on log loss, multi-start L-BFGS), with bootstrap intervals.
+
+    Example: dw fit depth_delusion --law depth-delusion --bootstrap 1000
+
+    Example: dw fit --runs gemstones.jsonl --columns loss=final_loss,params=params_active_precise,run=run_name --law width-depth
+
+    Example: dw fit --source wandb --project me/depthwidth --group depth_delusion --law depth-delusion
+    """
+    from depthwidth.fitrun import run_fit
+
+    res = run_fit(
+        name, runs=runs, columns=columns, law=law, dcrit=dcrit, irreducible=irreducible, bootstrap=bootstrap,
+        seed=seed, pins=pin, compare=compare, delta=huber_delta, level=level, root=root,
+        probe_step=probe_step, out=out, write=not no_write, max_starts=max_starts,
+        source=source, project=project, group=group,
+    )
+    if as_json:
+        emit_json(res)
+        return
+    render(res)
+
+
+def _f(x, fmt="{:.4g}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def _ci(c) -> str:
+    return "—" if not c else f"\\[{c[0]:.4g}, {c[1]:.4g}]"
+
+
+def render(res: dict) -> None:
+    from rich.markup import escape as esc
+    from rich.table import Table
+
+    c = console()
+    if not c.is_terminal:  # piped output: do not squeeze the tables into 80 columns
+        c.width = max(c.width, 120)
+    lvl = res.get("bootstrap", {}).get("level", 0.95)
+    t = Table(title=esc(f"{res['law']}: {res['formula']}"))
+    t.add_column("parameter")
+    t.add_column("value", justify="right")
+    t.add_column(f"{100 * lvl:.0f}% CI (runs)", justify="right")
+    if res.get("seed_ci"):
+        t.add_column("CI (seeds)", justify="right")
+    t.add_column("")
+    for k, v in res["params"].items():
+        flags = []
+        if k in res.get("pinned", {}):
+            flags.append("pinned")
+        if k in res.get("on_bound", []):
+            flags.append("on bound")
+        cc = res["ci"].get(k)
+        if cc and cc[0] <= 0 <= cc[1] and k not in res.get("pinned", {}):
+            flags.append("CI ∋ 0")
+        row = [k, _f(v), _ci(cc)]
+        if res.get("seed_ci"):
+            row.append(_ci(res["seed_ci"].get(k)))
+        row.append(", ".join(flags))
+        t.add_row(*row)
+    c.print(t)
+    s = res["starts"]
+    c.print(
+        f"n = {res['n']} points, {res.get('n_runs')} runs · R² = {_f(res['r2'], '{:.4f}')} · "
+        f"RMSE = {_f(res['rmse'], '{:.4g}')} nats · Huber objective = {_f(res['objective'], '{:.6g}')} · "
+        f"starts {s['converged']}/{s['total']} converged, {s['in_best_basin']} in the best basin"
+    )
+    d = res.get("derived", {})
+    if "dcrit" in d:
+        dt = Table(title=f"D_crit = {d['dcrit']['formula']}")
+        for col in ("model", "width", "depth", "D_crit [CI]", "depth / D_crit [CI]"):
+            dt.add_column(col, justify="right", no_wrap=True)
+        for w, v in d["dcrit"]["widths"].items():
+            dt.add_row("sweep", w, "", f"{_f(v['value'])} {_ci(v['ci'])}", "")
+        for m, v in d["dcrit"]["reference"].items():
+            dt.add_row(m, str(v["width"]), str(v["depth"]), f"{_f(v['dcrit'])} {_ci(v['dcrit_ci'])}",
+                       f"{_f(v['depth_over_dcrit'])} {_ci(v['depth_over_dcrit_ci'])}")
+        c.print(dt)
+    if "compute_optimal" in d:
+        co = d["compute_optimal"]
+        ct = Table(title=f"compute-optimal allocation ({co['constraint']})")
+        ct.add_column("quantity")
+        ct.add_column("value", justify="right")
+        ct.add_column("CI", justify="right")
+        for k, v in co.items():
+            if k in ("ci", "constraint", "c_ref", "tie_break") or not isinstance(v, (int, float)):
+                continue
+            label = {"N_exponent": "N* ∝ C^x", "T_exponent": "T* ∝ C^y", "D_exponent": "D* ∝ C^a",
+                     "W_exponent": "W* ∝ C^b"}.get(k, f"{k} at C = {co['c_ref']:.0e}")
+            ct.add_row(label, _f(v), _ci(co["ci"].get(k)))
+        c.print(ct)
+    gp = d.get("gradient_persistence")
+    if gp and gp.get("tau_law"):
+        tl = gp["tau_law"]
+        c.print(esc(f"gradient persistence: tau(W) ∝ W^{_f(tl['p'], '{:.3g}')} {_ci(tl['p_ci'])}, R² = {_f(tl['r2'], '{:.3f}')}"
+                    f" over {tl['runs']} runs at step ≈ {gp['probe_step']}"))
+        gt = Table(title="D_crit: 1/e rule on gradient profiles vs the law")
+        for col in ("width", "profiles", "censored", "law", "law CI"):
+            gt.add_column(col, justify="right")
+        for w, v in gp.get("dcrit_by_width", {}).items():
+            gt.add_row(w, _f(v.get("profiles")), f"{v['censored']}/{v['runs']}", _f(v.get("law")), _ci(v.get("law_ci")))
+        c.print(gt)
+    if "compare" in res:
+        cm = res["compare"]
+        tt = Table(title="law comparison (held-out errors in nats)")
+        tt.add_column("law", no_wrap=True)
+        for col in ("k", "R²", "RMSE", "LORO", "extrap.", "AIC", "BIC"):
+            tt.add_column(col, justify="right")
+        for r in cm["laws"]:
+            tt.add_row(esc(r["law"]), str(r["k"]), _f(r["r2"], "{:.4f}"), _f(r["rmse"]), _f(r.get("loro_rmse")),
+                       _f(r.get("extrapolation_rmse")), _f(r["aic"], "{:.1f}"), _f(r["bic"], "{:.1f}"))
+        c.print(tt)
+        b = cm["best"]
+        c.print(esc(f"best: held-out (LORO) {b['loro']}, extrapolation {b['extrapolation']}, AIC {b['aic']}, BIC {b['bic']}"))
+        if "dcrit_preference" in cm:
+            c.print(esc(f"D_crit form preferred by the data: {cm['dcrit_preference']['prefers']} (by {cm['dcrit_preference']['by']})"))
+    if res["excluded"]:
+        c.print(esc("excluded: " + "; ".join(f"{e['run']} ({e['points']} pts, {e['reason']})" for e in res["excluded"][:20])
+                    + (" …" if len(res["excluded"]) > 20 else "")))
+    for w in res.get("warnings", []):
+        c.print(f"[yellow]warning:[/yellow] {esc(w)}")
+    if res.get("written"):
+        c.print(esc(f"wrote {res['written']}"))

@@ -1,0 +1,70 @@
+"""``dw report``: tables, figures and markdown from a sweep (and its fit) or a run table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from depthwidth.cli.app import app, console, emit_json
+
+
+@app.command("report")
+def report_cmd(
+    name: Optional[str] = typer.Argument(None, help="sweep name: ROOT/NAME (its runs, manifest and fit.json)"),
+    runs: Optional[Path] = typer.Option(None, "--runs", help="a run table (.csv, .jsonl, .parquet) instead of a sweep"),
+    columns: Optional[str] = typer.Option(None, "--columns", help="map canonical names to the table's, e.g. loss=final_loss,params=n_params"),
+    fmt: str = typer.Option("rich", "--format", "-f", help="rich | markdown | csv | json"),
+    plots: Optional[Path] = typer.Option(None, "--plots", help="write PNG figures, report.md (figures linked), report.json and tables/*.csv to this folder"),
+    fit: Optional[Path] = typer.Option(None, "--fit", help="a fit.json to report (default: ROOT/NAME/fit.json when present)"),
+    at_width: Optional[int] = typer.Option(None, "--at-width", help="width of the U-shape table (default: the width with most depths)"),
+    at_depth: Optional[int] = typer.Option(None, "--at-depth", help="depth of the width-sweep table (default: the depth with most widths)"),
+    root: Optional[str] = typer.Option(None, "--root", help="run store root (default $DW_RUNS or ./runs)"),
+    source: str = typer.Option("store", "--source", help="store (a sweep NAME or --runs FILE) | wandb (the W&B API)"),
+    project: Optional[str] = typer.Option(None, "--project", help="with --source wandb: ENTITY/PROJECT"),
+    group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
+) -> None:
+    """Tables, figures and the papers' numbers beside ours, for a sweep (finished or not) or a run table.
+
+    Example: dw report demo --plots out/demo
+
+    Example: dw report depth_delusion --format markdown > results.md
+
+    Example: dw report --runs gemstones.jsonl --columns loss=final_loss,run=run_name --format csv
+
+    Example: dw report --source wandb --project me/depthwidth --group depth_delusion
+
+    Tables: loss grid (depth × width), U-shape, width sweep, shallow-wide vs
+    deep-narrow pairs, shape families, the fit, D_crit, paper vs measured,
+    and what is missing (runs pending, failed or diverged).  Exit codes: 0 ok;
+    2 bad input; 1 the report could not be written.
+    """
+    from depthwidth import report as rp
+    from depthwidth.errors import bad
+
+    if fmt not in rp.FORMATS:
+        raise bad("--format", fmt, " | ".join(rp.FORMATS))
+    if plots is not None and plots.exists() and not plots.is_dir():
+        raise bad("--plots", str(plots), "a folder (created if missing)")
+    data = rp.load(name, runs=runs, columns=columns, root=root, fit_path=fit, source=source, project=project, group=group)
+    rep = rp.build(data, at_width=at_width, at_depth=at_depth)
+    if plots is not None:
+        from depthwidth import report_figs
+
+        plots.mkdir(parents=True, exist_ok=True)
+        rep["figures"] = report_figs.make_all(data, rep, plots)
+        rp.write_outputs(rep, plots)
+    if fmt == "json":
+        emit_json(rp.to_json(rep))
+    elif fmt == "markdown":
+        typer.echo(rp.render_markdown(rep, fig_base=str(plots) if plots is not None else None), nl=False)
+    elif fmt == "csv":
+        typer.echo(rp.render_csv(rep), nl=False)
+    else:
+        c = console()
+        if not c.is_terminal:
+            c.width = max(c.width, 160)
+        rp.render_rich(rep, c)
+    if plots is not None:
+        console(stderr=True).print(f"report: {len(rep['figures'])} figures, report.md, report.json and tables/ in {plots}/")

@@ -1,0 +1,271 @@
+"""`dw report` on a small store written by hand (tests/report_store.py: summary.json,
+probes.jsonl, manifest and task files in the formats of docs/CONTRACTS.md; no
+training), fitted once with the real `dw fit` engine."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import report_store as rs
+from tests.helpers import REPO, assert_bad_input, run_dw
+
+TABLES = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "fit", "fit_compare", "dcrit_widths",
+          "dcrit_models", "paper", "missing")
+FIGURES = ("loss_vs_depth.png", "grad_profiles.png", "tau_vs_width.png", "shape_profiles.png", "loss_vs_flops.png",
+           "fit_residuals.png", "entropy.png")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A finished sweep 't' (grid with 3 seeds in one cell, 4 shapes) and its fit.json."""
+    from depthwidth.fitrun import run_fit
+
+    root = tmp_path_factory.mktemp("runs")
+    runs = rs.build(root, "t")
+    run_fit("t", root=str(root), law="depth-delusion", bootstrap=5, max_starts=30, compare="chinchilla")
+    return root, runs
+
+
+@pytest.fixture(scope="module")
+def plotted(store, tmp_path_factory):
+    root, runs = store
+    out = tmp_path_factory.mktemp("plots") / "figs"
+    p = run_dw("report", "t", "--root", str(root), "--plots", str(out), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    return root, runs, out, json.loads(p.stdout)
+
+
+def _final(s):
+    return s["budgets"][-1]["val_loss"]
+
+
+def test_every_table_present_and_numbers_are_the_stores(plotted):
+    root, runs, out, rep = plotted
+    assert set(TABLES) <= set(rep["tables"]), set(TABLES) - set(rep["tables"])
+    grid = {(r["depth"], r["width"]): r for r in rep["tables"]["loss_grid"]["rows"]}
+    uniform = [s for s in runs.values() if s["shape"] == "uniform"]
+    assert set(grid) == {(s["depth"], s["width"]) for s in uniform}
+    for (d, w), row in grid.items():
+        losses = [_final(s) for s in uniform if (s["depth"], s["width"]) == (d, w)]
+        assert row["loss"] == pytest.approx(statistics.mean(losses), abs=1e-12)
+        assert row["seeds"] == len(losses)
+        if len(losses) > 1:
+            assert row["sd"] == pytest.approx(statistics.stdev(losses), abs=1e-12)
+        else:
+            assert row["sd"] is None
+    for w in rs.GRID_WIDTHS:  # the made-up law bottoms out at depth 4
+        assert [r["depth"] for r in grid.values() if r["width"] == w and r["best"]] == [4]
+    # shapes: params, FLOPs/token, KV bytes and mean width come from each summary
+    shapes = {r["shape"]: r for r in rep["tables"]["shapes"]["rows"]}
+    assert set(shapes) == {"uniform", *rs.SHAPE_WIDTHS}
+    base = runs["u4x64s1"]
+    for s, ws in rs.SHAPE_WIDTHS.items():
+        summ = runs[f"shape-{s}"]
+        row = shapes[s]
+        assert row["loss"] == _final(summ) and row["params"] == summ["params"]
+        assert row["kv_ratio"] == pytest.approx(summ["kv_bytes_per_token"] / base["kv_bytes_per_token"])
+        assert row["flops_ratio"] == pytest.approx(summ["flops_per_token"] / base["flops_per_token"])
+        assert row["mean_width_over_h"] == pytest.approx(sum(ws) / len(ws) / 64)
+        assert row["delta_loss"] == pytest.approx(_final(summ) - _final(base))
+    # the fit table repeats fit.json; paper columns carry the published numbers
+    fit = json.loads((root / "t" / "fit.json").read_text())
+    ft = {r["quantity"]: r for r in rep["tables"]["fit"]["rows"]}
+    for k, v in fit["params"].items():
+        assert ft[k]["measured"] == pytest.approx(v)
+        assert [ft[k]["ci_lo"], ft[k]["ci_hi"]] == pytest.approx(fit["ci"][k])
+    assert ft["R²"]["measured"] == pytest.approx(fit["r2"]) and ft["R²"]["paper"] == 0.922
+    assert ft["τ(W) ∝ W^p: p"]["measured"] == pytest.approx(0.44, abs=1e-6)  # profiles were built with W^0.44
+    models = {r["model"]: r for r in rep["tables"]["dcrit_models"]["rows"]}
+    assert models["GPT-3"]["paper"] == 22.9 and models["GPT-3"]["measured"] == pytest.approx(
+        fit["derived"]["dcrit"]["reference"]["GPT-3"]["dcrit"])
+    dw = {r["width"]: r for r in rep["tables"]["dcrit_widths"]["rows"]}
+    assert dw[64]["paper"] == pytest.approx(2.43 * math.log(64))
+    assert dw[64]["profiles"] == pytest.approx(rs.tau(64), rel=1e-6)  # 1/e crossing = tau for exact exponentials
+    paper = rep["tables"]["paper"]["rows"]
+    assert [(r["config"], r["paper_loss"], r["measured_loss"]) for r in paper] == [("2L×64", 3.1, _final(runs["u2x64s1"]))]
+    assert rep["tables"]["missing"]["rows"] == []
+    pairs = rep["tables"]["pairs"]["rows"]
+    assert pairs and all(r["delta_loss"] == pytest.approx(r["dn_loss"] - r["sw_loss"]) for r in pairs)
+
+
+def _png_size(path: Path):
+    b = path.read_bytes()
+    assert b[:8] == b"\x89PNG\r\n\x1a\n" and b[12:16] == b"IHDR", path
+    return struct.unpack(">II", b[16:24])
+
+
+def test_every_figure_is_a_png_of_the_stated_size(plotted):
+    root, runs, out, rep = plotted
+    figs = {f["file"]: f for f in rep["figures"]}
+    assert set(figs) == set(FIGURES), rep["notes"]
+    for name, f in figs.items():
+        p = out / name
+        assert p.stat().st_size > 10_000, name
+        assert _png_size(p) == (f["width_px"], f["height_px"]), name
+        assert f["width_px"] >= 900  # 6.4 in at 150 dpi: a full text width
+
+
+def test_markdown_export_parses_and_links_the_figures(plotted):
+    root, runs, out, rep = plotted
+    md = (out / "report.md").read_text()
+    for key in TABLES:
+        assert rep["tables"][key]["title"] in md
+    # every markdown table is rectangular: header, separator, rows with as many cells
+    blocks, cur = [], []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            cur.append(line)
+        elif cur:
+            blocks.append(cur)
+            cur = []
+    assert len(blocks) >= len(TABLES) - 1  # 'paper' may be a one-row table; all are tables here
+    for b in blocks:
+        n = len(_md_cells(b[0]))
+        assert set(b[1].replace("|", "").replace(":", "")) == {"-"}
+        assert all(len(_md_cells(r)) == n for r in b[2:]), b
+    grid = blocks[0]
+    assert _md_cells(grid[0]) == ["depth \\ width", "W=32", "W=64"]
+    row4 = _md_cells(next(r for r in grid[2:] if _md_cells(r)[0] == "4"))
+    s = [runs[k] for k in ("u4x32s1", "u4x32s2", "u4x32s3")]
+    m, sd = statistics.mean(map(_final, s)), statistics.stdev(map(_final, s))
+    assert row4[1] == f"{m:.4f} ± {sd:.4f} *"
+    links = [line[line.index("](") + 2:-1] for line in md.splitlines() if line.startswith("![")]
+    assert sorted(links) == sorted(FIGURES)
+    assert all((out / link).is_file() for link in links)
+    assert {p.name for p in (out / "tables").iterdir()} >= {f"{k}.csv" for k in TABLES if k != "missing"}
+
+
+def _md_cells(line):
+    return [c.strip() for c in line.strip().strip("|").split(" | ")]
+
+
+def test_csv_parses_into_the_same_tables(store):
+    import pandas as pd
+
+    root, runs = store
+    p = run_dw("report", "t", "--root", str(root), "--format", "csv")
+    assert p.returncode == 0, p.stderr
+    df = pd.read_csv(io.StringIO(p.stdout))
+    assert set(TABLES) - {"missing"} <= set(df["table"])
+    g = df[df.table == "loss_grid"].set_index(["depth", "width"])
+    assert g.loc[(6, 64), "loss"] == pytest.approx(_final(runs["u6x64s1"]), abs=1e-12)
+    assert list(csv.reader(io.StringIO(p.stdout)))[0][0] == "table"
+
+
+def test_rich_and_markdown_on_stdout(store):
+    root, _ = store
+    p = run_dw("report", "t", "--root", str(root))
+    assert p.returncode == 0, p.stderr
+    for title in ("depth × width", "U-shape", "Shallow-wide vs deep-narrow", "Width-shape families",
+                  "Law comparison", "D_crit extrapolated", "Published numbers beside ours", "What is missing"):
+        assert title in p.stdout
+    assert "nothing: all 12 runs are done" in p.stdout
+    md = run_dw("report", "t", "--root", str(root), "--format", "markdown")
+    assert md.returncode == 0 and md.stdout.startswith("# dw report — sweep t")
+
+
+def test_failed_diverged_and_pending_runs_are_listed(tmp_path):
+    rs.build(tmp_path, "p", failed=True, pending=True, seeds=False)  # the pending task's worker is this process
+    p = run_dw("report", "p", "--root", str(tmp_path), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    miss = {r["run"]: r for r in rep["tables"]["missing"]["rows"]}
+    assert {k: v["state"] for k, v in miss.items()} == {"f8x32": "failed", "d8x64": "diverged", "p2x96": "pending"}
+    assert "out of memory" in miss["f8x32"]["reason"]
+    assert "loss grid (2L×96)" in miss["p2x96"]["incomplete"]
+    assert rep["states"] == {"done": 10, "failed": 1, "diverged": 1, "pending": 1}
+    grid = {(r["depth"], r["width"]): r for r in rep["tables"]["loss_grid"]["rows"]}
+    assert grid[(8, 32)]["state"] == "failed" and grid[(8, 32)]["loss"] is None
+    assert "fit" not in rep["tables"] and any("no fit.json" in n for n in rep["notes"])
+    rich = run_dw("report", "p", "--root", str(tmp_path))
+    assert "(failed)" in rich.stdout and "(pending)" in rich.stdout and "d8x64" in rich.stdout
+
+
+def test_run_table_input_matches_the_paper_and_needs_no_store(tmp_path):
+    f = tmp_path / "runs.csv"
+    f.write_text("run,depth,width,params,tokens,loss\n"
+                 "a,16,512,1.02e8,6.4e9,3.50\nb,8,512,7.7e7,6.4e9,3.60\nc,16,256,4e7,6.4e9,3.95\n")
+    p = run_dw("report", "--runs", str(f), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    paper = {r["config"]: r for r in rep["tables"]["paper"]["rows"]}
+    assert paper["16L×512"]["paper_loss"] == 3.435 and paper["16L×512"]["measured_loss"] == 3.50
+    assert paper["16L×512"]["delta"] == pytest.approx(3.50 - 3.435)
+    assert paper["8L×512"]["from"] == "SCIENCE.md"
+    assert [r["loss"] for r in rep["tables"]["u_shape"]["rows"]] == [3.60, 3.50]
+
+
+def test_bad_input_is_one_line_exit_2(store, tmp_path):
+    root, _ = store
+    for args in (("t", "--root", str(root), "--format", "xml"),
+                 ("nope", "--root", str(root)),
+                 ("t", "--runs", "x.csv", "--root", str(root)),
+                 ("t", "--root", str(root), "--at-width", "48"),
+                 ("t", "--root", str(root), "--fit", str(tmp_path / "missing.json"))):
+        assert_bad_input(run_dw("report", *args))
+
+
+def test_help_shows_an_example():
+    p = run_dw("report", "--help")
+    assert p.returncode == 0 and "Example: dw report demo --plots out/demo" in p.stdout
+
+
+_IMPORTS = """
+import sys
+from depthwidth.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    assert not e.code, e.code
+print(json.dumps({"torch": "torch" in sys.modules, "matplotlib": "matplotlib" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("plots", [False, True])
+def test_report_never_imports_torch_and_matplotlib_only_for_plots(store, tmp_path, plots):
+    root, _ = store
+    args = ["report", "t", "--root", str(root), "--format", "csv"] + (["--plots", str(tmp_path / "o")] if plots else [])
+    p = subprocess.run([sys.executable, "-c", "import json\n" + _IMPORTS, *args], cwd=REPO, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got == {"torch": False, "matplotlib": plots}
+
+
+def test_status_watch_returns_when_every_run_has_ended(store, tmp_path):
+    root, _ = store
+    p = run_dw("status", "t", "--watch", "--interval", "0.2", env={"DW_RUNS": str(root)}, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "12 done" in p.stdout and "u4x32s2" in p.stdout
+    rs.build(tmp_path, "w", pending=True, seeds=False)
+    p = run_dw("status", "w", "--watch", "--interval", "0.2", "--timeout", "1", env={"DW_RUNS": str(tmp_path)})
+    assert p.returncode == 1 and "1 pending" in p.stderr
+    assert_bad_input(run_dw("status", "w", "--watch", "--json", env={"DW_RUNS": str(tmp_path)}))
+
+
+def test_readme_demo_rewrites_only_between_the_markers(plotted, tmp_path, monkeypatch):
+    from depthwidth import report_readme
+
+    root, runs, out, rep = plotted
+    readme = tmp_path / "README.md"
+    readme.write_text("# title\n\nbefore\n<!-- demo:begin -->\nold text\n<!-- demo:end -->\nafter\n")
+    monkeypatch.setenv("DW_RUNS", str(root))
+    fig = tmp_path / "docs" / "demo.png"
+    assert report_readme.main(["--readme", str(readme), "--report", str(out), "--figure", str(fig), "--sweep", "t"]) == 0
+    text = readme.read_text()
+    assert text.startswith("# title\n\nbefore\n<!-- demo:begin -->\n") and text.endswith("<!-- demo:end -->\nafter\n")
+    assert "old text" not in text and "![Loss vs depth per width, with the fitted law](docs/demo.png)" in text
+    assert f"| 6 | {_final(runs['u6x32s1']):.4f} | {_final(runs['u6x64s1']):.4f} |" in text
+    assert fig.read_bytes() == (out / "loss_vs_depth.png").read_bytes() and fig.stat().st_size < 200_000
+    readme.write_text("no markers\n")
+    assert report_readme.main(["--readme", str(readme), "--report", str(out), "--figure", str(fig), "--sweep", "t"]) == 2
