@@ -14,7 +14,7 @@ from tests.helpers import REPO, run_dw
 def test_short_demo_runs_end_to_end(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "DW": f"{sys.executable} -m depthwidth",
            "DW_RUNS": str(tmp_path / "runs"), "DW_DEMO_OUT": str(tmp_path / "out"),
-           "DW_DEMO_ARGS": "train.steps=10 train.log_every=5 probe.every=5", "DW_DEMO_BOOTSTRAP": "10"}
+           "DW_DEMO_ARGS": "train.steps=10 train.budgets=[2560] train.log_every=5 probe.every=5", "DW_DEMO_BOOTSTRAP": "10"}
     p = subprocess.run(["bash", "scripts/demo.sh"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
     assert "demo finished in" in p.stdout

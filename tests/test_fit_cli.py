@@ -136,8 +136,8 @@ def test_non_finite_rows_are_excluded_and_listed(files, capsys):
 
 def test_other_bad_arguments(files, tmp_path, capsys):
     f = str(files / "t.csv")
-    assert "exactly one of NAME or --runs" in _bad(capsys, "fit")
-    assert "exactly one of NAME or --runs" in _bad(capsys, "fit", "toy", "--runs", f)
+    assert "exactly one of NAME, --runs FILE or --source wandb" in _bad(capsys, "fit")
+    assert "a sweep name and --runs (allowed: exactly one of" in _bad(capsys, "fit", "toy", "--runs", f)
     assert "--runs" in _bad(capsys, "fit", "--runs", str(tmp_path / "nope.csv"))
     (tmp_path / "t.xlsx").write_text("x")
     assert ".csv" in _bad(capsys, "fit", "--runs", str(tmp_path / "t.xlsx"))

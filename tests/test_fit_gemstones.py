@@ -1,13 +1,15 @@
 """Real data: the Gemstones run tables (../shared/data/gemstones) fit under chinchilla and width-depth."""
 
 import math
+import os
 from pathlib import Path
 
 import pytest
 
 from depthwidth.fitrun import run_fit
 
-GEMS = Path(__file__).resolve().parents[2] / "shared" / "data" / "gemstones"
+# The project's shared folder sits beside the checkout; DW_SHARED points elsewhere.
+GEMS = Path(os.environ.get("DW_SHARED") or Path(__file__).resolve().parents[2] / "shared") / "data" / "gemstones"
 TABLE = GEMS / "runs_120b+.jsonl"
 COLUMNS = "loss=final_loss,params=params_active_precise,run=run_name"
 
