@@ -95,6 +95,31 @@ def apply_columns(df, mapping: dict[str, str]):
     return out
 
 
+def apply_where(df, where):
+    """Keep the rows matching every ``COLUMN=VALUE`` filter (``--where shape=uniform``)."""
+    if not where:
+        return df
+    import pandas as pd
+
+    have = [str(c) for c in df.columns]
+    for w in [x for item in where for x in str(item).split(",") if x.strip()]:
+        col, sep, val = w.partition("=")
+        col, val = col.strip(), val.strip()
+        if not sep or not col:
+            raise bad("--where", w, "COLUMN=VALUE, e.g. shape=uniform")
+        if col not in have:
+            raise bad("--where", w, "a column of the table: " + ", ".join(have[:30]))
+        num = pd.to_numeric(pd.Series([val]), errors="coerce").iloc[0]
+        colv = df[col]
+        if pd.notna(num) and pd.api.types.is_numeric_dtype(colv):
+            df = df[colv == num]
+        else:
+            df = df[colv.astype(str) == val]
+    if len(df) == 0:
+        raise bad("--where", ",".join(map(str, where)), "filters that leave at least one row")
+    return df
+
+
 def prepare(df, law, *, dcrit_needs_width_gt1: bool | None = None):
     """Validate and clean ``df`` for ``law``.
 

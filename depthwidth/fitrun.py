@@ -103,7 +103,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             pins=None, compare: str | None = None, delta: float = 1e-3, level: float = 0.95,
             root: str | None = None, probe_step: int = 1000, out=None, write: bool = True,
             max_starts: int = 4500, source: str = "store", project: str | None = None,
-            group: str | None = None) -> dict:
+            group: str | None = None, where=None) -> dict:
     t0 = time.perf_counter()
     names = _check(name, runs, bootstrap, delta, level, compare, dcrit, source, project)
     lw = get_law(law, dcrit=dcrit, irreducible=irreducible)
@@ -118,7 +118,10 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     from depthwidth.fitdata import prepare
     from depthwidth.fitderived import derived_numbers, nest
 
+    from depthwidth.fitdata import apply_where
+
     df, sweep_dir = load_table(name, runs, columns, root, source, project, group)
+    df = apply_where(df, where)
     if names:  # every compared law must find its columns too
         for n in names:
             for lv in ([get_law(n, "log", irreducible)] if n == "depth-delusion" else [get_law(n)]):
@@ -187,6 +190,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         "rmse": fr.rmse,
         "objective": fr.objective,
         "excluded": excluded,
+        "where": [str(w) for w in (where or [])],
         "derived": derived,
         "formula": lw.formula,
         "options": dict(lw.options),

@@ -40,7 +40,7 @@ def section(rep, figure_rel: str, seconds: str | None) -> str:
         fit = {r["quantity"]: r for r in T["fit"].rows}
         r2, rmse = fit.get("R²", {}).get("measured"), fit.get("RMSE (nats)", {}).get("measured")
         if r2 is not None and rmse is not None:
-            out += [f"`dw fit demo --law depth-delusion` fits the structural-penalty law with R² = {r2:.3f}, "
+            out += [f"`dw fit demo --law depth-delusion --where shape=uniform` fits the structural-penalty law with R² = {r2:.3f}, "
                     f"RMSE = {rmse:.3f} nats (the paper: 0.922, 0.113) on {fit.get('points / runs', {}).get('measured')} "
                     "points / runs; its intervals and warnings are in the report.", ""]
     out += [f"![Loss vs depth per width, with the fitted law]({figure_rel})", ""]

@@ -19,8 +19,8 @@ echo "== 1/4 dw sweep demo launcher=local  (16 tiny models, 2 CPU workers, retur
 $DW sweep demo launcher=local "${EXTRA[@]}"
 echo "== 2/4 dw status demo --watch  (live until every run has ended)"
 $DW status demo --watch --interval 2
-echo "== 3/4 dw fit demo --law depth-delusion --bootstrap $BOOT --compare chinchilla,width-depth"
-$DW fit demo --law depth-delusion --bootstrap "$BOOT" --compare chinchilla,width-depth
+echo "== 3/4 dw fit demo --law depth-delusion --where shape=uniform --bootstrap $BOOT --compare chinchilla,width-depth"
+$DW fit demo --law depth-delusion --where shape=uniform --bootstrap "$BOOT" --compare chinchilla,width-depth
 echo "== 4/4 dw report demo --plots $OUT"
 $DW report demo --plots "$OUT"
 

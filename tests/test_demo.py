@@ -21,7 +21,8 @@ def test_short_demo_runs_end_to_end(tmp_path):
     st = json.loads(run_dw("status", "demo", "--json", env={"DW_RUNS": str(tmp_path / "runs")}).stdout)
     assert st["total"] == 16 and st["counts"]["done"] == 16, st["counts"]
     fit = json.loads((tmp_path / "runs" / "demo" / "fit.json").read_text())
-    assert fit["law"] == "depth-delusion" and fit["n_runs"] == 16 and "compare" in fit
+    assert fit["law"] == "depth-delusion" and fit["n_runs"] == 12 and "compare" in fit  # the 12 uniform runs (--where shape=uniform)
+    assert fit["where"] == ["shape=uniform"]
     out = tmp_path / "out"
     rep = json.loads((out / "report.json").read_text())
     files = {f["file"] for f in rep["figures"]}

@@ -160,3 +160,22 @@ def test_bad_input_writes_nothing(tmp_path, capsys):
 def test_bad_input_in_a_real_process(files):
     p = run_dw("fit", "--runs", str(files / "t.csv"), "--law", "nope")
     assert "--law" in assert_bad_input(p)
+
+
+def test_where_filters_rows(files, tmp_path, capsys):
+    import json as _json
+
+    import pandas as pd
+
+    from depthwidth.cli import main
+
+    df = pd.read_csv(files / "t.csv")
+    df["shape"] = ["uniform"] * (len(df) - 3) + ["x"] * 3
+    f = tmp_path / "shaped.csv"
+    df.to_csv(f, index=False)
+    main(["fit", "--runs", str(f), "--columns", MAP, "--where", "shape=uniform", "--bootstrap", "0",
+          "--max-starts", "50", "--json", "--law", "width-depth"])
+    res = _json.loads(capsys.readouterr().out)
+    assert res["n"] == len(df) - 3 and res["where"] == ["shape=uniform"]
+    assert "--where" in _bad(capsys, "fit", "--runs", str(f), "--columns", MAP, "--where", "colour=red")
+    assert "--where" in _bad(capsys, "fit", "--runs", str(f), "--columns", MAP, "--where", "shape=triangle")

@@ -27,6 +27,7 @@ def fit_cmd(
     max_starts: int = typer.Option(4500, "--max-starts", help="at most this many starts of the law's grid (a fixed-seed subset; chinchilla's full grid is 4,500)"),
     probe_step: int = typer.Option(1000, "--probe-step", help="probe step used for gradient persistence (nearest record)"),
     root: Optional[str] = typer.Option(None, "--root", help="run store root (default $DW_RUNS or ./runs)"),
+    where: Optional[List[str]] = typer.Option(None, "--where", help="fit only rows with COLUMN=VALUE, e.g. --where shape=uniform (repeatable)"),
     source: str = typer.Option("store", "--source", help="store (a sweep NAME or --runs FILE) | wandb (pull the run table from the W&B API)"),
     project: Optional[str] = typer.Option(None, "--project", help="with --source wandb: ENTITY/PROJECT"),
     group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
@@ -48,7 +49,7 @@ def fit_cmd(
         name, runs=runs, columns=columns, law=law, dcrit=dcrit, irreducible=irreducible, bootstrap=bootstrap,
         seed=seed, pins=pin, compare=compare, delta=huber_delta, level=level, root=root,
         probe_step=probe_step, out=out, write=not no_write, max_starts=max_starts,
-        source=source, project=project, group=group,
+        source=source, project=project, group=group, where=where,
     )
     if as_json:
         emit_json(res)
