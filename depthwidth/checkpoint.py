@@ -26,6 +26,11 @@ def save(ckpt_dir: Path, step: int, state: dict, keep: int = 2) -> Path:
     torch.save(state, buf)
     data = buf.getvalue()
     pt, sha = _paths(ckpt_dir, step)
+    # Steps newer than this one are leftovers of a corrupt checkpoint we resumed
+    # past: drop them, or pruning below could keep them and delete this one.
+    for newer in [s for s in list_steps(ckpt_dir) if s > step]:
+        for p in _paths(ckpt_dir, newer):
+            p.unlink(missing_ok=True)
     write_bytes(pt, data)
     write_text(sha, hashlib.sha256(data).hexdigest() + "\n")
     for old in list_steps(ckpt_dir)[:-keep] if keep > 0 else []:

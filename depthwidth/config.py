@@ -15,9 +15,13 @@ from depthwidth.errors import BadInput
 
 
 def conf_dir() -> Path:
-    """``$DW_CONF`` or the repository's ``conf/`` next to the package."""
+    """``$DW_CONF``, else the checkout's ``conf/`` next to the package, else ``./conf``
+    (a non-editable install: run dw from a folder holding conf/ and sweeps/)."""
     env = os.environ.get("DW_CONF")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "conf"
+    if env:
+        return Path(env)
+    beside = Path(__file__).resolve().parent.parent / "conf"
+    return beside if beside.is_dir() else Path("conf")
 
 
 def group_options(group: str) -> list[str]:

@@ -25,3 +25,13 @@ class WorkFailed(DwError):
 def bad(name: str, value, allowed: str) -> BadInput:
     """Uniform one-line message: ``bad value for NAME: VALUE (allowed: ...)``."""
     return BadInput(f"bad value for {name}: {value!r} (allowed: {allowed})")
+
+
+def number(name: str, value, allowed: str = "a number") -> float:
+    """``float(value)``, or BadInput naming the setting (never a ValueError traceback)."""
+    if isinstance(value, bool):
+        raise bad(name, value, allowed)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise bad(name, value, allowed) from None

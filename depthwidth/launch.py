@@ -187,7 +187,11 @@ def submit(name: str, items: list[dict], cfg: dict, *, show: Callable | None = N
     if kind == "slurm":
         from depthwidth.launch_slurm import submit_array  # imports submitit
 
-        job_ids = submit_array(name, d, tasks_file, len(tasks), cfg)
+        try:
+            job_ids = submit_array(name, d, tasks_file, len(tasks), cfg)
+        except BaseException:
+            shutil.rmtree(d, ignore_errors=True)  # nothing was queued: leave no half submission
+            raise
         _register(name, tasks, job_ids, kind)
         return _pairs(tasks, job_ids)
     job_ids = [f"{kind}-{sub}_{i}" for i in range(len(tasks))]

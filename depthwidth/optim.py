@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from depthwidth.errors import bad
+from depthwidth.errors import bad, number
 
 SCHEDULES = ("constant", "cosine", "wsd")
 
@@ -64,8 +64,10 @@ class Budget:
 def plan_budgets(budgets_tokens, total_steps: int, tokens_per_step: int, o: Any) -> list[Budget]:
     """Budgets sorted, deduplicated, the full run last; validated against the run."""
     out = {}
+    if isinstance(budgets_tokens, (str, int, float)):
+        raise bad("train.budgets", budgets_tokens, "a list of token counts, e.g. [1e6,4e6]")
     for b in budgets_tokens or []:
-        s = int(round(float(b) / tokens_per_step))
+        s = int(round(number("train.budgets", b, "a list of token counts, e.g. [1e6,4e6]") / tokens_per_step))
         if s < 1 or s > total_steps:
             raise bad("train.budgets", b, f"token counts between {tokens_per_step} and {total_steps * tokens_per_step}")
         if s < total_steps:
@@ -81,7 +83,7 @@ def plan_steps(t: Any) -> tuple[int, int]:
             raise bad(f"train.{key}", t[key], "an integer >= 1")
     per_step = t.batch_size * t.seq_len
     if t.tokens is not None:
-        if not float(t.tokens) >= per_step:
+        if not number("train.tokens", t.tokens, "a token count") >= per_step:
             raise bad("train.tokens", t.tokens, f"a token count >= one step ({per_step})")
         return math.ceil(float(t.tokens) / per_step), per_step
     if isinstance(t.steps, bool) or not isinstance(t.steps, int) or t.steps < 1:
@@ -92,6 +94,14 @@ def plan_steps(t: Any) -> tuple[int, int]:
 def validate(o: Any) -> None:
     if o.schedule not in SCHEDULES:
         raise bad("optim.schedule", o.schedule, "|".join(SCHEDULES))
+    for key in ("lr", "weight_decay", "eps", "grad_clip", "min_lr_ratio", "decay_fraction", "warmup"):
+        number(f"optim.{key}", o[key])
+    betas = o.betas
+    if not hasattr(betas, "__len__") or isinstance(betas, str) or len(betas) != 2:
+        raise bad("optim.betas", betas, "two numbers, e.g. [0.9,0.95]")
+    for b in betas:
+        if not 0 <= number("optim.betas", b, "two numbers in [0, 1)") < 1:
+            raise bad("optim.betas", list(betas), "two numbers in [0, 1)")
     if not float(o.lr) > 0:
         raise bad("optim.lr", o.lr, "a number > 0")
     if not 0 <= float(o.decay_fraction) <= 1:

@@ -75,7 +75,10 @@ def multipliers(family: str, depth: int, turn: int, rate: float, symmetric: bool
         return [g**i for i in range(L)]
     r = g ** (-(k - 1) / (L - k)) if symmetric else 1.0 / g
     head = [g**i for i in range(k)]
-    return head + [head[-1] * r ** (j + 1) for j in range(L - k)]
+    m = head + [head[-1] * r ** (j + 1) for j in range(L - k)]
+    if symmetric:
+        m[-1] = 1.0  # w_L = w_1 exactly, not 1 ± rounding error (the ends must round alike)
+    return m
 
 
 def _narrowest_index(family: str, depth: int, turn: int, m: Sequence[float]) -> int:
@@ -144,12 +147,15 @@ def schedule(
     quantum: int = 32,
     match: str = "vwt",
     count: Counter | None = None,
+    strict: bool = True,
 ) -> list[int]:
     """Per-layer widths of ``family`` matched in parameters to ``depth`` × ``width``.
 
     ``ratio`` ρ is narrowest width / h; ``turn`` k the 1-indexed turning layer;
     ``symmetric`` forces w_1 = w_L (default on for × and diamond);
-    ``count`` is required for ``match='exact'``.
+    ``count`` is required for ``match='exact'``; with ``strict=False`` a
+    rounding that cannot reach 0.5% keeps the closest widths instead of
+    failing (see ``exact_mismatch``).
     """
     family = canonical_family(family)
     if not isinstance(depth, int) or depth < 1:
@@ -213,14 +219,13 @@ def schedule(
         if w < 1:
             raise bad(f"width of layer {i + 1}", w, f"a positive multiple of {quantum}; raise --ratio or lower --quantum")
     if match == "exact":
-        widths = _fix_exact(widths, h1, m, quantum, count, target)
+        widths = _fix_exact(widths, h1, m, quantum, count, target, strict)
     return widths
 
 
-def _fix_exact(widths, h1, m, q, count, target):
-    """Rounding to q can move the true count off target (small models: a step
-    of q is a large fraction of a width).  First nudge h_1; then move single
-    layers by ±q, greedily, while that brings the count closer."""
+def _fix_exact(widths, h1, m, q, count, target, strict=True):
+    """Rounding to q can move the true count off target; nudge h_1 (every width
+    recomputed from the same multipliers, so the shape's constraints hold)."""
     def err(ws):
         return abs(count(ws) - target) / target
 
@@ -230,17 +235,15 @@ def _fix_exact(widths, h1, m, q, count, target):
             ws = [round_to((h1 + d) * x, q) for x in m]
             if min(ws) >= 1 and err(ws) < err(best):
                 best = ws
-    for _ in range(4 * len(best)):
-        if err(best) <= EXACT_TOLERANCE:
-            break
-        moves = [best[:i] + [best[i] + d] + best[i + 1:] for i in range(len(best)) for d in (-q, q) if best[i] + d >= q]
-        cand = min(moves, key=err, default=best)
-        if err(cand) >= err(best):
-            break
-        best = cand
-    if err(best) > EXACT_TOLERANCE:
+    if err(best) > EXACT_TOLERANCE and strict:
         raise bad("quantum", q, f"a smaller rounding multiple: parameters are {100 * err(best):.2f}% off the uniform model (limit 0.5%)")
     return best
+
+
+def exact_mismatch(widths, width: int, count: Counter) -> float:
+    """Relative parameter difference to the uniform model under ``count``."""
+    target = count([float(width)] * len(widths))
+    return abs(count([float(w) for w in widths]) - target) / target
 
 
 def mean_width(widths: Sequence[int]) -> float:

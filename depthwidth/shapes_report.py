@@ -52,6 +52,7 @@ def shape_report(family, *, width, depth, ratio=0.3, turn=None, match="vwt", voc
         "preset": preset,
         "seq_len": seq_len,
         "widths": list(shaped.widths),
+        "warning": shaped.extra.get("warning"),
         "uniform": figures(uniform, seq_len),
         "shaped": figures(shaped, seq_len),
     }

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from depthwidth.errors import BadInput, bad
+from depthwidth.errors import BadInput, bad, number
 
 NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu", "swiglu")
@@ -158,18 +158,19 @@ def from_config(m: Any) -> ModelSpec:
         embed_width=width,
         norm=g("norm", "layernorm"),
         mlp=g("mlp", "gelu"),
-        mlp_ratio=float(g("mlp_ratio", 4)),
+        mlp_ratio=number("model.mlp_ratio", g("mlp_ratio", 4)),
         n_head=None if heads is None else int(heads),
         head_dim=None if head_dim is None else int(head_dim),
         rope=bool(g("rope", True)),
-        rope_base=float(g("rope_base", 10000.0)),
+        rope_base=number("model.rope_base", g("rope_base", 10000.0)),
         tied=bool(g("tied", False)),
         resize=g("resize", "carry"),
         stabiliser=g("stabiliser", "none"),
         bias=bool(g("bias", False)),
-        init_std=float(g("init_std", 0.02)),
+        init_std=number("model.init_std", g("init_std", 0.02)),
         width_scaled_init=bool(g("width_scaled_init", False)),
     )
+    warning = None
     explicit = g("widths")
     if explicit:
         widths = [int(w) for w in explicit]
@@ -184,8 +185,14 @@ def from_config(m: Any) -> ModelSpec:
 
         widths = shapes.schedule(
             g("shape", "uniform"), width, depth,
-            ratio=float(g("ratio", 0.3)), turn=g("turn"), symmetric=g("symmetric"),
-            quantum=int(g("quantum", 32)), match=g("match", "vwt"), count=count,
+            ratio=number("model.ratio", g("ratio", 0.3)), turn=g("turn"), symmetric=g("symmetric"),
+            quantum=int(g("quantum", 32)), match=g("match", "vwt"), count=count, strict=False,
         )
-    spec = replace(template, widths=tuple(widths), embed_width=widths[0] if embed == "first" else width)
+        if g("match", "vwt") == "exact" and len(set(widths)) > 1:
+            off = shapes.exact_mismatch(widths, width, count)
+            if off > shapes.EXACT_TOLERANCE:  # small models: a step of q is a large share of a width
+                warning = (f"model.match=exact: widths rounded to multiples of {g('quantum', 32)} leave the "
+                           f"parameters {100 * off:.2f}% off the uniform model (0.5% wanted); lower model.quantum")
+    spec = replace(template, widths=tuple(widths), embed_width=widths[0] if embed == "first" else width,
+                   extra={"warning": warning} if warning else {})
     return spec.validate()

@@ -54,8 +54,12 @@ DEFAULT_PEAK = 989e12  # H100 SXM dense bf16 FLOP/s
 
 
 def sweeps_dir() -> Path:
+    """``$DW_SWEEPS``, else the checkout's ``sweeps/``, else ``./sweeps``."""
     env = os.environ.get("DW_SWEEPS")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "sweeps"
+    if env:
+        return Path(env)
+    beside = Path(__file__).resolve().parent.parent / "sweeps"
+    return beside if beside.is_dir() else Path("sweeps")
 
 
 def available() -> list[str]:

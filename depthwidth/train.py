@@ -69,6 +69,7 @@ def prepare(cfg) -> Plan:
 
     t = cfg.train
     steps, tokens_per_step = optim.plan_steps(t)
+    _check_ints(cfg)
     optim.validate(cfg.optim)
     from depthwidth.tracking import validate as validate_tracker
 
@@ -96,6 +97,20 @@ def prepare(cfg) -> Plan:
     return Plan(cfg, spec, source, rid, run_dir, steps, tokens_per_step, budgets, account(spec, t.seq_len))
 
 
+def _check_ints(cfg) -> None:
+    """The loop's integer settings: checked here so a bad one writes nothing."""
+    t = cfg.train
+    for key, lo in (("log_every", 1), ("eval_every", 0), ("eval_batches", 1), ("ckpt_every", 0),
+                    ("keep_ckpts", 0), ("threads", 0)):
+        v = t[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise bad(f"train.{key}", v, f"an integer >= {lo}")
+    if isinstance(cfg.probe.every, bool) or not isinstance(cfg.probe.every, int) or cfg.probe.every < 0:
+        raise bad("probe.every", cfg.probe.every, "an integer >= 0 (0: off)")
+    if isinstance(cfg.run.seed, bool) or not isinstance(cfg.run.seed, int):
+        raise bad("run.seed", cfg.run.seed, "an integer")
+
+
 def _existing_run_id(run_dir: Path) -> str | None:
     p = run_dir / "config.yaml"
     if not p.exists():
@@ -103,7 +118,8 @@ def _existing_run_id(run_dir: Path) -> str | None:
     from omegaconf import OmegaConf
 
     try:
-        return str(OmegaConf.load(p).get("run_id"))
+        rid = OmegaConf.load(p).get("run_id")
+        return None if rid is None else str(rid)
     except Exception:
         return None
 
@@ -138,6 +154,8 @@ def train(cfg, *, handle_signals: bool = True, log=print) -> dict:
     import json
 
     plan = prepare(cfg)
+    if plan.spec.extra.get("warning"):
+        log(f"warning: {plan.spec.extra['warning']}")
     sp = _summary_path(plan.run_dir)
     if sp.exists():
         prev = json.loads(sp.read_text())
@@ -172,12 +190,6 @@ class _Run:
             self.device = torch.device("cuda", w.local_rank)
             torch.cuda.set_device(self.device)
         dist.init(w, self.device.type)
-        p.run_dir.mkdir(parents=True, exist_ok=True)
-        doc = OmegaConf.to_container(cfg, resolve=True)
-        doc["run_id"] = p.run_id
-        doc["accounting"] = p.accounting
-        if w.main and not (p.run_dir / "config.yaml").exists():
-            write_text(p.run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(doc)))
         torch.manual_seed(int(cfg.run.seed))
         self.model = VariableWidthGPT(p.spec, cfg.train.seq_len).to(self.device)
         self.fwd = self.model
@@ -208,6 +220,12 @@ class _Run:
             self.last_finite = state.get("last_finite_loss")
             self.wall_before = float(state.get("wall_time_s", 0.0))
             self.log(f"resuming run {p.run_id} from step {self.step}")
+        doc = OmegaConf.to_container(cfg, resolve=True)
+        doc["run_id"] = p.run_id
+        doc["accounting"] = p.accounting
+        p.run_dir.mkdir(parents=True, exist_ok=True)
+        if w.main and not (p.run_dir / "config.yaml").exists():
+            write_text(p.run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(doc)))
         self.tracker = make_tracker(cfg, p.run_dir, p.run_id, doc, log=self.log) if w.main else _NoTracker()
         self.tracker.rewind(self.step)
         self.autocast = (
@@ -266,6 +284,13 @@ class _Run:
     def _record(self, b, loss: float) -> None:
         self.results.append({"tokens": b.tokens, "step": b.steps, "val_loss": loss if math.isfinite(loss) else None})
         self.log(f"budget {b.tokens:,} tokens (step {b.steps}): val loss {loss:.4f}")
+
+    def _weights_finite(self) -> bool:
+        """Checked before every checkpoint: a finite loss does not prove the last update was."""
+        import torch
+
+        norms = torch._foreach_norm([q.detach() for q in self.model.parameters()])
+        return bool(torch.isfinite(torch.stack(norms)).all())
 
     def _save(self, wall: float) -> None:
         import torch
@@ -374,7 +399,9 @@ class _Run:
                 loss, gn, probes = self._train_step(lr, probe_now)
                 self.step += 1
                 pending.append((self.step, loss))
-                if self.world.distributed and dist.any_flag(self.world, stop["sig"] is not None):
+                if self.step >= p.steps:
+                    stop["sig"] = None  # the run is complete: finish it rather than requeue it
+                if self.world.distributed and dist.any_flag(self.world, stop["sig"] is not None, self.device):
                     stop["sig"] = stop["sig"] or signal.SIGUSR2  # every rank stops at the same step
                 log_now = self.step % cfg.train.log_every == 0 or self.step == p.steps
                 ckpt_now = cfg.train.ckpt_every and self.step % cfg.train.ckpt_every == 0
@@ -407,6 +434,9 @@ class _Run:
                 if log_now:
                     self.tracker.flush()
                 if ckpt_now or stop["sig"]:
+                    if not self._weights_finite():
+                        return self._end("diverged", wall(), reason=f"non-finite weights after step {self.step}",
+                                         diverged_step=self.step)
                     self.tracker.flush()
                     self._save(wall())
                 if stop["sig"]:
@@ -414,6 +444,9 @@ class _Run:
                     self.log(f"{name}: checkpointed at step {self.step}; exiting for requeue")
                     self._end("preempted", wall(), reason=f"{name} at step {self.step}")
                     raise Preempted(f"{name} at step {self.step}")
+            if not self._weights_finite():
+                return self._end("diverged", wall(), reason=f"non-finite weights after step {self.step}",
+                                 diverged_step=self.step)
             self._save(wall())
             return self._end("done", wall())
         except (Preempted, BadInput):

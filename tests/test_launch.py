@@ -168,3 +168,26 @@ def test_task_sets_torch_distributed_env_from_slurm(monkeypatch):
     monkeypatch.setenv("SLURM_LOCALID", "2")
     launch._distributed_env()
     assert (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["LOCAL_RANK"]) == ("2", "4", "2")
+
+
+def test_failed_slurm_submission_leaves_nothing_behind(tmp_path, monkeypatch):
+    """sbatch refusing the array (e.g. no controller) is work that failed: exit 1,
+    no half-written submission folder, no manifest events."""
+    import pytest as _pytest
+
+    from depthwidth import launch, launch_slurm, store
+    from depthwidth.errors import WorkFailed
+
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
+
+    def refuse(*a, **k):
+        raise WorkFailed("sbatch: error: Batch job submission failed: Unable to contact slurm controller")
+
+    monkeypatch.setattr(launch_slurm, "submit_array", refuse)
+    items = [{"run_id": "r1", "overrides": ["train.steps=1"], "run_dir": str(tmp_path / "runs/s/r1"),
+              "label": None, "ref": None, "tokens_total": 1, "params": 1, "index": 0}]
+    with _pytest.raises(WorkFailed):
+        launch.submit("s", items, {"name": "slurm", "pack": 1})
+    jobs = store.jobs_dir("s")
+    assert not jobs.exists() or not any(jobs.iterdir())
+    assert store.read_manifest("s") == []

@@ -135,3 +135,35 @@ def test_exact_matching_within_half_percent_of_uniform(preset, family):
     spec = from_config({**m, "shape": family})
     assert len(set(spec.widths)) > 1
     assert abs(accounting.count_params(spec)["total"] - uni) / uni <= 0.005
+
+
+def test_symmetric_ends_round_alike():
+    # the far end's multiplier used to come out as 1 ± 1e-16 and round the other way
+    w = shapes.schedule("x", 768, 16, quantum=64)
+    assert w[0] == w[-1]
+    for h, L, q in [(768, 16, 64), (512, 12, 32), (1000, 20, 8)]:
+        for fam in ("x", "diamond"):
+            ws = shapes.schedule(fam, h, L, quantum=q)
+            assert ws[0] == ws[-1]
+
+
+def test_exact_matching_never_breaks_the_shape():
+    """Where rounding cannot meet 0.5%, exact matching fails with the quantum to lower."""
+    from omegaconf import OmegaConf
+
+    from depthwidth.config import load_group
+    from depthwidth.spec import from_config
+
+    m = OmegaConf.to_container(load_group("model", "depth_delusion"))
+    m.update(vocab_size=512, depth=6, width=512, ratio=0.3, match="exact", widths=None, shape="diamond")
+    spec = from_config(m)  # best effort, with a warning naming the quantum
+    assert "model.quantum" in spec.extra["warning"] and spec.widths[0] == spec.widths[-1]
+    with pytest.raises(BadInput) as e:  # the strict form, for callers that need the 0.5%
+        shapes.schedule("diamond", 512, 6, quantum=64, match="exact",
+                        count=lambda ws: sum(12 * w * w for w in ws) + 2 * 512 * 512)
+    assert "quantum" in str(e.value)
+    m.update(depth=12, ratio=0.5, shape="x")
+    spec = from_config(m)
+    w = spec.widths
+    k = shapes.default_turn("x", 12)
+    assert w[0] == w[-1] and w[k - 1] == min(w)  # the bottleneck at the turn (ties from rounding allowed)

@@ -182,6 +182,14 @@ def test_divergence_is_a_status_not_a_crash(tmp_path):
         (["train.seq_len=10000000"], "10000000"),
         (["optim.schedule=linear"], "optim.schedule"),
         (["train.device=tpu"], "train.device"),
+        (["train.eval_batches=0"], "train.eval_batches"),
+        (["train.log_every=0"], "train.log_every"),
+        (["train.threads=-1"], "train.threads"),
+        (["run.seed=abc"], "run.seed"),
+        (["optim.lr=abc"], "optim.lr"),
+        (["optim.weight_decay=abc"], "optim.weight_decay"),
+        (["model.ratio=abc", "model.shape=x"], "model.ratio"),
+        (["train.budgets=abc"], "train.budgets"),
     ],
 )
 def test_bad_input_exit_2_nothing_written(tmp_path, extra, needle):
@@ -198,3 +206,67 @@ def test_checkpoint_from_another_config_is_refused(tmp_path):
     line = assert_bad_input(run_dw("train", *TINY, "train.steps=5", "model.depth=3", f"run.dir={d}"))
     assert "different config" in line
     assert sorted(p.name for p in d.rglob("*")) == before
+
+
+def test_non_finite_weights_are_never_checkpointed(tmp_path):
+    import torch
+
+    d = tmp_path / "run"
+    p = run_dw("train", *TINY, "train.steps=40", "optim.lr=1e4", "optim.grad_clip=0", "optim.warmup=0",
+               "optim.schedule=constant", "train.ckpt_every=1", f"run.dir={d}")
+    assert p.returncode == 1 and _summary(d)["status"] == "diverged"
+    for ck in (d / "ckpt").glob("step_*.pt"):
+        state = torch.load(ck, weights_only=True)
+        assert all(torch.isfinite(v).all() for v in state["model"].values()), ck.name
+
+
+def test_newer_corrupt_checkpoints_never_outlive_the_one_just_saved(tmp_path):
+    import torch
+
+    from depthwidth import checkpoint
+
+    d = tmp_path / "ckpt"
+    checkpoint.save(d, 20, {"x": torch.ones(1)}, keep=1)
+    (d / "step_00000020.pt").write_bytes(b"torn")
+    assert checkpoint.load_latest(d, warn=lambda m: None) is None
+    checkpoint.save(d, 10, {"x": torch.zeros(1)}, keep=1)
+    assert checkpoint.list_steps(d) == [10]
+    assert float(checkpoint.load_latest(d)["x"]) == 0.0
+
+
+def test_signal_in_the_last_step_finishes_the_run(tmp_path):
+    """A stop signal that lands while the final step runs must not turn a
+    finished run into a preempted one."""
+    from depthwidth.config import compose
+    from depthwidth.train import train
+
+    d = tmp_path / "run"
+    cfg = compose([*TINY, "train.steps=3", f"run.dir={d}"])
+    import depthwidth.optim as optim_mod
+
+    real = optim_mod.lr_at
+
+    def lr_and_signal(step, total, o):
+        if step == total - 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives during the last step
+        return real(step, total, o)
+
+    optim_mod.lr_at = lr_and_signal
+    try:
+        s = train(cfg, log=lambda m: None)
+    finally:
+        optim_mod.lr_at = real
+    assert s["status"] == "done" and s["steps"] == 3
+
+
+def test_the_issue_example_trains(tmp_path):
+    """The documented example: a 4-layer × model at width 128 (exact matching cannot
+    reach 0.5% at whole heads of 64, so it warns and trains)."""
+    d = tmp_path / "try1"
+    p = run_dw("train", "model=depth_delusion", "model.depth=4", "model.width=128", "model.shape=x", "data=pydoc",
+               "optim.lr=3e-4", "train.steps=20", "train.batch_size=16", "train.seq_len=128", "train.ckpt_every=10",
+               f"run.dir={d}", "run.seed=42", "train.threads=2")
+    assert p.returncode == 0, p.stderr
+    assert "warning: model.match=exact" in p.stderr
+    s = _summary(d)
+    assert s["status"] == "done" and s["shape"] == "x" and s["widths"][0] == s["widths"][-1]

@@ -34,6 +34,8 @@ def shapes_cmd(
         family, width=width, depth=depth, ratio=ratio, turn=turn, match=match, vocab=vocab,
         preset=preset, symmetric=symmetric, quantum=quantum, seq_len=seq_len,
     )
+    if rep.get("warning"):
+        console(stderr=True).print(f"dw: warning: {rep['warning']}")
     if as_json:
         emit_json(rep)
         return
