@@ -35,3 +35,20 @@ def number(name: str, value, allowed: str = "a number") -> float:
         return float(value)
     except (TypeError, ValueError):
         raise bad(name, value, allowed) from None
+
+
+def key_values(spec, option: str, example: str):
+    """``"a=1,b=2"`` or a list of such -> [(key, value), ...] (both stripped).
+    Shared by ``--columns``, ``--pin`` and ``--where``; a part without ``=`` is bad input."""
+    items = [] if not spec else [spec] if isinstance(spec, str) else list(spec)
+    out = []
+    for item in items:
+        for part in str(item).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            k, sep, v = part.partition("=")
+            if not sep or not k.strip():
+                raise bad(option, part, example)
+            out.append((k.strip(), v.strip()))
+    return out

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from depthwidth.errors import BadInput, bad
+from depthwidth.errors import BadInput, bad, key_values
 
 CANONICAL = ("params", "tokens", "loss", "depth", "width", "flops", "seed", "run", "status", "shape")
 LOG_TAKEN = ("params", "tokens", "loss", "depth", "width")
@@ -29,15 +29,7 @@ FORMATS = ("csv", "jsonl", "json", "parquet")
 def parse_columns(spec: str | None) -> dict[str, str]:
     """``"loss=final_loss,params=p"`` -> {canonical: source column}."""
     out: dict[str, str] = {}
-    if not spec:
-        return out
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "=" not in part:
-            raise bad("--columns", part, "NAME=COLUMN pairs, e.g. loss=final_loss,params=params_active_precise")
-        k, v = (s.strip() for s in part.split("=", 1))
+    for k, v in key_values(spec, "--columns", "NAME=COLUMN pairs, e.g. loss=final_loss,params=params_active_precise"):
         if k not in CANONICAL:
             raise bad("--columns", k, ", ".join(CANONICAL))
         if not v:
@@ -102,13 +94,9 @@ def apply_where(df, where):
     import pandas as pd
 
     have = [str(c) for c in df.columns]
-    for w in [x for item in where for x in str(item).split(",") if x.strip()]:
-        col, sep, val = w.partition("=")
-        col, val = col.strip(), val.strip()
-        if not sep or not col:
-            raise bad("--where", w, "COLUMN=VALUE, e.g. shape=uniform")
+    for col, val in key_values(where, "--where", "COLUMN=VALUE, e.g. shape=uniform"):
         if col not in have:
-            raise bad("--where", w, "a column of the table: " + ", ".join(have[:30]))
+            raise bad("--where", f"{col}={val}", "a column of the table: " + ", ".join(have[:30]))
         num = pd.to_numeric(pd.Series([val]), errors="coerce").iloc[0]
         colv = df[col]
         if pd.notna(num) and pd.api.types.is_numeric_dtype(colv):

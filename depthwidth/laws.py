@@ -26,7 +26,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from depthwidth.errors import BadInput, bad
+from depthwidth.errors import BadInput, bad, key_values
 
 LOG_COLUMNS = ("params", "tokens", "depth", "width")  # columns whose log a law may take
 
@@ -428,28 +428,20 @@ def parse_pins(spec: str | Sequence[str] | None, law: Law) -> dict[str, float]:
     """``"alpha=0.076,E=1.7"`` (or a list of such) -> {name: natural value}."""
     if not spec:
         return {}
-    items = [spec] if isinstance(spec, str) else list(spec)
     out: dict[str, float] = {}
-    for item in items:
-        for part in str(item).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if "=" not in part:
-                raise bad("--pin", part, "NAME=VALUE, e.g. alpha=0.076")
-            k, v = (s.strip() for s in part.split("=", 1))
-            p = law.param(k)
-            try:
-                x = float(v)
-            except ValueError:
-                raise bad(f"--pin {k}", v, "a number") from None
-            if not math.isfinite(x):
-                raise bad(f"--pin {k}", v, "a finite number")
-            u = p.to_internal(x)
-            if not p.lo <= u <= p.hi:
-                lo, hi = p.to_natural(p.lo), p.to_natural(p.hi)
-                raise bad(f"--pin {k}", v, f"{lo:.4g} <= {k} <= {hi:.4g}")
-            out[k] = x
+    for k, v in key_values(spec, "--pin", "NAME=VALUE, e.g. alpha=0.076"):
+        p = law.param(k)
+        try:
+            x = float(v)
+        except ValueError:
+            raise bad(f"--pin {k}", v, "a number") from None
+        if not math.isfinite(x):
+            raise bad(f"--pin {k}", v, "a finite number")
+        u = p.to_internal(x)
+        if not p.lo <= u <= p.hi:
+            lo, hi = p.to_natural(p.lo), p.to_natural(p.hi)
+            raise bad(f"--pin {k}", v, f"{lo:.4g} <= {k} <= {hi:.4g}")
+        out[k] = x
     if len(out) >= len(law.params):
         raise BadInput(f"bad value for --pin: {spec!r} (allowed: at least one free parameter of {law.name})")
     return out
