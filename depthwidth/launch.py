@@ -46,7 +46,7 @@ from depthwidth.errors import BadInput, bad
 from depthwidth import store
 
 LAUNCHERS = ("debug", "local", "slurm")
-EXIT_PREEMPTED = 3  # = train.EXIT_PREEMPTED (not imported: train pulls in torch's neighbours)
+from depthwidth.train import EXIT_PREEMPTED  # noqa: E402  (train imports torch only when a run starts)
 
 
 # ---------------------------------------------------------------------------
@@ -324,6 +324,11 @@ def _state(d: Path, index: int, **kw) -> None:
     write_json(p, {**prev, **kw})
 
 
+def _ended(d: Path, index: int, rc: int) -> None:
+    """A task's final state from its exit code."""
+    _state(d, index, state={0: "completed", EXIT_PREEMPTED: "preempted"}.get(rc, "failed"), rc=rc, ended=time.time())
+
+
 def worker(tasks_file: str | os.PathLike, slot: int) -> int:
     """A local worker: claim tasks one at a time (O_EXCL claim files) and run them."""
     tf = Path(tasks_file)
@@ -345,8 +350,7 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
             os.close(fd)
             _state(d, i, state="running", pid=os.getpid(), slot=slot, started=time.time())
             rc = run_task(tf, i, log=lambda m: print(m, flush=True), in_process=True)
-            st = {0: "completed", EXIT_PREEMPTED: "preempted"}.get(rc, "failed")
-            _state(d, i, state=st, rc=rc, ended=time.time())
+            _ended(d, i, rc)
             if rc == EXIT_PREEMPTED:
                 break
     finally:
@@ -396,8 +400,7 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
                     prog.advance(overall)
                     if r == EXIT_PREEMPTED:
                         break
-                _state(d, i, state={0: "completed", EXIT_PREEMPTED: "preempted"}.get(rc, "failed"), rc=rc,
-                       ended=time.time())
+                _ended(d, i, rc)
                 if rc == EXIT_PREEMPTED:
                     break
         finally:
