@@ -28,7 +28,7 @@ demo: $(STAMP)
 readme-demo: $(STAMP)
 	test -f $${DW_RUNS:-runs}/demo/fit.json || $(MAKE) demo
 	$(DW) report demo --plots out/demo > /dev/null
-	$(PY) -m depthwidth.report_readme --readme README.md --report out/demo --figure docs/demo_loss_vs_depth.png
+	$(PY) -m depthwidth.report.readme --readme README.md --report out/demo --figure docs/demo_loss_vs_depth.png
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

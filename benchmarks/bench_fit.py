@@ -27,10 +27,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from depthwidth.fit import Problem, fit_law  # noqa: E402
-from depthwidth.fitboot import bootstrap  # noqa: E402
-from depthwidth.fitsynth import PLANTED, planted_table  # noqa: E402
-from depthwidth.laws import get_law  # noqa: E402
+from depthwidth.fit.engine import fit_law  # noqa: E402
+from depthwidth.fit.solver import Problem  # noqa: E402
+from depthwidth.fit.boot import bootstrap  # noqa: E402
+from tests.planted import PLANTED, planted_table  # noqa: E402
+from depthwidth.fit.laws import get_law  # noqa: E402
 
 TARGET_S = 3.0
 

@@ -29,10 +29,10 @@ from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from depthwidth.accounting import count_params, total_params_for_widths  # noqa: E402
-from depthwidth.errors import BadInput  # noqa: E402
-from depthwidth.model import VariableWidthGPT  # noqa: E402
-from depthwidth.spec import ModelSpec  # noqa: E402
+from depthwidth.model.accounting import count_params, total_params_for_widths  # noqa: E402
+from depthwidth.core.errors import BadInput  # noqa: E402
+from depthwidth.model.gpt import VariableWidthGPT  # noqa: E402
+from depthwidth.model.spec import ModelSpec  # noqa: E402
 
 
 # ---- the reference: a plain uniform pre-LN transformer with RoPE -------------
@@ -142,7 +142,7 @@ def paired(times: dict, a: str, b: str) -> tuple[float, float, float]:
 def x_widths(h: int, L: int, template: ModelSpec) -> tuple[list[int], str]:
     """×-shape widths matched in true parameter count to the uniform model."""
     try:
-        from depthwidth.shapes import schedule
+        from depthwidth.model.shapes import schedule
 
         count = lambda ws: total_params_for_widths(ws, template)  # noqa: E731
         return schedule("x", h, L, quantum=32, match="exact", count=count), "shapes.schedule(match=exact)"

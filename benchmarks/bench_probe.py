@@ -17,9 +17,9 @@ import time
 
 import torch
 
-from depthwidth.model import VariableWidthGPT
-from depthwidth.probes import GradProbe
-from depthwidth.spec import ModelSpec
+from depthwidth.model.gpt import VariableWidthGPT
+from depthwidth.train.probes import GradProbe
+from depthwidth.model.spec import ModelSpec
 
 
 def main() -> None:

@@ -49,7 +49,7 @@ def bench_dry_run(tmp):
 
 def fake_manifest(root: Path, name: str, n: int, launcher: str):
     """n finished runs (summary + metrics) as one manifest; slurm ids in arrays of 500."""
-    from depthwidth.atomic import append_jsonl, write_json
+    from depthwidth.core.atomic import append_jsonl, write_json
 
     events = []
     for i in range(n):

@@ -12,7 +12,7 @@ import math
 import os
 from pathlib import Path
 
-from depthwidth.atomic import append_jsonl, write_json, write_jsonl
+from depthwidth.core.atomic import append_jsonl, write_json, write_jsonl
 
 V = 256
 GRID_DEPTHS = (2, 4, 6)
@@ -42,6 +42,13 @@ def accounting(widths, h, seq=64):
             "kv_bytes_per_token": sum(4 * w for w in widths)}
 
 
+PROV_A = {"dw": "0.1.0", "git": {"commit": "a" * 40, "dirty": False, "root": "/src"},
+          "versions": {"python": "3.11.7", "torch": "2.13.0", "numpy": "2.0", "scipy": "1.14"},
+          "device": "cpu", "precision": "fp32", "data": "d" * 16, "job_id": None, "host": "h", "time": "t"}
+PROV_B = {**PROV_A, "git": {"commit": "b" * 40, "dirty": True, "root": "/src"}, "device": "cuda:0 (NVIDIA H200)",
+          "precision": "bf16"}  # the x-shape run: another commit, a dirty tree, another precision
+
+
 def summary(rid, depth, width, seed, shape="uniform", widths=None, status="done", tokens=10000, reason=None):
     widths = widths or [width] * depth
     a = accounting(widths, width)
@@ -53,7 +60,8 @@ def summary(rid, depth, width, seed, shape="uniform", widths=None, status="done"
     return {"run_id": rid, "sweep": "t", "status": status, "reason": reason,
             "final_val_loss": loss if status == "done" else None, "tokens": tokens if status == "done" else tokens // 2,
             "steps": 20, "depth": depth, "width": width, "widths": widths, "shape": shape, "seed": seed,
-            "budgets": budgets, "bayes_loss": None, "wall_time_s": 1.0, "device": "cpu", **a}
+            "budgets": budgets, "bayes_loss": None, "wall_time_s": 1.0, "device": "cpu",
+            "provenance": PROV_B if shape == "x" else PROV_A, **a}
 
 
 def probes(depth, width, shape="uniform"):

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from depthwidth import accounting
-from depthwidth.accounting import account, count_params, flops_per_token, kv_bytes_per_token, total_params_for_widths
-from depthwidth.errors import BadInput
-from depthwidth.spec import ModelSpec
+from depthwidth.model import accounting
+from depthwidth.model.accounting import account, count_params, flops_per_token, kv_bytes_per_token, total_params_for_widths
+from depthwidth.core.errors import BadInput
+from depthwidth.model.spec import ModelSpec
 
 H = 32  # embedding width h for the shape cases
 SHAPES = {  # widths multiple of 16 so both head options divide them
@@ -36,7 +36,7 @@ def all_specs():
 
 def test_count_params_equals_model_numel_for_every_option():
     import torch
-    from depthwidth.model import VariableWidthGPT
+    from depthwidth.model.gpt import VariableWidthGPT
 
     n = 0
     for spec in all_specs():
@@ -96,7 +96,7 @@ def test_flops_dense_is_three_times_measured_forward_linear_flops():
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from depthwidth.model import VariableWidthGPT
+    from depthwidth.model.gpt import VariableWidthGPT
 
     T = 12
     for spec in (
@@ -153,14 +153,14 @@ def test_bad_input():
 
 
 def test_accounting_does_not_import_torch():
-    code = "import sys, depthwidth.accounting; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, depthwidth.model.accounting; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
-    assert accounting.__name__ == "depthwidth.accounting"
+    assert accounting.__name__ == "depthwidth.model.accounting"
 
 
 @pytest.mark.parametrize("stabiliser", ["none", "post", "deepnorm", "rezero", "normformer"])
 def test_count_params_with_depth_stabilisers(stabiliser):
-    from depthwidth.model import VariableWidthGPT
+    from depthwidth.model.gpt import VariableWidthGPT
 
     for spec in itertools.islice(all_specs(), 0, None, 37):  # a spread of option sets
         spec = replace(spec, stabiliser=stabiliser)

@@ -10,8 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from depthwidth.data import TokenStream, make_source, pydoc_split
-from depthwidth.errors import BadInput
+from depthwidth.data.base import TokenStream
+from depthwidth.data.pydoc import pydoc_split
+from depthwidth.data.source import make_source
+from depthwidth.core.errors import BadInput
 from tests.helpers import REPO, assert_bad_input, run_dw
 
 PYDOC = {"name": "pydoc", "tokenizer": "byte", "vocab_size": 256, "val_fraction": 0.1, "cache_dir": None}
@@ -304,7 +306,7 @@ def test_make_source_bad_inputs(tmp_path):
     # a prepared dataset: vocabulary mismatch and too-short data name both numbers
     d = tmp_path / "d"
     (tmp_path / "a.txt").write_text("\n\n".join(f"document number {i}" for i in range(40)))
-    from depthwidth.prepare import prepare
+    from depthwidth.data.prepare import prepare
 
     meta = prepare(str(tmp_path / "a.txt"), "byte", d, val_fraction=0.3)
     with pytest.raises(BadInput, match=r"data.vocab_size 50257 does not match .*vocab_size 257"):
@@ -349,9 +351,9 @@ def test_prepare_bad_inputs_exit_2_one_line_nothing_written(tmp_path, capsys):
 
 
 def test_imports_stay_light():
-    code = ("import sys, depthwidth.cli, depthwidth.data, depthwidth.synthetic, depthwidth.prepare, depthwidth.tokenizer\n"
+    code = ("import sys, depthwidth.cli, depthwidth.data.source, depthwidth.data.synthetic, depthwidth.data.prepare, depthwidth.data.tokenizer\n"
             "bad = [m for m in ('torch', 'datasets', 'tokenizers') if m in sys.modules]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    code = "import sys, depthwidth.cli\nassert 'depthwidth.prepare' not in sys.modules and 'datasets' not in sys.modules\n"
+    code = "import sys, depthwidth.cli\nassert 'depthwidth.data.prepare' not in sys.modules and 'datasets' not in sys.modules\n"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from depthwidth.cli import main
-from depthwidth.fitdata import read_table
-from depthwidth.fitsynth import PLANTED, planted_table
-from depthwidth.laws import get_law
+from depthwidth.fit.table import read_table
+from tests.planted import PLANTED, planted_table
+from depthwidth.fit.laws import get_law
 from tests.helpers import assert_bad_input, run_dw
 
 

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from depthwidth.fitcompare import compare_laws, information
-from depthwidth.fitsynth import PLANTED, planted_table
-from depthwidth.laws import get_law
+from depthwidth.fit.compare import compare_laws, information
+from tests.planted import PLANTED, planted_table
+from depthwidth.fit.laws import get_law
 
 
 @pytest.mark.parametrize("form", ["power", "log"])
@@ -28,7 +28,7 @@ def test_planted_dcrit_form_and_law_win(form):
 def test_information_criteria_penalise_parameters():
     law = get_law("chinchilla")
     df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.005)
-    from depthwidth.fit import fit_law
+    from depthwidth.fit.engine import fit_law
 
     fr = fit_law(df, law, max_starts=200)
     info = information(fr, df)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from depthwidth.fitderived import REFERENCE_MODELS, compute_optimal, derived_numbers
-from depthwidth.fitprobes import persistence, profile_fit
-from depthwidth.fitsynth import PLANTED
-from depthwidth.laws import get_law
+from depthwidth.fit.derived import REFERENCE_MODELS, compute_optimal, derived_numbers
+from depthwidth.fit.persistence import persistence, profile_fit
+from tests.planted import PLANTED
+from depthwidth.fit.laws import get_law
 
 
 def _brute(law, v, C):
@@ -138,7 +138,7 @@ def test_persistence_recovers_the_width_exponent():
 def test_tau_law_uses_uniform_runs_only():
     import math as _m
 
-    from depthwidth.fitprobes import persistence
+    from depthwidth.fit.persistence import persistence
 
     def prof(run, width, tau, shape):
         L = 12

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from depthwidth.errors import BadInput
-from depthwidth.fit import Problem, batched_lm, fit_law
-from depthwidth.fitsynth import PLANTED, planted_table
-from depthwidth.laws import get_law
+from depthwidth.core.errors import BadInput
+from depthwidth.fit.engine import fit_law
+from depthwidth.fit.solver import Problem, batched_lm
+from tests.planted import PLANTED, planted_table
+from depthwidth.fit.laws import get_law
 
 # Stated tolerances for recovery from tables with 0.2% multiplicative noise:
 # exponents within 0.02 (absolute), E within 3%, D_crit parameters within 10%

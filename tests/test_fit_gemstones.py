@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from depthwidth.fitrun import run_fit
+from depthwidth.fit.run import run_fit
 
 # The project's shared folder sits beside the checkout; DW_SHARED points elsewhere.
 GEMS = Path(os.environ.get("DW_SHARED") or Path(__file__).resolve().parents[2] / "shared") / "data" / "gemstones"

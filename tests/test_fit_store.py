@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from depthwidth.fitsynth import PLANTED
-from depthwidth.laws import get_law
-from depthwidth.store import probe_profiles, run_table
+from tests.planted import PLANTED
+from depthwidth.fit.laws import get_law
+from depthwidth.track.table import probe_profiles, run_table
 from tests.helpers import run_dw
 
 TAU_K, TAU_P = 0.5, 0.44  # planted gradient persistence: tau(W) = 0.5 * W^0.44

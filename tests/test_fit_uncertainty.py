@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthwidth.fit import fit_law
-from depthwidth.fitboot import bootstrap, param_samples, percentile_ci, run_codes, run_weights, seed_groups
-from depthwidth.fitsynth import PLANTED, planted_table
-from depthwidth.laws import get_law
+from depthwidth.fit.engine import fit_law
+from depthwidth.fit.boot import bootstrap, param_samples, percentile_ci, run_codes, run_weights, seed_groups
+from tests.planted import PLANTED, planted_table
+from depthwidth.fit.laws import get_law
 
 
 def test_bootstrap_resamples_whole_runs_never_single_checkpoints():
@@ -69,7 +69,7 @@ def test_seed_interval_is_narrower_than_the_run_interval():
 
 def test_barely_constrained_fit_warns_and_gives_wide_intervals():
     """Four tiny runs: the CLI path warns instead of pretending precision."""
-    from depthwidth.fitrun import run_fit
+    from depthwidth.fit.run import run_fit
 
     law = get_law("chinchilla")
     df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.01, run_noise=0.02)
@@ -90,7 +90,7 @@ def test_barely_constrained_fit_warns_and_gives_wide_intervals():
 def test_pinned_parameter_interval_is_the_pin():
     law = get_law("chinchilla")
     df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.003, run_noise=0.005)
-    from depthwidth.fitrun import run_fit
+    from depthwidth.fit.run import run_fit
     import tempfile, os
 
     with tempfile.TemporaryDirectory() as d:

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from depthwidth.errors import BadInput
+from depthwidth.core.errors import BadInput
 from tests.helpers import assert_bad_input, run_dw
 from tests.test_wandb_source import DATA, ReplayApi
 
@@ -48,7 +48,7 @@ def _response(tmp_path):
 def test_fit_pulls_the_table_from_wandb(tmp_path, monkeypatch):
     import wandb
 
-    from depthwidth.fitrun import run_fit
+    from depthwidth.fit.run import run_fit
 
     replay = ReplayApi(_response(tmp_path))
     monkeypatch.setattr(wandb, "Api", lambda *a, **k: replay)
@@ -72,7 +72,7 @@ def test_bad_wandb_source_input(args, needle):
 
 
 def test_unknown_source_is_rejected_in_process():
-    from depthwidth.fitrun import check_source
+    from depthwidth.fit.run import check_source
 
     with pytest.raises(BadInput):
         check_source(None, None, "store", None)
@@ -81,7 +81,7 @@ def test_unknown_source_is_rejected_in_process():
 def test_report_pulls_the_table_from_wandb(tmp_path, monkeypatch):
     import wandb
 
-    from depthwidth import report as rp
+    import depthwidth.report as rp
 
     replay = ReplayApi(_response(tmp_path))
     monkeypatch.setattr(wandb, "Api", lambda *a, **k: replay)

@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from depthwidth import launch, store
-from depthwidth.atomic import read_jsonl, write_json
+from depthwidth.launch import config as launch_config
+from depthwidth.launch import states
+from depthwidth.launch import submit as launch_submit
+from depthwidth.launch import task as launch_task
+from depthwidth.core import store
+from depthwidth.core.atomic import read_jsonl, write_json
 from tests.helpers import run_dw
 
 TINY = """\
@@ -97,7 +101,7 @@ def test_local_returns_at_once_packs_and_completes(tmp_path):
     sub = next((tmp_path / "runs" / "tiny" / "jobs").iterdir())
     workers = [json.loads(p.read_text()) for p in sub.glob("worker-*.json")]
     assert len(workers) == 2
-    wait_for(lambda: all(not store.pid_alive(w["pid"]) for w in workers), 30, "workers to exit")
+    wait_for(lambda: all(not states.pid_alive(w["pid"]) for w in workers), 30, "workers to exit")
 
 
 def test_a_killed_local_worker_leaves_lost_runs_that_retry_resubmits(tmp_path):
@@ -118,8 +122,8 @@ def test_a_killed_local_worker_leaves_lost_runs_that_retry_resubmits(tmp_path):
 
 
 def test_launcher_config_merges_overrides():
-    cfg = launch.launcher_config(["launcher=slurm", "launcher.partition=gpu", "pack=3",
-                                  "launcher.additional.exclude='n[1-2]'"])
+    cfg = launch_config.launcher_config(["launcher=slurm", "launcher.partition=gpu", "pack=3",
+                                  "launcher.additional.exclude='n[1-2]'"], need_scheduler=False)
     assert (cfg["name"], cfg["partition"], cfg["pack"], cfg["additional"]) == ("slurm", "gpu", 3, {"exclude": "n[1-2]"})
 
 
@@ -127,10 +131,10 @@ def test_submitit_sbatch_file_has_the_array_resources_requeue_and_signal(tmp_pat
     pytest.importorskip("submitit")
     from submitit.slurm.slurm import _make_sbatch_string
 
-    from depthwidth import launch_slurm
+    from depthwidth.launch import slurm as launch_slurm
 
     monkeypatch.setenv("DW_RUNS", str(tmp_path))
-    cfg = launch.launcher_config(["launcher=slurm", "launcher.partition=gpu", "launcher.account=lab",
+    cfg = launch_config.launcher_config(["launcher=slurm", "launcher.partition=gpu", "launcher.account=lab",
                                   "launcher.qos=high", "launcher.gpus_per_node=4", "launcher.mem=64G",
                                   "launcher.time=48:00:00", "launcher.constraint=h100", "launcher.array_parallelism=8",
                                   "launcher.cpus_per_task=8", "launcher.setup=['module load cuda']",
@@ -145,7 +149,7 @@ def test_submitit_sbatch_file_has_the_array_resources_requeue_and_signal(tmp_pat
                  f"DW_RUNS={tmp_path}"):
         assert line in text, line
     assert "B:USR2" not in text  # the steps (python under srun) get the warning, not the batch shell
-    one = launch_slurm.parameters("dd", launch.launcher_config(["launcher=slurm"], need_scheduler=False))
+    one = launch_slurm.parameters("dd", launch_config.launcher_config(["launcher=slurm"], need_scheduler=False))
     assert one["ntasks_per_node"] == 1 and "gpus_per_node" not in one and one["time"] == 60
     assert launch_slurm.MAX_NUM_TIMEOUT >= 10_000
 
@@ -154,7 +158,7 @@ def test_submitit_sbatch_file_has_the_array_resources_requeue_and_signal(tmp_pat
                                  ("0:30", 1), ("1-00:00:00", 1440), ("2-12", 3600), ("1-2:30", 1590)])
 def test_slurm_time_in_minutes(t, m):
     pytest.importorskip("submitit")
-    from depthwidth.launch_slurm import minutes
+    from depthwidth.launch.slurm import minutes
 
     assert minutes(t) == m
 
@@ -166,7 +170,7 @@ def test_task_sets_torch_distributed_env_from_slurm(monkeypatch):
     monkeypatch.setenv("SLURM_NTASKS", "4")
     monkeypatch.setenv("SLURM_PROCID", "2")
     monkeypatch.setenv("SLURM_LOCALID", "2")
-    launch._distributed_env()
+    launch_task._distributed_env()
     assert (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["LOCAL_RANK"]) == ("2", "4", "2")
 
 
@@ -175,8 +179,8 @@ def test_failed_slurm_submission_leaves_nothing_behind(tmp_path, monkeypatch):
     no half-written submission folder, no manifest events."""
     import pytest as _pytest
 
-    from depthwidth import launch, launch_slurm, store
-    from depthwidth.errors import WorkFailed
+    from depthwidth.launch import slurm as launch_slurm
+    from depthwidth.core.errors import WorkFailed
 
     monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
 
@@ -187,7 +191,7 @@ def test_failed_slurm_submission_leaves_nothing_behind(tmp_path, monkeypatch):
     items = [{"run_id": "r1", "overrides": ["train.steps=1"], "run_dir": str(tmp_path / "runs/s/r1"),
               "label": None, "ref": None, "tokens_total": 1, "params": 1, "index": 0}]
     with _pytest.raises(WorkFailed):
-        launch.submit("s", items, {"name": "slurm", "pack": 1})
+        launch_submit.submit("s", items, {"name": "slurm", "pack": 1})
     jobs = store.jobs_dir("s")
     assert not jobs.exists() or not any(jobs.iterdir())
     assert store.read_manifest("s") == []

@@ -67,7 +67,7 @@ def test_a_three_run_sweep_is_one_array_and_every_run_completes(slurm_cluster, t
     import submitit
     from submitit.core.utils import DelayedSubmission
 
-    from depthwidth.launch_slurm import SweepTask
+    from depthwidth.launch.slurm import SweepTask
 
     folder = sub_dir(tmp_path) / "submitit"
     sh = (folder / f"{array}_submission.sh").read_text()

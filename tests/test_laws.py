@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthwidth.errors import BadInput
-from depthwidth.fitsynth import PLANTED, planted_table
-from depthwidth.laws import LAW_NAMES, get_law, parse_pins
+from depthwidth.core.errors import BadInput
+from tests.planted import PLANTED, planted_table
+from depthwidth.fit.laws import LAW_NAMES, get_law, parse_pins
 
 
 def _table(n=40, seed=0):

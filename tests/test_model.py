@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from depthwidth.errors import BadInput
-from depthwidth.model import VariableWidthGPT
-from depthwidth.spec import ModelSpec
+from depthwidth.core.errors import BadInput
+from depthwidth.model.gpt import VariableWidthGPT
+from depthwidth.model.spec import ModelSpec
 
 # ---- a plain uniform pre-LN transformer, written independently -------------
 # Weights are stored "x @ W" (in, out) and named after the maths, so loading

@@ -8,9 +8,9 @@ import math
 
 import torch
 
-from depthwidth.model import VariableWidthGPT
-from depthwidth.probes import GradProbe, is_probe_step
-from depthwidth.spec import ModelSpec
+from depthwidth.model.gpt import VariableWidthGPT
+from depthwidth.train.probes import GradProbe, is_probe_step
+from depthwidth.model.spec import ModelSpec
 
 
 def _backward(spec, seed=0):

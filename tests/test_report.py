@@ -28,7 +28,7 @@ FIGURES = ("loss_vs_depth.png", "grad_profiles.png", "tau_vs_width.png", "shape_
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A finished sweep 't' (grid with 3 seeds in one cell, 4 shapes) and its fit.json."""
-    from depthwidth.fitrun import run_fit
+    from depthwidth.fit.run import run_fit
 
     root = tmp_path_factory.mktemp("runs")
     runs = rs.build(root, "t")
@@ -102,6 +102,18 @@ def _png_size(path: Path):
     b = path.read_bytes()
     assert b[:8] == b"\x89PNG\r\n\x1a\n" and b[12:16] == b"IHDR", path
     return struct.unpack(">II", b[16:24])
+
+
+def test_provenance_section_counts_runs_and_warns_on_mixed_commits_and_precisions(plotted):
+    root, runs, out, rep = plotted
+    t = rep["tables"]["provenance"]
+    done = [s for s in runs.values() if s is not None]
+    rows = {r["commit"]: r for r in t["rows"]}
+    assert rows["a" * 12]["runs"] == sum(s["shape"] != "x" for s in done) and rows["a" * 12]["precision"] == "fp32"
+    assert rows["b" * 12]["runs"] == 1 and rows["b" * 12]["dirty"] is True and rows["b" * 12]["precision"] == "bf16"
+    notes = " ".join(rep["notes"])
+    assert "2 different commits" in notes and "2 precisions: bf16, fp32" in notes and "dirty tree" in notes
+    assert any(n.startswith("fit.json: dw ") for n in t["notes"])  # the fit's own provenance
 
 
 def test_every_figure_is_a_png_of_the_stated_size(plotted):
@@ -254,7 +266,7 @@ def test_status_watch_returns_when_every_run_has_ended(store, tmp_path):
 
 
 def test_readme_demo_rewrites_only_between_the_markers(plotted, tmp_path, monkeypatch):
-    from depthwidth import report_readme
+    from depthwidth.report import readme as report_readme
 
     root, runs, out, rep = plotted
     readme = tmp_path / "README.md"

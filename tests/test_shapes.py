@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from depthwidth import shapes
-from depthwidth.errors import BadInput
+from depthwidth.model import shapes
+from depthwidth.core.errors import BadInput
 from tests.helpers import assert_bad_input, run_dw
 
 # SCIENCE.md §2: reference ×-shape at 200M (V = 100263, h 640, L 16, k 12, ρ 0.3).
@@ -125,9 +125,9 @@ def test_exact_matching_within_half_percent_of_uniform(preset, family):
     """`exact` matches the built model's true total (every tensor) within 0.5%."""
     from omegaconf import OmegaConf
 
-    from depthwidth import accounting
-    from depthwidth.config import load_group
-    from depthwidth.spec import from_config
+    from depthwidth.model import accounting
+    from depthwidth.config.compose import load_group
+    from depthwidth.model.resolve import from_config
 
     m = OmegaConf.to_container(load_group("model", preset))
     m.update(vocab_size=50257, depth=24, width=1024, match="exact", widths=None)
@@ -151,8 +151,8 @@ def test_exact_matching_never_breaks_the_shape():
     """Where rounding cannot meet 0.5%, exact matching fails with the quantum to lower."""
     from omegaconf import OmegaConf
 
-    from depthwidth.config import load_group
-    from depthwidth.spec import from_config
+    from depthwidth.config.compose import load_group
+    from depthwidth.model.resolve import from_config
 
     m = OmegaConf.to_container(load_group("model", "depth_delusion"))
     m.update(vocab_size=512, depth=6, width=512, ratio=0.3, match="exact", widths=None, shape="diamond")

@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-from depthwidth import store
-from depthwidth.atomic import write_json
+from depthwidth.core import store
+from depthwidth.launch import states as sched_states
+from depthwidth.launch import status
+from depthwidth.core.atomic import write_json
 from tests.helpers import REPO, assert_bad_input, run_dw
 
 
@@ -34,12 +36,12 @@ from tests.helpers import REPO, assert_bad_input, run_dw
 ])
 def test_run_state(summary, sched, started, want):
     s = {"status": summary} if summary else None
-    assert store.run_state(s, sched, started) == want
+    assert status.run_state(s, sched, started) == want
 
 
 def test_sacct_array_ids_are_expanded():
-    assert store.expand_array("12_[0-3,7%2]") == ["12_0", "12_1", "12_2", "12_3", "12_7"]
-    assert store.expand_array("12_5") == ["12_5"] and store.expand_array("99") == ["99"]
+    assert sched_states.expand_array("12_[0-3,7%2]") == ["12_0", "12_1", "12_2", "12_3", "12_7"]
+    assert sched_states.expand_array("12_5") == ["12_5"] and sched_states.expand_array("99") == ["99"]
 
 
 def _fake_sweep(root, name, n, launcher="local", states=None):
@@ -77,14 +79,14 @@ def _fake_sweep(root, name, n, launcher="local", states=None):
 def test_status_joins_manifest_run_dirs_and_tasks(tmp_path, monkeypatch):
     monkeypatch.setenv("DW_RUNS", str(tmp_path))
     _fake_sweep(tmp_path, "s", 6, states={1: "failed", 2: "running", 3: "lost", 4: "pending", 5: "diverged"})
-    st = store.status("s")
+    st = status.status("s")
     by = {r["run_id"]: r for r in st["runs"]}
     assert [by[f"run0000{i}"]["state"] for i in range(6)] == ["done", "failed", "running", "lost", "pending", "diverged"]
     assert by["run00000"]["progress"] == 1.0 and by["run00002"]["tokens"] == 400
     assert by["run00002"]["last_loss"] == 3.25 and by["run00002"]["attempts"] == 1
     assert by["run00004"]["attempts"] == 0
     assert st["counts"]["done"] == 1 and st["total"] == 6
-    assert store.summary_line(st).startswith("s: 6 runs — 1 pending, 1 running, 1 done")
+    assert status.summary_line(st).startswith("s: 6 runs — 1 pending, 1 running, 1 done")
 
 
 def test_attempts_count_restarts_and_resubmissions(tmp_path, monkeypatch):
@@ -135,7 +137,7 @@ def test_slurm_status_is_one_sacct_call(tmp_path, monkeypatch):
     rd = tmp_path / "s" / "r400"
     rd.mkdir(parents=True)
     write_json(rd / "summary.json", {"run_id": "r400", "status": "preempted"})
-    st = store.status("s")
+    st = status.status("s")
     assert log.read_text().count("\n") == 1 and "-j 100,101,102" in log.read_text()
     states = [r["state"] for r in st["runs"]]
     assert states[:4] == ["failed", "cancelled", "running", "pending"]  # 100_0 ended without a summary

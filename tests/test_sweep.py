@@ -9,9 +9,11 @@ import textwrap
 
 import pytest
 
-from depthwidth import sweep
-from depthwidth.config import compose, load_group, run_id
-from depthwidth.errors import BadInput
+from depthwidth.sweep import expand as sweep
+from depthwidth.config.compose import compose
+from depthwidth.config.fast import fmt_value
+from depthwidth.config.identity import run_id
+from depthwidth.core.errors import BadInput
 from tests.helpers import REPO, assert_bad_input, run_dw
 
 SHIPPED = ("demo", "depth_delusion", "vwt_shapes")
@@ -140,7 +142,7 @@ def test_axes_ranges_zip_seeds_tokens(tmp_path, monkeypatch):
     assert all(r.cfg.tracker.seed_in_name is True for r in sw.runs)
     import copy
 
-    from depthwidth.config import run_id
+    from depthwidth.config.identity import run_id
     r0 = sw.runs[0]
     c = copy.deepcopy(dict(r0.cfg))
     c["tracker"] = {**c["tracker"], "seed_in_name": False}
@@ -157,7 +159,7 @@ def test_cli_overrides_apply_to_every_run_and_win(tmp_path, monkeypatch):
 def test_override_values_round_trip_through_hydra(value):
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    o = OverridesParser.create().parse_overrides([f"k.v={sweep.fmt_value(value)}"])[0]
+    o = OverridesParser.create().parse_overrides([f"k.v={fmt_value(value)}"])[0]
     assert o.value() == value and type(o.value()) is type(value)
 
 

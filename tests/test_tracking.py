@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from depthwidth.atomic import read_jsonl
-from depthwidth.tracking import wandb_records
+from depthwidth.core.atomic import read_jsonl
+from depthwidth.track.mirror import wandb_records
 from tests.helpers import REPO
 
 TINY = ["model.depth=2", "model.width=64", "train.batch_size=8", "train.seq_len=64", "train.threads=1",
@@ -95,6 +95,10 @@ def test_sweep_one_offline_wandb_run_per_dw_run(tmp_path):
         assert cfg["accounting"]["params"] == s["params"]
         assert cfg["accounting"]["flops_per_token"] == s["flops_per_token"]
         assert cfg["accounting"]["kv_bytes_per_token"] == s["kv_bytes_per_token"]
+        prov = cfg["provenance"]  # the run's provenance, as in config.yaml and summary.json
+        assert prov["git"] == s["provenance"]["git"] and prov["precision"] == "fp32" and prov["device"] == "cpu"
+        assert set(prov["versions"]) == {"python", "torch", "numpy", "scipy"} and prov["data"] == s["provenance"]["data"]
+        assert prov["job_id"] == s["provenance"]["job_id"] and prov["job_id"].startswith("debug-")
         # history: the same rows as metrics.jsonl, probes as per-layer histograms
         metrics = jsonl(d / "metrics.jsonl")
         assert [h["_step"] for h in w["history"]] == [m["step"] for m in metrics] == [5, 10]
@@ -231,8 +235,8 @@ def test_mirror_skips_what_wandb_holds_and_backfills_what_it_lost(tmp_path, monk
     """In process, real W&B offline: the two resume cases, made deterministic."""
     import wandb
 
-    from depthwidth.config import compose
-    from depthwidth.tracking import make_tracker
+    from depthwidth.config.compose import compose
+    from depthwidth.track.tracker import make_tracker
 
     for k in [k for k in os.environ if k.startswith("WANDB_")]:
         monkeypatch.delenv(k)
@@ -275,7 +279,7 @@ def test_mirror_skips_what_wandb_holds_and_backfills_what_it_lost(tmp_path, monk
 
 
 def test_run_names_and_job_types():
-    from depthwidth.tracking import run_name, shape_family
+    from depthwidth.track.mirror import run_name, shape_family
 
     def doc(shape, widths=None, seed=3):
         return {"model": {"depth": 24, "width": 960, "shape": shape, "widths": widths}, "run": {"seed": seed}}
@@ -290,9 +294,9 @@ def test_run_names_and_job_types():
 def test_bad_tracker_settings_are_bad_input(tmp_path):
     import pytest
 
-    from depthwidth.config import compose
-    from depthwidth.errors import BadInput
-    from depthwidth.tracking import validate
+    from depthwidth.config.compose import compose
+    from depthwidth.core.errors import BadInput
+    from depthwidth.track.tracker import validate
     from tests.helpers import assert_bad_input
 
     for extra, needle in ((["tracker.mode=sometimes"], "tracker.mode"), (["tracker.project=a/b"], "tracker.project"),

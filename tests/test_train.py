@@ -223,7 +223,7 @@ def test_non_finite_weights_are_never_checkpointed(tmp_path):
 def test_newer_corrupt_checkpoints_never_outlive_the_one_just_saved(tmp_path):
     import torch
 
-    from depthwidth import checkpoint
+    from depthwidth.train import checkpoint
 
     d = tmp_path / "ckpt"
     checkpoint.save(d, 20, {"x": torch.ones(1)}, keep=1)
@@ -237,12 +237,12 @@ def test_newer_corrupt_checkpoints_never_outlive_the_one_just_saved(tmp_path):
 def test_signal_in_the_last_step_finishes_the_run(tmp_path):
     """A stop signal that lands while the final step runs must not turn a
     finished run into a preempted one."""
-    from depthwidth.config import compose
-    from depthwidth.train import train
+    from depthwidth.config.compose import compose
+    from depthwidth.train.trainer import train
 
     d = tmp_path / "run"
     cfg = compose([*TINY, "train.steps=3", f"run.dir={d}"])
-    import depthwidth.optim as optim_mod
+    import depthwidth.train.optim as optim_mod
 
     real = optim_mod.lr_at
 

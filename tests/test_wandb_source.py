@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from depthwidth.errors import BadInput
-from depthwidth.store import TABLE_COLUMNS, run_table
-from depthwidth.wandb_source import run_table_from_wandb
+from depthwidth.core.errors import BadInput
+from depthwidth.track.table import TABLE_COLUMNS, run_table
+from depthwidth.track.wandb_table import run_table_from_wandb
 
 DATA = Path(__file__).parent / "data" / "wandb_api_runs.json"
 

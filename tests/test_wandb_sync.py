@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from depthwidth.errors import BadInput
+from depthwidth.core.errors import BadInput
 from tests.helpers import REPO, assert_bad_input
 from tests.test_tracking import wandb_env
 
@@ -23,8 +23,8 @@ from tests.test_tracking import wandb_env
 def sweep_runs(tmp_path, monkeypatch):
     import wandb
 
-    from depthwidth.config import compose
-    from depthwidth.tracking import make_tracker
+    from depthwidth.config.compose import compose
+    from depthwidth.track.tracker import make_tracker
 
     for k in [k for k in os.environ if k.startswith("WANDB_")]:
         monkeypatch.delenv(k)

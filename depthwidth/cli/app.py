@@ -6,9 +6,7 @@ written); 1 the work itself failed.
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Any
 
 import typer
 
@@ -23,19 +21,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-
-
-def console(stderr: bool = False):
-    from rich.console import Console
-
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
-
-
-def emit_json(obj: Any) -> None:
-    """One JSON document on stdout (for ``--json``)."""
-    from depthwidth.atomic import _default
-
-    sys.stdout.write(json.dumps(obj, indent=2, default=_default) + "\n")
 
 
 def _one_line(msg: str) -> str:
@@ -66,7 +51,7 @@ def _offending_value(e, argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from depthwidth.errors import DwError
+    from depthwidth.core.errors import DwError
 
     cx = _click_exceptions()
     try:
@@ -100,9 +85,28 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(rv)
 
 
+def register(app: typer.Typer) -> typer.Typer:
+    """Every command, registered here and only here (no import side effects)."""
+    from depthwidth.cli import data, fit, report, shapes, status, sweep, sync, train
+
+    raw = {"allow_extra_args": True, "ignore_unknown_options": True}  # Hydra overrides pass through
+    app.command("shapes")(shapes.shapes_cmd)
+    app.add_typer(data.data_app, name="data")
+    app.command("train", context_settings=raw)(train.train_cmd)
+    app.command("sweep", context_settings=raw)(sweep.sweep_cmd)
+    app.command("status")(status.status_cmd)
+    app.command("fit")(fit.fit_cmd)
+    app.command("sync")(sync.sync_cmd)
+    app.command("report")(report.report_cmd)
+    return app
+
+
 @app.callback()
 def _root() -> None:
     """dw — depth, width and width-shape scaling experiments.
 
     Example: dw shapes x --width 640 --depth 16 --vocab 100263 --match vwt
     """
+
+
+register(app)

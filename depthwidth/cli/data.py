@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from depthwidth.cli.app import app, console, emit_json
+from depthwidth.cli.render import console, emit_json
 
 data_app = typer.Typer(
     help="Token data for training: prepare pretokenized .bin shards (used by data=memmap).",
@@ -15,7 +15,6 @@ data_app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-app.add_typer(data_app, name="data")
 
 
 @data_app.command("prepare")
@@ -39,7 +38,7 @@ def prepare_cmd(
 
     Then train on it with: dw train data=memmap data.path=data/slimpajama data.vocab_size=50257
     """
-    from depthwidth.prepare import prepare
+    from depthwidth.data.prepare import prepare
 
     with _Progress() as bar:
         meta = prepare(source, tokenizer, out, text_column=text_column, split=split, val_fraction=val_fraction,
@@ -54,7 +53,13 @@ class _Progress:
     """A rich progress bar on stderr, shown only on a terminal."""
 
     def __enter__(self):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.p = Progress(
             TextColumn("tokenising"), BarColumn(), MofNCompleteColumn(), TextColumn("docs · {task.fields[tok]} tokens"),

@@ -7,10 +7,9 @@ from typing import List, Optional
 
 import typer
 
-from depthwidth.cli.app import app, console, emit_json
+from depthwidth.cli.render import console, emit_json
 
 
-@app.command("fit")
 def fit_cmd(
     name: Optional[str] = typer.Argument(None, help="sweep name: every token-budget point of every run in ROOT/NAME"),
     runs: Optional[Path] = typer.Option(None, "--runs", help="a run table (.csv, .jsonl, .parquet) instead of a sweep"),
@@ -43,7 +42,7 @@ def fit_cmd(
 
     Example: dw fit --source wandb --project me/depthwidth --group depth_delusion --law depth-delusion
     """
-    from depthwidth.fitrun import run_fit
+    from depthwidth.fit.run import run_fit
 
     res = run_fit(
         name, runs=runs, columns=columns, law=law, dcrit=dcrit, irreducible=irreducible, bootstrap=bootstrap,

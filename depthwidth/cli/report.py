@@ -7,10 +7,9 @@ from typing import Optional
 
 import typer
 
-from depthwidth.cli.app import app, console, emit_json
+from depthwidth.cli.render import console, emit_json
 
 
-@app.command("report")
 def report_cmd(
     name: Optional[str] = typer.Argument(None, help="sweep name: ROOT/NAME (its runs, manifest and fit.json)"),
     runs: Optional[Path] = typer.Option(None, "--runs", help="a run table (.csv, .jsonl, .parquet) instead of a sweep"),
@@ -40,8 +39,8 @@ def report_cmd(
     and what is missing (runs pending, failed or diverged).  Exit codes: 0 ok;
     2 bad input; 1 the report could not be written.
     """
-    from depthwidth import report as rp
-    from depthwidth.errors import bad
+    import depthwidth.report as rp
+    from depthwidth.core.errors import bad
 
     if fmt not in rp.FORMATS:
         raise bad("--format", fmt, " | ".join(rp.FORMATS))
@@ -50,7 +49,7 @@ def report_cmd(
     data = rp.load(name, runs=runs, columns=columns, root=root, fit_path=fit, source=source, project=project, group=group)
     rep = rp.build(data, at_width=at_width, at_depth=at_depth)
     if plots is not None:
-        from depthwidth import report_figs
+        from depthwidth.report import figs as report_figs
 
         plots.mkdir(parents=True, exist_ok=True)
         rep["figures"] = report_figs.make_all(data, rep, plots)

@@ -6,10 +6,9 @@ from typing import Optional
 
 import typer
 
-from depthwidth.cli.app import app, console, emit_json
+from depthwidth.cli.render import console, emit_json
 
 
-@app.command("shapes")
 def shapes_cmd(
     family: str = typer.Argument(..., help="uniform | increasing | decreasing | diamond | x (also ×, <, >, ◇)"),
     width: int = typer.Option(..., "--width", "-w", help="h: width of the uniform baseline (and embedding)"),
@@ -28,7 +27,7 @@ def shapes_cmd(
 
     Example: dw shapes x --width 640 --depth 16 --vocab 100263 --match vwt
     """
-    from depthwidth.shapes_report import shape_report
+    from depthwidth.model.figures import shape_report
 
     rep = shape_report(
         family, width=width, depth=depth, ratio=ratio, turn=turn, match=match, vocab=vocab,

@@ -6,13 +6,12 @@ from typing import Optional
 
 import typer
 
-from depthwidth.cli.app import app, emit_json
+from depthwidth.cli.render import emit_json
 
 STYLE = {"done": "green", "running": "cyan", "pending": "dim", "failed": "red", "diverged": "magenta",
          "preempted": "yellow", "cancelled": "red", "lost": "red"}
 
 
-@app.command("status")
 def status_cmd(
     name: str = typer.Argument(..., help="sweep name (runs/NAME/manifest)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON document instead of the table"),
@@ -30,8 +29,8 @@ def status_cmd(
     waiting to be requeued), cancelled, lost (the scheduler no longer knows the
     job and the run did not finish).  One sacct call for the whole sweep.
     """
-    from depthwidth import store
-    from depthwidth.errors import bad
+    from depthwidth.core.errors import bad
+    from depthwidth.launch import status as runs_status
 
     if watch:
         if as_json:
@@ -42,15 +41,15 @@ def status_cmd(
             raise bad("--timeout", timeout, "seconds > 0")
         _watch(name, interval, timeout)
         return
-    st = store.status(name)
+    st = runs_status.status(name)
     if as_json:
         emit_json(st)
         return
-    from depthwidth.cli.sweep import wide_console
+    from depthwidth.cli.render import wide_console
 
     c = wide_console()
     _print_table(c, name, st)
-    c.print(store.summary_line(st))
+    c.print(runs_status.summary_line(st))
 
 
 COLS = ("run id", "label", "state", "progress", "tokens", "last loss", "attempts", "job")
@@ -95,13 +94,13 @@ def _finished(st) -> bool:
 def _progress_line(st, t0) -> str:
     import time
 
-    from depthwidth import store
+    from depthwidth.launch import status as runs_status
 
     tok = sum(r["tokens"] or 0 for r in st["runs"])
     tot = sum(r["tokens_total"] or 0 for r in st["runs"])
     el = int(time.monotonic() - t0)
     share = f" · {100 * tok / tot:.0f}% of all tokens" if tot else ""
-    return store.summary_line(st) + share + f" · {el // 60}:{el % 60:02d} elapsed"
+    return runs_status.summary_line(st) + share + f" · {el // 60}:{el % 60:02d} elapsed"
 
 
 def _watch(name, interval, timeout) -> None:
@@ -112,13 +111,13 @@ def _watch(name, interval, timeout) -> None:
     from rich.live import Live
     from rich.text import Text
 
-    from depthwidth import store
-    from depthwidth.cli.sweep import wide_console
-    from depthwidth.errors import WorkFailed
+    from depthwidth.cli.render import wide_console
+    from depthwidth.core.errors import WorkFailed
+    from depthwidth.launch import status as runs_status
 
     c = wide_console()
     t0 = time.monotonic()
-    st = store.status(name)  # bad sweep name: exit 2 before anything is drawn
+    st = runs_status.status(name)  # bad sweep name: exit 2 before anything is drawn
 
     def poll(show) -> dict:
         """Show, then refresh every ``interval`` s until every run has ended."""
@@ -128,9 +127,9 @@ def _watch(name, interval, timeout) -> None:
             if _finished(st):
                 return st
             if timeout is not None and time.monotonic() - t0 > timeout:
-                raise WorkFailed(f"{name}: runs still going after --timeout {timeout:g} s: {store.summary_line(st)}")
+                raise WorkFailed(f"{name}: runs still going after --timeout {timeout:g} s: {runs_status.summary_line(st)}")
             time.sleep(interval)
-            st = store.status(name)
+            st = runs_status.status(name)
 
     if c.is_terminal:
         with Live(console=c, refresh_per_second=4, transient=False) as live:
@@ -139,9 +138,9 @@ def _watch(name, interval, timeout) -> None:
     last: list = [None]
 
     def line_on_change(s) -> None:  # a pipe: one line per change of the summary
-        if store.summary_line(s) != last[0]:
+        if runs_status.summary_line(s) != last[0]:
             c.print(_progress_line(s, t0))
-            last[0] = store.summary_line(s)
+            last[0] = runs_status.summary_line(s)
 
     _print_table(c, name, poll(line_on_change))
 

@@ -6,13 +6,9 @@ from typing import List, Optional
 
 import typer
 
-from depthwidth.cli.app import app, console, emit_json
+from depthwidth.cli.render import console, emit_json, wide_console
 
 
-@app.command(
-    "sweep",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
 def sweep_cmd(
     name: str = typer.Argument(..., help="sweep name: a file sweeps/NAME.yaml"),
     overrides: Optional[List[str]] = typer.Argument(
@@ -41,154 +37,51 @@ def sweep_cmd(
     """
     import time
 
-    from depthwidth import sweep as sw
-    from depthwidth.errors import bad
+    from depthwidth.core import store
+    from depthwidth.sweep import submission as api
+    from depthwidth.sweep.expand import dry_run_rows
 
     t0 = time.perf_counter()
-    if not 0 < mfu <= 1:
-        raise bad("--mfu", mfu, "a fraction in (0, 1]")
-    if not peak > 0:
-        raise bad("--peak", peak, "FLOP/s > 0")
-    from depthwidth import launch, store
-
-    run_ovr, launch_ovr = launch.split_overrides(overrides or [])
-    lcfg = None if dry_run else launch.launcher_config(launch_ovr)
-    if dry_run and launch_ovr:
-        launch.launcher_config(launch_ovr, need_scheduler=False)  # still reject a bad launcher key
-    s = sw.expand(name, run_ovr, mfu=mfu, peak=peak)
-    runs = sw.select(s.runs, only)
-    if not dry_run:
-        sw.check_data(s, runs)
-    sw.check(s, runs)
-    root = store.runs_root().absolute()
     if dry_run:
-        rows = [row for row in sw.dry_run_rows(s, root) if row["index"] in {r.index for r in runs}]
+        p = api.plan(name, overrides or [], only=only, mfu=mfu, peak=peak)
+        keep = {r.index for r in p.runs}
+        rows = [row for row in dry_run_rows(p.sweep, store.runs_root().absolute()) if row["index"] in keep]
         if as_json:
-            emit_json({"sweep": name, "description": s.description, "mfu": mfu, "peak_flops": peak,
-                       "runs": rows, "seconds": round(time.perf_counter() - t0, 3)})
+            emit_json({"sweep": name, "description": p.sweep.description, "mfu": mfu, "peak_flops": peak,
+                       "device": p.device, "runs": rows, "seconds": round(time.perf_counter() - t0, 3)})
         else:
-            _render_dry(s, rows, mfu, peak, time.perf_counter() - t0)
+            _render_dry(p.sweep, rows, mfu, peak, time.perf_counter() - t0)
         return
-
-    with _sweep_lock(name):  # two `dw sweep NAME` at once must not submit a run twice
-        _submit(name, runs, lcfg, root, retry_failed, as_json, t0)
-
-
-def _submit(name, runs, lcfg, root, retry_failed, as_json, t0) -> None:
-    import time
-
-    from depthwidth import launch, store
-
-    prior = {}
-    if store.manifest_path(name).exists():
-        prior = {r["run_id"]: r for r in store.status(name)["runs"]}
-    todo, skipped = [], {}
-    for r in runs:
-        p = prior.get(r.run_id)
-        state = p["state"] if p else None
-        retry = retry_failed and (state in store.RETRYABLE or (state == "preempted" and p.get("launcher") != "slurm"))
-        if state is None or retry:
-            if state == "diverged":
-                _archive_summary(p["run_dir"])
-            todo.append(r)
-        else:
-            skipped[state] = skipped.get(state, 0) + 1
-    items = [{"run_id": r.run_id, "index": r.index, "label": r.label, "ref": r.ref,
-              "run_dir": str(root / name / r.run_id), "overrides": r.full_overrides(name, root / name / r.run_id),
-              "tokens_total": r.figures["tokens"], "params": r.figures["params"]} for r in todo]
     err = console(stderr=True)
-    if items and lcfg["name"] == "debug" and not as_json:
-        err.print(f"[dim]dw[/dim] launcher=debug: training {len(items)} runs here, one after another")
-    subs = launch.submit(name, items, lcfg, show=err) if items else []
-    jobs = sorted({x["job_id"] for x in subs}, key=_job_key)
-    out = {"sweep": name, "launcher": lcfg["name"], "submitted": subs, "jobs": jobs, "skipped": skipped,
-           "seconds": round(time.perf_counter() - t0, 3)}
+    p = api.plan(name, overrides or [], only=only, dry_run=False)
+    if p.launcher["name"] == "debug" and not as_json:
+        err.print("[dim]dw[/dim] launcher=debug: training the runs here, one after another")
+    sub = api.submit_planned(p, retry_failed=retry_failed, show=err, t0=t0)
     if as_json:
-        emit_json(out)
+        emit_json(sub.to_dict())
         return
+    _render_submission(sub, retry_failed)
+
+
+def _render_submission(sub, retry_failed: bool) -> None:
+    from depthwidth.launch.status import status, summary_line
+    from depthwidth.sweep.submission import compress
+
     c = console()
-    skip = ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()))
-    if not subs:
-        c.print(f"{name}: nothing to submit ({skip or 'no runs'})" + ("" if retry_failed else "; --retry-failed resubmits failed/diverged/cancelled/lost runs"))
+    skip = ", ".join(f"{n} {k}" for k, n in sorted(sub.skipped.items()))
+    if not sub.submitted:
+        c.print(f"{sub.sweep}: nothing to submit ({skip or 'no runs'})"
+                + ("" if retry_failed else "; --retry-failed resubmits failed/diverged/cancelled/lost runs"))
         return
-    n = len(jobs)
-    what = f"one job array of {n} task{'s' * (n != 1)}" if lcfg["name"] == "slurm" else f"{n} {lcfg['name']} task{'s' * (n != 1)}"
-    c.print(f"{name}: submitted {len(subs)} run{'s' * (len(subs) != 1)} as {what}" + (f"; skipped {skip}" if skip else ""))
-    c.print("job ids: " + _compress(jobs))
-    if lcfg["name"] == "debug":
-        st = store.status(name)
-        c.print(store.summary_line(st))
+    n, k = len(sub.jobs), len(sub.submitted)
+    what = (f"one job array of {n} task{'s' * (n != 1)}" if sub.launcher == "slurm"
+            else f"{n} {sub.launcher} task{'s' * (n != 1)}")
+    c.print(f"{sub.sweep}: submitted {k} run{'s' * (k != 1)} as {what}" + (f"; skipped {skip}" if skip else ""))
+    c.print("job ids: " + compress(sub.jobs))
+    if sub.launcher == "debug":
+        c.print(summary_line(status(sub.sweep)))
     else:
-        c.print(f"follow with: dw status {name}")
-
-
-class _sweep_lock:
-    """Exclusive flock on runs/NAME/.lock for the status check + submission."""
-
-    def __init__(self, name: str):
-        from depthwidth import store
-
-        self.path = store.sweep_dir(name) / ".lock"
-
-    def __enter__(self):
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.f = open(self.path, "a")
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        self.f.close()  # releases the lock
-
-
-def _archive_summary(run_dir: str) -> None:
-    """A diverged run is final to train(); move its summary aside so a retry trains again."""
-    import os
-    from pathlib import Path
-
-    p = Path(run_dir) / "summary.json"
-    if p.exists():
-        n = len(list(p.parent.glob("summary.diverged*.json")))
-        os.replace(p, p.parent / f"summary.diverged{n}.json")
-
-
-def _job_key(j: str):
-    head, _, tail = j.rpartition("_")
-    return (head, int(tail)) if tail.isdigit() else (j, 0)
-
-
-def _compress(jobs: list[str]) -> str:
-    """['12_0', '12_1', '12_2'] -> '12_[0-2]'."""
-    groups: dict = {}
-    for j in jobs:
-        head, _, tail = j.rpartition("_")
-        if head and tail.isdigit():
-            groups.setdefault(head, []).append(int(tail))
-        else:
-            groups.setdefault(j, [])
-    parts = []
-    for head, idx in groups.items():
-        if not idx:
-            parts.append(head)
-            continue
-        idx.sort()
-        spans, a = [], idx[0]
-        for x, y in zip(idx, idx[1:] + [None]):
-            if y != x + 1:
-                spans.append(f"{a}" if a == x else f"{a}-{x}")
-                a = y
-        parts.append(f"{head}_[{','.join(spans)}]" if len(idx) > 1 else f"{head}_{idx[0]}")
-    return " ".join(parts)
-
-
-def wide_console():
-    """Tables are wide: when stdout is not a terminal, do not squeeze them into 80 columns."""
-    import sys
-
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+        c.print(f"follow with: dw status {sub.sweep}")
 
 
 def _si(x: float, unit: str = "") -> str:
@@ -203,7 +96,7 @@ def _render_dry(s, rows, mfu, peak, secs) -> None:
 
     t = Table(title=f"sweep {s.name} · {len(rows)} runs (dry run)", caption=s.description or None)
     for col, j in (("#", "right"), ("run id", "left"), ("label", "left"), ("L", "right"), ("W", "right"),
-                   ("shape", "left"), ("params", "right"), ("tokens", "right"), ("FLOPs", "right"),
+                   ("shape", "left"), ("prec", "left"), ("params", "right"), ("tokens", "right"), ("FLOPs", "right"),
                    ("GPU-h", "right"), ("ref loss", "right"), ("ref", "left")):
         t.add_column(col, justify=j, no_wrap=True)
     tot_f = tot_h = 0.0
@@ -213,6 +106,7 @@ def _render_dry(s, rows, mfu, peak, secs) -> None:
         tot_f += r["flops"]
         tot_h += r["gpu_hours"]
         t.add_row(str(r["index"]), r["run_id"], r.get("label") or "", str(r["depth"]), str(r["width"]), r["shape"],
+                  r.get("precision") or "",
                   _si(r["params"]), _si(r["tokens"]), f"{r['flops']:.3g}", f"{r['gpu_hours']:,.1f}",
                   "" if loss is None else f"{loss:.3f}", ref.get("source", ""))
     c = wide_console()

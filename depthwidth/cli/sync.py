@@ -21,7 +21,7 @@ from pathlib import Path
 
 import typer
 
-from depthwidth.cli.app import app, emit_json
+from depthwidth.cli.render import emit_json
 
 LIVE_S = 120.0
 
@@ -34,7 +34,7 @@ class Segment:
 
 
 def _finished(path: Path) -> bool:
-    from depthwidth.tracking import wandb_records
+    from depthwidth.track.mirror import wandb_records
 
     try:
         return any(r.WhichOneof("record_type") == "exit" for r in wandb_records(path))
@@ -44,8 +44,8 @@ def _finished(path: Path) -> bool:
 
 def find_segments(name: str) -> list[Segment]:
     """Every offline W&B segment of sweep NAME, oldest first within a run."""
-    from depthwidth.errors import BadInput
-    from depthwidth.store import known_sweeps, sweep_dir
+    from depthwidth.core.errors import BadInput
+    from depthwidth.core.store import known_sweeps, sweep_dir
 
     root = sweep_dir(name)
     if not root.is_dir():
@@ -71,7 +71,7 @@ def wandb_sync(files: list[str], parallel: int) -> int:
 
 
 def sync_sweep(name: str, *, parallel: int = 4, dry_run: bool = False, syncer=wandb_sync) -> dict:
-    from depthwidth.errors import BadInput, WorkFailed
+    from depthwidth.core.errors import BadInput, WorkFailed
 
     if parallel < 1:
         raise BadInput(f"bad value for --parallel: {parallel} (allowed: an integer >= 1)")
@@ -81,7 +81,7 @@ def sync_sweep(name: str, *, parallel: int = 4, dry_run: bool = False, syncer=wa
            "to_sync": len(todo), "synced_now": 0, "dry_run": dry_run}
     if dry_run or not todo:
         return out
-    from depthwidth.tracking import credentials_configured
+    from depthwidth.track.mirror import credentials_configured
 
     if not credentials_configured():
         raise BadInput("no W&B API key or login configured: set WANDB_API_KEY or run `wandb login`, then dw sync again")
@@ -94,7 +94,6 @@ def sync_sweep(name: str, *, parallel: int = 4, dry_run: bool = False, syncer=wa
     return out
 
 
-@app.command("sync")
 def sync_cmd(
     name: str = typer.Argument(..., help="sweep name (runs/NAME)"),
     parallel: int = typer.Option(4, "--parallel", "-n", help="runs uploaded at a time"),
@@ -112,7 +111,7 @@ def sync_cmd(
     if as_json:
         emit_json(res)
         return
-    from depthwidth.cli.app import console
+    from depthwidth.cli.render import console
 
     c = console(stderr=False)
     counts = {k: sum(s["state"] == k for s in res["segments"]) for k in ("pending", "synced", "live")}

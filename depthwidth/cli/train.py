@@ -6,13 +6,9 @@ from typing import List, Optional
 
 import typer
 
-from depthwidth.cli.app import app, console, emit_json
+from depthwidth.cli.render import console, emit_json
 
 
-@app.command(
-    "train",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
 def train_cmd(
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model.depth=4 train.steps=200"),
     as_json: bool = typer.Option(False, "--json", help="print the run's summary.json instead of a table"),
@@ -27,8 +23,8 @@ def train_cmd(
     Exit codes: 0 done; 1 diverged or failed; 2 bad input; 3 preempted
     (checkpoint written; rerun or requeue to resume).
     """
-    from depthwidth.config import compose
-    from depthwidth.train import EXIT_PREEMPTED, Preempted, train
+    from depthwidth.config.compose import compose
+    from depthwidth.train.trainer import EXIT_PREEMPTED, Preempted, train
 
     cfg = compose(overrides or [])
     err = console(stderr=True)

@@ -1,0 +1,53 @@
+"""Run identity: which part of a resolved config decides a run's results.
+
+``run_id(cfg)`` hashes that part, so the same config is never trained twice
+and one W&B run spans every restart.  Where and how a run executes (run
+directory, launcher, tracker, device, logging and checkpoint cadence) is not
+part of it; the numeric precision is (``train.precision``, resolved before
+hashing: a CPU fp32 run and a CUDA bf16 run of one config are two runs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+# Keys that change where or how a run is executed, not what it computes: they
+# are left out of the run id so a resubmission with another launcher, device or
+# logging cadence is recognised as the same run.
+NOT_IDENTITY = {
+    "run": ("dir", "sweep"),
+    "train": ("device", "threads", "log_every", "ckpt_every", "keep_ckpts", "compile"),
+    "tracker": None,  # whole group
+    "provenance": None,
+    "accounting": None,
+    "run_id": None,
+    "launcher": None,
+}
+
+
+def identity(cfg: Any) -> dict:
+    """The part of a resolved config that determines the run's results."""
+    from omegaconf import OmegaConf
+
+    d = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else dict(cfg)
+    out = {}
+    for k, v in d.items():
+        if k in NOT_IDENTITY:
+            drop = NOT_IDENTITY[k]
+            if drop is None:
+                continue
+            v = {kk: vv for kk, vv in v.items() if kk not in drop}
+        out[k] = v
+    return out
+
+
+def run_id(cfg: Any) -> str:
+    """Stable id: a hash of the resolved config's identity part (12 hex digits).
+    ``train.precision`` must be resolved (fp32 | bf16) first: ``auto`` names no precision."""
+    ident = identity(cfg)
+    if (ident.get("train") or {}).get("precision") == "auto":
+        raise ValueError("run_id: resolve train.precision=auto (train.plan.precision_for) before hashing")
+    blob = json.dumps(ident, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]

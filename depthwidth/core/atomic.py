@@ -1,0 +1,99 @@
+"""Atomic file writes: write to a temp file in the same directory, fsync, rename.
+
+A reader never sees a half-written file; a crash leaves either the old file or
+the new one.  JSONL files that must never hold a duplicate line across resumes
+are rewritten whole (``write_jsonl``) or appended through ``append_jsonl``,
+which writes each line with a single ``write`` call followed by fsync.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone gives 0600
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, _MODE)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> None:
+    write_text(path, json.dumps(obj, indent=indent, sort_keys=False, default=json_default) + "\n")
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    write_text(path, "".join(json.dumps(r, default=json_default) + "\n" for r in rows))
+
+
+def append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    """Append lines; each batch goes out in one write() then fsync."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = "".join(json.dumps(r, default=json_default) + "\n" for r in rows)
+    if not payload:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Read a JSONL file, ignoring a torn last line (a crash mid-append)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
+
+
+def json_default(o):
+    # numpy scalars and the like
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    if isinstance(o, os.PathLike):
+        return os.fspath(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

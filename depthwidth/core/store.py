@@ -1,0 +1,108 @@
+"""The run store on disk: where a sweep's runs live and the manifest that lists them.
+
+    runs/NAME/manifest        append-only JSONL log, one line per event:
+      {"event": "submit", "run_id", "overrides", "run_dir", "launcher", "job_id",
+       "label", "ref", "tokens_total", "params", "index", "time"}
+      {"event": "start", "run_id", "job_id", "restart", "host", "pid", "time"}  # each (re)start
+    runs/NAME/RUN_ID/         one run directory (docs/CONTRACTS.md)
+    runs/NAME/jobs/SUB/       one submission (tasks.json, launcher state, logs)
+
+Formats are those of docs/CONTRACTS.md.  Launchers append events; ``dw
+status`` (sweep/status.py) joins them with run directories and the
+scheduler's view.  No torch, Hydra or pandas here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Iterable
+
+from depthwidth.core.atomic import append_jsonl, read_jsonl
+
+MANIFEST = "manifest"
+
+
+def runs_root(root: str | os.PathLike | None = None) -> Path:
+    """Run-store root: ``root`` (``--root``), else $DW_RUNS, else ``runs``."""
+    return Path(root or os.environ.get("DW_RUNS") or "runs")
+
+
+def sweep_dir(name: str) -> Path:
+    return runs_root() / name
+
+
+def manifest_path(name: str) -> Path:
+    return sweep_dir(name) / MANIFEST
+
+
+def jobs_dir(name: str) -> Path:
+    return sweep_dir(name) / "jobs"
+
+
+def append_events(name: str, rows: Iterable[dict]) -> None:
+    """Append events to the manifest (one write + fsync per batch; never rewritten)."""
+    now = round(time.time(), 3)
+    append_jsonl(manifest_path(name), [{"time": now, **r} for r in rows])
+
+
+def read_manifest(name: str) -> list[dict]:
+    return read_jsonl(manifest_path(name))
+
+
+def known_sweeps() -> list[str]:
+    root = runs_root()
+    return sorted(p.parent.name for p in root.glob(f"*/{MANIFEST}")) if root.is_dir() else []
+
+
+def manifest_runs(events: list[dict]) -> dict[str, dict]:
+    """run_id -> {run_id, overrides, run_dir, label, ref, jobs, job_id (latest), launcher, attempts, started}."""
+    runs: dict[str, dict] = {}
+    starts: dict[str, list] = {}
+    for e in events:
+        rid = e.get("run_id")
+        if not rid:
+            continue
+        if e.get("event") == "submit":
+            r = runs.setdefault(rid, {"run_id": rid, "jobs": []})
+            for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "launcher", "index"):
+                if k in e:
+                    r[k] = e[k]
+            r["jobs"].append(e["job_id"])
+            r["job_id"] = e["job_id"]
+        elif e.get("event") == "start":
+            starts.setdefault(rid, []).append(e.get("job_id"))
+    for rid, r in runs.items():
+        jobs = set(r["jobs"])
+        # attempts: every (re)start of the run by one of its jobs (0 while never started)
+        r["attempts"] = sum(1 for j in starts.get(rid, []) if j in jobs)
+        r["started"] = r["job_id"] in starts.get(rid, [])  # by its latest job
+    return runs
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def last_jsonl(path: Path, tail: int = 4096) -> dict | None:
+    """The last complete JSON line of a file, reading only its tail."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - tail))
+            chunk = f.read()
+    except OSError:
+        return None
+    for line in reversed(chunk.splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
+
+

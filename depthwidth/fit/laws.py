@@ -1,0 +1,297 @@
+"""Loss laws as data: parameters with bounds and start grids, formula, columns.
+
+Every law is fitted in log space as a log-sum-exp of *terms*::
+
+    log L_hat = log( sum_k exp(u_k) )
+
+where each term ``u_k`` is the log of one additive piece of the law.  Positive
+coefficients are optimised through their logarithm (``A = exp(a)``), exactly as
+in Hoffmann et al. (2022), Approach 3.  A term knows its log value and its
+derivatives (terms.py), so the fitting engine (engine.py) gets analytic Jacobians for any
+law built from the term kinds below.  Adding a law is adding one entry to
+``_SPECS``.
+
+Symbols: ``params`` is N, ``tokens`` T, ``depth`` D, ``width`` W.
+
+No numpy import cost at module import time beyond numpy itself; no scipy,
+pandas or torch here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from depthwidth.core.errors import BadInput, bad, key_values
+from depthwidth.fit.terms import (
+    Const,
+    DepthPenalty,
+    Param,
+    Power,
+    coef,
+    expo,
+    irreducible_param,
+)
+
+LOG_COLUMNS = ("params", "tokens", "depth", "width")  # columns whose log a law may take
+
+
+@dataclass(frozen=True)
+class Law:
+    name: str
+    formula: str
+    params: tuple[Param, ...]
+    terms: tuple
+    options: Mapping[str, object] = field(default_factory=dict)
+
+    # ---- bookkeeping
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        cols: list[str] = []
+        for t in self.terms:
+            for c in t.columns():
+                if c not in cols:
+                    cols.append(c)
+        return tuple(cols)
+
+    def index(self, name: str) -> int:
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise bad("parameter", name, f"parameters of {self.name}: {', '.join(self.names)}") from None
+
+    def param(self, name: str) -> Param:
+        return self.params[self.index(name)]
+
+    @property
+    def lo(self) -> np.ndarray:
+        return np.array([p.lo for p in self.params])
+
+    @property
+    def hi(self) -> np.ndarray:
+        return np.array([p.hi for p in self.params])
+
+    def natural(self, theta) -> dict[str, float]:
+        """Internal vector (P,) -> {name: natural value}."""
+        return {p.name: float(p.to_natural(theta[i])) for i, p in enumerate(self.params)}
+
+    def natural_batch(self, theta: np.ndarray) -> dict[str, np.ndarray]:
+        """Internal (B, P) -> {name: (B,) natural values}."""
+        return {p.name: p.to_natural(theta[:, i]) for i, p in enumerate(self.params)}
+
+    def internal(self, values: Mapping[str, float]) -> np.ndarray:
+        return np.array([p.to_internal(values[p.name]) for p in self.params], dtype=float)
+
+    def grid(self, max_starts: int | None = None, seed: int = 0) -> np.ndarray:
+        """Cartesian product of the parameters' start values (S, P).
+
+        When the product exceeds ``max_starts`` a fixed-seed random subset is
+        kept (order preserved), so results are reproducible.
+        """
+        g = np.array(list(itertools.product(*[p.grid for p in self.params])), dtype=float)
+        if max_starts is not None and len(g) > max_starts:
+            keep = np.sort(np.random.default_rng(seed).choice(len(g), max_starts, replace=False))
+            g = g[keep]
+        return g
+
+    def data(self, table) -> dict[str, np.ndarray]:
+        """Column arrays (and their logs) the terms read, from a DataFrame or dict."""
+        X: dict[str, np.ndarray] = {}
+        for c in self.columns:
+            v = np.asarray(table[c], dtype=float)
+            X[c] = v
+            X["log_" + c] = np.log(v)
+            X["neglog_" + c] = -X["log_" + c]
+        n = len(np.asarray(table["loss"]))
+        X["_zero"] = np.zeros(n)
+        return X
+
+    # ---- evaluation
+    def evaluate(self, theta: np.ndarray, X: Mapping[str, np.ndarray], jac: bool = False,
+                 smooth: float = 0.0, free: Sequence[int] | None = None):
+        """log L_hat for a batch of internal parameter vectors.
+
+        theta: (S, P) internal values.  Returns pred (S, n) and, with ``jac``,
+        J (S, len(free), n) = d pred / d theta[free].
+        """
+        theta = np.atleast_2d(np.asarray(theta, dtype=X["_zero"].dtype))
+        th = {p.name: theta[:, i:i + 1] for i, p in enumerate(self.params)}
+        us = [t.value(th, X, smooth) for t in self.terms]
+        m = us[0].copy()
+        for u in us[1:]:
+            np.maximum(m, u, out=m)
+        z = None
+        for u in us:  # u <- exp(u - m), in place
+            np.subtract(u, m, out=u)
+            np.exp(u, out=u)
+            if z is None:
+                z = u.copy()
+            else:
+                z += u
+        pred = np.log(z)
+        pred += m
+        if not jac:
+            return pred
+        free = list(range(len(self.params))) if free is None else list(free)
+        col = {self.params[j].name: k for k, j in enumerate(free)}
+        S, n = pred.shape
+        J = np.empty((S, len(free), n), dtype=pred.dtype)
+        written = np.zeros(len(free), dtype=bool)
+        np.reciprocal(z, out=z)
+        for t, e in zip(self.terms, us):
+            e *= z  # softmax weight of this term
+            for name, d in t.grads(th, X, smooth).items():
+                k = col.get(name)
+                if k is None:
+                    continue
+                if written[k]:
+                    J[:, k, :] += e if d is None else e * d
+                elif d is None:
+                    J[:, k, :] = e
+                else:
+                    np.multiply(e, d, out=J[:, k, :])
+                written[k] = True
+        for k in np.flatnonzero(~written):
+            J[:, k, :] = 0.0
+        return pred, J
+
+    def predict(self, values: Mapping[str, float], table) -> np.ndarray:
+        """Loss (nats) predicted for each row of ``table`` at natural parameter values."""
+        X = self.data(table)
+        return np.exp(self.evaluate(self.internal(values)[None, :], X)[0])
+
+    def dcrit(self, values: Mapping[str, object], width) -> np.ndarray | None:
+        """D_crit(W) at natural parameter values, or None for laws without one.
+
+        Scalar parameters give shape (len(W),); arrays of shape (B,) give (B, len(W)).
+        """
+        form = self.options.get("dcrit")
+        logw = np.log(np.atleast_1d(np.asarray(width, dtype=float)))
+        if form == "log":
+            k = np.asarray(values["kappa"], dtype=float)
+            return np.multiply.outer(k, logw)
+        if form == "power":
+            c = np.asarray(values["c"], dtype=float)
+            p = np.asarray(values["p"], dtype=float)
+            return np.multiply.outer(c, np.ones_like(logw)) * np.exp(np.multiply.outer(p, logw))
+        return None
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name, "formula": self.formula, "columns": list(self.columns),
+            "options": dict(self.options),
+            "params": [{"name": p.name, "bounds_internal": [p.lo, p.hi], "log": p.log,
+                        "exponent": p.exponent, "grid": list(p.grid)} for p in self.params],
+        }
+
+
+def _chinchilla(**_) -> Law:
+    # Hoffmann et al. (2022) Approach 3 grid, exactly: alpha, beta in {0, .5, ..., 2},
+    # e in {-1, -.5, ..., 1}, a, b in {0, 5, ..., 25}: 5*5*5*6*6 = 4,500 starts.
+    ab = tuple(float(x) for x in range(0, 30, 5))
+    return Law(
+        "chinchilla", "E + A/N^alpha + B/T^beta",
+        (
+            irreducible_param(grid=(-1.0, -0.5, 0.0, 0.5, 1.0)),
+            coef("A", grid=ab), coef("B", grid=ab),
+            expo("alpha", grid=(0.0, 0.5, 1.0, 1.5, 2.0)),
+            expo("beta", grid=(0.0, 0.5, 1.0, 1.5, 2.0)),
+        ),
+        (Power("A", (("alpha", "params"),)), Power("B", (("beta", "tokens"),)), Const("E")),
+    )
+
+
+def _depth_delusion(dcrit: str = "log", irreducible: bool = False, **_) -> Law:
+    if dcrit not in ("log", "power"):
+        raise bad("--dcrit", dcrit, "log (D_crit = kappa*ln W) | power (D_crit = c*W^p)")
+    ps = [
+        coef("A"), expo("alpha"), coef("B"), expo("delta"),
+        Param("gamma", -25.0, 25.0, (-5.0, -2.0, 1.0), log=True, doc="penalty scale gamma > 0"),
+        Param("mu", -3.0, 5.0, (0.0, 0.5), doc="width damping of the penalty"),
+    ]
+    if dcrit == "log":
+        ps.append(Param("kappa", math.log(0.05), math.log(200.0), (0.0, math.log(2.5), math.log(6.0)),
+                        log=True, doc="D_crit = kappa * ln W"))
+        dc = "kappa*ln W"
+    else:
+        ps += [Param("c", -10.0, 10.0, (math.log(0.5), math.log(2.0)), log=True, doc="D_crit = c * W^p"),
+               Param("p", -1.0, 2.0, (0.2, 0.5, 0.8), doc="D_crit = c * W^p")]
+        dc = "c*W^p"
+    terms = [Power("A", (("alpha", "params"),)), Power("B", (("delta", "tokens"),)), DepthPenalty(dcrit)]
+    formula = f"A/N^alpha + B/T^delta + gamma*W^-mu*max(0, (D - D_crit)/D_crit), D_crit = {dc}"
+    if irreducible:
+        ps.insert(0, irreducible_param())
+        terms.append(Const("E"))
+        formula = "E + " + formula
+    return Law("depth-delusion", formula, tuple(ps), tuple(terms),
+               {"dcrit": dcrit, "irreducible": bool(irreducible)})
+
+
+def _width_depth(**_) -> Law:
+    # The separable form fitted on the Gemstones suite (McLeish et al. 2025).
+    return Law(
+        "width-depth", "E + A_w/W^a_w + A_d/D^a_d + B/T^beta",
+        (
+            irreducible_param(),
+            coef("A_w", grid=(0.0, 5.0, 10.0)), expo("a_w", grid=(0.2, 0.6, 1.2)),
+            coef("A_d", grid=(0.0, 5.0, 10.0)), expo("a_d", grid=(0.2, 0.6, 1.2)),
+            coef("B"), expo("beta", grid=(0.2, 0.5, 1.0)),
+        ),
+        (Power("A_w", (("a_w", "width"),)), Power("A_d", (("a_d", "depth"),)),
+         Power("B", (("beta", "tokens"),)), Const("E")),
+    )
+
+
+_SPECS: dict[str, Callable[..., Law]] = {
+    "chinchilla": _chinchilla,
+    "depth-delusion": _depth_delusion,
+    "width-depth": _width_depth,
+}
+
+
+LAW_NAMES = tuple(_SPECS)
+
+
+def has_hinge(law: Law) -> bool:
+    """Whether the law has the depth-delusion hinge max(0, D - D_crit)."""
+    return "dcrit" in law.options
+
+
+def get_law(name: str, dcrit: str = "log", irreducible: bool = False) -> Law:
+    """The law called ``name`` (``--dcrit``/``--irreducible`` apply to depth-delusion)."""
+    try:
+        make = _SPECS[name]
+    except KeyError:
+        raise bad("--law", name, " | ".join(LAW_NAMES)) from None
+    return make(dcrit=dcrit, irreducible=irreducible)
+
+
+def parse_pins(spec: str | Sequence[str] | None, law: Law) -> dict[str, float]:
+    """``"alpha=0.076,E=1.7"`` (or a list of such) -> {name: natural value}."""
+    if not spec:
+        return {}
+    out: dict[str, float] = {}
+    for k, v in key_values(spec, "--pin", "NAME=VALUE, e.g. alpha=0.076"):
+        p = law.param(k)
+        try:
+            x = float(v)
+        except ValueError:
+            raise bad(f"--pin {k}", v, "a number") from None
+        if not math.isfinite(x):
+            raise bad(f"--pin {k}", v, "a finite number")
+        u = p.to_internal(x)
+        if not p.lo <= u <= p.hi:
+            lo, hi = p.to_natural(p.lo), p.to_natural(p.hi)
+            raise bad(f"--pin {k}", v, f"{lo:.4g} <= {k} <= {hi:.4g}")
+        out[k] = x
+    if len(out) >= len(law.params):
+        raise BadInput(f"bad value for --pin: {spec!r} (allowed: at least one free parameter of {law.name})")
+    return out

@@ -1,0 +1,243 @@
+"""``dw fit`` end to end: validate, load, clean, fit, bootstrap, derive, compare, write.
+
+``run_fit(...)`` returns the JSON document (stable keys ``law, n, params{},
+ci{}, r2, rmse, objective, excluded[], derived{}`` plus more) and, for a
+sweep, writes it to ``ROOT/NAME/fit.json`` (atomically) for ``dw report``.
+All argument checks happen before anything is read or written.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from depthwidth.core import provenance
+from depthwidth.core.atomic import write_json
+from depthwidth.core.errors import BadInput, bad
+from depthwidth.fit.boot import bootstrap as boot_fn
+from depthwidth.fit.boot import bound_hits, param_samples, percentile_ci
+from depthwidth.fit.compare import compare_laws, label
+from depthwidth.fit.derived import derived_numbers, nest
+from depthwidth.fit.engine import fit_law
+from depthwidth.fit.laws import LAW_NAMES, get_law, parse_pins
+from depthwidth.fit.persistence import persistence
+from depthwidth.fit.table import (
+    apply_columns,
+    apply_where,
+    parse_columns,
+    prepare,
+    read_table,
+    runs_root,
+)
+from depthwidth.track.table import probe_profiles, run_table
+from depthwidth.track.wandb_table import run_table_from_wandb
+
+SCHEMA = "dw.fit/1"
+
+
+SOURCES = ("store", "wandb")
+
+
+def check_source(name, runs, source, project) -> None:
+    """Exactly one input: a sweep NAME, --runs FILE, or --source wandb --project P."""
+    if source not in SOURCES:
+        raise bad("--source", source, " | ".join(SOURCES))
+    given = [x for x, on in (("a sweep name", name is not None), ("--runs", runs is not None),
+                             ("--source wandb", source == "wandb")) if on]
+    if len(given) != 1:
+        raise BadInput("bad value for input: " + (" and ".join(given) if given else "nothing")
+                       + " (allowed: exactly one of NAME, --runs FILE or --source wandb --project ENTITY/PROJECT)")
+    if source == "wandb" and not project:
+        raise bad("--project", project, "ENTITY/PROJECT, required with --source wandb")
+
+
+def _check(name, runs, bootstrap, delta, level, compare, dcrit, source="store", project=None) -> list[str]:
+    check_source(name, runs, source, project)
+    if bootstrap < 0:
+        raise bad("--bootstrap", bootstrap, "an integer >= 0 (0 disables intervals)")
+    if not (delta > 0 and math.isfinite(delta)):
+        raise bad("--huber-delta", delta, "a number > 0")
+    if not 0 < level < 1:
+        raise bad("--ci", level, "a level in (0, 1), e.g. 0.95")
+    if dcrit not in ("log", "power"):
+        raise bad("--dcrit", dcrit, "log | power")
+    names: list[str] = []
+    if compare:
+        for c in compare.split(","):
+            c = c.strip()
+            if not c:
+                continue
+            if c not in LAW_NAMES:
+                raise bad("--compare", c, " | ".join(LAW_NAMES))
+            if c not in names:
+                names.append(c)
+    return names
+
+
+def load_table(name=None, runs=None, columns=None, root=None, source="store", project=None, group=None):
+    """(DataFrame with canonical columns, sweep_dir or None)."""
+
+    mapping = parse_columns(columns)
+    if source == "wandb":
+
+        return apply_columns(run_table_from_wandb(project, group), mapping), None
+    if runs is not None:
+        return apply_columns(read_table(runs), mapping), None
+
+    sweep_dir = runs_root(root) / name
+    if not sweep_dir.is_dir():
+        raise bad("sweep", name, f"a sweep directory under {runs_root(root)} (set --root or DW_RUNS)")
+    df = run_table(sweep_dir)
+    if len(df) == 0:
+        raise bad("sweep", name, f"a sweep with at least one run summary.json in {sweep_dir}")
+    return apply_columns(df, mapping), sweep_dir
+
+
+def _runs_label(runs):
+    if runs is None:
+        return None
+    return "DataFrame" if hasattr(runs, "columns") else str(runs)
+
+
+def table_fingerprint(df) -> str:
+    """A hash of the fitted input table (rows in file order, every column), for provenance."""
+    return provenance.fingerprint(df.to_csv(index=False))
+
+
+def jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (np.floating, float)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    return x
+
+
+def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, law: str = "chinchilla",
+            dcrit: str = "log", irreducible: bool = False, bootstrap: int = 200, seed: int = 0,
+            pins=None, compare: str | None = None, delta: float = 1e-3, level: float = 0.95,
+            root: str | None = None, probe_step: int = 1000, out=None, write: bool = True,
+            max_starts: int = 4500, source: str = "store", project: str | None = None,
+            group: str | None = None, where=None) -> dict:
+    t0 = time.perf_counter()
+    names = _check(name, runs, bootstrap, delta, level, compare, dcrit, source, project)
+    lw = get_law(law, dcrit=dcrit, irreducible=irreducible)
+    pin_vals = parse_pins(pins, lw)
+    if max_starts < 1:
+        raise bad("--max-starts", max_starts, "an integer >= 1")
+    if out is not None and Path(out).is_dir():
+        raise bad("--out", str(out), "a file path (not a directory)")
+
+    df, sweep_dir = load_table(name, runs, columns, root, source, project, group)
+    df = apply_where(df, where)
+    if names:  # every compared law must find its columns too
+        for n in names:
+            for lv in ([get_law(n, "log", irreducible)] if n == "depth-delusion" else [get_law(n)]):
+                prepare(df, lv)
+    clean, excluded, notes = prepare(df, lw)
+    fr = fit_law(clean, lw, pins=pin_vals, delta=delta, seed=seed, max_starts=max_starts)
+    warnings = list(fr.warnings) + notes
+    widths = sorted(set(np.asarray(clean["width"], dtype=float).astype(int))) if "width" in clean else []
+    point = {k: float(v[0]) for k, v in derived_numbers(lw, fr.params, widths).items()}
+
+    ci: dict = {p: None for p in fr.params}
+    dci: dict = {k: None for k in point}
+    seed_ci = None
+    boot_info = {"replicates": bootstrap, "unit": "run"}
+    samples = None
+    if bootstrap > 0:
+        b = boot_fn(fr, clean, bootstrap, seed=seed, kind="runs")
+        samples = param_samples(fr, b)
+        ci = {k: ([fr.params[k]] * 2 if k in pin_vals else percentile_ci(v, level)) for k, v in samples.items()}
+        ds = derived_numbers(lw, samples, widths) if len(next(iter(samples.values()))) else {}
+        dci = {k: percentile_ci(v, level) for k, v in ds.items()}
+        ok = int(b["ok"].sum())
+        boot_info.update({"converged": ok, "runs": b["n_runs"], "level": level})
+        if ok < bootstrap:
+            warnings.append(f"{bootstrap - ok} of {bootstrap} bootstrap refits failed to converge")
+        if b["n_runs"] < 5:
+            warnings.append(f"only {b['n_runs']} runs: run-level bootstrap intervals are unreliable")
+        for k, f in bound_hits(fr, b).items():
+            if f >= 0.1:
+                warnings.append(f"{k} is on a bound in {100 * f:.0f}% of bootstrap refits: its interval is cut by the bound")
+        sb = boot_fn(fr, clean, bootstrap, seed=seed + 1, kind="seeds")
+        if sb is not None:
+            ss = param_samples(fr, sb)
+            seed_ci = {k: ([fr.params[k]] * 2 if k in pin_vals else percentile_ci(v, level)) for k, v in ss.items()}
+            boot_info["seed_replicates"] = int(sb["ok"].sum())
+    else:
+        warnings.append("--bootstrap 0: no intervals; point estimates alone can mislead")
+
+    for p in lw.params:
+        c = ci.get(p.name)
+        if p.exponent and p.name not in pin_vals and c is not None and c[0] <= 0 <= c[1]:
+            warnings.append(f"{p.name}: {100 * level:.0f}% interval [{c[0]:.3g}, {c[1]:.3g}] contains 0: the data do not establish this exponent")
+    for k, c in dci.items():
+        if k.endswith("_exponent") and c is not None and c[0] <= 0 <= c[1]:
+            warnings.append(f"{k}: {100 * level:.0f}% interval [{c[0]:.3g}, {c[1]:.3g}] contains 0")
+
+    derived = nest(point, dci, lw, widths)
+    if sweep_dir is not None:
+
+        profs = probe_profiles(sweep_dir)
+        if profs:
+            gp = persistence(profs, step=probe_step, level=level, seed=seed, law=lw, law_values=fr.params,
+                             law_samples=samples)
+            warnings += gp.pop("warnings", [])
+            derived["gradient_persistence"] = gp
+
+    res = {
+        "schema": SCHEMA,
+        "law": lw.name,
+        "n": fr.n,
+        "params": fr.params,
+        "ci": ci,
+        "r2": fr.r2,
+        "rmse": fr.rmse,
+        "objective": fr.objective,
+        "excluded": excluded,
+        "where": [str(w) for w in (where or [])],
+        "derived": derived,
+        "formula": lw.formula,
+        "options": dict(lw.options),
+        "n_runs": fr.n_runs,
+        "rmse_log": fr.rmse_log,
+        "huber_delta": delta,
+        "pinned": pin_vals,
+        "on_bound": fr.on_bound,
+        "starts": fr.starts,
+        "bootstrap": boot_info,
+        "seed_ci": seed_ci,
+        "warnings": warnings,
+        "source": {"sweep": name, "dir": str(sweep_dir) if sweep_dir else None,
+                   "runs": _runs_label(runs), "columns": columns},
+        "provenance": provenance.record(data=table_fingerprint(df)),
+    }
+    if names:
+
+        if lw.name not in names:  # the fitted law always takes part in its own comparison
+            names = [lw.name] + names
+        cmp = compare_laws(clean, names, irreducible=irreducible, pins=pin_vals, delta=delta, seed=seed,
+                           fits={label(lw): fr}, max_starts=max_starts)
+        cmp.pop("_fits", None)
+        res["compare"] = cmp
+    res["seconds"] = round(time.perf_counter() - t0, 3)
+    res = jsonable(res)
+    if write:
+
+        target = Path(out) if out is not None else (sweep_dir / "fit.json" if sweep_dir is not None else None)
+        if target is not None:
+            write_json(target, res)
+            res["written"] = str(target)
+    return res

@@ -1,0 +1,310 @@
+"""The numerics under ``fit_law``: the Huber objective, the batched
+Levenberg-Marquardt search over many starts, the float64 polish, and the
+``FitResult`` every fit returns.  See engine.py for the procedure.
+
+Public: ``Problem``, ``batched_lm``, ``polish``, ``huber``, ``FitResult``, ``best_starts``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from depthwidth.fit.laws import Law
+
+DEFAULT_DELTA = 1e-3
+
+
+SEARCH_SMOOTH = 0.05  # hinge softening during the multi-start search
+COARSE_POINTS, COARSE_ITERS = 60, 20  # first steps of the search on a subsample
+SEARCH_XTOL, SEARCH_FTOL = 1e-4, 1e-5  # a start has converged (float32 search; optima are refined after)
+
+
+_ELEMS_PER_CHUNK = 48_000  # starts x points per batched chunk (cache friendly)
+
+
+def huber(r: np.ndarray, delta: float) -> np.ndarray:
+    """Huber loss: r²/2 for |r| <= delta, delta·(|r| - delta/2) beyond."""
+    a = np.abs(r)
+    m = np.minimum(a, delta)
+    a -= 0.5 * m
+    a *= m
+    return a
+
+
+@dataclass
+class Problem:
+    """A law, its data in log space, the Huber delta and the pinned parameters."""
+
+    law: Law
+    X: dict
+    y: np.ndarray  # log loss, (n,)
+    delta: float = DEFAULT_DELTA
+    pins: Mapping[str, float] = field(default_factory=dict)  # natural values
+
+    def __post_init__(self):
+        P = len(self.law.params)
+        self.fixed = np.zeros(P)
+        pinned = []
+        for k, v in self.pins.items():
+            i = self.law.index(k)
+            self.fixed[i] = self.law.params[i].to_internal(v)
+            pinned.append(i)
+        self.free = np.array([i for i in range(P) if i not in pinned], dtype=int)
+        self.lo = self.law.lo[self.free]
+        self.hi = self.law.hi[self.free]
+        self.n = len(self.y)
+
+    def full(self, tf: np.ndarray) -> np.ndarray:
+        tf = np.atleast_2d(tf)
+        out = np.repeat(self.fixed[None, :], len(tf), axis=0)
+        out[:, self.free] = tf
+        return out
+
+    def reduce(self, theta: np.ndarray) -> np.ndarray:
+        return np.atleast_2d(theta)[:, self.free]
+
+    def eval(self, tf: np.ndarray, jac: bool, smooth: float = 0.0, X=None):
+        X = self.X if X is None else X
+        return self.law.evaluate(self.full(tf), X, jac=jac, smooth=smooth, free=self.free)
+
+    def objective(self, tf: np.ndarray, w=None, smooth: float = 0.0) -> np.ndarray:
+        """Sum of (weighted) Huber losses, one value per row of ``tf``."""
+        r = self.eval(tf, jac=False, smooth=smooth) - self.y
+        h = huber(r, self.delta)
+        if w is not None:
+            h = h * w
+        with np.errstate(invalid="ignore"):
+            F = h.sum(axis=1)
+        return np.where(np.isfinite(F), F, np.inf)
+
+    def astype(self, dtype) -> "Problem":
+        X = {k: v.astype(dtype) for k, v in self.X.items()}
+        return Problem(self.law, X, self.y.astype(dtype), self.delta, dict(self.pins))
+
+    def subset(self, idx: np.ndarray) -> "Problem":
+        X = {k: v[idx] for k, v in self.X.items()}
+        return Problem(self.law, X, self.y[idx], self.delta, dict(self.pins))
+
+
+def _threads() -> int:
+    try:
+        return max(1, min(4, len(os.sched_getaffinity(0))))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, min(4, os.cpu_count() or 1))
+
+
+def batched_lm(pb: Problem, starts: np.ndarray, weights=None, max_iter: int = 200,
+               smooth: float = 0.0, xtol: float = 1e-8, ftol: float = 1e-13,
+               dtype=np.float64, threads: int | None = None) -> dict:
+    """Optimise every row of ``starts`` (S, P_free) at once.
+
+    ``weights``: None, (n,) or (S, n) per-point weights (bootstrap
+    multiplicities, 0 for held-out points).  ``dtype=np.float32`` halves the
+    cost of a search whose optima are refined in float64 afterwards.  Chunks
+    of starts run on ``threads`` threads (numpy releases the GIL in its loops).
+    Returns theta (S, P_free), F (S,), converged (S,) and the iterations used.
+    """
+    starts = np.clip(np.atleast_2d(np.asarray(starts, dtype=float)), pb.lo, pb.hi)
+    S = len(starts)
+    W = None if weights is None else np.asarray(weights, dtype=dtype)
+    per_start = W is not None and W.ndim == 2
+    work = pb if dtype == np.float64 else pb.astype(dtype)
+    per_elem = 8 if dtype == np.float64 else 4
+    chunk = max(8, (_ELEMS_PER_CHUNK * 8 // per_elem) // max(pb.n, 1))
+    theta = starts.copy()
+    F = np.full(S, np.inf)
+    conv = np.zeros(S, dtype=bool)
+    slices = [slice(a, min(S, a + chunk)) for a in range(0, S, chunk)]
+    threads = _threads() if threads is None else threads
+
+    def run(sl):
+        w = W[sl] if per_start else W
+        return _lm_chunk(work, theta[sl], w, max_iter, smooth, xtol, ftol)
+
+    if threads > 1 and len(slices) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as ex:
+            results = list(ex.map(run, slices))
+    else:
+        results = [run(sl) for sl in slices]
+    iters = 0
+    for sl, (t, f, c, it) in zip(slices, results):
+        theta[sl], F[sl], conv[sl] = t, f, c
+        iters = max(iters, it)
+    return {"theta": theta, "F": F, "converged": conv, "iterations": iters}
+
+
+def _lm_chunk(pb: Problem, th, w, max_iter, smooth, xtol, ftol):
+    d = pb.delta
+    y = pb.y
+    S, Pf = th.shape
+    lo, hi = pb.lo, pb.hi
+    eye = np.eye(Pf)
+    tiny = float(np.finfo(y.dtype).tiny)
+
+    def evaluate(t, wt):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            pred, J = pb.eval(t, jac=True, smooth=smooth)
+            pred -= y
+            h = huber(pred, d)
+            if wt is not None:
+                h *= wt
+            F = h.sum(axis=1, dtype=np.float64)
+        bad_ = ~np.isfinite(F)
+        if bad_.any():
+            F[bad_] = np.inf
+        return pred, J, F
+
+    out_t, out_F = th.copy(), np.full(S, np.inf)
+    out_c = np.zeros(S, dtype=bool)
+    idx = np.arange(S)  # working set -> original rows
+    wt = None if w is None else w
+    t = th.copy()
+    r, J, F = evaluate(t, wt)
+    lam = np.full(S, 1e-3)
+    frozen = np.zeros(S, dtype=bool)  # finished rows not yet compacted away
+    it = 0
+    for it in range(1, max_iter + 1):
+        if len(idx) == 0 or frozen.all():
+            break
+        # Huber IRLS: psi = clip(r), majoriser weights omega = min(1, delta/|r|).
+        ar = np.abs(r)
+        m = np.minimum(ar, d)
+        psi = np.copysign(m, r)
+        np.maximum(ar, tiny, out=ar)
+        omega = np.divide(m, ar, out=m)
+        if wt is not None:
+            psi *= wt
+            omega *= wt
+        g = np.matmul(J, psi[:, :, None])[:, :, 0].astype(np.float64)
+        H = np.matmul(J * omega[:, None, :], np.swapaxes(J, 1, 2)).astype(np.float64)
+        dg = np.diagonal(H, axis1=1, axis2=2)
+        damp = dg + 1e-6 * dg.max(axis=1, keepdims=True) + 1e-12
+        A = H + (lam[:, None] * damp)[:, :, None] * eye
+        ok = np.isfinite(A).all(axis=(1, 2)) & np.isfinite(g).all(axis=1)
+        if not ok.all():
+            A[~ok] = eye
+            g[~ok] = 0.0
+        try:
+            step = np.linalg.solve(A, -g[:, :, None])[:, :, 0]
+        except np.linalg.LinAlgError:
+            step = -g / damp
+        if frozen.any():
+            step[frozen] = 0.0
+        tt = np.clip(t + step, lo, hi)
+        rt, Jt, Ft = evaluate(tt, wt)
+        acc = Ft < F
+        moved = np.abs(tt - t).max(axis=1)
+        gain = np.where(acc, F - Ft, 0.0)
+        F_prev = F
+        if not acc.all():  # keep the old point where the trial was rejected
+            rej = ~acc
+            tt[rej], rt[rej], Jt[rej] = t[rej], r[rej], J[rej]
+            Ft = np.where(acc, Ft, F)
+        t, r, J, F = tt, rt, Jt, Ft
+        lam = np.where(acc, np.maximum(lam / 3.0, 1e-7), lam * 4.0)
+        done = ((acc & ((moved < xtol) | (gain <= ftol * np.abs(F_prev)))) | (lam > 1e8) | ~np.isfinite(F)) & ~frozen
+        if done.any():
+            out_t[idx[done]], out_F[idx[done]] = t[done], F[done]
+            out_c[idx[done]] = np.isfinite(F[done])
+            frozen |= done
+            nf = int(frozen.sum())
+            if nf == len(idx) or nf >= max(8, len(idx) // 5):  # compact now and then, not every iteration
+                keep = ~frozen
+                idx, t, r, J, F, lam, frozen = idx[keep], t[keep], r[keep], J[keep], F[keep], lam[keep], frozen[keep]
+                if wt is not None and wt.ndim == 2:
+                    wt = wt[keep]
+        if frozen.any():
+            lam[frozen] = 1.0  # frozen rows take no step (below) and stay where they were recorded
+    live = ~frozen
+    if live.any():
+        out_t[idx[live]], out_F[idx[live]] = t[live], F[live]  # ran out of iterations: not converged
+    return out_t, out_F, out_c, it
+
+
+def polish(pb: Problem, t0: np.ndarray, w=None, maxiter: int = 5000) -> tuple[np.ndarray, float, bool]:
+    """scipy L-BFGS-B on the exact objective, scaled by 1/delta, analytic gradient."""
+    from scipy.optimize import minimize
+
+    scale = 1.0 / pb.delta
+    d = pb.delta
+
+    def fg(t):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            pred, J = pb.eval(t[None, :], jac=True, smooth=0.0)
+            r = pred[0] - pb.y
+            h = huber(r, d)
+            psi = np.clip(r, -d, d)
+            if w is not None:
+                h, psi = h * w, psi * w
+            F = h.sum()
+            g = J[0] @ psi
+        if not np.isfinite(F) or not np.isfinite(g).all():
+            return 1e300, np.zeros_like(t)
+        return F * scale, g * scale
+
+    res = minimize(fg, np.clip(t0, pb.lo, pb.hi), jac=True, method="L-BFGS-B",
+                   bounds=list(zip(pb.lo, pb.hi)),
+                   options={"maxiter": maxiter, "maxfun": 4 * maxiter, "ftol": 1e-15, "gtol": 1e-11, "maxcor": 30})
+    x = np.clip(res.x, pb.lo, pb.hi)
+    F = float(pb.objective(x[None, :], w)[0])
+    return x, F, bool(res.success)
+
+
+@dataclass
+class FitResult:
+    law: Law
+    theta: np.ndarray  # internal, all parameters
+    objective: float
+    n: int
+    n_runs: int | None
+    r2: float
+    rmse: float
+    rmse_log: float
+    pins: dict
+    on_bound: list
+    starts: dict
+    basins: np.ndarray  # internal (K, P): distinct good optima, best first
+    delta: float
+    warnings: list = field(default_factory=list)
+    seconds: float = 0.0
+    checks: dict = field(default_factory=dict)
+
+    @property
+    def params(self) -> dict[str, float]:
+        return self.law.natural(self.theta)
+
+    def to_dict(self) -> dict:
+        return {
+            "law": self.law.name,
+            "formula": self.law.formula,
+            "options": dict(self.law.options),
+            "n": self.n,
+            "n_runs": self.n_runs,
+            "params": self.params,
+            "r2": self.r2,
+            "rmse": self.rmse,
+            "rmse_log": self.rmse_log,
+            "objective": self.objective,
+            "huber_delta": self.delta,
+            "pinned": dict(self.pins),
+            "on_bound": list(self.on_bound),
+            "starts": dict(self.starts),
+            "checks": dict(self.checks),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def best_starts(fr: FitResult, law: Law, extra: int = 4, seed: int = 1) -> np.ndarray:
+    """A small start grid for refits: the optimum, other good optima, a few grid points."""
+    rows = [fr.theta.copy()] + [b.copy() for b in fr.basins[1:4]]
+    g = law.grid()
+    if extra and len(g):
+        pick = np.random.default_rng(seed).choice(len(g), min(extra, len(g)), replace=False)
+        rows += [g[i].copy() for i in pick]
+    return np.array(rows, dtype=float)

@@ -1,0 +1,95 @@
+"""The launcher's settings: ``conf/launcher/NAME.yaml`` + command-line overrides.
+
+``split_overrides`` separates a sweep's launcher overrides (``launcher=X``,
+``launcher.K=V``, ``pack=N``) from the run overrides; ``launcher_config``
+merges them onto the chosen launcher's YAML and validates the result against
+the typed schema (config/schema.py), the same check ``dw train`` applies to
+the composed ``launcher`` group.  ``target_device`` says where the runs will
+train (cuda | cpu), which decides ``train.precision=auto``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Sequence
+
+from depthwidth.config import schema
+from depthwidth.config.compose import conf_dir
+from depthwidth.config.fast import parse_cli_overrides
+from depthwidth.core.errors import BadInput, bad
+from depthwidth.launch.local import visible_gpus
+
+LAUNCHERS = schema.LAUNCHERS
+
+
+def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(run overrides, launcher overrides): ``launcher=X``, ``launcher.K=V`` and ``pack=N``."""
+    runs, launcher = [], []
+    for o in overrides or ():
+        k = o.split("=", 1)[0].lstrip("+")
+        if k == "launcher" or k.startswith("launcher.") or k == "pack":
+            launcher.append(o)
+        else:
+            runs.append(o)
+    return runs, launcher
+
+
+def launcher_config(overrides: Sequence[str] = (), *, need_scheduler: bool = True) -> dict:
+    """The chosen launcher's settings as a plain dict; bad names/keys -> BadInput.
+    ``need_scheduler``: launcher=slurm requires sbatch on PATH (not for a dry run)."""
+    from omegaconf import OmegaConf
+
+    groups, keys = parse_cli_overrides(list(overrides))
+    name = groups.pop("launcher", None) or _default_launcher()
+    if "pack" in groups:
+        keys["pack"] = groups.pop("pack")
+    if groups:
+        raise bad("override", next(iter(groups)), "launcher=NAME, launcher.KEY=VALUE or pack=N")
+    if name not in LAUNCHERS:
+        raise bad("launcher", name, "|".join(LAUNCHERS))
+    path = conf_dir() / "launcher" / f"{name}.yaml"
+    if not path.is_file():
+        raise BadInput(f"missing launcher config {path}")
+    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    for k, v in keys.items():
+        k = k.lstrip("+")
+        short = "pack" if k == "pack" else k[len("launcher."):]
+        top = short.split(".")[0]
+        if top not in cfg or top == "name":
+            allowed = ", ".join(f"launcher.{x}" for x in cfg if x != "name")
+            raise BadInput(f"unknown launcher key {k!r} for launcher={name} (allowed: {allowed}, pack)")
+        if "." in short:
+            if not isinstance(cfg[top], dict):
+                raise bad(f"launcher.{top}", cfg[top], "a mapping")
+            cfg[top][short.split(".", 1)[1]] = v
+        else:
+            cfg[short] = v
+    _check(cfg, need_scheduler)
+    return cfg
+
+
+def _default_launcher() -> str:
+    from omegaconf import OmegaConf
+
+    for d in OmegaConf.load(conf_dir() / "config.yaml").get("defaults", []):
+        if isinstance(d, dict) or hasattr(d, "keys"):
+            if "launcher" in d:
+                return str(d["launcher"])
+    return "debug"
+
+
+def _check(cfg: dict, need_scheduler: bool = True) -> None:
+    schema.check_group("launcher", cfg)
+    if cfg["name"] == "slurm" and need_scheduler and shutil.which("sbatch") is None:
+        raise BadInput("launcher=slurm but there is no sbatch on PATH (use launcher=local or launcher=debug here)")
+
+
+def target_device(cfg: dict) -> str:
+    """Where this launcher's runs will train: ``cuda`` (slurm with GPUs per node; local or debug
+    with a visible GPU) or ``cpu``.  Decides ``train.precision=auto`` at submission."""
+
+    if cfg["name"] == "slurm":
+        return "cuda" if int(cfg.get("gpus_per_node") or 0) > 0 else "cpu"
+    if cfg["name"] == "local" and cfg.get("gpus") == "none":
+        return "cpu"
+    return "cuda" if visible_gpus() else "cpu"

@@ -1,0 +1,89 @@
+"""``dw status``: every submitted run of a sweep, joined from the manifest, each
+run directory's summary.json and the tail of its metrics.jsonl, and the
+scheduler's view of the run's latest job (launch/states.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from depthwidth.core.errors import BadInput
+from depthwidth.core.store import (
+    known_sweeps,
+    last_jsonl,
+    manifest_runs,
+    read_json,
+    read_manifest,
+    runs_root,
+    sweep_dir,
+)
+from depthwidth.launch.states import SLURM_STATES, slurm_states, task_states
+
+STATES = ("pending", "running", "done", "failed", "diverged", "preempted", "cancelled", "lost")
+RETRYABLE = ("failed", "diverged", "cancelled", "lost")
+
+
+def run_state(summary: dict | None, sched: str | None, started: bool = False) -> str:
+    """The run's state from its summary.json and its latest job's (normalised) scheduler state:
+    pending | running | completed | failed | cancelled | preempted | None (the scheduler does not know it)."""
+    s = (summary or {}).get("status")
+    if s in ("done", "diverged"):
+        return s
+    if sched == "pending":
+        return "preempted" if s == "preempted" else "pending"
+    if sched == "running":
+        if s == "failed" and not started:
+            return "failed"
+        return "running" if started or s in ("running", "preempted") else "pending"  # packed: not yet started
+    if sched in ("cancelled", "preempted"):
+        return sched
+    if sched in ("failed", "completed"):
+        return "preempted" if s == "preempted" and sched == "completed" else "failed"
+    return "failed" if s == "failed" else "lost"
+
+
+def status(name: str) -> dict:
+    """Every submitted run of sweep NAME: state, progress, last loss, attempts."""
+    events = read_manifest(name)
+    if not events:
+        raise BadInput(f"no sweep {name!r} in {runs_root()} (sweeps with a manifest: {', '.join(known_sweeps()) or 'none'})")
+    runs = manifest_runs(events)
+    slurm = [r["job_id"] for r in runs.values() if r.get("launcher") == "slurm"]
+    raw = slurm_states(slurm) if slurm else {}
+    local = task_states(name) if len(slurm) < len(runs) else {}
+    rows = []
+    for r in runs.values():
+        rd = Path(r.get("run_dir") or sweep_dir(name) / r["run_id"])
+        summ = read_json(rd / "summary.json")
+        if summ is not None and summ.get("run_id") not in (None, r["run_id"]):
+            summ = None
+        last = last_jsonl(rd / "metrics.jsonl")
+        if r.get("launcher") == "slurm":
+            sched_raw = raw.get(r["job_id"])
+            sched = SLURM_STATES.get(sched_raw) if sched_raw else None
+        else:
+            sched = sched_raw = local.get(r["job_id"])
+        state = run_state(summ, sched, r.get("started", False))
+        total = (summ or {}).get("tokens_total") or r.get("tokens_total")
+        tok = max((summ or {}).get("tokens") or 0, (last or {}).get("tokens") or 0)
+        loss = (last or {}).get("loss")
+        if loss is None and summ:
+            loss = summ.get("last_loss")
+        rows.append({
+            "run_id": r["run_id"], "state": state, "tokens": tok, "tokens_total": total,
+            "progress": min(1.0, tok / total) if total else None, "last_loss": loss,
+            "final_val_loss": (summ or {}).get("final_val_loss"), "attempts": r["attempts"],
+            "job_id": r["job_id"], "jobs": r["jobs"], "scheduler_state": sched_raw, "launcher": r.get("launcher"),
+            "label": r.get("label"), "reason": (summ or {}).get("reason"), "run_dir": str(rd),
+            "params": r.get("params"), "overrides": r.get("overrides"),
+        })
+    counts = {s: 0 for s in STATES}
+    for row in rows:
+        counts[row["state"]] += 1
+    return {"sweep": name, "total": len(rows), "counts": counts, "runs": rows}
+
+
+def summary_line(st: dict) -> str:
+    c = st["counts"]
+    parts = [f"{c[s]} {s}" for s in STATES if c[s]]
+    n = st["total"]
+    return f"{st['sweep']}: {n} run{'s' * (n != 1)} — " + (", ".join(parts) if parts else "none")

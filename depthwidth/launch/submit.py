@@ -1,0 +1,87 @@
+"""How a sweep's runs become jobs: ``submit(name, items, launcher_cfg)``.
+
+debug   in-process, one run after another, with a live progress display (debug.py).
+local   detached worker processes on this machine (local.py): one per visible
+        GPU, each with its own CUDA_VISIBLE_DEVICES, or ``workers`` CPU
+        workers; returns as soon as they are started.
+slurm   through submitit (slurm.py): one ``SlurmExecutor.map_array`` = one
+        job array for the whole submission; returns as soon as sbatch answers.
+
+Packing: ``pack=N`` puts N runs in one task; they run one after another.
+
+A submission lives in ``runs/NAME/jobs/SUB/``: ``tasks.json`` (task i -> its
+runs' override lists), per-task state files (local/debug), logs, and for slurm
+submitit's folder ``submitit/``.  Every task runs ``task.run_task(TASKS.json,
+I)`` (by hand: ``python -m depthwidth.launch task TASKS.json I``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from typing import Callable
+
+from depthwidth.core import store
+from depthwidth.core.atomic import write_json
+from depthwidth.launch.debug import run_debug
+from depthwidth.launch.local import spawn_workers
+
+
+def _sub_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 100000:05d}"
+
+
+def submit(name: str, items: list[dict], cfg: dict, *, show: Callable | None = None) -> list[dict]:
+    """Submit ``items`` (dicts: run_id, overrides, run_dir, label, ref, tokens_total,
+    params, index) with launcher ``cfg``; returns [{run_id, job_id}].  Appends one
+    ``submit`` event per run to the manifest (before the jobs can start, except
+    for slurm where the ids exist only once sbatch has answered)."""
+    if not items:
+        return []
+    pack = int(cfg.get("pack", 1))
+    tasks = [items[i:i + pack] for i in range(0, len(items), pack)]
+    sub = _sub_id()
+    d = store.jobs_dir(name) / sub
+    d.mkdir(parents=True, exist_ok=True)
+    tasks_file = d / "tasks.json"
+    write_json(tasks_file, {"sweep": name, "launcher": cfg["name"], "submission": sub,
+                            "runs_root": str(store.runs_root().absolute()),
+                            "tasks": [[{k: it[k] for k in ("run_id", "overrides", "run_dir")} for it in t] for t in tasks]})
+    kind = cfg["name"]
+    if kind == "slurm":
+        from depthwidth.launch.slurm import (
+            submit_array,  # imports submitit: only for slurm
+        )
+
+        try:
+            job_ids = submit_array(name, d, tasks_file, len(tasks), cfg)
+        except BaseException:
+            shutil.rmtree(d, ignore_errors=True)  # nothing was queued: leave no half submission
+            raise
+        _register(name, tasks, job_ids, kind)
+        return _pairs(tasks, job_ids)
+    job_ids = [f"{kind}-{sub}_{i}" for i in range(len(tasks))]
+    for i, j in enumerate(job_ids):
+        write_json(d / f"task-{i}.json", {"job_id": j, "index": i, "state": "queued"})
+    _register(name, tasks, job_ids, kind)
+    if kind == "local":
+
+        spawn_workers(d, tasks_file, cfg)
+    else:
+
+        run_debug(name, d, tasks_file, tasks, job_ids, show=show)
+    return _pairs(tasks, job_ids)
+
+
+def _pairs(tasks, job_ids):
+    return [{"run_id": it["run_id"], "job_id": j} for t, j in zip(tasks, job_ids) for it in t]
+
+
+def _register(name, tasks, job_ids, kind):
+    rows = []
+    for t, j in zip(tasks, job_ids):
+        for it in t:
+            rows.append({"event": "submit", "run_id": it["run_id"], "job_id": j, "launcher": kind,
+                         **{k: it.get(k) for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "index")}})
+    store.append_events(name, rows)

@@ -1,0 +1,142 @@
+"""Closed-form accounting of a ModelSpec: parameters, FLOPs, KV cache.
+
+Pure Python, no torch: ``dw shapes`` and ``dw sweep --dry-run`` use it on
+machines that never build a model.  It counts the exact tensors ``gpt.py``
+builds (a test checks every option against ``model.parameters()``).
+
+Conventions
+-----------
+Parameters
+    ``total``          every tensor the model holds: embedding, LM head when
+                       untied, Linear weights and biases, norm weights (and
+                       biases for layernorm), resize projections, and the
+                       depth stabilisers' gates (rezero) or extra norms
+                       (normformer).
+    ``embedding``      the token embedding, plus the LM head when it is untied.
+    ``non_embedding``  ``total - embedding``.
+    ``matmul``         every Linear weight, *including* the LM head whether
+                       tied or not: the weights that multiply every token.
+FLOPs per token, training (forward + backward)
+    ``dense``      = 6 · N_matmul  (2 per multiply-add forward, 4 backward).
+    ``attention``  = 3 · Σ_i (2·n_ctx·d_i + 2·n_ctx·d_i), d_i = n_head_i ·
+                   head_size_i: QKᵀ and A·V each take 2·n_ctx·d_i forward per
+                   query token, and backward costs twice the forward.
+                   n_ctx is the number of keys a query attends to, averaged
+                   over the sequence: (seq_len + 1) / 2 for causal attention
+                   (query t sees t keys), seq_len without a mask.  Softmax,
+                   norms, RoPE and other elementwise work are not counted.
+    ``total``      = dense + attention.
+KV cache
+    Σ_i 2 · n_head_i · head_size_i · bytes_per_value per token (K and V).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from depthwidth.core.errors import bad
+from depthwidth.model.spec import ModelSpec
+
+
+def _count(spec: ModelSpec, mlp_hidden: Callable[[int], float]) -> dict:
+    """The one formula behind ``count_params`` and ``total_params_for_widths``.
+
+    Widths (and ``mlp_hidden``) may be floats, so shape matching can solve on
+    a continuous width; with integer widths every term is an exact int.
+    """
+    V, h = spec.vocab_size, spec.embed_width
+    per_norm = 2 if spec.norm == "layernorm" else 1  # weight (+ bias) per coordinate
+    n_in = 2 if spec.mlp == "swiglu" else 1  # Linear(w->m) matrices: up (+ gate)
+    b = 1 if spec.bias else 0
+
+    layer_matmul = 0
+    other = 0  # biases and norm weights
+    for i, w in enumerate(spec.widths):
+        m = mlp_hidden(i)
+        layer_matmul += 3 * w * w + w * w  # fused q,k,v + attention output
+        layer_matmul += n_in * w * m + m * w  # MLP in (and gate) + MLP out
+        other += b * (3 * w + w + n_in * m + w)  # the same Linears' biases
+        other += 2 * per_norm * w  # norm_1 and norm_2 on the active prefix
+        if spec.stabiliser == "rezero":
+            other += 2  # one learned gate per residual branch
+        elif spec.stabiliser == "normformer":
+            other += per_norm * (w + m)  # post-attention norm, norm on the MLP hidden units
+        if spec.resize == "proj" and spec.input_width(i) != w:
+            layer_matmul += spec.input_width(i) * w  # learned resize into layer i
+    if spec.resize == "proj" and spec.widths[-1] != h:
+        layer_matmul += spec.widths[-1] * h  # learned resize back to the head's width
+    other += per_norm * spec.final_norm_width
+
+    embedding = V * h if spec.tied else 2 * V * h
+    total = embedding + layer_matmul + other
+    return {
+        "total": total,
+        "embedding": embedding,
+        "non_embedding": total - embedding,
+        "matmul": layer_matmul + V * h,  # the LM head multiplies every token, tied or not
+    }
+
+
+def count_params(spec: ModelSpec) -> dict:
+    """Exact parameter counts of the model built from ``spec`` (ints)."""
+    spec.validate()
+    return _count(spec, spec.mlp_hidden)
+
+
+def total_params_for_widths(widths: Sequence[float], template: ModelSpec) -> float:
+    """Total parameters of ``template`` with per-layer ``widths`` that may be
+    fractional (for shape matching): MLP hidden = mlp_ratio · w, not rounded."""
+    ws = tuple(float(w) for w in widths)
+    if not ws or any(not w > 0 for w in ws):
+        raise bad("widths", list(widths), "a non-empty list of positive numbers")
+    spec = replace(template, widths=ws)
+    return float(_count(spec, lambda i: template.mlp_ratio * ws[i])["total"])
+
+
+def _check_seq_len(seq_len) -> None:
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
+        raise bad("seq_len", seq_len, "an integer >= 1")
+
+
+def attention_dims(spec: ModelSpec) -> list[int]:
+    """d_i = n_head_i · head_size_i per layer (equal to w_i for a valid spec)."""
+    return [spec.heads(i) * spec.head_size(i) for i in range(spec.depth)]
+
+
+def flops_per_token(spec: ModelSpec, seq_len: int, causal: bool = True) -> dict:
+    """Training FLOPs per token: {dense, attention, total} (see module docstring)."""
+    _check_seq_len(seq_len)
+    n_matmul = count_params(spec)["matmul"]
+    n_ctx = (seq_len + 1) / 2 if causal else float(seq_len)
+    dense = 6 * n_matmul
+    attention = 3 * sum(2 * n_ctx * d + 2 * n_ctx * d for d in attention_dims(spec))
+    return {"dense": dense, "attention": attention, "total": dense + attention}
+
+
+def kv_bytes_per_token(spec: ModelSpec, bytes_per_value: int = 2) -> int:
+    """Bytes of K and V cached per token over all layers (bf16 by default)."""
+    spec.validate()
+    if bytes_per_value <= 0:
+        raise bad("bytes_per_value", bytes_per_value, "a positive number of bytes")
+    return sum(2 * d * bytes_per_value for d in attention_dims(spec))
+
+
+def account(spec: ModelSpec, seq_len: int) -> dict:
+    """Every figure above, flat, for configs, summaries and reports."""
+    p = count_params(spec)
+    f = flops_per_token(spec, seq_len)
+    return {
+        "params": p["total"],
+        "params_embedding": p["embedding"],
+        "params_non_embedding": p["non_embedding"],
+        "params_matmul": p["matmul"],
+        "flops_per_token": f["total"],
+        "flops_dense_per_token": f["dense"],
+        "flops_attention_per_token": f["attention"],
+        "kv_bytes_per_token": kv_bytes_per_token(spec),
+        "seq_len": seq_len,
+        "depth": spec.depth,
+        "mean_width": sum(spec.widths) / spec.depth,
+        "widths": list(spec.widths),
+    }

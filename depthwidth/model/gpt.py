@@ -1,0 +1,280 @@
+"""The variable-width decoder: a GPT whose layers may differ in width.
+
+Symbols as in SCIENCE.md §2: layer i has width w_i, the token embedding and
+the LM head's input have width h (``spec.embed_width``), the residual stream
+is R = max(max_i w_i, h) wide.  How the stream changes width between layers
+is ``spec.resize``:
+
+carry  (carry-forward, the default) layer i reads the first w_i coordinates
+       of the stream and writes back only those; coordinates >= w_i keep
+       whatever the last wider layer (or the embedding, or zero) left there.
+zero   (zero-padding) as carry, but before layer i the coordinates beyond the
+       previous layer's width are zeroed, so nothing is carried forward.
+proj   (learned projection) the stream is exactly as wide as the current
+       layer; a bias-free Linear maps it whenever the width changes.
+
+With every w_i = R the model is a plain transformer (no slicing, no
+concatenation): pre-LN by default, or with one of the depth stabilisers of
+``Block`` (post-LN, DeepNorm, ReZero gates, NormFormer norms).  ``accounting.py`` counts exactly the tensors built here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from depthwidth.core.errors import bad
+from depthwidth.model.spec import ModelSpec
+
+
+def make_norm(kind: str, width: int) -> nn.Module:
+    # layernorm: weight + bias; rmsnorm: weight only.  Both over the active prefix.
+    if kind == "layernorm":
+        return nn.LayerNorm(width, eps=1e-5)
+    return nn.RMSNorm(width, eps=1e-5)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs (x_j, x_{j+hs/2}) by position-dependent angles.
+    x: (B, n_head, T, hs); cos, sin: (T, hs/2)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def rope_tables(head_size: int, max_seq_len: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    # Angles in float64, then stored as float32: at long positions float32
+    # angle arithmetic loses digits before cos/sin ever see them.
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_size, 2, dtype=torch.float64) / head_size))
+    angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inv_freq)
+    return angles.cos().float(), angles.sin().float()
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, width: int, n_head: int, bias: bool):
+        super().__init__()
+        self.width, self.n_head, self.head_size = width, n_head, width // n_head
+        self.c_attn = nn.Linear(width, 3 * width, bias=bias)  # q, k, v fused
+        self.c_proj = nn.Linear(width, width, bias=bias)  # writes into the residual stream
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        B, T, _ = x.shape
+        q, k, v = self.c_attn(x).split(self.width, dim=2)
+        q = q.view(B, T, self.n_head, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, self.head_size).transpose(1, 2)
+        v = v.view(B, T, self.n_head, self.head_size).transpose(1, 2)
+        if rope is not None:
+            cos, sin = (t.to(q.dtype) for t in rope)  # follow autocast's dtype
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, self.width)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, width: int, hidden: int, kind: str, bias: bool, mid_norm: nn.Module | None = None):
+        super().__init__()
+        self.kind = kind
+        self.c_fc = nn.Linear(width, hidden, bias=bias)
+        if kind == "swiglu":
+            self.c_gate = nn.Linear(width, hidden, bias=bias)
+        self.c_proj = nn.Linear(hidden, width, bias=bias)  # writes into the residual stream
+        self.mid_norm = mid_norm  # NormFormer: a norm on the hidden units
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "swiglu":
+            a = F.silu(self.c_gate(x)) * self.c_fc(x)
+        else:
+            a = F.gelu(self.c_fc(x))
+        if self.mid_norm is not None:
+            a = self.mid_norm(a)
+        return self.c_proj(a)
+
+
+class Block(nn.Module):
+    """One layer of width w_i; sees only a w_i-wide stream.
+
+    ``spec.stabiliser`` picks the residual wiring (SCIENCE.md §3, depth stabilisers):
+      none        pre-LN: x + f(norm(x))                       (both papers)
+      post        post-LN: norm(x + f(x))                      (original Transformer)
+      deepnorm    norm(α·x + f(x)), α = (2L)^¼, branch init × β = (8L)^-¼  (DeepNet)
+      rezero      x + g·f(norm(x)), a learned scalar g per branch starting at 0
+                  (ReZero's gate; the pre-norms are kept)
+      normformer  pre-LN plus a norm on the attention output and one on the
+                  MLP hidden units (NormFormer, without head scaling)
+    """
+
+    def __init__(self, spec: ModelSpec, i: int):
+        super().__init__()
+        w = self.width = spec.widths[i]
+        # resize='proj': the stream arrives at the previous layer's width.
+        in_w = spec.input_width(i)
+        self.proj_in = nn.Linear(in_w, w, bias=False) if spec.resize == "proj" and in_w != w else None
+        st = self.stabiliser = spec.stabiliser
+        self.norm_1 = make_norm(spec.norm, w)
+        self.attn = CausalSelfAttention(w, spec.heads(i), spec.bias)
+        self.norm_2 = make_norm(spec.norm, w)
+        m = spec.mlp_hidden(i)
+        self.mlp = MLP(w, m, spec.mlp, spec.bias, make_norm(spec.norm, m) if st == "normformer" else None)
+        self.attn_out_norm = make_norm(spec.norm, w) if st == "normformer" else None
+        self.alpha = (2 * spec.depth) ** 0.25 if st == "deepnorm" else 1.0
+        if st == "rezero":
+            self.gate_attn = nn.Parameter(torch.zeros(()))
+            self.gate_mlp = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor, rope) -> torch.Tensor:
+        if self.proj_in is not None:
+            x = self.proj_in(x)
+        st = self.stabiliser
+        if st in ("post", "deepnorm"):
+            x = self.norm_1(self.alpha * x + self.attn(x, rope))
+            return self.norm_2(self.alpha * x + self.mlp(x))
+        a = self.attn(self.norm_1(x), rope)
+        if st == "rezero":
+            x = x + self.gate_attn * a
+            return x + self.gate_mlp * self.mlp(self.norm_2(x))
+        if self.attn_out_norm is not None:
+            a = self.attn_out_norm(a)
+        x = x + a
+        return x + self.mlp(self.norm_2(x))
+
+
+class VariableWidthGPT(nn.Module):
+    def __init__(self, spec: ModelSpec, max_seq_len: int):
+        super().__init__()
+        spec.validate()
+        if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or max_seq_len < 1:
+            raise bad("max_seq_len", max_seq_len, "an integer >= 1")
+        self.spec, self.max_seq_len = spec, max_seq_len
+        h, L = spec.embed_width, spec.depth
+        # proj keeps the stream exactly as wide as the current layer; carry and
+        # zero keep one stream as wide as the widest layer (or h).
+        self.stream_width = h if spec.resize == "proj" else spec.residual_width
+
+        self.wte = nn.Embedding(spec.vocab_size, h)
+        self.blocks = nn.ModuleList(Block(spec, i) for i in range(L))
+        wL = spec.widths[-1]
+        self.proj_out = nn.Linear(wL, h, bias=False) if spec.resize == "proj" and wL != h else None
+        self.norm_f = make_norm(spec.norm, spec.final_norm_width)
+        self.lm_head = nn.Linear(h, spec.vocab_size, bias=False)
+        if spec.tied:
+            self.lm_head.weight = self.wte.weight
+
+        # RoPE tables, one per distinct head size, shared by the layers that use it.
+        self._rope_sizes = sorted({spec.head_size(i) for i in range(L)}) if spec.rope else []
+        for hs in self._rope_sizes:
+            cos, sin = rope_tables(hs, max_seq_len, spec.rope_base)
+            self.register_buffer(f"rope_cos_{hs}", cos, persistent=False)
+            self.register_buffer(f"rope_sin_{hs}", sin, persistent=False)
+
+        self._init_weights()
+
+    # ---- init --------------------------------------------------------------
+    def layer_std(self, width: float) -> float:
+        """std_i = init_std · sqrt(h / w_i) with width-scaled init, else init_std."""
+        s = self.spec
+        return s.init_std * (math.sqrt(s.embed_width / width) if s.width_scaled_init else 1.0)
+
+    def _init_weights(self) -> None:
+        s = self.spec
+        # Output projections add into the residual stream once per sub-layer,
+        # 2L times in all: shrink them so the stream's variance does not grow with L.
+        # DeepNet instead scales every branch weight by β = (8L)^-¼ (its own recipe).
+        out_scale = 1.0 / math.sqrt(2 * s.depth)
+        if s.stabiliser == "deepnorm":
+            beta = (8 * s.depth) ** -0.25
+            out_scale = beta
+        nn.init.normal_(self.wte.weight, mean=0.0, std=s.init_std)
+        if not s.tied:
+            nn.init.normal_(self.lm_head.weight, mean=0.0, std=self.layer_std(s.embed_width))
+        for block in self.blocks:
+            std = self.layer_std(block.width)
+            for lin in (block.attn.c_attn, block.mlp.c_fc, getattr(block.mlp, "c_gate", None)):
+                if lin is not None:
+                    nn.init.normal_(lin.weight, mean=0.0, std=std)
+            for lin in (block.attn.c_proj, block.mlp.c_proj):
+                nn.init.normal_(lin.weight, mean=0.0, std=std * out_scale)
+            if s.stabiliser == "deepnorm":  # β also on the value and MLP-input weights
+                with torch.no_grad():
+                    block.attn.c_attn.weight[2 * block.width:].mul_(out_scale)
+                    for lin in (block.mlp.c_fc, getattr(block.mlp, "c_gate", None)):
+                        if lin is not None:
+                            lin.weight.mul_(out_scale)
+            if block.proj_in is not None:  # scaled like a layer reading its input width
+                nn.init.normal_(block.proj_in.weight, mean=0.0, std=self.layer_std(block.proj_in.in_features))
+        if self.proj_out is not None:
+            nn.init.normal_(self.proj_out.weight, mean=0.0, std=self.layer_std(self.proj_out.in_features))
+        for m in self.modules():
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        # Norm weights start at 1 (and layernorm biases at 0): the torch defaults.
+
+    # ---- forward -----------------------------------------------------------
+    def _layer(self, i: int, block: Block, x: torch.Tensor, rope) -> torch.Tensor:
+        """Apply layer i to the whole stream x, per ``spec.resize``."""
+        resize, R = self.spec.resize, x.size(-1)
+        if resize == "zero":
+            in_w = self.spec.input_width(i)
+            if in_w < R:  # the stream is the previous layer's width, padded with zeros
+                x = F.pad(x[..., :in_w], (0, R - in_w))
+        w = block.width
+        if resize == "proj" or w == R:  # the layer owns the whole stream: plain transformer
+            return block(x, rope)
+        # Read and write the prefix; the suffix is concatenated back untouched
+        # (not added to), so it passes through bit for bit.  split, not two
+        # slices: its backward is one cat of the two gradients, where each
+        # slice's backward would zero-fill a full-width gradient and add them.
+        prefix, suffix = x.split((w, R - w), dim=-1)
+        return torch.cat((block(prefix, rope), suffix), dim=-1)
+
+    def readout(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits from the stream after the last layer: resize back to the head's
+        layout, final norm over spec.final_norm_width coordinates, truncate to h,
+        LM head.  (For carry, any layer's stream can be read this way: logit lens.)"""
+        s, R = self.spec, x.size(-1)
+        wL, F_w, h = s.widths[-1], s.final_norm_width, s.embed_width
+        if s.resize == "zero" and wL < R:
+            x = F.pad(x[..., :wL], (0, R - wL))
+        if self.proj_out is not None:
+            x = self.proj_out(x)
+        if x.size(-1) > F_w:
+            x = x[..., :F_w]
+        x = self.norm_f(x)
+        if x.size(-1) > h:
+            x = x[..., :h]
+        return self.lm_head(x)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_hidden: bool = False):
+        """idx, targets: (B, T) token ids (targets -1 = ignored).  Returns
+        (logits (B, T, V), mean cross-entropy or None), plus with return_hidden
+        the list of residual streams after each layer (R wide; w_i wide for proj)."""
+        B, T = idx.shape
+        if T > self.max_seq_len:
+            raise bad("sequence length", T, f"at most max_seq_len={self.max_seq_len}")
+        x = self.wte(idx)  # (B, T, h)
+        if self.stream_width > x.size(-1):  # coordinates beyond h start at zero
+            x = F.pad(x, (0, self.stream_width - x.size(-1)))
+        ropes = {hs: (getattr(self, f"rope_cos_{hs}")[:T], getattr(self, f"rope_sin_{hs}")[:T])
+                 for hs in self._rope_sizes}
+        hidden = []
+        for i, block in enumerate(self.blocks):
+            x = self._layer(i, block, x, ropes.get(block.attn.head_size))
+            if return_hidden:
+                hidden.append(x)
+        logits = self.readout(x)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return (logits, loss, hidden) if return_hidden else (logits, loss)
+
+    # ---- introspection -----------------------------------------------------
+    def layer_params(self) -> list[dict[str, list[nn.Parameter]]]:
+        """Per layer (index 0 = bottom): its parameters, and those of attn and mlp."""
+        return [{"block": list(b.parameters()), "attn": list(b.attn.parameters()),
+                 "mlp": list(b.mlp.parameters())} for b in self.blocks]
+
+    def num_params(self) -> int:
+        """Every parameter once (a tied head is not counted twice)."""
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,130 @@
+"""``ModelSpec``: everything that fixes a model's tensors, as plain data.
+
+The model (``gpt.py``) is built from a ModelSpec and the accounting
+(``accounting.py``) counts from the same ModelSpec, so the two can never
+disagree about what a configuration means.  No torch here.
+
+Symbols follow the papers: ``widths[i]`` is w_{i+1} (the width of layer i+1),
+``embed_width`` is h (the width of the token embedding and of the LM head's
+input), ``depth`` is L (``n_layer``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from depthwidth.core.errors import BadInput, bad
+
+NORMS = ("layernorm", "rmsnorm")
+MLPS = ("gelu", "swiglu")
+RESIZES = ("carry", "zero", "proj")
+# Depth stabilisers (SCIENCE.md §3: never tried by the Depth-Delusion paper).
+STABILISERS = ("none", "post", "deepnorm", "rezero", "normformer")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    widths: tuple[int, ...]  # per-layer width w_i
+    vocab_size: int  # V
+    embed_width: int  # h: token embedding and LM-head input width
+    norm: str = "layernorm"  # layernorm (weight+bias) | rmsnorm (weight), on the active prefix
+    mlp: str = "gelu"  # gelu: 2 matrices w->m->w ; swiglu: 3 matrices
+    mlp_ratio: float = 4.0  # MLP hidden width m_i = int(mlp_ratio * w_i)
+    n_head: int | None = None  # fixed head count per layer (VWT) ...
+    head_dim: int | None = 64  # ... or fixed head dimension (exactly one is set)
+    rope: bool = True
+    rope_base: float = 10000.0
+    tied: bool = False  # LM head shares the embedding matrix
+    resize: str = "carry"  # carry-forward | zero-padding | learned projection
+    stabiliser: str = "none"  # none (pre-LN) | post (post-LN) | deepnorm | rezero | normformer
+    bias: bool = False  # biases in Linear layers
+    init_std: float = 0.02
+    width_scaled_init: bool = False  # layer i init std *= sqrt(h / w_i)
+    extra: dict = field(default_factory=dict, compare=False)  # free-form labels
+
+    # ---- derived -----------------------------------------------------------
+    @property
+    def depth(self) -> int:
+        return len(self.widths)
+
+    @property
+    def residual_width(self) -> int:
+        """Width of the residual stream: as wide as the widest layer (or h)."""
+        return max(max(self.widths), self.embed_width)
+
+    @property
+    def final_norm_width(self) -> int:
+        """The final norm covers the last layer's width, and at least h so the
+        head never reads un-normalised coordinates; it is then truncated to h."""
+        if self.resize == "proj":
+            return self.embed_width
+        return max(self.widths[-1], self.embed_width)
+
+    def heads(self, i: int) -> int:
+        w = self.widths[i]
+        return self.n_head if self.n_head is not None else w // self.head_dim
+
+    def head_size(self, i: int) -> int:
+        w = self.widths[i]
+        return self.head_dim if self.n_head is None else w // self.n_head
+
+    def mlp_hidden(self, i: int) -> int:
+        return int(self.mlp_ratio * self.widths[i])
+
+    def input_width(self, i: int) -> int:
+        """Width of the stream entering layer i (for resize='proj')."""
+        return self.embed_width if i == 0 else self.widths[i - 1]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["widths"] = list(self.widths)
+        d.pop("extra", None)
+        return d
+
+    # ---- validation --------------------------------------------------------
+    def validate(self) -> "ModelSpec":
+        if len(self.widths) < 1:
+            raise bad("model.depth", len(self.widths), "an integer >= 1")
+        for i, w in enumerate(self.widths):
+            if not isinstance(w, int) or w < 1:
+                raise bad(f"width of layer {i + 1}", w, "a positive integer (did rounding make it 0?)")
+        if self.vocab_size < 1:
+            raise bad("model.vocab_size", self.vocab_size, "an integer >= 1")
+        if self.embed_width < 1:
+            raise bad("model.embed_width", self.embed_width, "an integer >= 1")
+        if self.norm not in NORMS:
+            raise bad("model.norm", self.norm, "|".join(NORMS))
+        if self.mlp not in MLPS:
+            raise bad("model.mlp", self.mlp, "|".join(MLPS))
+        if self.resize not in RESIZES:
+            raise bad("model.resize", self.resize, "|".join(RESIZES))
+        if self.stabiliser not in STABILISERS:
+            raise bad("model.stabiliser", self.stabiliser, "|".join(STABILISERS))
+        if not self.mlp_ratio > 0:
+            raise bad("model.mlp_ratio", self.mlp_ratio, "a number > 0")
+        if (self.n_head is None) == (self.head_dim is None):
+            raise BadInput("set exactly one of model.heads (fixed head count) and model.head_dim (fixed head size)")
+        for i, w in enumerate(self.widths):
+            if self.n_head is not None:
+                if self.n_head < 1 or w % self.n_head:
+                    raise bad(f"width of layer {i + 1}", w, f"a multiple of the head count {self.n_head}")
+            else:
+                if self.head_dim < 1 or w % self.head_dim:
+                    raise bad(f"width of layer {i + 1}", w, f"a multiple of the head dimension {self.head_dim}")
+            if self.rope and self.head_size(i) % 2:
+                raise bad(f"head size of layer {i + 1}", self.head_size(i), "an even number (RoPE rotates pairs)")
+        return self
+
+
+def uniform_spec(spec: ModelSpec, width: int, depth: int) -> ModelSpec:
+    """The uniform baseline of a spec: same options, every layer ``width`` wide."""
+    from dataclasses import replace
+
+    return replace(spec, widths=tuple([width] * depth), embed_width=width)
+
+
+def spec_with_widths(spec: ModelSpec, widths: Sequence[int]) -> ModelSpec:
+    from dataclasses import replace
+
+    return replace(spec, widths=tuple(int(w) for w in widths))

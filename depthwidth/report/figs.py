@@ -1,0 +1,363 @@
+"""The figures of ``dw report --plots DIR`` (matplotlib, Agg backend, PNG).
+
+Imported only when ``--plots`` is given.  Every figure is sized for a paper:
+6.4 inches wide (a full text width, so 10-pt type stays 10 pt) at 150 dpi,
+axes labelled with units.  ``make_all`` returns one record per figure written:
+``{file, path, title, caption, width_px, height_px}``; a figure whose data are
+absent is skipped and named in the report's notes with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from depthwidth.fit.laws import get_law
+
+DPI = 150
+WIDTH_IN = 6.4
+SHAPE_ORDER = ("uniform", "increasing", "decreasing", "diamond", "x")
+SHAPE_LABEL = {"uniform": "uniform", "increasing": "increasing (<)", "decreasing": "decreasing (>)",
+               "diamond": "diamond (◇)", "x": "× (><former)"}
+LOSS_LABEL = "held-out loss (nats/token)"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 10, "axes.labelsize": 10, "axes.titlesize": 10.5, "legend.fontsize": 8,
+                         "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.grid": True, "grid.alpha": 0.3,
+                         "figure.dpi": DPI, "savefig.dpi": DPI})
+    return plt
+
+
+def _save(plt, fig, out: Path, file: str, title: str, caption: str) -> dict:
+    w, h = fig.get_size_inches()
+    fig.tight_layout()
+    path = out / file
+    tmp = out / f".{file}.tmp.png"
+    fig.savefig(tmp, dpi=DPI)  # fixed size: no bbox_inches="tight", so the stated size holds
+    plt.close(fig)
+    tmp.replace(path)
+    return {"file": file, "path": str(path), "title": title, "caption": caption,
+            "width_px": int(round(w * DPI)), "height_px": int(round(h * DPI))}
+
+
+def make_all(data, rep, out: Path) -> list[dict]:
+    plt = _plt()
+    out = Path(out)
+    figs, skipped = [], []
+    for fn in (loss_vs_depth, grad_profiles, tau_vs_width, shape_profiles, loss_vs_flops, fit_residuals, entropy):
+        try:
+            r = fn(plt, data, rep, out)
+        except Exception as e:  # one bad figure must not lose the others
+            plt.close("all")
+            r = f"failed ({type(e).__name__}: {' '.join(str(e).split())[:160]})"
+        if isinstance(r, dict):
+            figs.append(r)
+        else:
+            skipped.append(f"{fn.__name__}: {r}")
+    for s in skipped:
+        rep["notes"].append(f"figure not drawn — {s}")
+    return figs
+
+
+def _colors(n):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    return [cmap(x) for x in (np.linspace(0.05, 0.85, n) if n > 1 else [0.4])]
+
+
+def _plain_ticks(ax):
+    """Log axes labelled 32, 64, 2.5 rather than 3.2×10^1."""
+    from matplotlib.ticker import FuncFormatter
+
+    f = FuncFormatter(lambda v, _: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(f)
+        axis.set_minor_formatter(f)
+
+
+# ---------------------------------------------------------------------------- fitted law
+
+
+def _law(fit):
+    o = fit.get("options") or {}
+    return get_law(fit["law"], dcrit=o.get("dcrit", "log"), irreducible=bool(o.get("irreducible", False)))
+
+
+def _predict(fit, rows: dict) -> np.ndarray:
+    law = _law(fit)
+    n = len(next(iter(rows.values())))
+    table = {c: np.asarray(rows[c], dtype=float) for c in law.columns}
+    table["loss"] = np.zeros(n)
+    return law.predict(fit["params"], table)
+
+
+# ---------------------------------------------------------------------------- figures
+
+
+def loss_vs_depth(plt, data, rep, out):
+    grid = [r for r in rep["tables"]["loss_grid"].rows if r["loss"] is not None]
+    if not grid:
+        return "no finished uniform runs"
+    widths = sorted({r["width"] for r in grid})
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
+    curves = False
+    for w, col in zip(widths, _colors(len(widths))):
+        rs = sorted((r for r in grid if r["width"] == w), key=lambda r: r["depth"])
+        d = np.array([r["depth"] for r in rs], float)
+        y = np.array([r["loss"] for r in rs], float)
+        sd = np.array([r["sd"] or 0.0 for r in rs], float)
+        ax.errorbar(d, y, yerr=sd if sd.any() else None, fmt="o", color=col, capsize=3, label=f"W = {w}")
+        if data.fit and len(rs) >= 2 and all(r["params"] for r in rs):
+            try:
+                slope, icpt = np.polyfit(d, [r["params"] for r in rs], 1)  # params are linear in depth at fixed W
+                dd = np.linspace(d.min(), d.max(), 200)
+                toks = max(r["tokens"] or 0 for r in rs) or 1.0
+                pred = _predict(data.fit, {"params": icpt + slope * dd, "tokens": np.full_like(dd, toks),
+                                           "depth": dd, "width": np.full_like(dd, w)})
+                ax.plot(dd, pred, "-", color=col, lw=1.3, alpha=0.85)
+                curves = True
+            except Exception:
+                pass
+    if max(widths) and max(r["depth"] for r in grid) / max(1, min(r["depth"] for r in grid)) > 8:
+        ax.set_xscale("log")
+    ax.set_xlabel("depth L (layers)")
+    ax.set_ylabel(LOSS_LABEL)
+    title = "Loss vs depth per width"
+    if curves:
+        ax.plot([], [], "-", color="grey", label=f"fit: {data.fit['law']}")
+        title += f" with the fitted {data.fit['law']} law"
+    ax.set_title(title)
+    ax.legend(loc="best", ncol=2 if len(widths) > 5 else 1)
+    cap = "points: measured (± sd over seeds); lines: the fitted law at each width's token budget" if curves \
+        else "points: measured (± sd over seeds); no fit.json, so no fitted curves"
+    return _save(plt, fig, out, "loss_vs_depth.png", title, cap)
+
+
+def _profile_record(probes, step=1000):
+    rec = [p for p in probes if isinstance(p, dict) and isinstance(p.get("grad_norm"), dict) and p["grad_norm"].get("block")]
+    if not rec:
+        return None
+    return min(rec, key=lambda p: (abs(float(p.get("step", 0)) - step), float(p.get("step", 0))))
+
+
+def _tau_fit(g):
+    """(tau, log-intercept at the top layer) of log g = a - d/tau, d = distance below the top."""
+    g = np.asarray(g, float)
+    d = (len(g) - 1) - np.arange(len(g))
+    ok = np.isfinite(g) & (g > 0)
+    if ok.sum() < 2:
+        return None, None
+    b, a = np.polyfit(d[ok], np.log(g[ok]), 1)
+    return (-1.0 / b if b < 0 else math.inf), a
+
+
+def _profiles(data):
+    out = []
+    for pr in _healthy(data.probes):
+        if pr.get("shape") not in (None, "uniform") or not pr.get("width"):
+            continue
+        rec = _profile_record(pr.get("probes") or [])
+        if rec is None or len(rec["grad_norm"]["block"]) < 2:
+            continue
+        tau, a = _tau_fit(rec["grad_norm"]["block"])
+        out.append({"run": pr["run"], "width": int(pr["width"]), "depth": len(rec["grad_norm"]["block"]),
+                    "g": rec["grad_norm"]["block"], "step": rec.get("step"), "tau": tau, "a": a,
+                    "entropy": None})
+    return out
+
+
+def _healthy(probes):
+    """Probe records of runs that did not fail or diverge (their last profiles are not training's)."""
+    return [p for p in probes if p.get("status") not in ("failed", "diverged")]
+
+
+def grad_profiles(plt, data, rep, out):
+    prof = _profiles(data)
+    if not prof:
+        return "no probes.jsonl with per-layer gradient norms of uniform runs of depth >= 2"
+    widths = sorted({p["width"] for p in prof})
+    if len(widths) > 4:
+        widths = [widths[i] for i in np.linspace(0, len(widths) - 1, 4).round().astype(int)]
+    n = len(widths)
+    rows, cols = (1, n) if n <= 3 else (2, 2)
+    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH_IN, 3.6 * rows), squeeze=False, sharey=True)
+    for ax, w in zip(axes.flat, widths):
+        ps = sorted((p for p in prof if p["width"] == w), key=lambda p: p["depth"])
+        for p, col in zip(ps, _colors(len(ps))):
+            layers = np.arange(1, p["depth"] + 1)
+            tau = p["tau"]
+            lab = f"L={p['depth']}, τ=" + ("∞" if tau is None or not math.isfinite(tau) else f"{tau:.2g}")
+            ax.plot(layers, p["g"], "o-", ms=3, color=col, lw=1, label=lab)
+            if tau is not None and math.isfinite(tau):
+                d = p["depth"] - layers
+                ax.plot(layers, np.exp(p["a"] - d / tau), "--", color=col, lw=1)
+        ax.set_yscale("log")
+        ax.set_title(f"W = {w}")
+        ax.set_xlabel("layer l (1 = bottom)")
+        ax.legend(loc="best", fontsize=7)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("‖grad_l‖ (gradient L2 norm)")
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    steps = sorted({p["step"] for p in prof if p["step"] is not None})
+    title = "Per-layer gradient norms with fitted exp(−(L−l)/τ)"
+    fig.suptitle(title + (f", step {steps[-1]}" if len(steps) == 1 else ""), fontsize=10.5)
+    return _save(plt, fig, out, "grad_profiles.png", title,
+                 "solid: measured at the probe step nearest 1000; dashed: least-squares exponential decay from the top layer")
+
+
+def tau_vs_width(plt, data, rep, out):
+    prof = [p for p in _profiles(data) if p["tau"] is not None and math.isfinite(p["tau"]) and p["tau"] > 0]
+    ws = sorted({p["width"] for p in prof})
+    if len(ws) < 2:
+        return "finite τ at fewer than two widths"
+    W = np.array([p["width"] for p in prof], float)
+    tau = np.array([p["tau"] for p in prof], float)
+    gp = (((data.fit or {}).get("derived") or {}).get("gradient_persistence") or {}).get("tau_law")
+    pexp, k = np.polyfit(np.log(W), np.log(tau), 1)
+    ci = None
+    if gp and gp.get("p") is not None:
+        pexp, k, ci = gp["p"], math.log(gp["prefactor"]), gp.get("p_ci")
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
+    ax.scatter(W, tau, color="C0", zorder=3, label="runs (τ per profile)")
+    ww = np.geomspace(W.min() / 1.1, W.max() * 1.1, 50)
+    lab = f"fit: τ ∝ W^{pexp:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    ax.plot(ww, np.exp(k) * ww ** pexp, "-", color="C0", label=lab)
+    gm_w, gm_t = math.exp(np.log(W).mean()), math.exp(np.log(tau).mean())
+    ax.plot(ww, gm_t * (ww / gm_w) ** 0.44, "--", color="C3", label="paper: τ ∝ W^0.44 (through our mean)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_ticks(ax)
+    ax.set_xlabel("width W (hidden units)")
+    ax.set_ylabel("gradient persistence τ (layers)")
+    ax.set_title("Gradient persistence length vs width")
+    ax.legend(loc="best")
+    return _save(plt, fig, out, "tau_vs_width.png", "Gradient persistence length vs width",
+                 "log-log; the paper's exponent 0.44 drawn through the geometric mean of our points (its prefactor is not published)")
+
+
+def shape_profiles(plt, data, rep, out):
+    rows = rep["tables"]["shapes"].rows
+    runs = {(r["width"], r["depth"], r["shape"] or "uniform"): r for r in data.runs if r.get("widths")}
+    groups = sorted({(r["width"], r["depth"]) for r in rows})
+    if not groups:
+        runs_any = [r for r in data.runs if r.get("widths") and r["shape"] not in (None, "uniform")]
+        if not runs_any:
+            return "no width-shape runs with per-layer widths"
+        groups = sorted({(r["width"], r["depth"]) for r in runs_any})
+    h, L = groups[-1]
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.0))
+    n = 0
+    for i, s in enumerate(SHAPE_ORDER):
+        r = runs.get((h, L, s))
+        if r is None:
+            continue
+        ws = r["widths"]
+        ax.plot(np.arange(1, len(ws) + 1), ws, "--" if s == "uniform" else "o-", ms=4, color=f"C{i}",
+                label=f"{SHAPE_LABEL[s]} (mean {np.mean(ws) / h:.2f}·h)")
+        n += 1
+    if not n:
+        plt.close(fig)
+        return "no per-layer widths in the shape runs' summaries"
+    ax.set_xlabel("layer i (1 = bottom)")
+    ax.set_ylabel("layer width w_i (hidden units)")
+    ax.set_title(f"Width profiles of the shape families (h = {h}, L = {L})")
+    ax.legend(loc="best")
+    return _save(plt, fig, out, "shape_profiles.png", f"Width profiles of the shape families (h = {h}, L = {L})",
+                 "per-layer widths as trained, matched in parameters to the uniform model")
+
+
+def loss_vs_flops(plt, data, rep, out):
+    done = {r["run"]: r for r in data.runs if r["state"] == "done"}
+    pts = [p for p in data.points if p["run"] in done and p["flops"]]
+    if not pts:
+        return "no finished runs with FLOPs"
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
+    shapes = sorted({(done[p["run"]]["shape"] or "uniform") for p in pts},
+                    key=lambda s: SHAPE_ORDER.index(s) if s in SHAPE_ORDER else 99)
+    for s in shapes:
+        i = SHAPE_ORDER.index(s) if s in SHAPE_ORDER else len(SHAPE_ORDER)
+        ps = [p for p in pts if (done[p["run"]]["shape"] or "uniform") == s]
+        by_run = {}
+        for p in ps:
+            by_run.setdefault(p["run"], []).append(p)
+        for rp in by_run.values():
+            rp.sort(key=lambda p: p["flops"])
+            if len(rp) > 1:
+                ax.plot([p["flops"] for p in rp], [p["loss"] for p in rp], "-", color=f"C{i}", lw=0.8, alpha=0.6)
+        ax.scatter([p["flops"] for p in ps], [p["loss"] for p in ps], color=f"C{i}", s=22,
+                   marker="o" if s == "uniform" else "D", label=SHAPE_LABEL.get(s, s), zorder=3)
+    ax.set_xscale("log")
+    ax.set_xlabel("training compute C (FLOPs = FLOPs/token × tokens)")
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title("Loss vs training compute per shape family")
+    ax.legend(loc="best")
+    return _save(plt, fig, out, "loss_vs_flops.png", "Loss vs training compute per shape family",
+                 "one point per run and token budget (lines join a run's budgets); FLOPs/token = 6N + attention")
+
+
+def fit_residuals(plt, data, rep, out):
+    if not data.fit:
+        return "no fit.json"
+    law = _law(data.fit)
+    done = {r["run"] for r in data.runs if r["state"] == "done"}
+    pts = [p for p in data.points if p["run"] in done and all(p.get(c) for c in law.columns)]
+    if not pts:
+        return "no finished points with the law's columns"
+    pred = _predict(data.fit, {c: [p[c] for p in pts] for c in law.columns})
+    y = np.array([p["loss"] for p in pts])
+    res = y - pred
+    W = np.array([p["width"] or 0 for p in pts])
+    D = np.array([p["depth"] or 0 for p in pts])
+    U = np.array([p["shape"] in (None, "uniform") for p in pts])
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(WIDTH_IN, 3.4), sharey=True)
+    ws = sorted(set(W))
+    for w, col in zip(ws, _colors(len(ws))):
+        for uni, mk in ((True, "o"), (False, "D")):
+            m = (W == w) & (U == uni)
+            if m.any():
+                lab = f"W = {int(w)}" + ("" if uni else " (shaped)")
+                a1.scatter(pred[m], res[m], color=col, s=18, marker=mk, label=lab)
+                a2.scatter(D[m], res[m], color=col, s=18, marker=mk)
+    for ax in (a1, a2):
+        ax.axhline(0, color="k", lw=0.8)
+    a1.set_xlabel("predicted loss (nats/token)")
+    a1.set_ylabel("residual: measured − fit (nats)")
+    a2.set_xlabel("depth L (layers)")
+    a1.legend(loc="best", fontsize=7)
+    rmse = float(np.sqrt(np.mean(res ** 2)))
+    title = f"Fit residuals ({data.fit['law']}, RMSE {rmse:.3g} nats)"
+    fig.suptitle(title, fontsize=10.5)
+    return _save(plt, fig, out, "fit_residuals.png", title, "every finished run's points; diamonds: width-shaped runs (W = their h), which the fit pools with the uniform ones")
+
+
+def entropy(plt, data, rep, out):
+    lines = []
+    for pr in _healthy(data.probes):
+        rec = [p for p in pr.get("probes") or [] if isinstance(p, dict) and p.get("entropy")]
+        if rec:
+            lines.append((pr, rec[-1]))
+    if not lines:
+        return "no entropy probes (probes.jsonl key entropy)"
+    lines.sort(key=lambda x: (x[0].get("shape") or "", x[0].get("width") or 0, x[0].get("depth") or 0))
+    lines = lines[:12]
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.0))
+    for (pr, rec), col in zip(lines, _colors(len(lines))):
+        e = rec["entropy"]
+        ax.plot(np.arange(1, len(e) + 1), e, "o-", ms=3, color=col,
+                label=f"{pr.get('shape') or 'uniform'} {pr.get('depth')}L×{pr.get('width')} (step {rec.get('step')})")
+    ax.set_xlabel("layer l (1 = bottom)")
+    ax.set_ylabel("normalised matrix entropy H (0–1, unitless)")
+    ax.set_title("Residual-stream matrix entropy per layer")
+    ax.legend(loc="best", fontsize=7)
+    return _save(plt, fig, out, "entropy.png", "Residual-stream matrix entropy per layer",
+                 "a compression valley is entropy near 0 in the middle layers (Wu et al.)")

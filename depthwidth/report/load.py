@@ -1,0 +1,212 @@
+"""Gather one sweep (``ROOT/NAME``: run summaries, manifest, status, fit.json)
+or a ``--runs`` table into a report ``Data`` (model.py).
+
+Conventions: losses are held-out nats per token at each run's final token
+budget; ``params`` count embeddings; FLOPs/token are training FLOPs (6N +
+attention).  No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+from depthwidth.core import store
+from depthwidth.core.atomic import read_jsonl
+from depthwidth.core.errors import BadInput, bad
+from depthwidth.launch.status import status
+from depthwidth.report.model import Data, num
+from depthwidth.track.table import probe_profiles, run_table
+from depthwidth.track.wandb_table import run_table_from_wandb
+
+
+@contextmanager
+def _runs_env(root):
+    """launch.status.status() reads $DW_RUNS; point it at --root for the call."""
+    old = os.environ.get("DW_RUNS")
+    if root is not None:
+        os.environ["DW_RUNS"] = str(root)
+    try:
+        yield
+    finally:
+        if root is not None:
+            if old is None:
+                os.environ.pop("DW_RUNS", None)
+            else:
+                os.environ["DW_RUNS"] = old
+
+
+def _parse_overrides(ovr) -> dict:
+    out = {}
+    for o in ovr or []:
+        k, _, v = str(o).partition("=")
+        k = k.lstrip("+")
+        if k in ("model.depth", "model.width", "run.seed"):
+            try:
+                out[k.split(".")[1]] = int(float(v))
+            except ValueError:
+                pass
+        elif k == "model.shape":
+            out["shape"] = v
+    return out
+
+
+def _shape(s):
+    return None if s is None or (isinstance(s, float) and math.isnan(s)) else str(s)
+
+
+def load(name: str | None = None, *, runs=None, columns: str | None = None, root=None, fit_path=None,
+         source: str = "store", project: str | None = None, group: str | None = None) -> Data:
+    """Everything a report reads, from a sweep directory, a run table or the W&B API (one of them)."""
+    import json
+
+    from depthwidth.fit.run import check_source
+    from depthwidth.fit.table import apply_columns, parse_columns, runs_root
+
+    check_source(name, runs, source, project)
+    if fit_path is not None and not Path(fit_path).is_file():
+        raise bad("--fit", str(fit_path), "an existing fit.json written by dw fit")
+    fit = None
+    if source == "wandb":
+
+        df = apply_columns(run_table_from_wandb(project, group), parse_columns(columns))
+        d = _table_data(df, f"wandb:{project}" + (f" group {group}" if group else ""))
+    elif runs is not None:
+        d = _load_table(runs, columns)
+    else:
+        sweep_dir = runs_root(root) / name
+        if not sweep_dir.is_dir():
+            raise bad("sweep", name, f"a sweep directory under {runs_root(root)} (set --root or DW_RUNS)")
+        d = _load_sweep(name, sweep_dir, root)
+        fp = sweep_dir / "fit.json"
+        if fit_path is None and fp.is_file():
+            fit_path = fp
+    if fit_path is not None:
+        try:
+            fit = json.loads(Path(fit_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise bad("--fit", str(fit_path), f"a readable fit.json ({type(e).__name__})") from None
+        if not isinstance(fit, dict) or "params" not in fit or "law" not in fit:
+            raise bad("--fit", str(fit_path), "a fit.json written by dw fit (keys law, params)")
+        d.source["fit"] = str(fit_path)
+    d.fit = fit
+    return d
+
+
+def _load_sweep(name: str, sweep_dir: Path, root) -> Data:
+    import json
+
+    df = run_table(sweep_dir)
+    summ = {}
+    for p in sorted(sweep_dir.glob("*/summary.json")):
+        try:
+            s = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(s, dict):
+            summ[str(s.get("run_id") or p.parent.name)] = s
+    manifest = store.manifest_runs(read_jsonl(sweep_dir / store.MANIFEST))
+    states = {}
+    notes = []
+    if manifest:
+        with _runs_env(root if root is not None else sweep_dir.parent):
+            try:
+                st = status(name)
+                states = {r["run_id"]: r for r in st["runs"]}
+            except BadInput:
+                pass
+    else:
+        notes.append("no manifest: run states come from each summary.json alone")
+    ids = list(manifest) + [r for r in summ if r not in manifest]
+    if not ids:
+        raise bad("sweep", name, f"a sweep with a manifest or at least one run summary.json in {sweep_dir}")
+    recs = []
+    for rid in ids:
+        s, m, stt = summ.get(rid, {}), manifest.get(rid, {}), states.get(rid, {})
+        ov = _parse_overrides(m.get("overrides"))
+        state = stt.get("state") or s.get("status") or "lost"  # no manifest: the summary's word
+        recs.append({
+            "run": rid, "label": m.get("label"), "ref": m.get("ref"), "state": state,
+            "reason": stt.get("reason") or s.get("reason"),
+            "depth": s.get("depth", ov.get("depth")), "width": s.get("width", ov.get("width")),
+            "shape": s.get("shape", ov.get("shape")), "seed": s.get("seed", ov.get("seed")),
+            "params": num(s.get("params") or m.get("params")), "params_non_embedding": num(s.get("params_non_embedding")),
+            "flops_per_token": num(s.get("flops_per_token")), "kv_bytes_per_token": num(s.get("kv_bytes_per_token")),
+            "widths": s.get("widths"), "overrides": m.get("overrides"), "provenance": s.get("provenance"),
+        })
+    unread = df.attrs.get("unreadable", [])
+    if unread:
+        notes.append(f"unreadable summary.json: {', '.join(unread)}")
+    points = _points(df)
+    _attach_final(recs, points)
+
+    return Data({"sweep": name, "dir": str(sweep_dir), "runs": None}, recs, points, None,
+                probe_profiles(sweep_dir), notes)
+
+
+def _load_table(path, columns) -> Data:
+    from depthwidth.fit.table import apply_columns, parse_columns, read_table
+
+    return _table_data(apply_columns(read_table(path), parse_columns(columns)), str(path))
+
+
+def _table_data(df, path: str) -> Data:
+    """A report's data from a run table (one row per (run, token budget) point)."""
+    if "loss" not in df.columns:
+        raise BadInput(f"missing column loss in {path} (table has: {', '.join(map(str, df.columns))[:300]}; map with --columns loss=COLUMN)")
+    if "run" not in df.columns:
+        df = df.assign(run=[f"row{i}" for i in range(len(df))])
+    points = _points(df)
+    recs = []
+    for rid, g in df.groupby("run", sort=False):
+        r0 = g.iloc[-1]
+        get = lambda k: r0[k] if k in g.columns else None  # noqa: E731
+        st = get("status")
+        recs.append({
+            "run": str(rid), "label": get("label"), "ref": None,
+            "state": str(st) if isinstance(st, str) else "done", "reason": get("reason"),
+            "depth": num(get("depth")), "width": num(get("width")), "shape": _shape(get("shape")),
+            "seed": get("seed"), "params": num(get("params")), "params_non_embedding": None,
+            "flops_per_token": num(get("flops_per_token")), "kv_bytes_per_token": num(get("kv_bytes_per_token")),
+            "widths": None, "overrides": None,
+        })
+    _attach_final(recs, points)
+    return Data({"sweep": None, "dir": None, "runs": str(path)}, recs, points, None, [], [])
+
+
+def _points(df) -> list[dict]:
+    out = []
+    for r in df.to_dict("records"):
+        loss = num(r.get("loss"))
+        if loss is None:
+            continue
+        out.append({"run": str(r.get("run")), "loss": loss, "tokens": num(r.get("tokens")),
+                    "flops": num(r.get("flops")), "params": num(r.get("params")),
+                    "depth": num(r.get("depth")), "width": num(r.get("width")),
+                    "shape": _shape(r.get("shape")), "status": r.get("status")})
+    return out
+
+
+def _attach_final(recs, points) -> None:
+    """Each run's loss at its final (largest) token budget."""
+    by = {}
+    for p in points:
+        if p["run"] not in by or (p["tokens"] or 0) >= (by[p["run"]]["tokens"] or 0):
+            by[p["run"]] = p
+    for r in recs:
+        p = by.get(r["run"])
+        r["loss"] = p["loss"] if p else None
+        r["tokens"] = p["tokens"] if p else None
+        r["flops"] = p["flops"] if p else None
+        for k in ("depth", "width"):
+            r[k] = num(r[k]) if r[k] is not None else (p[k] if p else None)
+        if r["params"] is None and p:
+            r["params"] = p["params"]
+        if r["shape"] in (None, "") and p:
+            r["shape"] = p["shape"]
+        if r["depth"] is not None:
+            r["depth"] = int(r["depth"])
+        if r["width"] is not None:
+            r["width"] = int(r["width"])

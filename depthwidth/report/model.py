@@ -1,0 +1,168 @@
+"""The report's data model: what a report is made of, and the numbers it compares against.
+
+``Data`` is one sweep or run table, gathered (load.py); a report is a dict
+``{"schema", "source", "tables": {key: Table}, "notes", "figures"}`` whose
+tables (tables.py) keep raw values (``rows``: json, csv) and know how to
+display themselves (``Col``; render.py).  Published numbers (SCIENCE.md)
+appear in columns labelled *paper*, ours in columns labelled *measured*.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+SCHEMA = "dw.report/1"
+
+
+FORMATS = ("rich", "markdown", "csv", "json")
+
+
+SHAPES = ("uniform", "increasing", "decreasing", "diamond", "x")
+
+
+DONE = ("done",)
+
+
+NOT_DONE = ("pending", "running", "failed", "diverged", "preempted", "cancelled", "lost")
+
+
+PAPER_DD_LOSS = {  # (depth, width): (loss, params) — "The Depth Delusion", training loss
+    (2, 512): (3.945, 58e6), (8, 512): (3.543, 77e6), (16, 512): (3.435, 102.1e6),
+    (24, 512): (3.468, 127.3e6), (32, 512): (3.441, 152.4e6), (16, 256): (3.929, None),
+    (16, 1536): (3.049, None), (24, 1792): (2.821, None), (80, 1024): (2.978, None),
+    (40, 2432): (2.519, None), (72, 1792): (2.681, None), (32, 4096): (2.298, 6.86e9),
+    (64, 2816): (2.417, 6.38e9),
+}
+
+
+PAPER_KAPPA = 2.43  # D_crit ≈ kappa·ln W
+
+
+PAPER_TAU_EXPONENT = 0.44  # tau(W) ∝ W^0.44, R² 0.98
+
+
+PAPER_TAU_R2 = 0.98
+
+
+PAPER_FIT = {"r2": 0.922, "rmse": 0.113, "alpha": 0.22}
+
+
+PAPER_DCRIT = {"GPT-3": 22.9, "PaLM-540B": 23.9, "Llama-3-70B": 21.9}
+
+
+@dataclass
+class Col:
+    key: str
+    label: str
+    fmt: str = "{}"  # format for display; None values show as "—"
+
+    def show(self, v) -> str:
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            return "—"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        try:
+            return self.fmt.format(v)
+        except (ValueError, TypeError):
+            return str(v)
+
+
+@dataclass
+class Table:
+    key: str
+    title: str
+    cols: list[Col]
+    rows: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    pivot: dict | None = None  # {"index", "columns", "cell"(row -> str), "index_label", "column_label"}
+
+    def display(self) -> tuple[list[str], list[list[str]]]:
+        """(header labels, rows of strings) as a person reads the table."""
+        if self.pivot:
+            p = self.pivot
+            idx = sorted({r[p["index"]] for r in self.rows})
+            cs = sorted({r[p["columns"]] for r in self.rows})
+            cell = {(r[p["index"]], r[p["columns"]]): p["cell"](r) for r in self.rows}
+            head = [p["index_label"]] + [f"{p['column_label']}{c}" for c in cs]
+            return head, [[fmt_int(i)] + [cell.get((i, c), "") for c in cs] for i in idx]
+        return [c.label for c in self.cols], [[c.show(r.get(c.key)) for c in self.cols] for r in self.rows]
+
+    def to_json(self) -> dict:
+        return {"title": self.title, "columns": {c.key: c.label for c in self.cols}, "rows": self.rows,
+                "notes": self.notes}
+
+
+def fmt_int(x) -> str:
+    return str(int(x)) if isinstance(x, (int, float)) and math.isfinite(x) and float(x).is_integer() else str(x)
+
+
+def num(x):
+    """float or None (NaN and junk -> None)."""
+    from depthwidth.fit.table import finite_or_none
+
+    return finite_or_none(x)
+
+
+def mean_sd(xs):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None, None
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
+    return m, sd
+
+
+def pm(m, sd, fmt="{:.4f}") -> str:
+    if m is None:
+        return "—"
+    return fmt.format(m) + (f" ± {fmt.format(sd)}" if sd is not None else "")
+
+
+@dataclass
+class Data:
+    source: dict
+    runs: list[dict]  # one per run: run, depth, width, shape, seed, state, loss, tokens, params, ...
+    points: list[dict]  # every (run, budget) point with a finite loss
+    fit: dict | None
+    probes: list[dict]
+    notes: list[str] = field(default_factory=list)
+
+
+def is_usable(r) -> bool:
+    return r["state"] in DONE and r["loss"] is not None and r["depth"] is not None and r["width"] is not None
+
+
+def is_uniform(r) -> bool:
+    return r["shape"] in (None, "uniform")
+
+
+def group_cells(runs, key=lambda r: (r["depth"], r["width"])) -> dict:
+    """key -> {loss, sd, seeds, params, ...} over the done runs of each cell."""
+    groups: dict = {}
+    for r in runs:
+        if is_usable(r):
+            groups.setdefault(key(r), []).append(r)
+    out = {}
+    for k, rs in groups.items():
+        m, sd = mean_sd([r["loss"] for r in rs])
+        toks = sorted({r["tokens"] for r in rs if r["tokens"] is not None})
+        out[k] = {"loss": m, "sd": sd, "seeds": len(rs), "runs": [r["run"] for r in rs],
+                  "params": mean_sd([r["params"] for r in rs])[0],
+                  "flops_per_token": mean_sd([r["flops_per_token"] for r in rs])[0],
+                  "kv_bytes_per_token": mean_sd([r["kv_bytes_per_token"] for r in rs])[0],
+                  "flops": mean_sd([r["flops"] for r in rs])[0],
+                  "tokens": toks[-1] if toks else None, "widths": rs[0].get("widths"),
+                  "depth": rs[0]["depth"], "width": rs[0]["width"], "shape": rs[0]["shape"] or "uniform"}
+    return out
+
+
+def paper_loss(r) -> tuple:
+    """(published loss, published params, where from) for a run, or (None, None, None)."""
+    ref = r.get("ref") or {}
+    if ref.get("source") == "published" and ref.get("loss") is not None:
+        return num(ref.get("loss")), num(ref.get("params")), "sweep ref"
+    if r.get("ref") is None and is_uniform(r) and (r["depth"], r["width"]) in PAPER_DD_LOSS:
+        loss, params = PAPER_DD_LOSS[(r["depth"], r["width"])]
+        return loss, params, "SCIENCE.md"
+    return None, None, None

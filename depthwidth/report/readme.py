@@ -1,0 +1,104 @@
+"""``make readme-demo``: rewrite the README's demo section from the real demo output.
+
+    python -m depthwidth.report.readme --readme README.md --report out/demo --figure docs/demo_loss_vs_depth.png
+
+Reads the demo store (``$DW_RUNS/demo`` with its fit.json) and the figures
+``dw report demo --plots out/demo`` wrote, copies ``loss_vs_depth.png`` to
+``--figure`` and replaces the text between ``<!-- demo:begin -->`` and
+``<!-- demo:end -->`` with table excerpts of that report.  Nothing here is
+typed by hand but the prose around the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from depthwidth.core.atomic import write_text
+from depthwidth.core.errors import BadInput, DwError
+from depthwidth.report.load import load
+from depthwidth.report.model import Table
+from depthwidth.report.render import md_table
+from depthwidth.report.tables import build
+
+BEGIN, END = "<!-- demo:begin -->", "<!-- demo:end -->"
+MAX_FIGURE_BYTES = 200_000
+
+
+def section(rep, figure_rel: str, seconds: str | None) -> str:
+    T = rep["tables"]
+    out = ["    make demo", ""]
+    st = ", ".join(f"{n} {k}" for k, n in sorted(rep["states"].items()))
+    timing = f" in {seconds} s (sweep, fit and report, 2 CPU workers)" if seconds else ""
+    out += [f"The demo trains {rep['runs']} tiny models ({st}){timing}, then prints these tables "
+            "and writes figures, `report.md` and `report.json` to `out/demo/`. Held-out loss "
+            "(nats per token, bytes of Python's own documentation), `*` marks the best depth at each width:", ""]
+    out += [md_table(T["loss_grid"]), ""]
+    if T["shapes"].rows:
+        out += ["The four width shapes against the uniform model they are matched to:", "",
+                md_table(_cut(T["shapes"], ("shape", "loss", "delta_loss", "params_ratio", "flops_ratio",
+                                            "kv_ratio", "mean_width_over_h"))), ""]
+    if "fit" in T:
+        fit = {r["quantity"]: r for r in T["fit"].rows}
+        r2, rmse = fit.get("R²", {}).get("measured"), fit.get("RMSE (nats)", {}).get("measured")
+        if r2 is not None and rmse is not None:
+            out += [f"`dw fit demo --law depth-delusion --where shape=uniform` fits the structural-penalty law with R² = {r2:.3f}, "
+                    f"RMSE = {rmse:.3f} nats (the paper: 0.922, 0.113) on {fit.get('points / runs', {}).get('measured')} "
+                    "points / runs; its intervals and warnings are in the report.", ""]
+    out += [f"![Loss vs depth per width, with the fitted law]({figure_rel})", ""]
+    out += ["Next steps: the same commands drive a real sweep. `dw sweep depth_delusion --dry-run` lists its 30 runs "
+            "with parameters, FLOPs and GPU-hours; `dw sweep depth_delusion launcher=slurm launcher.partition=gpu` "
+            "submits one SLURM job array and returns (see docs/slurm.md); `dw status depth_delusion --watch`, "
+            "`dw fit` and `dw report depth_delusion --plots out/dd` follow. On a GPU machine, install the CUDA "
+            "build of torch first (\"GPU install\" below)."]
+    return "\n".join(out)
+
+
+def _cut(t, keys):
+    cols = [c for c in t.cols if c.key in keys]
+    return Table(t.key, t.title, cols, t.rows)
+
+
+def rewrite(readme: Path, body: str) -> None:
+    text = readme.read_text(encoding="utf-8")
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise BadInput(f"{readme} must hold one {BEGIN} ... {END} pair")
+    a = text.index(BEGIN) + len(BEGIN)
+    b = text.index(END)
+    write_text(readme, text[:a] + "\n" + body.rstrip() + "\n" + text[b:])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--readme", type=Path, default=Path("README.md"))
+    ap.add_argument("--report", type=Path, default=Path("out/demo"), help="the folder dw report demo --plots wrote")
+    ap.add_argument("--figure", type=Path, default=Path("docs/demo_loss_vs_depth.png"))
+    ap.add_argument("--sweep", default="demo")
+    a = ap.parse_args(argv)
+    try:
+        src = a.report / "loss_vs_depth.png"
+        if not src.is_file():
+            raise BadInput(f"{src} missing: run dw report {a.sweep} --plots {a.report} first")
+        if src.stat().st_size > MAX_FIGURE_BYTES:
+            raise BadInput(f"{src} is {src.stat().st_size} bytes (at most {MAX_FIGURE_BYTES} for the README)")
+        rep = build(load(a.sweep))
+        secs = None
+        sf = a.report / "demo_seconds"
+        if sf.is_file():
+            secs = sf.read_text().strip() or None
+        a.figure.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, a.figure)
+        rel = os.path.relpath(a.figure, a.readme.parent)
+        rewrite(a.readme, section(rep, rel, secs))
+    except DwError as e:
+        sys.stderr.write(f"report_readme: error: {' '.join(str(e).split())}\n")
+        return e.exit_code
+    print(f"rewrote the demo section of {a.readme}; figure {a.figure} ({a.figure.stat().st_size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,404 @@
+"""The tables of ``dw report``, built from a :class:`depthwidth.report.Data`.
+
+Each builder returns a :class:`depthwidth.report.Table`: raw rows for json/csv,
+a display (optionally pivoted) for rich/markdown.  Published numbers sit in
+columns labelled *paper*, ours in columns labelled *measured*.
+"""
+
+from __future__ import annotations
+
+import math
+
+from depthwidth.core.errors import bad
+from depthwidth.report.model import (
+    DONE,
+    PAPER_DCRIT,
+    PAPER_FIT,
+    PAPER_KAPPA,
+    PAPER_TAU_EXPONENT,
+    PAPER_TAU_R2,
+    SCHEMA,
+    SHAPES,
+    Col,
+    Data,
+    Table,
+    group_cells,
+    is_uniform,
+    paper_loss,
+    pm,
+)
+from depthwidth.report.provenance import provenance_table
+
+# =============================================================================
+# the report
+# =============================================================================
+
+
+def build(data: Data, at_width: int | None = None, at_depth: int | None = None) -> dict:
+    T = {}
+    uni = [r for r in data.runs if is_uniform(r)]
+    cells = group_cells(uni)
+    T["loss_grid"] = _grid(uni, cells)
+    w_star = _pick(cells, 1, at_width, "--at-width", "width")
+    d_star = _pick(cells, 0, at_depth, "--at-depth", "depth")
+    paper_by_cell = {}
+    for r in data.runs:
+        pl, pp, src = paper_loss(r)
+        if pl is not None and is_uniform(r) and r["depth"] is not None:
+            paper_by_cell[(r["depth"], r["width"])] = pl
+    T["u_shape"] = _ushape(cells, w_star, paper_by_cell)
+    T["width_sweep"] = _wsweep(cells, d_star, paper_by_cell)
+    T["pairs"] = _pairs(cells, paper_by_cell)
+    T["shapes"] = _shapes(data.runs)
+    T.update(_fit_tables(data.fit))
+    T.update(_dcrit_tables(data, cells))
+    T["paper"] = _paper(data.runs)
+    T["missing"] = _missing(data, w_star, d_star)
+    notes = list(data.notes)
+    if data.source.get("sweep"):
+        T["provenance"], mixed = provenance_table(data.runs, data.fit)
+        notes += [f"provenance: {w}" for w in mixed]
+    if data.fit is None:
+        notes.append("no fit.json: the fit and D_crit-from-the-law tables and the fitted curves are absent "
+                     + (f"(run: dw fit {data.source['sweep']} --law depth-delusion)" if data.source.get("sweep") else "(pass --fit FILE)"))
+    counts = {}
+    for r in data.runs:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    return {"schema": SCHEMA, "source": data.source, "runs": len(data.runs), "states": counts,
+            "at_width": w_star, "at_depth": d_star, "tables": T, "notes": notes, "figures": []}
+
+
+def _pick(cells, axis, want, opt, what):
+    vals = sorted({k[axis] for k in cells})
+    if want is not None:
+        if want not in vals:
+            raise bad(opt, want, f"a {what} with finished runs: {', '.join(map(str, vals)) or 'none yet'}")
+        return want
+    if not vals:
+        return None
+    other = 1 - axis
+    return max(vals, key=lambda v: (sum(1 for k in cells if k[axis] == v and k[other] is not None), v))
+
+
+def _grid(uni, cells) -> Table:
+    rows = []
+    best = {}
+    for (d, w), c in cells.items():
+        if w not in best or c["loss"] < cells[(best[w], w)]["loss"]:
+            best[w] = d
+    for (d, w), c in sorted(cells.items()):
+        rows.append({"depth": d, "width": w, "loss": c["loss"], "sd": c["sd"], "seeds": c["seeds"],
+                     "params": c["params"], "tokens": c["tokens"], "best": best.get(w) == d, "state": "done"})
+    for r in uni:  # cells with no finished run: show what they are waiting for
+        if r["depth"] is None or r["width"] is None or (r["depth"], r["width"]) in cells:
+            continue
+        if any(x["depth"] == r["depth"] and x["width"] == r["width"] for x in rows):
+            continue
+        rows.append({"depth": r["depth"], "width": r["width"], "loss": None, "sd": None, "seeds": 0,
+                     "params": r["params"], "tokens": None, "best": False, "state": r["state"]})
+
+    def cell(r):
+        if r["loss"] is None:
+            return f"({r['state']})"
+        return pm(r["loss"], r["sd"]) + (" *" if r["best"] else "")
+
+    cols = [Col("depth", "depth", "{}"), Col("width", "width", "{}"), Col("loss", "loss (nats)", "{:.4f}"),
+            Col("sd", "sd", "{:.4f}"), Col("seeds", "seeds"), Col("params", "params", "{:.4g}"),
+            Col("tokens", "tokens", "{:.4g}"), Col("best", "best depth"), Col("state", "state")]
+    t = Table("loss_grid", "Held-out loss (nats/token), depth × width, uniform runs", cols, rows,
+              pivot={"index": "depth", "columns": "width", "cell": cell, "index_label": "depth \\ width",
+                     "column_label": "W="})
+    t.notes.append("* best depth at that width; mean ± sd over seeds where a cell has several; (state) a cell with no finished run")
+    toks = sorted({r["tokens"] for r in rows if r["tokens"] is not None})
+    if len(toks) > 1:
+        t.notes.append(f"final token budgets differ across cells ({toks[0]:.3g} to {toks[-1]:.3g} tokens)")
+    if not rows:
+        t.notes.append("no uniform runs")
+    return t
+
+
+def _delta_rows(cs):
+    if not cs:
+        return cs
+    lo = min(c["loss"] for c in cs)
+    for c in cs:
+        c["delta_best"] = c["loss"] - lo
+    return cs
+
+
+def _ushape(cells, w, paper) -> Table:
+    cs = [dict(c, paper_loss=paper.get((c["depth"], c["width"]))) for k, c in sorted(cells.items()) if k[1] == w]
+    _delta_rows(cs)
+    cols = [Col("depth", "depth"), Col("params", "params", "{:.4g}"), Col("loss", "loss measured (nats)", "{:.4f}"),
+            Col("sd", "sd", "{:.4f}"), Col("seeds", "seeds"), Col("delta_best", "Δ vs best", "{:+.4f}")]
+    if any(c["paper_loss"] is not None for c in cs):
+        cols.append(Col("paper_loss", "loss paper", "{:.3f}"))
+    t = Table("u_shape", f"Loss vs depth at width {w} (the U-shape)" if w is not None else "Loss vs depth (the U-shape)",
+              cols, _strip(cs, cols))
+    if len(cs) >= 3:
+        i = min(range(len(cs)), key=lambda j: cs[j]["loss"])
+        t.notes.append("minimum inside the depth range: a U-shape" if 0 < i < len(cs) - 1
+                       else f"minimum at the {'shallowest' if i == 0 else 'deepest'} depth: no U-shape in this range")
+    if not cs:
+        t.notes.append("no finished uniform runs")
+    return t
+
+
+def _wsweep(cells, d, paper) -> Table:
+    cs = [dict(c, paper_loss=paper.get((c["depth"], c["width"]))) for k, c in sorted(cells.items()) if k[0] == d]
+    for a, b in zip(cs, cs[1:]):
+        b["delta_prev"] = b["loss"] - a["loss"]
+    cols = [Col("width", "width"), Col("params", "params", "{:.4g}"), Col("loss", "loss measured (nats)", "{:.4f}"),
+            Col("sd", "sd", "{:.4f}"), Col("seeds", "seeds"), Col("delta_prev", "Δ vs narrower", "{:+.4f}")]
+    if any(c["paper_loss"] is not None for c in cs):
+        cols.append(Col("paper_loss", "loss paper", "{:.3f}"))
+    t = Table("width_sweep", f"Loss vs width at depth {d}" if d is not None else "Loss vs width", cols, _strip(cs, cols))
+    if len(cs) >= 2:
+        mono = all(b["loss"] < a["loss"] for a, b in zip(cs, cs[1:]))
+        t.notes.append("loss falls monotonically with width" if mono else "loss does NOT fall monotonically with width")
+    return t
+
+
+def _strip(cs, cols):
+    keys = [c.key for c in cols]
+    return [{k: c.get(k) for k in keys} for c in cs]
+
+
+def _pairs(cells, paper, lo=0.5, hi=2.0, limit=12) -> Table:
+    """Each deep-narrow cell against the shallow-wide cell closest to it in parameters (ratio in [lo, hi])."""
+    rows = []
+    for (db, wb), b in sorted(cells.items()):
+        best = None
+        for (da, wa), a in cells.items():
+            if not (da < db and wa > wb) or not a["params"] or not b["params"]:
+                continue
+            ratio = a["params"] / b["params"]
+            if lo <= ratio <= hi and (best is None or abs(math.log(ratio)) < abs(math.log(best[1]))):
+                best = (a, ratio)
+        if best is None:
+            continue
+        a, ratio = best
+        fr = (a["flops_per_token"] / b["flops_per_token"]) if a["flops_per_token"] and b["flops_per_token"] else None
+        rows.append({
+            "shallow_wide": f"{a['depth']}L×{a['width']}", "sw_params": a["params"], "sw_loss": a["loss"],
+            "deep_narrow": f"{b['depth']}L×{b['width']}", "dn_params": b["params"], "dn_loss": b["loss"],
+            "params_ratio": ratio, "flops_ratio": fr, "delta_loss": b["loss"] - a["loss"],
+            "winner": "shallow-wide" if a["loss"] < b["loss"] else "deep-narrow",
+            "sw_paper": paper.get((a["depth"], a["width"])), "dn_paper": paper.get((b["depth"], b["width"])),
+        })
+    rows.sort(key=lambda r: abs(math.log(r["params_ratio"])))
+    rows = rows[:limit]
+    cols = [Col("shallow_wide", "shallow-wide"), Col("sw_params", "params", "{:.4g}"),
+            Col("sw_loss", "loss measured", "{:.4f}"), Col("deep_narrow", "deep-narrow"),
+            Col("dn_params", "params", "{:.4g}"), Col("dn_loss", "loss measured", "{:.4f}"),
+            Col("params_ratio", "params SW/DN", "{:.3f}"), Col("flops_ratio", "FLOPs/token SW/DN", "{:.3f}"),
+            Col("delta_loss", "Δloss DN−SW", "{:+.4f}"), Col("winner", "winner")]
+    if any(r["sw_paper"] is not None or r["dn_paper"] is not None for r in rows):
+        cols += [Col("sw_paper", "SW loss paper", "{:.3f}"), Col("dn_paper", "DN loss paper", "{:.3f}")]
+    t = Table("pairs", "Shallow-wide vs deep-narrow (closest in parameters)", cols, _strip(rows, cols))
+    t.notes.append(f"each deep-narrow cell paired with the shallower, wider cell nearest in total parameters "
+                   f"(ratio within [{lo}, {hi}]); ratios > 1 mean the shallow-wide model is bigger")
+    if rows:
+        sw = sum(r["winner"] == "shallow-wide" for r in rows)
+        t.notes.append(f"shallow-wide wins {sw} of {len(rows)} pairs")
+    return t
+
+
+def _shapes(runs) -> Table:
+    cells = group_cells(runs, key=lambda r: (r["width"], r["depth"], r["shape"] or "uniform"))
+    groups = {}
+    for (w, d, s), c in cells.items():
+        groups.setdefault((w, d), {})[s] = c
+    rows = []
+    for (w, d), fam in sorted(groups.items()):
+        if all(s == "uniform" for s in fam):
+            continue
+        u = fam.get("uniform")
+        for s in sorted(fam, key=lambda s: (SHAPES.index(s) if s in SHAPES else 99, s)):
+            c = fam[s]
+            mw = sum(c["widths"]) / len(c["widths"]) if c.get("widths") else None
+
+            def ratio(k):
+                return c[k] / u[k] if u and c.get(k) and u.get(k) else None
+
+            rows.append({"width": w, "depth": d, "shape": s, "loss": c["loss"], "sd": c["sd"], "seeds": c["seeds"],
+                         "params": c["params"], "flops_per_token": c["flops_per_token"],
+                         "kv_bytes_per_token": c["kv_bytes_per_token"],
+                         "mean_width_over_h": mw / w if mw else None,
+                         "delta_loss": c["loss"] - u["loss"] if u else None,
+                         "params_ratio": ratio("params"), "flops_ratio": ratio("flops_per_token"),
+                         "kv_ratio": ratio("kv_bytes_per_token")})
+    cols = [Col("width", "h"), Col("depth", "L"), Col("shape", "shape"), Col("loss", "loss measured", "{:.4f}"),
+            Col("sd", "sd", "{:.4f}"), Col("delta_loss", "Δloss vs uniform", "{:+.4f}"),
+            Col("params", "params", "{:.4g}"), Col("params_ratio", "params ×unif", "{:.3f}"),
+            Col("flops_per_token", "FLOPs/token", "{:.4g}"), Col("flops_ratio", "FLOPs ×unif", "{:.3f}"),
+            Col("kv_bytes_per_token", "KV bytes/token", "{:.4g}"), Col("kv_ratio", "KV ×unif", "{:.3f}"),
+            Col("mean_width_over_h", "mean width / h", "{:.3f}")]
+    t = Table("shapes", "Width-shape families at matched parameters (vs the uniform model of the same h, L)", cols, rows)
+    t.notes.append("paper (Wu et al., 500M): × 3.099 vs uniform 3.138 nats; mean width ≈ 0.89·h, ≈ 10% less KV cache")
+    if not rows:
+        t.notes.append("no finished non-uniform runs")
+    return t
+
+
+def _ci(c):
+    return (c[0], c[1]) if isinstance(c, (list, tuple)) and len(c) == 2 else (None, None)
+
+
+def _fit_tables(fit) -> dict:
+    if fit is None:
+        return {}
+    out = {}
+    dd = fit.get("law") == "depth-delusion"
+    rows = []
+    for k, v in (fit.get("params") or {}).items():
+        lo, hi = _ci((fit.get("ci") or {}).get(k))
+        rows.append({"quantity": k, "measured": v, "ci_lo": lo, "ci_hi": hi,
+                     "paper": (PAPER_FIT.get(k) if k == "alpha" else PAPER_KAPPA if k == "kappa" else None) if dd else None})
+    rows.append({"quantity": "R²", "measured": fit.get("r2"), "paper": PAPER_FIT["r2"] if dd else None})
+    rows.append({"quantity": "RMSE (nats)", "measured": fit.get("rmse"), "paper": PAPER_FIT["rmse"] if dd else None})
+    rows.append({"quantity": "points / runs", "measured": f"{fit.get('n')} / {fit.get('n_runs')}"})
+    gp = (fit.get("derived") or {}).get("gradient_persistence") or {}
+    tl = gp.get("tau_law")
+    if tl:
+        lo, hi = _ci(tl.get("p_ci"))
+        rows.append({"quantity": "τ(W) ∝ W^p: p", "measured": tl.get("p"), "ci_lo": lo, "ci_hi": hi,
+                     "paper": PAPER_TAU_EXPONENT})
+        rows.append({"quantity": "τ(W) fit R²", "measured": tl.get("r2"), "paper": PAPER_TAU_R2})
+    lvl = (fit.get("bootstrap") or {}).get("level", 0.95)
+    cols = [Col("quantity", "quantity"), Col("measured", "measured", "{:.4g}"),
+            Col("ci_lo", f"{100 * lvl:.0f}% CI lo", "{:.4g}"), Col("ci_hi", f"{100 * lvl:.0f}% CI hi", "{:.4g}"),
+            Col("paper", "paper", "{:.4g}")]
+    t = Table("fit", f"Fit: {fit.get('law')} — {fit.get('formula', '')}", cols, rows)
+    t.notes += [f"warning: {w}" for w in (fit.get("warnings") or [])[:8]]
+    if dd:
+        t.notes.append("paper (Depth Delusion): alpha 0.22 [−0.21, 0.65], kappa 2.43, R² 0.922, RMSE 0.113 nats on training loss")
+    out["fit"] = t
+    cmp = fit.get("compare")
+    if cmp and cmp.get("laws"):
+        best = cmp.get("best") or {}
+        crow = [{"law": r.get("law"), "k": r.get("k"), "r2": r.get("r2"), "rmse": r.get("rmse"),
+                 "loro_rmse": r.get("loro_rmse"), "extrapolation_rmse": r.get("extrapolation_rmse"),
+                 "aic": r.get("aic"), "bic": r.get("bic"),
+                 "best": ", ".join(k for k, v in best.items() if v == r.get("law")) or None} for r in cmp["laws"]]
+        ccols = [Col("law", "law"), Col("k", "k"), Col("r2", "R²", "{:.4f}"), Col("rmse", "RMSE", "{:.4g}"),
+                 Col("loro_rmse", "held-out RMSE (LORO)", "{:.4g}"), Col("extrapolation_rmse", "extrap. RMSE", "{:.4g}"),
+                 Col("aic", "AIC", "{:.1f}"), Col("bic", "BIC", "{:.1f}"), Col("best", "best by")]
+        ct = Table("fit_compare", "Law comparison (errors in nats)", ccols, crow)
+        if "dcrit_preference" in cmp:
+            ct.notes.append(f"D_crit form preferred by the data: {cmp['dcrit_preference'].get('prefers')}")
+        out["fit_compare"] = ct
+    return out
+
+
+def _dcrit_tables(data: Data, cells) -> dict:
+    fit = data.fit or {}
+    dc = (fit.get("derived") or {}).get("dcrit") or {}
+    gp = ((fit.get("derived") or {}).get("gradient_persistence") or {}).get("dcrit_by_width") or {}
+    prof = gp or _profile_dcrit(data)
+    widths = sorted({k[1] for k in cells} | {int(w) for w in (dc.get("widths") or {})} | {int(w) for w in prof})
+    rows = []
+    for w in widths:
+        v = (dc.get("widths") or {}).get(str(w)) or {}
+        lo, hi = _ci(v.get("ci"))
+        p = prof.get(str(w)) or {}
+        rows.append({"width": w, "law": v.get("value"), "ci_lo": lo, "ci_hi": hi, "profiles": p.get("profiles"),
+                     "censored": f"{p['censored']}/{p['runs']}" if "censored" in p else None,
+                     "paper": PAPER_KAPPA * math.log(w) if w > 1 else None})
+    cols = [Col("width", "width"), Col("law", "D_crit measured (law)", "{:.3g}"), Col("ci_lo", "CI lo", "{:.3g}"),
+            Col("ci_hi", "CI hi", "{:.3g}"), Col("profiles", "D_crit measured (1/e, profiles)", "{:.3g}"),
+            Col("censored", "censored"), Col("paper", "D_crit paper (2.43·ln W)", "{:.3g}")]
+    t = Table("dcrit_widths", f"D_crit at the sweep's widths (law form: {dc.get('formula', 'no D_crit in the fitted law')})",
+              cols, rows)
+    t.notes.append("1/e: distance below the top layer where the gradient norm falls to 1/e of the top's; "
+                   "censored = runs whose bottom layer never got there (D_crit > depth − 1)")
+    mrows = []
+    for m, paper in PAPER_DCRIT.items():
+        v = (dc.get("reference") or {}).get(m) or {}
+        from depthwidth.fit.derived import REFERENCE_MODELS
+
+        w, d = REFERENCE_MODELS[m]
+        lo, hi = _ci(v.get("dcrit_ci"))
+        mrows.append({"model": m, "width": w, "depth": d, "measured": v.get("dcrit"), "ci_lo": lo, "ci_hi": hi,
+                      "depth_over_dcrit": v.get("depth_over_dcrit"), "paper": paper, "paper_ratio": d / paper})
+    mcols = [Col("model", "model"), Col("width", "width"), Col("depth", "depth used"),
+             Col("measured", "D_crit measured", "{:.3g}"), Col("ci_lo", "CI lo", "{:.3g}"), Col("ci_hi", "CI hi", "{:.3g}"),
+             Col("depth_over_dcrit", "depth/D_crit measured", "{:.3g}"), Col("paper", "D_crit paper", "{:.3g}"),
+             Col("paper_ratio", "depth/D_crit paper", "{:.3g}")]
+    mt = Table("dcrit_models", "D_crit extrapolated to production models", mcols, mrows)
+    if not dc:
+        mt.notes.append("measured column empty: the fit has no D_crit (dw fit NAME --law depth-delusion)")
+    mt.notes.append("paper: kappa = 2.43 from widths ≤ 6144; an extrapolation over two orders of magnitude")
+    return {"dcrit_widths": t, "dcrit_models": mt}
+
+
+def _profile_dcrit(data: Data) -> dict:
+    """D_crit by the 1/e rule per width straight from probes (when no fit.json carries it)."""
+    from depthwidth.fit.persistence import persistence
+
+    if not data.probes:
+        return {}
+    return persistence(data.probes, step=1000, B=0).get("dcrit_by_width") or {}
+
+
+def _paper(runs) -> Table:
+    rows = []
+    for r in runs:
+        pl, pp, src = paper_loss(r)
+        if pl is None:
+            continue
+        ref = r.get("ref") or {}
+        cfg = f"{r['depth']}L×{r['width']}" + ("" if is_uniform(r) else f" {r['shape']}")
+        rows.append({"config": cfg, "note": ref.get("note") or ref.get("scale"), "paper_loss": pl,
+                     "measured_loss": r["loss"] if r["state"] in DONE else None,
+                     "delta": (r["loss"] - pl) if r["state"] in DONE and r["loss"] is not None else None,
+                     "paper_params": pp, "measured_params": r["params"], "state": r["state"], "from": src,
+                     "run": r["run"]})
+    cols = [Col("config", "config"), Col("note", "note"), Col("paper_loss", "loss paper", "{:.3f}"),
+            Col("measured_loss", "loss measured", "{:.4f}"), Col("delta", "measured − paper", "{:+.4f}"),
+            Col("paper_params", "params paper", "{:.4g}"), Col("measured_params", "params measured", "{:.4g}"),
+            Col("state", "state"), Col("from", "paper value from")]
+    t = Table("paper", "Published numbers beside ours (configurations that match)", cols, rows)
+    t.notes.append("paper losses are the papers' (training loss on SlimPajama / DCLM); ours are held-out on this sweep's data")
+    if not rows:
+        t.notes.append("no run of this sweep matches a published configuration")
+    return t
+
+
+def _missing(data: Data, w_star, d_star) -> Table:
+    rows = []
+    for r in data.runs:
+        if r["state"] in DONE and r["loss"] is not None:
+            continue
+        aff = []
+        if is_uniform(r) and r["depth"] is not None:
+            aff.append(f"loss grid ({r['depth']}L×{r['width']})")
+            if r["width"] == w_star:
+                aff.append("U-shape")
+            if r["depth"] == d_star:
+                aff.append("width sweep")
+            aff.append("pairs")
+        else:
+            aff.append(f"shapes (h={r['width']}, L={r['depth']})")
+        if paper_loss(r)[0] is not None:
+            aff.append("paper comparison")
+        aff.append("fit")
+        cfg = "?" if r["depth"] is None else f"{r['depth']}L×{r['width']}" + ("" if is_uniform(r) else f" {r['shape']}")
+        if r.get("seed") is not None:
+            cfg += f" seed {r['seed']}"
+        state = r["state"] if r["state"] not in DONE else "done, no loss"
+        rows.append({"run": r["run"], "label": r.get("label"), "config": cfg, "state": state,
+                     "reason": r.get("reason"), "incomplete": ", ".join(aff)})
+    cols = [Col("run", "run"), Col("label", "label"), Col("config", "config"), Col("state", "state"),
+            Col("reason", "reason"), Col("incomplete", "leaves incomplete")]
+    t = Table("missing", "What is missing: runs not done", cols, rows)
+    if not rows:
+        t.notes.append(f"nothing: all {len(data.runs)} runs are done")
+    else:
+        by = {}
+        for r in rows:
+            by[r["state"]] = by.get(r["state"], 0) + 1
+        t.notes.append(", ".join(f"{n} {s}" for s, n in sorted(by.items())) + f" of {len(data.runs)} runs")
+    return t
+
+

@@ -1,0 +1,13 @@
+"""Sweeps: ``sweeps/NAME.yaml`` -> validated runs -> submitted jobs.
+
+    from depthwidth.sweep import plan, submit
+    p = plan("depth_delusion", launcher="slurm")               # dry run: p.runs, p.sweep
+    s = submit("demo", ["train.steps=50"], launcher="local")   # returns once queued: s.jobs
+
+Modules: file.py (reading a sweep file into points), expand.py (points ->
+composed, identified, validated runs), submission.py (plan and submit).
+"""
+
+from depthwidth.sweep.submission import Planned, Submission, plan, submit
+
+__all__ = ["Planned", "Submission", "plan", "submit"]

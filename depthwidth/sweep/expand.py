@@ -1,0 +1,226 @@
+"""A sweep's runs: points of the sweep file (file.py) composed, identified and validated.
+
+Composition: conf/ is composed once per distinct set of group choices and
+each run's key overrides are merged onto it (config/fast.py; a test checks
+the result equals a full Hydra compose of the run's override list), so a
+30-run dry-run takes milliseconds and never imports Hydra or torch.
+
+Validation: every run passes ``train.plan.check`` — the gate ``dw train``
+uses — so a sweep rejects exactly what ``dw train`` would, before anything
+is written or submitted.  ``train.precision=auto`` is resolved for the
+launcher's device and pinned in the run's override list (it is part of the
+run's identity).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from depthwidth.config.fast import compose_fast, override_list, parse_cli_overrides
+from depthwidth.config.identity import run_id
+from depthwidth.core.errors import BadInput, bad
+from depthwidth.model.accounting import count_params
+from depthwidth.model.figures import figures
+from depthwidth.model.resolve import from_config
+from depthwidth.sweep.file import RESERVED, load_file, points
+from depthwidth.train.plan import check as check_run
+from depthwidth.train.plan import precision_for
+
+# Stated assumptions for the GPU-hour estimate (dry-run); override with --mfu/--peak.
+DEFAULT_MFU = 0.40
+
+
+DEFAULT_PEAK = 989e12  # H100 SXM dense bf16 FLOP/s
+
+
+@dataclass
+class Run:
+    index: int
+    overrides: list[str]  # the run's own overrides (what `dw train` needs, minus run.sweep/run.dir)
+    groups: dict
+    keys: dict
+    ref: dict | None = None
+    label: str | None = None
+    cfg: Any = None
+    run_id: str | None = None
+    error: str | None = None
+    figures: dict = field(default_factory=dict)
+
+    def full_overrides(self, sweep: str, run_dir: str | os.PathLike) -> list[str]:
+        return self.overrides + [f"run.sweep={sweep}", f"run.dir={os.fspath(run_dir)}"]
+
+
+@dataclass
+class Sweep:
+    name: str
+    description: str
+    runs: list[Run]
+    duplicates: int = 0
+
+    @property
+    def bad(self) -> list[Run]:
+        return [r for r in self.runs if r.error]
+
+
+def expand(name: str, cli_overrides: Sequence[str] = (), *, device: str = "cpu", mfu: float = DEFAULT_MFU,
+           peak: float = DEFAULT_PEAK) -> Sweep:
+    """The sweep's runs, composed, identified and validated.  File-level errors
+    raise BadInput; per-run errors are kept in ``run.error`` (see ``check``).
+    ``device`` (cpu | cuda, from the launcher) resolves ``train.precision=auto``."""
+    doc = load_file(name)
+    cli_groups, cli_keys = parse_cli_overrides(cli_overrides)
+    for k in cli_keys:
+        if k.lstrip("+") in RESERVED:
+            raise BadInput(f"{k} is set by dw sweep itself (runs/{name}/RUN_ID)")
+    runs, seen, dup = [], {}, 0
+    for pt in points(name, doc):
+        groups = {**pt["groups"], **cli_groups}
+        keys = {**pt["keys"], **cli_keys}
+        r = Run(index=len(runs), overrides=[], groups=groups, keys=keys, ref=pt["ref"], label=pt["label"])
+        try:
+            cfg = compose_fast(groups, keys)
+            if pt["tokens"] is not None and "train.tokens" not in cli_keys:
+                keys["train.tokens"] = _tokens(pt["tokens"], cfg)
+                cfg.train.tokens = keys["train.tokens"]
+            if cfg.train.get("precision") == "auto":
+                keys["train.precision"] = cfg.train.precision = precision_for("auto", device)
+            r.cfg = cfg
+            r.figures = validate(cfg, mfu=mfu, peak=peak)
+            r.run_id = run_id(cfg)
+        except BadInput as e:
+            r.error = str(e)
+        r.overrides = override_list(groups, keys)
+        if r.run_id is not None and r.run_id in seen:
+            dup += 1  # the same config reached twice (e.g. a shared baseline): one run
+            first = seen[r.run_id]
+            if r.ref and not first.ref:
+                first.ref = r.ref
+            continue
+        if r.run_id is not None:
+            seen[r.run_id] = r
+        r.index = len(runs)
+        runs.append(r)
+    return Sweep(name, str(doc.get("description", "")), runs, dup)
+
+
+def _tokens(rule: Any, cfg: Any) -> int:
+    """A token budget: a number, or {value: N} | {per_param: k[, max, min, count]}."""
+    if isinstance(rule, (int, float)) and not isinstance(rule, bool):
+        rule = {"value": rule}
+    if not isinstance(rule, dict) or not ({"value"} <= set(rule) or {"per_param"} <= set(rule)):
+        raise bad("tokens", rule, "a number, {value: N} or {per_param: k[, min, max, count]}")
+    if "value" in rule:
+        t = float(rule["value"])
+    else:
+        count = rule.get("count", "total")
+        if count not in ("total", "non_embedding"):
+            raise bad("tokens.count", count, "total|non_embedding")
+        t = float(rule["per_param"]) * count_params(from_config(cfg.model))[count]
+    if "max" in rule:
+        t = min(t, float(rule["max"]))
+    if "min" in rule:
+        t = max(t, float(rule["min"]))
+    if not t >= 1:
+        raise bad("tokens", rule, "a positive token budget")
+    return int(round(t))
+
+
+def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK) -> dict:
+    """Everything `dw train` would reject, short of touching the data (``train.plan.check``);
+    the dry-run figures of the run.  No torch."""
+    rp = check_run(cfg)
+    spec, t = rp.spec, cfg.train
+    f = figures(spec, t.seq_len)
+    tokens = rp.steps * rp.tokens_per_step
+    flops = f["flops_per_token"] * tokens
+    return {
+        "depth": spec.depth, "width": int(cfg.model.width),
+        "shape": "custom" if cfg.model.get("widths") else str(cfg.model.shape),
+        "widths": list(spec.widths), "params": f["params"], "params_non_embedding": f["params_non_embedding"],
+        "flops_per_token": f["flops_per_token"], "tokens": tokens, "steps": rp.steps, "flops": flops,
+        "gpu_hours": flops / (mfu * peak) / 3600.0, "seed": int(cfg.run.seed), "precision": t.precision,
+    }
+
+
+def check(sw: Sweep, runs: list[Run] | None = None) -> None:
+    """BadInput naming every invalid run (of ``runs``, default all) before anything is submitted."""
+    runs = sw.runs if runs is None else runs
+    badr = [r for r in runs if r.error]
+    if not badr:
+        return
+    axes = _axis_keys(sw)
+    by_error: dict = {}  # one message per distinct error, naming its first run
+    for r in badr:
+        by_error.setdefault(r.error, []).append(r)
+    parts = []
+    for err, rs in list(by_error.items())[:5]:
+        first = rs[0]
+        who = f"run {first.index} ({' '.join(o for o in first.overrides if o.split('=')[0] in axes)})"
+        if len(rs) > 1:
+            who += f" and {len(rs) - 1} more"
+        parts.append(f"{who}: {err}")
+    more = f"; and {len(by_error) - 5} more errors" if len(by_error) > 5 else ""
+    raise BadInput(f"sweep {sw.name}: {len(badr)} of {len(runs)} runs are invalid, nothing submitted: "
+                   + "; ".join(parts) + more)
+
+
+def _axis_keys(sw: Sweep) -> set:
+    """Override keys that differ between runs (what identifies a run to a reader)."""
+    seen: dict = {}
+    for r in sw.runs:
+        for o in r.overrides:
+            k, _, v = o.partition("=")
+            seen.setdefault(k, set()).add(v)
+    keys = {k for k, vs in seen.items() if len(vs) > 1}
+    return keys or set(seen)
+
+
+def check_data(sw: Sweep, runs: list[Run] | None = None) -> None:
+    """Build each distinct data source once (files exist, vocabulary matches);
+    failures become run errors.  Not in the dry-run: planning needs no data."""
+    import json
+
+    from depthwidth.data.source import make_source
+
+    seen: dict = {}
+    for r in sw.runs if runs is None else runs:
+        if r.error:
+            continue
+        key = json.dumps([r.cfg["data"], r.cfg["train"]["seq_len"]], sort_keys=True, default=str)
+        if key not in seen:
+            try:
+                make_source(dict(r.cfg["data"]), int(r.cfg["train"]["seq_len"]))
+                seen[key] = None
+            except BadInput as e:
+                seen[key] = str(e)
+        if seen[key]:
+            r.error = seen[key]
+
+
+def select(runs: Iterable[Run], pattern: str | None) -> list[Run]:
+    """``--only PATTERN``: a glob matched against run id, label and each override."""
+    runs = list(runs)
+    if not pattern:
+        return runs
+    out = []
+    for r in runs:
+        names = [r.run_id or "", r.label or "", *r.overrides]
+        if any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            out.append(r)
+    if not out:
+        raise BadInput(f"--only {pattern!r} matches none of the {len(runs)} runs (glob on run id, label or an override like model.depth=16)")
+    return out
+
+
+def dry_run_rows(sw: Sweep, runs_root: Path) -> list[dict]:
+    rows = []
+    for r in sw.runs:
+        row = {"index": r.index, "run_id": r.run_id, "label": r.label, **r.figures,
+               "ref": r.ref, "error": r.error,
+               "overrides": r.full_overrides(sw.name, runs_root / sw.name / (r.run_id or "INVALID"))}
+        rows.append(row)
+    return rows

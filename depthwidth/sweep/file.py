@@ -1,0 +1,176 @@
+"""Named sweeps: ``sweeps/NAME.yaml`` -> a list of runs, each an override list.
+
+A sweep file (every key optional except one of runs/axes/zip/blocks)::
+
+    description: one line
+    groups: {model: vwt, data: slimpajama}      # config-group choices (model=vwt ...)
+    fixed: {train.seq_len: 1024}                # key overrides shared by every run
+    axes:                                       # cartesian product of the axes
+      model.width: [32, 64, 96]
+      model.depth: {start: 1, stop: 7, step: 2} # inclusive range -> 1, 3, 5, 7
+    zip:                                        # zipped axes: lists of equal length, taken together
+      - {model.depth: [2, 4], model.width: [64, 32]}
+    seeds: [1, 2, 3]                            # shorthand for the axis run.seed
+    runs:                                       # explicit points; each may carry reference data
+      - {model.depth: 16, model.width: 512, ref: {loss: 3.435, source: published}}
+    tokens: {per_param: 20, max: 1.4e11}        # train.tokens = k x params | {value: 6.4e9}
+    blocks: [ {label: small, runs: [...], tokens: {...}}, ... ]   # sub-sweeps, concatenated
+
+Points are ``runs`` (or one empty point) x product(axes) x each zip group x
+seeds; a block inherits the file's groups/fixed/tokens and may add its own.
+Keys with a dot are config keys (``model.depth``), keys without one are
+config groups (``model: vwt``).  ``ref`` (reference data, e.g. a published
+loss; ``source: published | reconstructed``), ``label`` and ``tokens`` are
+not overrides.  Overrides given on the ``dw sweep`` command line apply to
+every run and win over the file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from depthwidth.core.errors import BadInput, bad
+
+TOP_KEYS = ("description", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "blocks")
+
+
+BLOCK_KEYS = ("label", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens")
+
+
+POINT_META = ("ref", "label", "tokens")
+
+
+# Keys a sweep never sets: where and how a run executes is the launcher's business.
+RESERVED = ("run.dir", "run.sweep")
+
+
+def sweeps_dir() -> Path:
+    """``$DW_SWEEPS``, else the checkout's ``sweeps/``, else ``./sweeps``."""
+    env = os.environ.get("DW_SWEEPS")
+    if env:
+        return Path(env)
+    beside = Path(__file__).resolve().parents[2] / "sweeps"
+    return beside if beside.is_dir() else Path("sweeps")
+
+
+def available() -> list[str]:
+    d = sweeps_dir()
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def load_file(name: str) -> dict:
+    from omegaconf import OmegaConf
+
+    if not name or "/" in name or name.startswith("."):
+        raise bad("sweep name", name, ", ".join(available()) or "a file in sweeps/")
+    path = sweeps_dir() / f"{name}.yaml"
+    if not path.is_file():
+        raise BadInput(f"unknown sweep {name!r} (available: {', '.join(available()) or 'none'})")
+    try:
+        doc = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception as e:
+        raise BadInput(f"sweep file {path} is not valid YAML: {' '.join(str(e).split())}") from None
+    if not isinstance(doc, dict):
+        raise BadInput(f"sweep file {path} must hold a mapping (keys: {', '.join(TOP_KEYS)})")
+    unknown = [k for k in doc if k not in TOP_KEYS]
+    if unknown:
+        raise BadInput(f"sweep {name}: unknown key {unknown[0]!r} (allowed: {', '.join(TOP_KEYS)})")
+    return doc
+
+
+def _values(name: str, key: str, spec: Any) -> list:
+    """An axis: a list, a scalar, or an inclusive range {start, stop, step}."""
+    if isinstance(spec, list):
+        if not spec:
+            raise BadInput(f"sweep {name}: axis {key} is an empty list")
+        return spec
+    if isinstance(spec, dict):
+        if set(spec) - {"start", "stop", "step"} or not {"start", "stop"} <= set(spec):
+            raise bad(f"axis {key}", spec, "a list or {start, stop[, step]} (inclusive)")
+        a, b, s = spec["start"], spec["stop"], spec.get("step", 1)
+        if not all(isinstance(v, (int, float)) for v in (a, b, s)) or s == 0 or (b - a) * s < 0:
+            raise bad(f"axis {key}", spec, "numbers start, stop and a non-zero step towards stop")
+        n = int(math.floor((b - a) / s + 1e-9)) + 1
+        out = [a + i * s for i in range(n)]
+        return [int(v) if all(isinstance(x, int) for x in (a, s)) else v for v in out]
+    return [spec]
+
+
+def _product(name: str, axes: dict) -> list[dict]:
+    if not axes:
+        return [{}]
+    keys = list(axes)
+    vals = [_values(name, k, axes[k]) for k in keys]
+    return [dict(zip(keys, combo)) for combo in itertools.product(*vals)]
+
+
+def _zipped(name: str, groups: Any) -> list[dict]:
+    if not groups:
+        return [{}]
+    if isinstance(groups, dict):
+        groups = [groups]
+    out = [{}]
+    for g in groups:
+        if not isinstance(g, dict) or not g:
+            raise bad(f"sweep {name}: zip group", g, "a mapping of key -> list of equal lengths")
+        lists = {k: _values(name, k, v) for k, v in g.items()}
+        n = {len(v) for v in lists.values()}
+        if len(n) != 1:
+            raise BadInput(f"sweep {name}: zipped axes {', '.join(lists)} have different lengths {sorted(n)}")
+        rows = [{k: lists[k][i] for k in lists} for i in range(n.pop())]
+        out = [{**a, **b} for a in out for b in rows]
+    return out
+
+
+def points(name: str, doc: dict) -> list[dict]:
+    """Expand a sweep document into points: {groups, keys, ref, label, tokens}."""
+    blocks = doc.get("blocks") or [{}]
+    if not isinstance(blocks, list):
+        raise bad(f"sweep {name}: blocks", blocks, "a list of mappings")
+    out = []
+    for bi, blk in enumerate(blocks):
+        if not isinstance(blk, dict):
+            raise bad(f"sweep {name}: block {bi + 1}", blk, "a mapping")
+        unknown = [k for k in blk if k not in BLOCK_KEYS]
+        if unknown:
+            raise BadInput(f"sweep {name}: block {bi + 1}: unknown key {unknown[0]!r} (allowed: {', '.join(BLOCK_KEYS)})")
+        fixed = {**(doc.get("fixed") or {}), **(blk.get("fixed") or {})}
+        groups = {**(doc.get("groups") or {}), **(blk.get("groups") or {})}
+        tokens = blk.get("tokens", doc.get("tokens"))
+        runs = blk.get("runs", doc.get("runs") if "blocks" not in doc else None) or [{}]
+        axes = blk.get("axes", doc.get("axes") if "blocks" not in doc else None)
+        zips = blk.get("zip", doc.get("zip") if "blocks" not in doc else None)
+        seeds = blk.get("seeds", doc.get("seeds"))
+        seed_axis = [{"run.seed": s} for s in _values(name, "seeds", seeds)] if seeds is not None else [{}]
+        if len(seed_axis) > 1:  # W&B names runs -s{seed} when seeds vary (not part of the run id)
+            seed_axis = [{**s, "tracker.seed_in_name": True} for s in seed_axis]
+        if not (runs != [{}] or axes or zips or seeds is not None):
+            raise BadInput(f"sweep {name}: block {bi + 1} has no runs, axes, zip or seeds")
+        for p in runs:
+            if not isinstance(p, dict):
+                raise bad(f"sweep {name}: run", p, "a mapping of overrides (+ ref, label, tokens)")
+            for combo in _product(name, axes or {}):
+                for z in _zipped(name, zips):
+                    for s in seed_axis:
+                        merged = {**fixed, **{k: v for k, v in p.items() if k not in POINT_META}, **combo, **z, **s}
+                        pt = {"groups": dict(groups), "keys": {}, "ref": p.get("ref"),
+                              "label": p.get("label", blk.get("label")), "tokens": p.get("tokens", tokens)}
+                        for k, v in merged.items():
+                            _place(name, pt, k, v)
+                        out.append(pt)
+    return out
+
+
+def _place(name: str, pt: dict, key: str, value: Any) -> None:
+    if not isinstance(key, str) or not key:
+        raise bad(f"sweep {name}: key", key, "a config key like model.depth or a group like model")
+    if key in RESERVED:
+        raise BadInput(f"sweep {name}: {key} is set by dw sweep itself (runs/NAME/RUN_ID); remove it")
+    if "." in key.lstrip("+"):
+        pt["keys"][key] = value
+    else:
+        pt["groups"][key] = value

@@ -1,0 +1,189 @@
+"""Launch a sweep from Python: ``plan(...)`` (the dry run) and ``submit(...)``.
+
+    from depthwidth.sweep import plan, submit
+    p = plan("depth_delusion", launcher="slurm")             # 30 runs, validated, nothing written
+    s = submit("demo", ["train.steps=50"], launcher="local")  # returns once the jobs are queued
+    s.jobs, s.submitted, s.skipped
+
+``dw sweep`` is this module behind argument parsing and rendering.  A run is
+submitted only when the manifest does not already show it done, running or
+pending (``retry_failed``: also failed, diverged, cancelled or lost), under an
+exclusive lock on ``runs/NAME/.lock``, so two submissions at once never
+submit one run twice.  Every run is validated (``train.plan.check``, and the
+data opened once per distinct source) before anything is written.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from depthwidth.config.fast import fmt_value
+from depthwidth.core import store
+from depthwidth.core.errors import bad
+from depthwidth.launch.config import launcher_config, split_overrides, target_device
+from depthwidth.launch.status import RETRYABLE, status
+from depthwidth.launch.submit import submit as launch_submit
+from depthwidth.sweep.expand import (
+    DEFAULT_MFU,
+    DEFAULT_PEAK,
+    Sweep,
+    check,
+    check_data,
+    expand,
+    select,
+)
+
+
+@dataclass
+class Planned:
+    sweep: Sweep
+    runs: list  # the selected (``only``) runs, all valid
+    launcher: dict
+    device: str
+
+
+@dataclass
+class Submission:
+    sweep: str
+    launcher: str
+    submitted: list = field(default_factory=list)  # [{run_id, job_id}]
+    jobs: list = field(default_factory=list)  # job ids, sorted
+    skipped: dict = field(default_factory=dict)  # state -> count of runs not resubmitted
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"sweep": self.sweep, "launcher": self.launcher, "submitted": self.submitted, "jobs": self.jobs,
+                "skipped": self.skipped, "seconds": self.seconds}
+
+
+def _launcher_overrides(launcher) -> list[str]:
+    """``launcher=`` as a name ("local"), a list of overrides, or a mapping of launcher keys."""
+    if launcher is None:
+        return []
+    if isinstance(launcher, str):
+        return [f"launcher={launcher}"]
+    if isinstance(launcher, dict):
+
+        d = dict(launcher)
+        out = [f"launcher={d.pop('name')}"] if "name" in d else []
+        return out + [f"{'pack' if k == 'pack' else 'launcher.' + k}={fmt_value(v)}" for k, v in d.items()]
+    return list(launcher)
+
+
+def plan(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str | None = None,
+         mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, dry_run: bool = True) -> Planned:
+    """Expand and validate sweep ``name`` with ``overrides`` (BadInput naming every bad run).
+    ``dry_run``: no scheduler is needed and the data are not opened."""
+    if not 0 < mfu <= 1:
+        raise bad("--mfu", mfu, "a fraction in (0, 1]")
+    if not peak > 0:
+        raise bad("--peak", peak, "FLOP/s > 0")
+    run_ovr, launch_ovr = split_overrides([*_launcher_overrides(launcher), *(overrides or [])])
+    lcfg = launcher_config(launch_ovr, need_scheduler=not dry_run)
+    device = target_device(lcfg)
+    sw = expand(name, run_ovr, device=device, mfu=mfu, peak=peak)
+    runs = select(sw.runs, only)
+    if not dry_run:
+        check_data(sw, runs)
+    check(sw, runs)
+    return Planned(sw, runs, lcfg, device)
+
+
+def submit(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str | None = None,
+           retry_failed: bool = False, show: Callable | None = None) -> Submission:
+    """Validate every run of sweep ``name``, then submit those not done or running; returns at once
+    (``launcher=debug`` trains them here first).  Bad input: BadInput, nothing written."""
+    t0 = time.perf_counter()
+    p = plan(name, overrides, launcher=launcher, only=only, dry_run=False)
+    return submit_planned(p, retry_failed=retry_failed, show=show, t0=t0)
+
+
+def submit_planned(p: Planned, *, retry_failed: bool = False, show: Callable | None = None,
+                   t0: float | None = None) -> Submission:
+    """The second half of ``submit``: ``p`` from ``plan(..., dry_run=False)``."""
+    t0 = time.perf_counter() if t0 is None else t0
+    name = p.sweep.name
+    with _SweepLock(name):
+        sub = _submit(name, p.runs, p.launcher, store.runs_root().absolute(), retry_failed, show)
+    sub.seconds = round(time.perf_counter() - t0, 3)
+    return sub
+
+
+def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show) -> Submission:
+    prior = {}
+    if store.manifest_path(name).exists():
+        prior = {r["run_id"]: r for r in status(name)["runs"]}
+    todo, skipped = [], {}
+    for r in runs:
+        p = prior.get(r.run_id)
+        state = p["state"] if p else None
+        retry = retry_failed and (state in RETRYABLE or (state == "preempted" and p.get("launcher") != "slurm"))
+        if state is None or retry:
+            if state == "diverged":
+                _archive_summary(p["run_dir"])
+            todo.append(r)
+        else:
+            skipped[state] = skipped.get(state, 0) + 1
+    items = [{"run_id": r.run_id, "index": r.index, "label": r.label, "ref": r.ref,
+              "run_dir": str(root / name / r.run_id), "overrides": r.full_overrides(name, root / name / r.run_id),
+              "tokens_total": r.figures["tokens"], "params": r.figures["params"]} for r in todo]
+    subs = launch_submit(name, items, lcfg, show=show) if items else []
+    return Submission(name, lcfg["name"], subs, sorted({x["job_id"] for x in subs}, key=job_key), skipped)
+
+
+class _SweepLock:
+    """Exclusive flock on runs/NAME/.lock for the status check + submission."""
+
+    def __init__(self, name: str):
+        self.path = store.sweep_dir(name) / ".lock"
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.f = open(self.path, "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()  # releases the lock
+
+
+def _archive_summary(run_dir: str) -> None:
+    """A diverged run is final to train(); move its summary aside so a retry trains again."""
+    p = Path(run_dir) / "summary.json"
+    if p.exists():
+        n = len(list(p.parent.glob("summary.diverged*.json")))
+        os.replace(p, p.parent / f"summary.diverged{n}.json")
+
+
+def job_key(j: str):
+    head, _, tail = j.rpartition("_")
+    return (head, int(tail)) if tail.isdigit() else (j, 0)
+
+
+def compress(jobs: list[str]) -> str:
+    """['12_0', '12_1', '12_2'] -> '12_[0-2]'."""
+    groups: dict = {}
+    for j in jobs:
+        head, _, tail = j.rpartition("_")
+        if head and tail.isdigit():
+            groups.setdefault(head, []).append(int(tail))
+        else:
+            groups.setdefault(j, [])
+    parts = []
+    for head, idx in groups.items():
+        if not idx:
+            parts.append(head)
+            continue
+        idx.sort()
+        spans, a = [], idx[0]
+        for x, y in zip(idx, idx[1:] + [None]):
+            if y != x + 1:
+                spans.append(f"{a}" if a == x else f"{a}-{x}")
+                a = y
+        parts.append(f"{head}_[{','.join(spans)}]" if len(idx) > 1 else f"{head}_{idx[0]}")
+    return " ".join(parts)

@@ -1,0 +1,97 @@
+"""Run tables from run directories: ``runs/SWEEP/RUN_ID/summary.json`` -> rows.
+
+``run_table(sweep_dir)``: one row per token-budget point of every run, from
+each run's summary.json (``budgets``; when empty, ``final_val_loss`` at
+``tokens``).  ``probe_profiles(sweep_dir)``: per run, its probes.jsonl records
+plus width and depth.  Formats: docs/CONTRACTS.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from depthwidth.core.atomic import read_jsonl
+
+TABLE_COLUMNS = ("run", "params", "tokens", "loss", "depth", "width", "flops", "seed", "shape", "status", "step")
+
+
+def _summaries(sweep_dir: str | Path):
+    """(run_dir, summary dict or None) for every run directory, sorted by name."""
+    root = Path(sweep_dir)
+    if not root.is_dir():
+        return []
+    out = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        f = d / "summary.json"
+        if not f.is_file():
+            continue
+        try:
+            s = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            s = None
+        out.append((d, s if isinstance(s, dict) else None))
+    return out
+
+
+def _num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def run_table(sweep_dir: str | Path):
+    """DataFrame with one row per token-budget point of every run in ``sweep_dir``.
+
+    Columns: run, params, tokens, loss, depth, width, flops (= flops_per_token
+    * tokens), seed, shape, status, step.  Runs whose summary.json cannot be
+    read are listed in ``df.attrs["unreadable"]``.
+    """
+    import pandas as pd
+
+    rows: list[dict] = []
+    unreadable: list[str] = []
+    for d, s in _summaries(sweep_dir):
+        if s is None:
+            unreadable.append(d.name)
+            continue
+        base = {
+            "run": str(s.get("run_id") or d.name),
+            "params": _num(s.get("params")),
+            "depth": _num(s.get("depth")),
+            "width": _num(s.get("width")),
+            "seed": s.get("seed"),
+            "shape": s.get("shape"),
+            "status": s.get("status"),
+        }
+        fpt = _num(s.get("flops_per_token"))
+        budgets = s.get("budgets") or []
+        points = [(b.get("tokens"), b.get("val_loss"), b.get("step")) for b in budgets if isinstance(b, dict)]
+        if not points:
+            points = [(s.get("tokens"), s.get("final_val_loss"), s.get("steps"))]
+        for tokens, loss, step in points:
+            t = _num(tokens)
+            rows.append({**base, "tokens": t, "loss": _num(loss), "flops": fpt * t, "step": step})
+    df = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    df.attrs["unreadable"] = unreadable
+    return df
+
+
+def probe_profiles(sweep_dir: str | Path) -> list[dict]:
+    """Per run with a probes.jsonl: {run, width, depth, seed, shape, status, probes: [records]}."""
+    out = []
+    for d, s in _summaries(sweep_dir):
+        f = d / "probes.jsonl"
+        if s is None or not f.is_file():
+            continue
+        out.append({
+            "run": str(s.get("run_id") or d.name),
+            "width": s.get("width"),
+            "depth": s.get("depth"),
+            "seed": s.get("seed"),
+            "shape": s.get("shape"),
+            "status": s.get("status"),
+            "probes": read_jsonl(f),
+        })
+    return out

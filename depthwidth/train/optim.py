@@ -1,0 +1,104 @@
+"""AdamW, learning-rate schedules and the token-budget plan of one run.
+
+Schedules (``optim.schedule``):
+  constant  linear warm-up, then the peak lr;
+  cosine    warm-up, then cosine decay to ``min_lr_ratio``·peak at the last step;
+  wsd       warm-up-stable-decay: warm-up, the peak lr, then a linear decay to
+            ``min_lr_ratio``·peak over the last ``decay_fraction`` of the run.
+
+Token budgets (``train.budgets``): every budget is a point (tokens, held-out
+loss) for the data term of a scaling law.  With ``wsd`` each budget b < total
+gets its own decay *branch*: at step (1 − f)·S_b the model, optimiser and data
+stream are copied, the copy decays to S_b steps and is evaluated, and the main
+run continues in its stable phase — one run, several properly decayed points.
+With the other schedules a budget is evaluated as the main run passes it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from depthwidth.core.errors import bad, number
+
+
+def warmup_steps(o: Any, total: int) -> int:
+    w = float(o.warmup)
+    return int(w) if w >= 1 else int(round(w * total))
+
+
+def lr_at(step: int, total: int, o: Any) -> float:
+    """Learning rate for 0-based ``step`` of a run of ``total`` steps."""
+    peak, floor = float(o.lr), float(o.lr) * float(o.min_lr_ratio)
+    w = warmup_steps(o, total)
+    if step < w:
+        return peak * (step + 1) / w
+    if o.schedule == "constant":
+        return peak
+    if o.schedule == "cosine":
+        span = max(1, total - w)
+        t = min(1.0, (step - w) / span)
+        return floor + 0.5 * (peak - floor) * (1 + math.cos(math.pi * t))
+    # wsd
+    start = decay_start(total, o)
+    if step < start:
+        return peak
+    t = (step - start + 1) / max(1, total - start)
+    return peak + (floor - peak) * min(1.0, t)
+
+
+def decay_start(total: int, o: Any) -> int:
+    return int(math.floor((1.0 - float(o.decay_fraction)) * total))
+
+
+@dataclass(frozen=True)
+class Budget:
+    tokens: int  # tokens at the end of the budget
+    steps: int  # S_b: optimizer steps of a run with this budget
+    branch_at: int | None  # wsd: main-run step at which the decay branch forks
+
+
+def plan_budgets(budgets_tokens, total_steps: int, tokens_per_step: int, o: Any) -> list[Budget]:
+    """Budgets sorted, deduplicated, the full run last; validated against the run."""
+    out = {}
+    if isinstance(budgets_tokens, (str, int, float)):
+        raise bad("train.budgets", budgets_tokens, "a list of token counts, e.g. [1e6,4e6]")
+    for b in budgets_tokens or []:
+        s = int(round(number("train.budgets", b, "a list of token counts, e.g. [1e6,4e6]") / tokens_per_step))
+        if s < 1 or s > total_steps:
+            raise bad("train.budgets", b, f"token counts between {tokens_per_step} and {total_steps * tokens_per_step}")
+        if s < total_steps:
+            out[s] = Budget(s * tokens_per_step, s, decay_start(s, o) if o.schedule == "wsd" else None)
+    out[total_steps] = Budget(total_steps * tokens_per_step, total_steps, None)
+    return [out[k] for k in sorted(out)]
+
+
+def plan_steps(t: Any) -> tuple[int, int]:
+    """(optimizer steps, tokens per step) of a ``train`` group that passed the schema."""
+    per_step = t.batch_size * t.seq_len
+    if t.tokens is not None:
+        if not number("train.tokens", t.tokens, "a token count") >= per_step:
+            raise bad("train.tokens", t.tokens, f"a token count >= one step ({per_step})")
+        return math.ceil(float(t.tokens) / per_step), per_step
+    return t.steps, per_step
+
+
+def build_optimizer(model, o: Any):
+    """AdamW; weight decay on matrices only (norm gains and biases are not decayed)."""
+    import torch
+
+    decay, no_decay = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (decay if p.dim() >= 2 else no_decay).append(p)
+    groups = [
+        {"params": decay, "weight_decay": float(o.weight_decay)},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=float(o.lr), betas=tuple(o.betas), eps=float(o.eps))
+
+
+def set_lr(opt, lr: float) -> None:
+    for g in opt.param_groups:
+        g["lr"] = lr

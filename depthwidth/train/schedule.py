@@ -1,0 +1,54 @@
+"""When, in a run of S steps, something other than an optimiser step happens.
+
+``Schedule.after(step)`` names what follows step ``step`` (1-based: the number
+of steps done): a metrics line, a periodic evaluation, a budget's evaluation,
+a checkpoint, a gradient probe on the step itself.  ``branch_at(step)`` is the
+WSD budget whose decay branch forks before step ``step + 1`` is taken.
+Pure bookkeeping, no torch: the loop asks, the trainer acts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from depthwidth.train.probes import is_probe_step
+
+
+@dataclass(frozen=True)
+class Events:
+    log: bool
+    evaluate: bool  # periodic (train.eval_every)
+    budget: Any  # optim.Budget evaluated on the main run at this step, or None
+    checkpoint: bool
+
+    @property
+    def needs_loss(self) -> bool:
+        """Whether the pending losses must be synced (checked for NaN) here."""
+        return self.log or self.evaluate or self.budget is not None or self.checkpoint
+
+
+class Schedule:
+    def __init__(self, train: Any, probe: Any, steps: int, budgets: Sequence):
+        self.steps = steps
+        self.log_every, self.eval_every = int(train["log_every"]), int(train["eval_every"])
+        self.ckpt_every = int(train["ckpt_every"])
+        self.probe_every, self.probe_at = int(probe["every"]), list(probe["at"])
+        self._branches = {b.branch_at: b for b in budgets if b.branch_at is not None}
+        self._evals = {b.steps: b for b in budgets if b.branch_at is None}
+
+    def probe(self, step: int) -> bool:
+        """Probe the gradients of step ``step`` (1-based)?"""
+        return is_probe_step(step, self.probe_every, self.probe_at)
+
+    def branch_at(self, done: int):
+        return self._branches.get(done)
+
+    def after(self, step: int) -> Events:
+        last = step == self.steps
+        return Events(
+            log=step % self.log_every == 0 or last,
+            evaluate=bool(self.eval_every) and step % self.eval_every == 0,
+            budget=self._evals.get(step),
+            checkpoint=bool(self.ckpt_every) and step % self.ckpt_every == 0,
+        )

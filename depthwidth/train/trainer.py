@@ -1,0 +1,371 @@
+"""One training run, start to finish, resumable after any kill.
+
+``prepare(cfg)`` validates everything and writes nothing (bad input exits 2
+with nothing on disk); ``train(cfg)`` then owns the run directory:
+
+    config.yaml    resolved config + run_id + accounting + provenance
+    metrics.jsonl  one line per logged step (track.local.LocalTracker)
+    probes.jsonl   per-layer gradient norms on probe steps
+    summary.json   status running | done | diverged | failed | preempted
+    ckpt/          checksummed checkpoints (checkpoint.py)
+
+Rerunning on the same directory resumes from the newest valid checkpoint.  On
+CPU a resumed run reproduces the uninterrupted one exactly: the model, the
+optimiser, the data sampler and torch's RNG all come back from the checkpoint
+(state.py), and history lines written after it are dropped before training
+goes on.
+
+The loop (``Trainer.run``) is a few lines; each concern is a piece of its
+own: when to log/evaluate/checkpoint/probe (schedule.py), preemption signals
+(signals.py), WSD decay branches (branch.py), NaN watch and throughput
+(meter.py), the summary (summary.py).  SIGUSR2 / SIGTERM make the run finish
+its current step, write a checkpoint and raise ``Preempted``; ``dw train``
+then exits with ``EXIT_PREEMPTED`` (3), which launchers treat as "requeue me".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from depthwidth.config.identity import run_id as config_run_id
+from depthwidth.core import provenance
+from depthwidth.core.atomic import write_text
+from depthwidth.core.errors import BadInput, bad
+from depthwidth.core.store import runs_root
+from depthwidth.model.accounting import account
+from depthwidth.track.tracker import make_tracker
+from depthwidth.train import checkpoint, dist, optim
+from depthwidth.train.branch import decay_branch
+from depthwidth.train.meter import LossWatch, Throughput, peak_flops
+from depthwidth.train.plan import check, precision_for
+from depthwidth.train.probes import GradProbe
+from depthwidth.train.schedule import Schedule
+from depthwidth.train.signals import StopFlag
+from depthwidth.train.state import TrainState, checkpoint_dict, restore
+from depthwidth.train.summary import summary_path, write_summary
+
+EXIT_PREEMPTED = 3
+
+
+class Preempted(Exception):
+    """The run checkpointed on a preemption signal and should be requeued."""
+
+
+@dataclass
+class Plan:
+    cfg: Any
+    spec: Any
+    source: Any
+    run_id: str
+    run_dir: Path
+    steps: int
+    tokens_per_step: int
+    budgets: list
+    device_type: str = "cpu"
+    precision: str = "fp32"
+    accounting: dict = field(default_factory=dict)
+
+
+def prepare(cfg) -> Plan:
+    """Validate the whole config and resolve what the run needs; write nothing.
+    ``train.precision=auto`` is resolved here (bf16 on CUDA, else fp32): the
+    precision is part of the run's identity, the device is not."""
+    from depthwidth.data.source import make_source
+
+    rp = check(cfg)
+    t = cfg.train
+    source = make_source(cfg.data, t.seq_len)
+    if rp.spec.vocab_size != source.vocab_size:
+        raise BadInput(
+            f"vocabulary mismatch: model.vocab_size={rp.spec.vocab_size} but data {source.name!r} has {source.vocab_size} tokens"
+        )
+    world = dist.world_from_env()
+    if t.batch_size % world.size:
+        raise bad("train.batch_size", t.batch_size, f"a multiple of the {world.size} data-parallel processes")
+    device_type = _device_type(t.device)
+    precision = precision_for(t.precision, device_type)
+    if t.precision != precision:
+        cfg.train.precision = precision
+    rid = config_run_id(cfg)
+    run_dir = Path(cfg.run.dir) if cfg.run.dir else runs_root() / "adhoc" / rid
+    existing = _existing_run_id(run_dir)
+    if existing is not None and existing != rid:
+        raise BadInput(
+            f"run.dir {str(run_dir)!r} holds run {existing} trained with a different config (this one is {rid}); "
+            "choose another run.dir"
+        )
+    return Plan(cfg, rp.spec, source, rid, run_dir, rp.steps, rp.tokens_per_step, rp.budgets, device_type,
+                precision, account(rp.spec, t.seq_len))
+
+
+def _device_type(name: str) -> str:
+    if name == "cpu":
+        return "cpu"
+    import torch
+
+    if name == "cuda" and not torch.cuda.is_available():
+        raise bad("train.device", name, "auto|cpu (no CUDA device is visible)")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _existing_run_id(run_dir: Path) -> str | None:
+    p = run_dir / "config.yaml"
+    if not p.exists():
+        return None
+    from omegaconf import OmegaConf
+
+    try:
+        rid = OmegaConf.load(p).get("run_id")
+        return None if rid is None else str(rid)
+    except Exception:
+        return None
+
+
+def train(cfg, *, handle_signals: bool = True, log=print) -> dict:
+    """Train (or resume, or find finished) the run ``cfg`` describes; returns its summary."""
+    plan = prepare(cfg)
+    if plan.spec.extra.get("warning"):
+        log(f"warning: {plan.spec.extra['warning']}")
+    sp = summary_path(plan.run_dir)
+    if sp.exists():
+        prev = json.loads(sp.read_text())
+        if prev.get("status") in ("done", "diverged") and prev.get("run_id") == plan.run_id:
+            log(f"run {plan.run_id} is already {prev['status']}; nothing to do")
+            return prev
+    return Trainer(plan, log).run(handle_signals)
+
+
+class Trainer:
+    def __init__(self, plan: Plan, log):
+        self.p = plan
+        self.cfg = plan.cfg
+        self.world = dist.world_from_env()
+        self.log = log if self.world.main else (lambda m: None)
+
+    # -- set-up ---------------------------------------------------------------
+    def setup(self) -> None:
+        import torch
+
+        from depthwidth.model.gpt import VariableWidthGPT
+
+        cfg, p, w = self.cfg, self.p, self.world
+        if cfg.train.threads:
+            torch.set_num_threads(int(cfg.train.threads))
+        self.device = torch.device(p.device_type)
+        if w.distributed and self.device.type == "cuda":
+            self.device = torch.device("cuda", w.local_rank)
+            torch.cuda.set_device(self.device)
+        dist.init(w, self.device.type)
+        torch.manual_seed(int(cfg.run.seed))
+        self.model = VariableWidthGPT(p.spec, cfg.train.seq_len).to(self.device)
+        self.fwd = self.model
+        if w.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.fwd = DistributedDataParallel(self.model, device_ids=[w.local_rank] if self.device.type == "cuda" else None)
+        if cfg.train.compile:
+            self.fwd = torch.compile(self.fwd)
+        self.opt = optim.build_optimizer(self.model, cfg.optim)
+        self.sampler = p.source.sampler("train", cfg.train.batch_size, cfg.train.seq_len, int(cfg.run.seed))
+        self.val = [
+            (torch.from_numpy(x).to(self.device), torch.from_numpy(y).to(self.device))
+            for x, y in p.source.val_batches(cfg.train.batch_size, cfg.train.seq_len, cfg.train.eval_batches)
+        ]
+        self.probe = GradProbe(self.model)
+        self.state = TrainState()
+        saved = checkpoint.load_latest(p.run_dir / "ckpt", warn=lambda m: self.log(f"warning: {m}"))
+        if saved is not None:
+            if saved.get("run_id") != p.run_id:
+                raise BadInput(f"checkpoint in {p.run_dir}/ckpt belongs to run {saved.get('run_id')}, not {p.run_id}")
+            self.state = restore(saved, self.model, self.opt, self.sampler)
+            self.log(f"resuming run {p.run_id} from step {self.state.step}")
+        self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if p.precision == "bf16"
+                         else contextlib.nullcontext())
+        self.provenance = provenance.record(device=_describe(self.device), precision=p.precision,
+                                            data=p.source.fingerprint)
+        self._open_run_dir()
+
+    def _open_run_dir(self) -> None:
+        from omegaconf import OmegaConf
+
+        cfg, p, w = self.cfg, self.p, self.world
+        doc = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else json.loads(json.dumps(cfg))
+        doc["run_id"] = p.run_id
+        doc["accounting"] = p.accounting
+        doc["provenance"] = self.provenance
+        p.run_dir.mkdir(parents=True, exist_ok=True)
+        if w.main and not (p.run_dir / "config.yaml").exists():
+            write_text(p.run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(doc)))
+        self.tracker = make_tracker(cfg, p.run_dir, p.run_id, doc, log=self.log) if w.main else _NoTracker()
+        self.tracker.rewind(self.state.step)
+
+    # -- pieces -----------------------------------------------------------------
+    def _batch(self):
+        import torch
+
+        x, y = dist.rows(self.world, *map(torch.from_numpy, self.sampler.next()))
+        return x.to(self.device), y.to(self.device)
+
+    def train_step(self, lr: float, probe: bool):
+        """One optimiser step; returns (loss, grad norm, per-layer probe or None) as tensors."""
+        import torch
+
+        optim.set_lr(self.opt, lr)
+        x, y = self._batch()
+        with self.autocast:
+            _, loss = self.fwd(x, y)
+        loss.backward()
+        probes = self.probe() if probe else None
+        clip = float(self.cfg.optim.grad_clip)
+        params = [q for q in self.model.parameters() if q.grad is not None]
+        gn = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss.detach(), gn.detach(), probes
+
+    def evaluate(self) -> float:
+        import torch
+
+        self.model.eval()
+        total = 0.0
+        with torch.no_grad(), self.autocast:
+            for x, y in self.val:
+                total += float(self.model(x, y)[1])
+        self.model.train()
+        return total / max(1, len(self.val))
+
+    def _record(self, b, loss: float) -> None:
+        self.state.record(b, loss)
+        self.log(f"budget {b.tokens:,} tokens (step {b.steps}): val loss {loss:.4f}")
+
+    def _weights_finite(self) -> bool:
+        """Checked before every checkpoint: a finite loss does not prove the last update was."""
+        import torch
+
+        norms = torch._foreach_norm([q.detach() for q in self.model.parameters()])
+        return bool(torch.isfinite(torch.stack(norms)).all())
+
+    def _save(self, wall: float) -> None:
+        if self.world.main:
+            state = checkpoint_dict(self.p.run_id, self.state, self.model, self.opt, self.sampler, wall)
+            checkpoint.save(self.p.run_dir / "ckpt", self.state.step, state, keep=int(self.cfg.train.keep_ckpts))
+
+    def _checkpoint(self, wall: float) -> dict | None:
+        """Save, unless the weights went non-finite (then the run ends diverged: its summary)."""
+        if not self._weights_finite():
+            return self._end("diverged", wall, reason=f"non-finite weights after step {self.state.step}",
+                             diverged_step=self.state.step)
+        self.tracker.flush()
+        self._save(wall)
+        return None
+
+    def _end(self, status: str, wall: float, **kw) -> dict:
+        """Every way a run stops: history flushed, summary written, tracker closed."""
+        self.tracker.flush()
+        summary = write_summary(self, status, wall, **kw)
+        self.tracker.finish(summary)
+        return summary
+
+    # -- the loop -------------------------------------------------------------
+    def run(self, handle_signals: bool) -> dict:
+        self.setup()
+        p, st = self.p, self.state
+        t0 = time.perf_counter()
+        wall = lambda: st.wall_before + time.perf_counter() - t0  # noqa: E731
+        write_summary(self, "running", wall())
+        sched = Schedule(self.cfg.train, self.cfg.probe, p.steps, p.budgets)
+        watch = LossWatch(self.world, st.last_finite)
+        meter = Throughput(st.step * p.tokens_per_step, p.accounting["flops_per_token"], peak_flops(self.device))
+        try:
+            with StopFlag(handle_signals) as stop:
+                while st.step < p.steps:
+                    out = self._step(sched, watch, meter, stop, wall)
+                    if out is not None:
+                        return out
+                ended = self._checkpoint(wall())
+                return ended or self._end("done", wall())
+        except (Preempted, BadInput):
+            raise
+        except Exception as e:
+            self._end("failed", wall(), reason=f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            dist.shutdown(self.world)
+
+    def _step(self, sched: Schedule, watch, meter, stop: StopFlag, wall) -> dict | None:
+        """One step of the main run and whatever the schedule hangs on it; a summary if the run ended."""
+
+        p, st = self.p, self.state
+        b = sched.branch_at(st.step)
+        if b is not None and b.steps not in st.steps_recorded:
+            self._record(b, decay_branch(self, b))
+        lr = optim.lr_at(st.step, p.steps, self.cfg.optim)
+        loss, gn, probes = self.train_step(lr, sched.probe(st.step + 1))
+        st.step += 1
+        watch.add(st.step, loss)
+        if st.step >= p.steps:
+            stop.clear()  # the run is complete: finish it rather than requeue it
+        if self.world.distributed and dist.any_flag(self.world, stop.requested, self.device):
+            stop.set()  # every rank stops at the same step
+        ev = sched.after(st.step)
+        if ev.needs_loss or stop.requested:
+            bad_step = watch.first_bad_step()
+            st.last_finite = watch.last_finite
+            if bad_step is not None:
+                self.log(f"diverged at step {bad_step} (last finite loss {st.last_finite})")
+                return self._end("diverged", wall(), reason=f"non-finite loss at step {bad_step}",
+                                 diverged_step=bad_step)
+        tokens = st.step * p.tokens_per_step
+        if probes is not None:
+            self.tracker.log_probe({"step": st.step, "tokens": tokens, "grad_norm": probes})
+        if ev.log or ev.evaluate:
+            row = {"step": st.step, "tokens": tokens, "loss": st.last_finite, "lr": lr, "grad_norm": float(gn),
+                   **meter.row(tokens)}
+            if ev.evaluate:
+                row["val_loss"] = self.evaluate()
+            self.tracker.log(row)
+        if ev.budget is not None and ev.budget.steps not in st.steps_recorded:
+            self._record(ev.budget, self.evaluate())
+        if ev.log:
+            self.tracker.flush()
+        if ev.checkpoint or stop.requested:
+            ended = self._checkpoint(wall())
+            if ended is not None:
+                return ended
+        if stop.requested:
+            self.log(f"{stop.name}: checkpointed at step {st.step}; exiting for requeue")
+            self._end("preempted", wall(), reason=f"{stop.name} at step {st.step}")
+            raise Preempted(f"{stop.name} at step {st.step}")
+        return None
+
+
+def _describe(device) -> str:
+    if device.type != "cuda":
+        return str(device)
+    import torch
+
+    return f"{device} ({torch.cuda.get_device_name(device)})"
+
+
+class _NoTracker:
+    """What ranks other than 0 log to: nothing (rank 0 owns the run directory)."""
+
+    def rewind(self, step):
+        pass
+
+    def log(self, row):
+        pass
+
+    def log_probe(self, row):
+        pass
+
+    def flush(self):
+        pass
+
+    def finish(self, summary):
+        pass

@@ -1,0 +1,77 @@
+"""Planted run tables: losses generated from a law with known parameters.
+
+Used by the tests (parameter recovery, interval coverage) and by
+``benchmarks/bench_fit.py``.  Every run has several token budgets (rows) and
+a seed; multiplicative log-normal noise of ``noise`` (σ of log loss) is drawn
+per row (``run_noise``: an extra per-run offset, shared by a run's rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from depthwidth.fit.laws import Law
+
+PLANTED = {
+    "chinchilla": {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
+    "depth-delusion[log]": {"A": 400.0, "alpha": 0.30, "B": 2000.0, "delta": 0.35, "gamma": 1.0, "mu": 0.3,
+                            "kappa": 2.43},
+    "depth-delusion[power]": {"A": 400.0, "alpha": 0.30, "B": 2000.0, "delta": 0.35, "gamma": 1.0, "mu": 0.3,
+                              "c": 0.5, "p": 0.44},
+    "width-depth": {"E": 1.7, "A_w": 30.0, "a_w": 0.5, "A_d": 2.0, "a_d": 0.6, "B": 900.0, "beta": 0.3},
+}
+
+
+def design(kind: str = "shapes", seeds: int = 1, budgets=(0.25, 0.5, 1.0), rng=None) -> dict:
+    """Run-level design: widths x depths (shapes) or a Chinchilla-like N x T cloud."""
+    rows: dict[str, list] = {k: [] for k in ("run", "params", "tokens", "depth", "width", "seed")}
+    if kind == "shapes":
+        widths = (64, 128, 256, 512, 1024, 2048, 4096)
+        depths = (2, 4, 8, 12, 16, 24, 32, 48, 64)
+        for w in widths:
+            for d in depths:
+                N = 12.0 * d * w * w
+                for s in range(seeds):
+                    run = f"w{w}d{d}s{s}"
+                    for f in budgets:
+                        rows["run"].append(run)
+                        rows["params"].append(N)
+                        rows["tokens"].append(f * max(20.0 * N, 2e8))
+                        rows["depth"].append(d)
+                        rows["width"].append(w)
+                        rows["seed"].append(s)
+    elif kind == "chinchilla":
+        rng = rng or np.random.default_rng(0)
+        for i in range(80):
+            N = float(np.exp(rng.uniform(np.log(5e7), np.log(1.6e10))))
+            T = N * float(np.exp(rng.uniform(np.log(2.0), np.log(100.0))))
+            for s in range(seeds):
+                for f in budgets:
+                    rows["run"].append(f"r{i}s{s}")
+                    rows["params"].append(N)
+                    rows["tokens"].append(f * T)
+                    rows["depth"].append(24)
+                    rows["width"].append(1024)
+                    rows["seed"].append(s)
+    else:
+        raise ValueError(kind)
+    return {k: np.asarray(v) for k, v in rows.items()}
+
+
+def planted_table(law: Law, values: dict, kind: str = "shapes", noise: float = 0.005, run_noise: float = 0.0,
+                  seeds: int = 1, seed: int = 0):
+    """DataFrame with canonical columns and losses drawn from ``law`` at ``values``."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    d = design(kind, seeds=seeds, rng=np.random.default_rng(1234))
+    df = pd.DataFrame(d)
+    df["loss"] = 1.0  # placeholder so law.data() can size its arrays
+    L = law.predict(values, df)
+    eps = rng.normal(0.0, noise, len(df))
+    if run_noise:
+        codes, u = pd.factorize(df["run"])
+        eps = eps + rng.normal(0.0, run_noise, len(u))[codes]
+    df["loss"] = L * np.exp(eps)
+    df["flops"] = 6.0 * df["params"] * df["tokens"]
+    return df
