@@ -79,7 +79,7 @@ def test_sigkill_then_resume_is_exact(tmp_path):
     args = [*SLOWER, "train.steps=40", "train.ckpt_every=20"]
     assert run_dw("train", *args, f"run.dir={ref}").returncode == 0
     proc = _spawn([*args, f"run.dir={cut}"])
-    _wait_for(cut / "ckpt" / "step_00000020.sha256")
+    _wait_for(cut / "ckpt" / "step_00000020" / "MANIFEST")  # the checkpoint is complete once renamed into place
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
@@ -105,8 +105,8 @@ def test_sigusr2_checkpoints_and_exits_for_requeue(tmp_path):
     assert proc.returncode == 3, proc.stderr.read()
     s = _summary(cut)
     assert s["status"] == "preempted" and "SIGUSR2" in s["reason"]
-    ckpts = sorted((cut / "ckpt").glob("step_*.pt"))
-    assert len(ckpts) == 1 and int(ckpts[0].stem.split("_")[1]) == s["steps"] < 40
+    ckpts = sorted((cut / "ckpt").glob("step_*"))
+    assert len(ckpts) == 1 and int(ckpts[0].name.split("_")[1]) == s["steps"] < 40
     p = run_dw("train", *args, f"run.dir={cut}")
     assert p.returncode == 0, p.stderr
     assert _metrics(cut) == _metrics(ref)
@@ -119,12 +119,12 @@ def test_truncated_newest_checkpoint_falls_back(tmp_path):
     assert run_dw("train", *args).returncode == 0
     final = _summary(d)["final_val_loss"]
     ref_metrics = _metrics(d)
-    newest = d / "ckpt" / "step_00000030.pt"
+    newest = d / "ckpt" / "step_00000030" / "__0_0.distcp"
     newest.write_bytes(newest.read_bytes()[:1000])  # a torn write
     (d / "summary.json").unlink()  # pretend the run died before finishing
     p = run_dw("train", *args)
     assert p.returncode == 0, p.stderr
-    assert "step_00000030.pt is corrupt" in p.stderr and "from step 20" in p.stderr
+    assert "step_00000030 is corrupt" in p.stderr and "from step 20" in p.stderr
     assert _summary(d)["final_val_loss"] == final
     assert _metrics(d) == ref_metrics
 
@@ -215,9 +215,13 @@ def test_non_finite_weights_are_never_checkpointed(tmp_path):
     p = run_dw("train", *TINY, "train.steps=40", "optim.lr=1e4", "optim.grad_clip=0", "optim.warmup=0",
                "optim.schedule=constant", "train.ckpt_every=1", f"run.dir={d}")
     assert p.returncode == 1 and _summary(d)["status"] == "diverged"
-    for ck in (d / "ckpt").glob("step_*.pt"):
-        state = torch.load(ck, weights_only=True)
-        assert all(torch.isfinite(v).all() for v in state["model"].values()), ck.name
+    from depthwidth.train import checkpoint
+
+    ckpts = sorted((d / "ckpt").glob("step_*"))
+    assert ckpts
+    for ck in ckpts:
+        state = checkpoint.read_model(ck)
+        assert all(torch.isfinite(v).all() for v in state.values()), ck.name
 
 
 def test_newer_corrupt_checkpoints_never_outlive_the_one_just_saved(tmp_path):
@@ -225,13 +229,17 @@ def test_newer_corrupt_checkpoints_never_outlive_the_one_just_saved(tmp_path):
 
     from depthwidth.train import checkpoint
 
+    from depthwidth.train.dist import World
+
     d = tmp_path / "ckpt"
-    checkpoint.save(d, 20, {"x": torch.ones(1)}, keep=1)
-    (d / "step_00000020.pt").write_bytes(b"torn")
-    assert checkpoint.load_latest(d, warn=lambda m: None) is None
-    checkpoint.save(d, 10, {"x": torch.zeros(1)}, keep=1)
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    checkpoint.save(d, 20, World(), model, opt, {"x": 1}, keep=1)
+    next((d / "step_00000020").glob("*.distcp")).write_bytes(b"torn")
+    assert checkpoint.latest(d, warn=lambda m: None) is None
+    checkpoint.save(d, 10, World(), model, opt, {"x": 0}, keep=1)
     assert checkpoint.list_steps(d) == [10]
-    assert float(checkpoint.load_latest(d)["x"]) == 0.0
+    assert checkpoint.load(checkpoint.latest(d), model, opt)["x"] == 0
 
 
 def test_signal_in_the_last_step_finishes_the_run(tmp_path):

@@ -97,7 +97,8 @@ def _render_dry(s, rows, mfu, peak, secs) -> None:
     t = Table(title=f"sweep {s.name} · {len(rows)} runs (dry run)", caption=s.description or None)
     for col, j in (("#", "right"), ("run id", "left"), ("label", "left"), ("L", "right"), ("W", "right"),
                    ("shape", "left"), ("prec", "left"), ("params", "right"), ("tokens", "right"), ("FLOPs", "right"),
-                   ("GPU-h", "right"), ("ref loss", "right"), ("ref", "left")):
+                   ("procs", "right"), ("layout", "left"), ("GiB/dev", "right"), ("GPU-h", "right"),
+                   ("wall-h", "right"), ("ref loss", "right"), ("ref", "left")):
         t.add_column(col, justify=j, no_wrap=True)
     tot_f = tot_h = 0.0
     for r in rows:
@@ -105,11 +106,16 @@ def _render_dry(s, rows, mfu, peak, secs) -> None:
         loss = ref.get("loss")
         tot_f += r["flops"]
         tot_h += r["gpu_hours"]
+        p = r["plan"]
+        layout = f"{p['mode']} {p['micro_batch']}×{p['accum']}" + (" AC" if p["activation_checkpointing"] else "")
+        mem = f"{p['total'] / 2 ** 30:.1f}" if p["capacity"] else "—"
         t.add_row(str(r["index"]), r["run_id"], r.get("label") or "", str(r["depth"]), str(r["width"]), r["shape"],
-                  r.get("precision") or "",
-                  _si(r["params"]), _si(r["tokens"]), f"{r['flops']:.3g}", f"{r['gpu_hours']:,.1f}",
+                  r.get("precision") or "", _si(r["params"]), _si(r["tokens"]), f"{r['flops']:.3g}",
+                  str(p["processes"]), layout, mem, f"{r['gpu_hours']:,.1f}", f"{r['wall_hours']:,.1f}",
                   "" if loss is None else f"{loss:.3f}", ref.get("source", ""))
     c = wide_console()
     c.print(t)
     c.print(f"total {tot_f:.3g} FLOPs ≈ {tot_h:,.0f} GPU-hours at MFU {mfu:.0%} of {peak:.3g} FLOP/s per GPU "
             f"(FLOPs = training FLOPs/token × tokens, 6N + attention; params include embeddings) · {secs:.2f} s")
+    c.print("layout: parallel mode, micro-batch × accumulation steps per process, AC = activation checkpointing; "
+            "GiB/dev: the memory plan's peak per device (— on the CPU: not checked); wall-h = GPU-h / procs")

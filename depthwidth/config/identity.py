@@ -18,7 +18,8 @@ from typing import Any
 # logging cadence is recognised as the same run.
 NOT_IDENTITY = {
     "run": ("dir", "sweep"),
-    "train": ("device", "threads", "log_every", "ckpt_every", "keep_ckpts", "compile"),
+    "train": ("device", "threads", "log_every", "ckpt_every", "keep_ckpts", "compile", "micro_batch_size", "parallel",
+              "activation_checkpointing"),
     "tracker": None,  # whole group
     "provenance": None,
     "accounting": None,

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Optional
 from depthwidth.core.errors import BadInput, bad
 
 Time = typing.NewType("Time", str)  # SLURM time: minutes (int) or [D-]HH:MM:SS
+IntOrAuto = typing.NewType("IntOrAuto", str)  # an integer >= 1, or "auto"
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,10 @@ class Train:
     ckpt_every: int = setting(ge=0)
     keep_ckpts: int = setting(ge=0)
     budgets: list[float] = setting(gt=0, allowed="a list of token counts, e.g. [1e6,4e6]")
+    micro_batch_size: Optional[IntOrAuto] = setting(
+        allowed="sequences per process per micro-batch: an integer >= 1, auto (the largest that fits) or null (no accumulation)")
+    parallel: str = setting(choices=("auto", "single", "ddp", "fsdp"))
+    activation_checkpointing: str = setting(choices=("none", "block", "auto"))
     compile: bool = setting()
     device: str = setting(choices=("auto", "cpu", "cuda"))
     precision: str = setting(choices=("auto", "fp32", "bf16"))
@@ -101,6 +106,7 @@ class Run:
 class DebugLauncher:
     name: str = setting(choices=("debug",))
     pack: int = setting(ge=1)
+    gpu_memory: float = setting(gt=0, allowed="GiB per GPU for the memory plan, a number > 0")
 
 
 @dataclass
@@ -108,6 +114,8 @@ class LocalLauncher:
     name: str = setting(choices=("local",))
     workers: int = setting(ge=1)
     gpus: str = setting(choices=("auto", "none"))
+    gpus_per_run: int = setting(ge=1)
+    gpu_memory: float = setting(gt=0, allowed="GiB per GPU for the memory plan, a number > 0")
     pack: int = setting(ge=1)
     python: Optional[str] = setting(allowed="a path to a Python interpreter or null")
 
@@ -119,8 +127,10 @@ class SlurmLauncher:
     account: Optional[str] = setting()
     qos: Optional[str] = setting()
     constraint: Optional[str] = setting()
+    nodes: int = setting(ge=1)
     gpus_per_node: int = setting(ge=0)
     tasks_per_node: Optional[int] = setting(ge=1, allowed="an integer >= 1 or null")
+    gpu_memory: float = setting(gt=0, allowed="GiB per GPU for the memory plan, a number > 0")
     cpus_per_task: int = setting(ge=1)
     mem: Optional[str] = setting()
     time: Time = setting(allowed="minutes (int) or [D-]HH:MM:SS")
@@ -209,6 +219,10 @@ def check_group(group: str, node: Mapping) -> None:
 
 def _cross(t: Mapping, o: Mapping) -> None:
     """Rules that relate two settings."""
+    mb = t["micro_batch_size"]
+    if isinstance(mb, int) and t["batch_size"] % mb:
+        raise bad("train.micro_batch_size", mb, f"a divisor of train.batch_size={t['batch_size']} (per process: "
+                  "batch_size / processes must be a multiple of it)")
     if len(o["betas"]) != 2:
         raise bad("optim.betas", list(o["betas"]), "two numbers in [0, 1), e.g. [0.9,0.95]")
     w = float(o["warmup"])
@@ -251,6 +265,8 @@ def _ok(v: Any, tp: Any, r: Range) -> bool:
             isinstance(v, str) and v.replace(":", "").replace("-", "").isdigit())
     elif tp is dict:
         return hasattr(v, "keys")
+    elif tp is IntOrAuto:
+        return v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
     else:  # pragma: no cover - a field of a type this checker does not know
         raise TypeError(f"schema type {tp!r} not supported")
     return ok and _in_range(float(v), r)

@@ -34,8 +34,10 @@ def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     return runs, launcher
 
 
-def launcher_config(overrides: Sequence[str] = (), *, need_scheduler: bool = True) -> dict:
+def launcher_config(overrides: Sequence[str] = (), *, need_scheduler: bool = True, defaults=None) -> dict:
     """The chosen launcher's settings as a plain dict; bad names/keys -> BadInput.
+    ``defaults``: {launcher name: {key: value}} from a sweep file, applied over
+    conf/launcher/NAME.yaml and under the overrides.
     ``need_scheduler``: launcher=slurm requires sbatch on PATH (not for a dry run)."""
     from omegaconf import OmegaConf
 
@@ -51,6 +53,10 @@ def launcher_config(overrides: Sequence[str] = (), *, need_scheduler: bool = Tru
     if not path.is_file():
         raise BadInput(f"missing launcher config {path}")
     cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    preset = (defaults or {}).get(name) or {}
+    if not isinstance(preset, dict):
+        raise bad(f"sweep file launcher.{name}", preset, "a mapping of launcher keys")
+    keys = {**{f"launcher.{k}": v for k, v in preset.items()}, **keys}
     for k, v in keys.items():
         k = k.lstrip("+")
         short = "pack" if k == "pack" else k[len("launcher."):]
@@ -93,3 +99,20 @@ def target_device(cfg: dict) -> str:
     if cfg["name"] == "local" and cfg.get("gpus") == "none":
         return "cpu"
     return "cuda" if visible_gpus() else "cpu"
+
+
+def processes(cfg: dict) -> int:
+    """Processes one run gets: slurm nodes × tasks per node; local ``gpus_per_run`` on GPUs; else 1."""
+    if cfg["name"] == "slurm":
+        gpn = int(cfg.get("gpus_per_node") or 0)
+        return int(cfg.get("nodes") or 1) * int(cfg.get("tasks_per_node") or max(1, gpn))
+    if cfg["name"] == "local" and target_device(cfg) == "cuda":
+        return int(cfg.get("gpus_per_run") or 1)
+    return 1
+
+
+def capacity(cfg: dict, device: str) -> int | None:
+    """Bytes per device the memory plan must fit (``launcher.gpu_memory`` GiB); None on the CPU."""
+    if device != "cuda":
+        return None
+    return int(float(cfg.get("gpu_memory") or 80) * 2 ** 30)

@@ -17,6 +17,7 @@ I)`` (by hand: ``python -m depthwidth.launch task TASKS.json I``).
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import time
@@ -28,8 +29,12 @@ from depthwidth.launch.debug import run_debug
 from depthwidth.launch.local import spawn_workers
 
 
+_SUBMISSIONS = itertools.count()
+
+
 def _sub_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 100000:05d}"
+    """Unique per submission: time, pid, and a counter (one sweep may submit several arrays at once)."""
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 100000:05d}-{next(_SUBMISSIONS)}"
 
 
 def submit(name: str, items: list[dict], cfg: dict, *, show: Callable | None = None) -> list[dict]:

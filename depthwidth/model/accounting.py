@@ -140,3 +140,38 @@ def account(spec: ModelSpec, seq_len: int) -> dict:
         "mean_width": sum(spec.widths) / spec.depth,
         "widths": list(spec.widths),
     }
+
+
+def param_shapes(spec: ModelSpec) -> list[tuple[str, str, tuple[int, ...]]]:
+    """Every parameter the model built from ``spec`` holds, in ``named_parameters()``
+    order: (FSDP unit: ``root`` or ``blocks.i``, name, shape).  A tied LM head is the
+    embedding (listed once).  A test checks this against the built model."""
+    spec.validate()
+    V, h = spec.vocab_size, spec.embed_width
+    b = spec.bias
+
+    def norm(prefix: str, width: int) -> list:
+        return [(prefix + ".weight", (width,))] + ([(prefix + ".bias", (width,))] if spec.norm == "layernorm" else [])
+
+    def linear(prefix: str, n_in: int, n_out: int, bias: bool) -> list:
+        return [(prefix + ".weight", (n_out, n_in))] + ([(prefix + ".bias", (n_out,))] if bias else [])
+
+    out = [("root", "wte.weight", (V, h))]
+    for i, w in enumerate(spec.widths):
+        m, in_w, st = spec.mlp_hidden(i), spec.input_width(i), spec.stabiliser
+        ps = [("gate_attn", ()), ("gate_mlp", ())] if st == "rezero" else []  # own parameters come first
+        ps += linear("proj_in", in_w, w, False) if spec.resize == "proj" and in_w != w else []
+        ps += norm("norm_1", w) + linear("attn.c_attn", w, 3 * w, b) + linear("attn.c_proj", w, w, b)
+        ps += norm("norm_2", w) + linear("mlp.c_fc", w, m, b)
+        if spec.mlp == "swiglu":
+            ps += linear("mlp.c_gate", w, m, b)
+        ps += linear("mlp.c_proj", m, w, b)
+        if st == "normformer":
+            ps += norm("mlp.mid_norm", m) + norm("attn_out_norm", w)
+        out += [(f"blocks.{i}", f"blocks.{i}.{n}", s) for n, s in ps]
+    if spec.resize == "proj" and spec.widths[-1] != h:
+        out += [("root", n, s) for n, s in linear("proj_out", spec.widths[-1], h, False)]
+    out += [("root", n, s) for n, s in norm("norm_f", spec.final_norm_width)]
+    if not spec.tied:
+        out.append(("root", "lm_head.weight", (V, h)))
+    return out

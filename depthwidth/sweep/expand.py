@@ -15,6 +15,7 @@ run's identity).
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +23,13 @@ from typing import Any, Iterable, Sequence
 
 from depthwidth.config.fast import compose_fast, override_list, parse_cli_overrides
 from depthwidth.config.identity import run_id
+from depthwidth.launch.config import capacity, launcher_config, processes, target_device
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.model.accounting import count_params
 from depthwidth.model.figures import figures
 from depthwidth.model.resolve import from_config
 from depthwidth.sweep.file import RESERVED, load_file, points
+from depthwidth.train import memory
 from depthwidth.train.plan import check as check_run
 from depthwidth.train.plan import precision_for
 
@@ -49,6 +52,7 @@ class Run:
     run_id: str | None = None
     error: str | None = None
     figures: dict = field(default_factory=dict)
+    launcher: dict = field(default_factory=dict)  # the run's effective launcher settings
 
     def full_overrides(self, sweep: str, run_dir: str | os.PathLike) -> list[str]:
         return self.overrides + [f"run.sweep={sweep}", f"run.dir={os.fspath(run_dir)}"]
@@ -66,21 +70,31 @@ class Sweep:
         return [r for r in self.runs if r.error]
 
 
-def expand(name: str, cli_overrides: Sequence[str] = (), *, device: str = "cpu", mfu: float = DEFAULT_MFU,
-           peak: float = DEFAULT_PEAK) -> Sweep:
-    """The sweep's runs, composed, identified and validated.  File-level errors
+def expand(name: str, cli_overrides: Sequence[str] = (), *, launcher_overrides: Sequence[str] = (),
+           need_scheduler: bool = False, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK) -> Sweep:
+    """The sweep's runs, composed, identified, validated and planned.  File-level errors
     raise BadInput; per-run errors are kept in ``run.error`` (see ``check``).
-    ``device`` (cpu | cuda, from the launcher) resolves ``train.precision=auto``."""
+    Each run's launcher is conf/launcher ← the sweep file's ``launcher`` defaults ←
+    ``launcher_overrides``; its device (cpu | cuda) resolves ``train.precision=auto``,
+    its processes and ``gpu_memory`` are what the memory plan must fit."""
     doc = load_file(name)
     cli_groups, cli_keys = parse_cli_overrides(cli_overrides)
     for k in cli_keys:
         if k.lstrip("+") in RESERVED:
             raise BadInput(f"{k} is set by dw sweep itself (runs/{name}/RUN_ID)")
     runs, seen, dup = [], {}, 0
+    launchers: dict = {}
     for pt in points(name, doc):
+        lkey = json.dumps(pt["launcher"], sort_keys=True, default=str)
+        if lkey not in launchers:  # launcher errors are the sweep's, not one run's: raised here
+            launchers[lkey] = launcher_config(launcher_overrides, need_scheduler=need_scheduler,
+                                              defaults=pt["launcher"])
+        lcfg = launchers[lkey]
+        device = target_device(lcfg)
         groups = {**pt["groups"], **cli_groups}
         keys = {**pt["keys"], **cli_keys}
-        r = Run(index=len(runs), overrides=[], groups=groups, keys=keys, ref=pt["ref"], label=pt["label"])
+        r = Run(index=len(runs), overrides=[], groups=groups, keys=keys, ref=pt["ref"], label=pt["label"],
+                launcher=lcfg)
         try:
             cfg = compose_fast(groups, keys)
             if pt["tokens"] is not None and "train.tokens" not in cli_keys:
@@ -89,7 +103,8 @@ def expand(name: str, cli_overrides: Sequence[str] = (), *, device: str = "cpu",
             if cfg.train.get("precision") == "auto":
                 keys["train.precision"] = cfg.train.precision = precision_for("auto", device)
             r.cfg = cfg
-            r.figures = validate(cfg, mfu=mfu, peak=peak)
+            r.figures = validate(cfg, mfu=mfu, peak=peak, device=device, processes=processes(lcfg),
+                                 capacity=capacity(lcfg, device))
             r.run_id = run_id(cfg)
         except BadInput as e:
             r.error = str(e)
@@ -129,20 +144,36 @@ def _tokens(rule: Any, cfg: Any) -> int:
     return int(round(t))
 
 
-def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK) -> dict:
-    """Everything `dw train` would reject, short of touching the data (``train.plan.check``);
-    the dry-run figures of the run.  No torch."""
+def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, device: str = "cpu",
+             processes: int = 1, capacity: int | None = None) -> dict:
+    """Everything `dw train` would reject, short of touching the data (``train.plan.check``),
+    the memory plan on ``processes`` devices of ``capacity`` bytes (BadInput if it cannot
+    fit), and the dry-run figures of the run.  No torch."""
     rp = check_run(cfg)
     spec, t = rp.spec, cfg.train
+    if t.batch_size % processes:
+        raise bad("train.batch_size", t.batch_size, f"a multiple of the {processes} data-parallel processes")
+    mb = t.micro_batch_size
+    if isinstance(mb, int) and (t.batch_size // processes) % mb:
+        raise bad("train.micro_batch_size", mb, f"a divisor of the {t.batch_size // processes} sequences per process")
+    lay = memory.layout(spec, seq_len=t.seq_len, batch_size=t.batch_size, world=processes, parallel=t.parallel,
+                        micro_batch=mb, ac=t.activation_checkpointing, precision=t.precision, device=device,
+                        capacity=capacity, wsd_branches=any(b.branch_at is not None for b in rp.budgets))
+    if not lay.fits:
+        raise BadInput(f"needs {lay.total / memory.GiB:.1f} GiB per device ({lay.mode}, {processes} processes, "
+                       f"micro-batch {lay.micro_batch}, activation checkpointing {'on' if lay.ac else 'off'}) but "
+                       f"launcher.gpu_memory is {capacity / memory.GiB:.0f} GiB; it would fit with {lay.advice}")
     f = figures(spec, t.seq_len)
     tokens = rp.steps * rp.tokens_per_step
     flops = f["flops_per_token"] * tokens
+    gpu_hours = flops / (mfu * peak) / 3600.0
     return {
         "depth": spec.depth, "width": int(cfg.model.width),
         "shape": "custom" if cfg.model.get("widths") else str(cfg.model.shape),
         "widths": list(spec.widths), "params": f["params"], "params_non_embedding": f["params_non_embedding"],
         "flops_per_token": f["flops_per_token"], "tokens": tokens, "steps": rp.steps, "flops": flops,
-        "gpu_hours": flops / (mfu * peak) / 3600.0, "seed": int(cfg.run.seed), "precision": t.precision,
+        "gpu_hours": gpu_hours, "wall_hours": gpu_hours / processes, "seed": int(cfg.run.seed),
+        "precision": t.precision, "plan": lay.to_dict(),
     }
 
 

@@ -14,10 +14,12 @@ A sweep file (every key optional except one of runs/axes/zip/blocks)::
     runs:                                       # explicit points; each may carry reference data
       - {model.depth: 16, model.width: 512, ref: {loss: 3.435, source: published}}
     tokens: {per_param: 20, max: 1.4e11}        # train.tokens = k x params | {value: 6.4e9}
-    blocks: [ {label: small, runs: [...], tokens: {...}}, ... ]   # sub-sweeps, concatenated
+    launcher: {slurm: {gpus_per_node: 8}}       # launcher defaults per launcher (the command line wins)
+    blocks: [ {label: small, runs: [...], tokens: {...}, launcher: {...}}, ... ]   # sub-sweeps, concatenated
 
 Points are ``runs`` (or one empty point) x product(axes) x each zip group x
-seeds; a block inherits the file's groups/fixed/tokens and may add its own.
+seeds; a block inherits the file's groups/fixed/tokens/launcher and may add
+its own.  Runs whose launcher settings differ are submitted as separate arrays.
 Keys with a dot are config keys (``model.depth``), keys without one are
 config groups (``model: vwt``).  ``ref`` (reference data, e.g. a published
 loss; ``source: published | reconstructed``), ``label`` and ``tokens`` are
@@ -35,10 +37,10 @@ from typing import Any
 
 from depthwidth.core.errors import BadInput, bad
 
-TOP_KEYS = ("description", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "blocks")
+TOP_KEYS = ("description", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher", "blocks")
 
 
-BLOCK_KEYS = ("label", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens")
+BLOCK_KEYS = ("label", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher")
 
 
 POINT_META = ("ref", "label", "tokens")
@@ -141,6 +143,7 @@ def points(name: str, doc: dict) -> list[dict]:
         fixed = {**(doc.get("fixed") or {}), **(blk.get("fixed") or {})}
         groups = {**(doc.get("groups") or {}), **(blk.get("groups") or {})}
         tokens = blk.get("tokens", doc.get("tokens"))
+        launcher = _launcher_defaults(name, doc.get("launcher"), blk.get("launcher"))
         runs = blk.get("runs", doc.get("runs") if "blocks" not in doc else None) or [{}]
         axes = blk.get("axes", doc.get("axes") if "blocks" not in doc else None)
         zips = blk.get("zip", doc.get("zip") if "blocks" not in doc else None)
@@ -157,7 +160,7 @@ def points(name: str, doc: dict) -> list[dict]:
                 for z in _zipped(name, zips):
                     for s in seed_axis:
                         merged = {**fixed, **{k: v for k, v in p.items() if k not in POINT_META}, **combo, **z, **s}
-                        pt = {"groups": dict(groups), "keys": {}, "ref": p.get("ref"),
+                        pt = {"groups": dict(groups), "keys": {}, "ref": p.get("ref"), "launcher": launcher,
                               "label": p.get("label", blk.get("label")), "tokens": p.get("tokens", tokens)}
                         for k, v in merged.items():
                             _place(name, pt, k, v)
@@ -174,3 +177,16 @@ def _place(name: str, pt: dict, key: str, value: Any) -> None:
         pt["keys"][key] = value
     else:
         pt["groups"][key] = value
+
+
+def _launcher_defaults(name: str, top, block) -> dict:
+    """{launcher name: {key: value}}: the file's, then the block's (which win), per launcher."""
+    out: dict = {}
+    for where, d in (("launcher", top), ("block launcher", block)):
+        if d is None:
+            continue
+        if not isinstance(d, dict) or not all(isinstance(v, dict) for v in d.values()):
+            raise bad(f"sweep {name}: {where}", d, "a mapping {debug|local|slurm: {key: value}}")
+        for lname, keys in d.items():
+            out[lname] = {**out.get(lname, {}), **keys}
+    return out

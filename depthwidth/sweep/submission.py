@@ -16,6 +16,7 @@ data opened once per distinct source) before anything is written.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -85,13 +86,12 @@ def plan(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str |
         raise bad("--peak", peak, "FLOP/s > 0")
     run_ovr, launch_ovr = split_overrides([*_launcher_overrides(launcher), *(overrides or [])])
     lcfg = launcher_config(launch_ovr, need_scheduler=not dry_run)
-    device = target_device(lcfg)
-    sw = expand(name, run_ovr, device=device, mfu=mfu, peak=peak)
+    sw = expand(name, run_ovr, launcher_overrides=launch_ovr, need_scheduler=not dry_run, mfu=mfu, peak=peak)
     runs = select(sw.runs, only)
     if not dry_run:
         check_data(sw, runs)
     check(sw, runs)
-    return Planned(sw, runs, lcfg, device)
+    return Planned(sw, runs, lcfg, target_device(lcfg))
 
 
 def submit(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str | None = None,
@@ -129,10 +129,16 @@ def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show) -> Submissio
             todo.append(r)
         else:
             skipped[state] = skipped.get(state, 0) + 1
-    items = [{"run_id": r.run_id, "index": r.index, "label": r.label, "ref": r.ref,
-              "run_dir": str(root / name / r.run_id), "overrides": r.full_overrides(name, root / name / r.run_id),
-              "tokens_total": r.figures["tokens"], "params": r.figures["params"]} for r in todo]
-    subs = launch_submit(name, items, lcfg, show=show) if items else []
+    groups: dict = {}  # runs whose launcher settings differ go in separate submissions (arrays)
+    for r in todo:
+        key = json.dumps(r.launcher, sort_keys=True, default=str)
+        groups.setdefault(key, (r.launcher, []))[1].append(
+            {"run_id": r.run_id, "index": r.index, "label": r.label, "ref": r.ref,
+             "run_dir": str(root / name / r.run_id), "overrides": r.full_overrides(name, root / name / r.run_id),
+             "tokens_total": r.figures["tokens"], "params": r.figures["params"]})
+    subs = []
+    for cfg, items in groups.values():
+        subs += launch_submit(name, items, cfg, show=show)
     return Submission(name, lcfg["name"], subs, sorted({x["job_id"] for x in subs}, key=job_key), skipped)
 
 

@@ -1,65 +1,168 @@
-"""Checkpoints: atomic, checksummed, loadable with ``weights_only=True``.
+"""Checkpoints: sharded (torch.distributed.checkpoint), atomic, checksummed.
 
-``ckpt/step_00000040.pt`` holds the training state; ``step_00000040.sha256``
-its checksum.  A checkpoint whose bytes do not match (a truncated write, a
-bad disk) is skipped with a warning and the previous one is used.
+``ckpt/step_00000040/`` is one checkpoint, written by every process at once:
+
+    __0_0.distcp, ...   each rank's shards of the model and optimiser state
+                        (DCP; FQN keys, so any layout — single, DDP, FSDP over
+                        any number of processes — can load any other's)
+    .metadata           DCP's index of the shards
+    extra.pt            the loop's state (step, budget results, sampler, RNG,
+                        wall time), written by rank 0; loaded weights_only
+    MANIFEST            sha256 of every file above, written last
+
+It is written under ``ckpt/.step_00000040.tmp/`` and renamed into place by
+rank 0 only after every rank finished and the manifest is on disk, so a
+checkpoint exists completely or not at all.  A directory whose files do not
+match its manifest (a bad disk, a truncated copy) is skipped with a warning
+and the previous one is used.  Half-written ``.tmp`` directories are never
+read and are removed by the next save.  The newest ``keep`` checkpoints are
+kept.  (Before the stage layout, checkpoints were single ``step_N.pt`` files;
+their runs have other ids now and are not resumed.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import os
+import shutil
 import sys
+import warnings
 from pathlib import Path
 
 from depthwidth.core.atomic import write_bytes, write_text
 
-
-def _paths(ckpt_dir: Path, step: int) -> tuple[Path, Path]:
-    return ckpt_dir / f"step_{step:08d}.pt", ckpt_dir / f"step_{step:08d}.sha256"
+MANIFEST = "MANIFEST"
 
 
-def save(ckpt_dir: Path, step: int, state: dict, keep: int = 2) -> Path:
+def _dir(ckpt_dir: Path, step: int) -> Path:
+    return Path(ckpt_dir) / f"step_{step:08d}"
+
+
+def _sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _quiet():
+    """DCP warns on every single-process save/load that it assumes one process: it does, on purpose."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*assuming the intent is to")
+        yield
+
+
+def _barrier(world) -> None:
+    if world.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def save(ckpt_dir: Path, step: int, world, model, opt, extra: dict, keep: int = 2) -> Path:
+    """Every rank calls this at the same step."""
     import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    data = buf.getvalue()
-    pt, sha = _paths(ckpt_dir, step)
-    # Steps newer than this one are leftovers of a corrupt checkpoint we resumed
-    # past: drop them, or pruning below could keep them and delete this one.
-    for newer in [s for s in list_steps(ckpt_dir) if s > step]:
-        for p in _paths(ckpt_dir, newer):
-            p.unlink(missing_ok=True)
-    write_bytes(pt, data)
-    write_text(sha, hashlib.sha256(data).hexdigest() + "\n")
-    for old in list_steps(ckpt_dir)[:-keep] if keep > 0 else []:
-        for p in _paths(ckpt_dir, old):
-            p.unlink(missing_ok=True)
-    return pt
+    ckpt_dir = Path(ckpt_dir)
+    final = _dir(ckpt_dir, step)
+    tmp = ckpt_dir / f".{final.name}.tmp"
+    if world.main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    _barrier(world)
+    msd, osd = get_state_dict(model, opt)
+    with _quiet():
+        dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(tmp))
+    _barrier(world)
+    if world.main:
+        buf = io.BytesIO()
+        torch.save(extra, buf)
+        write_bytes(tmp / "extra.pt", buf.getvalue())
+        files = sorted(p.name for p in tmp.iterdir() if p.is_file())
+        write_text(tmp / MANIFEST, "".join(f"{_sha(tmp / n)}  {n}\n" for n in files))
+        # Steps newer than this one are leftovers of a corrupt checkpoint we resumed
+        # past: drop them, or pruning below could keep them and delete this one.
+        for newer in [s for s in list_steps(ckpt_dir) if s > step]:
+            shutil.rmtree(_dir(ckpt_dir, newer), ignore_errors=True)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        for old in list_steps(ckpt_dir)[:-keep] if keep > 0 else []:
+            shutil.rmtree(_dir(ckpt_dir, old), ignore_errors=True)
+        for stale in ckpt_dir.glob(".step_*.tmp"):
+            shutil.rmtree(stale, ignore_errors=True)
+    _barrier(world)
+    return final
 
 
 def list_steps(ckpt_dir: Path) -> list[int]:
+    ckpt_dir = Path(ckpt_dir)
     if not ckpt_dir.is_dir():
         return []
-    return sorted(int(p.stem.split("_")[1]) for p in ckpt_dir.glob("step_*.pt"))
+    return sorted(int(p.name.split("_")[1]) for p in ckpt_dir.glob("step_*") if p.is_dir())
 
 
-def load_latest(ckpt_dir: Path, warn=None) -> dict | None:
-    """Newest checkpoint whose checksum verifies, or None."""
-    import torch
+def verify(path: Path) -> str | None:
+    """None if every file matches the manifest, else why not."""
+    m = path / MANIFEST
+    if not m.is_file():
+        return "no manifest"
+    try:
+        listed = dict(reversed(line.split("  ", 1)) for line in m.read_text().splitlines() if line.strip())
+    except ValueError:
+        return "unreadable manifest"
+    if not listed:
+        return "empty manifest"
+    for name, digest in listed.items():
+        f = path / name
+        if not f.is_file():
+            return f"{name} missing"
+        if _sha(f) != digest:
+            return f"{name} checksum mismatch"
+    return None
 
+
+def latest(ckpt_dir: Path, warn=None) -> Path | None:
+    """Newest checkpoint directory that verifies, or None (checked by rank 0 and every rank alike)."""
     warn = warn or (lambda m: print(f"dw: warning: {m}", file=sys.stderr))
     for step in reversed(list_steps(ckpt_dir)):
-        pt, sha = _paths(ckpt_dir, step)
-        try:
-            data = pt.read_bytes()
-            expected = sha.read_text().strip()
-        except OSError:
-            warn(f"checkpoint {pt.name} has no checksum; skipping it")
-            continue
-        if hashlib.sha256(data).hexdigest() != expected:
-            warn(f"checkpoint {pt.name} is corrupt (checksum mismatch); falling back to the previous one")
-            continue
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        d = _dir(ckpt_dir, step)
+        why = verify(d)
+        if why is None:
+            return d
+        warn(f"checkpoint {d.name} is corrupt ({why}); falling back to the previous one")
     return None
+
+
+def load(path: Path, model, opt) -> dict:
+    """Restore model and optimiser (resharded to this layout) in place; returns extra."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    msd, osd = get_state_dict(model, opt)
+    state = {"model": msd, "optim": osd}
+    with _quiet():
+        dcp.load(state, checkpoint_id=str(path))
+    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    return torch.load(path / "extra.pt", map_location="cpu", weights_only=True)
+
+
+def read_model(path: Path) -> dict:
+    """The model's tensors (full, unsharded, on the CPU) of checkpoint ``path``, without
+    building the model: what analyses and checks need."""
+    import tempfile
+
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "full.pt"
+        dcp_to_torch_save(str(path), str(out))
+        state = torch.load(out, map_location="cpu", weights_only=True)
+    return state["model"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 class GradProbe:
-    def __init__(self, model):
+    def __init__(self, model, world=None):
         import torch
 
         params, layer, kind = [], [], []
@@ -23,7 +23,7 @@ class GradProbe:
                 layer.append(i)
                 kind.append(1 if id(p) in attn else 2 if id(p) in mlp else 0)
         dev = params[0].device if params else "cpu"
-        self.params = params
+        self.params, self.world = params, world
         self.depth = len(model.layer_params())
         self.layer = torch.tensor(layer, device=dev)
         self.kind = torch.tensor(kind, device=dev)
@@ -31,8 +31,11 @@ class GradProbe:
     def __call__(self) -> dict[str, list[float]]:
         import torch
 
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        sq = torch.stack(torch._foreach_norm(grads)).float() ** 2
+        from depthwidth.train.parallel import global_sq_norms, local
+
+        grads = [p.grad if p.grad is not None else torch.zeros_like(local(p)) for p in self.params]
+        sq = global_sq_norms(self.world, grads) if self.world is not None else torch.stack(
+            torch._foreach_norm(grads)).float() ** 2
         L = self.depth
         out = torch.zeros(3, L, device=sq.device)
         out[0].index_add_(0, self.layer, sq)

@@ -1,10 +1,10 @@
 """The run's own progress, as a checkpoint stores it (docs/CONTRACTS.md).
 
-Model, optimiser, sampler and RNG state are the trainer's; ``TrainState``
+Model and optimiser state are checkpoint.py's (sharded); ``TrainState``
 holds what the loop itself has accumulated: the step, the budget results
 recorded so far, the last finite training loss and the wall time of earlier
-attempts.  ``checkpoint_dict``/``restore`` map all of it to and from the
-checkpoint's keys (unchanged since the first checkpoint format)."""
+attempts.  ``extra_state``/``restore`` map it, with the sampler and RNG, to
+and from the checkpoint's ``extra.pt``."""
 
 from __future__ import annotations
 
@@ -29,14 +29,13 @@ class TrainState:
         return {r["step"] for r in self.results}
 
 
-def checkpoint_dict(run_id: str, st: TrainState, model, opt, sampler, wall: float) -> dict:
+def extra_state(run_id: str, st: TrainState, sampler, wall: float) -> dict:
+    """What a checkpoint holds beside the model and optimiser (checkpoint.py's extra.pt)."""
     import torch
 
     return {
         "run_id": run_id,
         "step": st.step,
-        "model": model.state_dict(),
-        "optim": opt.state_dict(),
         "sampler": json.dumps(sampler.state_dict()),
         "torch_rng": torch.get_rng_state(),
         "results": json.dumps(st.results),
@@ -45,12 +44,10 @@ def checkpoint_dict(run_id: str, st: TrainState, model, opt, sampler, wall: floa
     }
 
 
-def restore(saved: dict, model, opt, sampler) -> TrainState:
+def restore(extra: dict, sampler) -> TrainState:
     import torch
 
-    model.load_state_dict(saved["model"])
-    opt.load_state_dict(saved["optim"])
-    sampler.load_state_dict(json.loads(saved["sampler"]))
-    torch.set_rng_state(saved["torch_rng"])
-    return TrainState(int(saved["step"]), json.loads(saved["results"]), saved.get("last_finite_loss"),
-                      float(saved.get("wall_time_s", 0.0)))
+    sampler.load_state_dict(json.loads(extra["sampler"]))
+    torch.set_rng_state(extra["torch_rng"])
+    return TrainState(int(extra["step"]), json.loads(extra["results"]), extra.get("last_finite_loss"),
+                      float(extra.get("wall_time_s", 0.0)))

@@ -25,7 +25,6 @@ then exits with ``EXIT_PREEMPTED`` (3), which launchers treat as "requeue me".
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -39,14 +38,14 @@ from depthwidth.core.errors import BadInput, bad
 from depthwidth.core.store import runs_root
 from depthwidth.model.accounting import account
 from depthwidth.track.tracker import make_tracker
-from depthwidth.train import checkpoint, dist, optim
+from depthwidth.train import checkpoint, dist, memory, optim, parallel
 from depthwidth.train.branch import decay_branch
 from depthwidth.train.meter import LossWatch, Throughput, peak_flops
 from depthwidth.train.plan import check, precision_for
 from depthwidth.train.probes import GradProbe
 from depthwidth.train.schedule import Schedule
 from depthwidth.train.signals import StopFlag
-from depthwidth.train.state import TrainState, checkpoint_dict, restore
+from depthwidth.train.state import TrainState, extra_state, restore
 from depthwidth.train.summary import summary_path, write_summary
 
 EXIT_PREEMPTED = 3
@@ -87,6 +86,9 @@ def prepare(cfg) -> Plan:
     world = dist.world_from_env()
     if t.batch_size % world.size:
         raise bad("train.batch_size", t.batch_size, f"a multiple of the {world.size} data-parallel processes")
+    mb = t.micro_batch_size
+    if isinstance(mb, int) and (t.batch_size // world.size) % mb:
+        raise bad("train.micro_batch_size", mb, f"a divisor of the {t.batch_size // world.size} sequences per process")
     device_type = _device_type(t.device)
     precision = precision_for(t.precision, device_type)
     if t.precision != precision:
@@ -162,33 +164,58 @@ class Trainer:
             torch.cuda.set_device(self.device)
         dist.init(w, self.device.type)
         torch.manual_seed(int(cfg.run.seed))
+        self.layout = self._layout()
         self.model = VariableWidthGPT(p.spec, cfg.train.seq_len).to(self.device)
-        self.fwd = self.model
-        if w.distributed:
-            from torch.nn.parallel import DistributedDataParallel
-
-            self.fwd = DistributedDataParallel(self.model, device_ids=[w.local_rank] if self.device.type == "cuda" else None)
-        if cfg.train.compile:
-            self.fwd = torch.compile(self.fwd)
+        self.fwd = parallel.apply(self.model, self.layout.mode, self.device, p.precision, ac=self.layout.ac,
+                                  compile=bool(cfg.train.compile))
         self.opt = optim.build_optimizer(self.model, cfg.optim)
         self.sampler = p.source.sampler("train", cfg.train.batch_size, cfg.train.seq_len, int(cfg.run.seed))
         self.val = [
             (torch.from_numpy(x).to(self.device), torch.from_numpy(y).to(self.device))
             for x, y in p.source.val_batches(cfg.train.batch_size, cfg.train.seq_len, cfg.train.eval_batches)
         ]
-        self.probe = GradProbe(self.model)
+        self.probe = GradProbe(self.model, self.world)
         self.state = TrainState()
-        saved = checkpoint.load_latest(p.run_dir / "ckpt", warn=lambda m: self.log(f"warning: {m}"))
-        if saved is not None:
-            if saved.get("run_id") != p.run_id:
-                raise BadInput(f"checkpoint in {p.run_dir}/ckpt belongs to run {saved.get('run_id')}, not {p.run_id}")
-            self.state = restore(saved, self.model, self.opt, self.sampler)
+        path = self._latest_checkpoint()
+        if path is not None:
+            extra = checkpoint.load(path, self.model, self.opt)
+            if extra.get("run_id") != p.run_id:
+                raise BadInput(f"checkpoint in {p.run_dir}/ckpt belongs to run {extra.get('run_id')}, not {p.run_id}")
+            self.state = restore(extra, self.sampler)
             self.log(f"resuming run {p.run_id} from step {self.state.step}")
-        self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if p.precision == "bf16"
-                         else contextlib.nullcontext())
+        self.autocast = parallel.autocast(self.device, p.precision, self.layout.mode)
         self.provenance = provenance.record(device=_describe(self.device), precision=p.precision,
                                             data=p.source.fingerprint)
         self._open_run_dir()
+
+    def _layout(self) -> memory.Plan:
+        """single | ddp | fsdp, micro-batch and activation checkpointing for this world and device."""
+        import torch
+
+        t, p, w = self.cfg.train, self.p, self.world
+        cap = torch.cuda.get_device_properties(self.device).total_memory if self.device.type == "cuda" else None
+        lay = memory.layout(p.spec, seq_len=t.seq_len, batch_size=t.batch_size, world=w.size, parallel=t.parallel,
+                            micro_batch=t.micro_batch_size, ac=t.activation_checkpointing, precision=p.precision,
+                            device=self.device.type, capacity=cap,
+                            wsd_branches=any(b.branch_at is not None for b in p.budgets))
+        if not lay.fits:
+            self.log(f"warning: the memory plan needs {lay.total / memory.GiB:.1f} GiB per device of "
+                     f"{cap / memory.GiB:.1f} GiB; try {lay.advice}")
+        self.log(f"layout: {w.size} process{'es' * (w.size > 1)}, {lay.mode}, micro-batch {lay.micro_batch} x "
+                 f"{lay.accum}, activation checkpointing {'on' if lay.ac else 'off'}")
+        return lay
+
+    def _latest_checkpoint(self):
+        """Rank 0 verifies the checkpoints; every rank loads the one it chose."""
+        warn = lambda m: self.log(f"warning: {m}")  # noqa: E731
+        path = checkpoint.latest(self.p.run_dir / "ckpt", warn=warn) if self.world.main else None
+        if self.world.distributed:
+            import torch.distributed as dist
+
+            box = [None if path is None else str(path)]
+            dist.broadcast_object_list(box, src=0)
+            path = None if box[0] is None else Path(box[0])
+        return path
 
     def _open_run_dir(self) -> None:
         from omegaconf import OmegaConf
@@ -217,16 +244,22 @@ class Trainer:
 
         optim.set_lr(self.opt, lr)
         x, y = self._batch()
-        with self.autocast:
-            _, loss = self.fwd(x, y)
-        loss.backward()
+        mb, k = self.layout.micro_batch, self.layout.accum
+        total = 0.0
+        for j in range(k):  # gradients are synchronised on the last micro-batch only
+            with parallel.sync(self.fwd, self.layout.mode, last=j == k - 1):
+                with self.autocast:
+                    _, loss = self.fwd(x[j * mb:(j + 1) * mb], y[j * mb:(j + 1) * mb])
+                (loss / k).backward()
+            total = total + loss.detach()
         probes = self.probe() if probe else None
         clip = float(self.cfg.optim.grad_clip)
         params = [q for q in self.model.parameters() if q.grad is not None]
         gn = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-        return loss.detach(), gn.detach(), probes
+        gn = gn.full_tensor() if hasattr(gn, "full_tensor") else gn  # FSDP: a DTensor over the shards
+        return total / k, gn.detach(), probes
 
     def evaluate(self) -> float:
         import torch
@@ -247,13 +280,13 @@ class Trainer:
         """Checked before every checkpoint: a finite loss does not prove the last update was."""
         import torch
 
-        norms = torch._foreach_norm([q.detach() for q in self.model.parameters()])
-        return bool(torch.isfinite(torch.stack(norms)).all())
+        sq = parallel.global_sq_norms(self.world, [q.detach() for q in self.model.parameters()])
+        return bool(torch.isfinite(sq).all())
 
     def _save(self, wall: float) -> None:
-        if self.world.main:
-            state = checkpoint_dict(self.p.run_id, self.state, self.model, self.opt, self.sampler, wall)
-            checkpoint.save(self.p.run_dir / "ckpt", self.state.step, state, keep=int(self.cfg.train.keep_ckpts))
+        extra = extra_state(self.p.run_id, self.state, self.sampler, wall)
+        checkpoint.save(self.p.run_dir / "ckpt", self.state.step, self.world, self.model, self.opt, extra,
+                        keep=int(self.cfg.train.keep_ckpts))
 
     def _checkpoint(self, wall: float) -> dict | None:
         """Save, unless the weights went non-finite (then the run ends diverged: its summary)."""

@@ -1,0 +1,195 @@
+"""The memory plan of a run: bytes per device, before anything is submitted.
+
+Static part (exact; tests count every tensor on every rank):
+    params      fp32 master weights: 4·N replicated (single, DDP), or for FSDP2
+                the rank's dim-0 shard of every tensor, padded to ceil(d0/S) rows
+                (FSDP2 keeps one padded buffer per parameter);
+    grads       the same layout in fp32 (DDP: views into its buckets);
+    optimizer   AdamW: exp_avg + exp_avg_sq in fp32 over the rank's (unpadded)
+                elements, plus one 4-byte step counter per tensor;
+    branch      WSD decay branches clone the model and the optimiser state
+                once more (params + optimizer) while a branch trains;
+    buffers     RoPE tables, replicated.
+Working set (estimates, stated):
+    compute     bf16 copies of the weights being multiplied: autocast's
+                weight cache (2·N) for single/DDP; for FSDP the unsharded
+                bf16 (fp32 on CPU) parameters and gradients of the two largest
+                blocks in flight (current + prefetched) and of the root;
+    activations what autograd saves for backward, per micro-batch: per token
+                and layer 19·w_i values (GELU) or 29·w_i (SwiGLU), measured
+                by counting autograd's saved tensors (test), plus the head
+                (logits and their log-softmax, 10·V bytes/token in bf16);
+                bf16 on CUDA stores those values in 2 bytes, except the
+                fp32 residual stream and norm inputs/outputs (+8·w_i bytes);
+                with ``activation_checkpointing=block`` only each block's
+                input stays (w_i values) plus one block recomputed in backward;
+    reserve     2 GiB on CUDA for the context, NCCL buffers and allocator slack.
+
+``layout(...)`` resolves ``train.parallel``/``micro_batch_size``/
+``activation_checkpointing`` = auto against the device's memory and returns
+the plan; a run that cannot fit is ``fits=False`` with the settings that
+would make it fit.  No torch here: ``dw sweep --dry-run`` plans every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from depthwidth.model.accounting import param_shapes
+from depthwidth.model.spec import ModelSpec
+
+GiB = 2 ** 30
+DEFAULT_GPU_MEMORY = 80 * GiB
+CUDA_RESERVE = 2 * GiB
+SAVED_PER_WIDTH = {"gelu": 19, "swiglu": 29}  # values saved per token per layer, in units of w_i
+HEAD_BYTES_BF16 = 10  # per token per vocabulary entry: bf16 logits + fp32 log-softmax + its gradient
+
+
+@dataclass
+class Plan:
+    processes: int
+    mode: str  # single | ddp | fsdp
+    micro_batch: int  # sequences per process per micro-batch
+    accum: int  # micro-batches per optimiser step
+    ac: bool  # activation checkpointing per block
+    precision: str
+    device: str  # cuda | cpu
+    capacity: int | None  # bytes per device (None: not checked, e.g. a CPU run)
+    bytes: dict = field(default_factory=dict)  # params, grads, optimizer, branch, buffers, compute, activations, reserve
+    fits: bool = True
+    advice: str = ""
+
+    @property
+    def total(self) -> int:
+        return int(sum(self.bytes.values()))
+
+    def to_dict(self) -> dict:
+        return {"processes": self.processes, "mode": self.mode, "micro_batch": self.micro_batch,
+                "accum": self.accum, "activation_checkpointing": self.ac, "precision": self.precision,
+                "device": self.device, "capacity": self.capacity, "bytes": dict(self.bytes), "total": self.total,
+                "fits": self.fits, "advice": self.advice}
+
+
+def _units(spec: ModelSpec) -> dict:
+    units: dict = {}
+    for unit, _, shape in param_shapes(spec):
+        units.setdefault(unit, []).append(shape)
+    return units
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def static_bytes(spec: ModelSpec, mode: str, world: int, rank: int = 0) -> dict:
+    """params, grads and optimizer bytes on ``rank`` (exact, see the module docstring)."""
+    shapes = [s for _, _, s in param_shapes(spec)]
+    if mode != "fsdp" or world == 1:
+        n = sum(_numel(s) for s in shapes)
+        return {"params": 4 * n, "grads": 4 * n, "optimizer": 8 * n + 4 * len(shapes)}
+    padded = mine = 0
+    for s in shapes:
+        d0, row = (s[0], _numel(s[1:])) if s else (1, 1)
+        c = -(-d0 // world)
+        padded += c * row
+        mine += max(0, min(c, d0 - rank * c)) * row
+    return {"params": 4 * padded, "grads": 4 * padded, "optimizer": 8 * mine + 4 * len(shapes)}
+
+
+def buffer_bytes(spec: ModelSpec, seq_len: int) -> int:
+    sizes = {spec.head_size(i) for i in range(spec.depth)} if spec.rope else set()
+    return sum(2 * seq_len * (hs // 2) * 4 for hs in sizes)
+
+
+def activation_bytes(spec: ModelSpec, tokens: int, precision: str, device: str, ac: bool) -> int:
+    """Bytes autograd keeps for backward over ``tokens`` tokens of one micro-batch."""
+    c = SAVED_PER_WIDTH[spec.mlp] + (2 if spec.stabiliser == "normformer" else 0)
+    bf16 = precision == "bf16" and device == "cuda"
+    e = 2 if bf16 else 4
+    layer = [(2 * c + 8) * w if bf16 else 4 * c * w for w in spec.widths]
+    if spec.resize == "proj":  # a learned resize keeps its input
+        layer = [b + (e * spec.input_width(i) if spec.input_width(i) != spec.widths[i] else 0)
+                 for i, b in enumerate(layer)]
+    h, V = spec.embed_width, spec.vocab_size
+    head = HEAD_BYTES_BF16 * V + 8 * h if bf16 else 4 * V + 8 * h
+    if spec.resize == "proj" and spec.widths[-1] != h:
+        head += e * spec.widths[-1]
+    if ac:
+        keep = [(2 if bf16 else 4) * w for w in spec.widths]  # each block's input
+        per_token = sum(keep) + max(layer) + head
+    else:
+        per_token = sum(layer) + head
+    return int(tokens * per_token)
+
+
+def compute_bytes(spec: ModelSpec, mode: str, world: int, precision: str, device: str) -> int:
+    units = _units(spec)
+    elems = {u: sum(_numel(s) for s in shapes) for u, shapes in units.items()}
+    if mode != "fsdp" or world == 1:
+        return 2 * sum(elems.values()) if precision == "bf16" and device == "cuda" else 0
+    e = 2 if precision == "bf16" and device == "cuda" else 4
+    blocks = sorted((v for u, v in elems.items() if u != "root"), reverse=True)
+    in_flight = sum(blocks[:2]) + elems.get("root", 0)
+    return 2 * e * in_flight  # unsharded parameters + their unsharded gradients before reduce-scatter
+
+
+def estimate(spec: ModelSpec, *, seq_len: int, micro_batch: int, mode: str, world: int, precision: str,
+             device: str, ac: bool, wsd_branches: bool) -> dict:
+    return {**_fixed(spec, seq_len, mode, world, precision, device, wsd_branches),
+            "activations": activation_bytes(spec, micro_batch * seq_len, precision, device, ac)}
+
+
+def _fixed(spec, seq_len, mode, world, precision, device, wsd_branches) -> dict:
+    """Everything but the activations (independent of the micro-batch)."""
+    b = static_bytes(spec, mode, world)
+    b["branch"] = b["params"] + b["optimizer"] if wsd_branches else 0
+    b["buffers"] = buffer_bytes(spec, seq_len)
+    b["compute"] = compute_bytes(spec, mode, world, precision, device)
+    b["reserve"] = CUDA_RESERVE if device == "cuda" else 0
+    return b
+
+
+def _divisors_desc(n: int) -> list[int]:
+    return [d for d in range(n, 0, -1) if n % d == 0]
+
+
+def layout(spec: ModelSpec, *, seq_len: int, batch_size: int, world: int, parallel: str, micro_batch,
+           ac: str, precision: str, device: str, capacity: int | None, wsd_branches: bool) -> Plan:
+    """Resolve the ``auto`` settings for ``world`` processes on devices of ``capacity`` bytes."""
+    per_rank = batch_size // world
+    modes = ["single"] if world == 1 else (["ddp", "fsdp"] if parallel == "auto" else [parallel])
+    acs = [False, True] if ac == "auto" else [ac == "block"]
+    mbs = _divisors_desc(per_rank) if micro_batch in ("auto", None) and capacity is not None else (
+        [per_rank] if micro_batch in ("auto", None) else [int(micro_batch)])
+    if micro_batch is None:
+        mbs = [per_rank]
+    best = None
+    for mode in modes:
+        fixed = _fixed(spec, seq_len, mode, world, precision, device, wsd_branches)
+        for use_ac in acs:
+            for mb in mbs:
+                by = {**fixed, "activations": activation_bytes(spec, mb * seq_len, precision, device, use_ac)}
+                p = Plan(world, mode, mb, per_rank // mb, use_ac, precision, device, capacity, by)
+                p.fits = capacity is None or p.total <= capacity
+                if p.fits:
+                    return p
+                if best is None or p.total < best.total:
+                    best = p
+    best.advice = _advice(best, spec, seq_len)
+    return best
+
+
+def _advice(p: Plan, spec: ModelSpec, seq_len: int) -> str:
+    tips = []
+    if p.mode != "fsdp":
+        tips.append("train.parallel=fsdp with more processes (launcher.tasks_per_node / launcher.nodes)")
+    else:
+        tips.append("more processes (launcher.nodes, launcher.tasks_per_node)")
+    if not p.ac:
+        tips.append("train.activation_checkpointing=block")
+    if p.micro_batch > 1:
+        tips.append("a smaller train.micro_batch_size")
+    return "; ".join(tips)
