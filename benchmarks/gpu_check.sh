@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One prepared device check for a task that is lent a GPU (not run in CI):
+# One prepared device check for a task that is lent a GPU (not run in CI; < 8 minutes):
 # bf16 training throughput and MFU of a Depth-Delusion-sized uniform model and
 # its ×-shaped counterpart, with and without torch.compile.  Prints the
 # summary lines; figures go into the README's "Measured" table.
@@ -27,3 +27,27 @@ print(f"{shape:8s} compile={compile_:5s} tokens/s {last['tokens_per_s']:>12,.0f}
 PYEOF
   done
 done
+
+# ~1B model (24L x 1792, the paper's 1B shallow-wide) with FSDP2 on one GPU, activation
+# checkpointing and 4 micro-batches per step, ~30 steps: measured peak memory beside the
+# memory plan's estimate (train/memory.py), and MFU (6N + attention FLOPs per token, dense
+# bf16 peak 989e12 FLOP/s for H100/H200; printed by the run below).
+d="$OUT/fsdp-1b"
+"$PY" -m torch.distributed.run --nproc_per_node=1 --master_port=29577 -m depthwidth train \
+  model=depth_delusion model.depth=24 model.width=1792 data=synthetic data.vocab_size=50257 data.order=1 \
+  train.batch_size=32 train.micro_batch_size=8 train.seq_len=1024 train.steps=30 train.log_every=10 \
+  train.ckpt_every=0 probe.every=0 train.eval_batches=1 train.parallel=fsdp train.activation_checkpointing=block \
+  train.device=cuda run.dir="$d" --quiet --json > "$d.json" || echo "fsdp-1b: FAILED"
+"$PY" - "$d" <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+s = json.load(open(f"{d}/summary.json"))
+rows = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+last, plan = rows[-1], s["plan"]
+peak = max(r.get("peak_memory_bytes") or 0 for r in rows)
+print(f"fsdp-1b  {s['params'] / 1e9:.2f}B params  layout {plan['mode']} {plan['micro_batch']}x{plan['accum']} "
+      f"AC={plan['activation_checkpointing']}  tokens/s {last['tokens_per_s']:,.0f}  MFU {last['mfu']}")
+print(f"fsdp-1b  peak memory measured {peak / 2**30:.2f} GiB  planned {plan['total'] / 2**30:.2f} GiB  "
+      f"(planned/measured {plan['total'] / max(peak, 1):.3f}; parts {json.dumps({k: round(v / 2**30, 2) for k, v in plan['bytes'].items()})})")
+print(f"fsdp-1b  MFU = tokens/s x {s['flops_per_token']:.4g} FLOP/token / peak (989e12 dense bf16)")
+PYEOF

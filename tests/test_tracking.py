@@ -144,7 +144,7 @@ def test_killed_run_resumes_the_same_wandb_run_without_repeats(tmp_path):
     env = wandb_env(tmp_path)
     proc = _spawn(args, env)
     # killed after the step-20 checkpoint, with rows past it logged
-    _wait_for(lambda: (d / "ckpt" / "step_00000020.sha256").exists() and len(read_jsonl(d / "metrics.jsonl")) >= 5)
+    _wait_for(lambda: (d / "ckpt" / "step_00000020" / "MANIFEST").exists() and len(read_jsonl(d / "metrics.jsonl")) >= 5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     p = run_dw("train", *args, env=env)

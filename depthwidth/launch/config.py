@@ -88,6 +88,12 @@ def _check(cfg: dict, need_scheduler: bool = True) -> None:
     schema.check_group("launcher", cfg)
     if cfg["name"] == "slurm" and need_scheduler and shutil.which("sbatch") is None:
         raise BadInput("launcher=slurm but there is no sbatch on PATH (use launcher=local or launcher=debug here)")
+    if cfg["name"] == "local" and need_scheduler and cfg.get("gpus") == "auto" and int(cfg["gpus_per_run"]) > 1:
+        from depthwidth.launch.local import visible_gpus
+
+        n = len(visible_gpus())
+        if n < int(cfg["gpus_per_run"]):
+            raise bad("launcher.gpus_per_run", cfg["gpus_per_run"], f"at most the {n} visible GPUs")
 
 
 def target_device(cfg: dict) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from depthwidth.core import store
 from depthwidth.core.atomic import write_json
 from depthwidth.launch.task import EXIT_PREEMPTED, ended, run_task, set_state
+from depthwidth.train.dist import free_port
 
 
 def _python(cfg: dict) -> str:
@@ -48,9 +49,16 @@ def visible_gpus() -> list[str]:
     return [str(i) for i, ln in enumerate(out.splitlines()) if ln.startswith("GPU ")]
 
 
+def gpu_slots(gpus: list[str], per_run: int) -> list[dict]:
+    """One worker per group of ``per_run`` visible GPUs (a remainder too small for a run stays idle)."""
+    return [{"CUDA_VISIBLE_DEVICES": ",".join(gpus[i:i + per_run]), "DW_GPUS_PER_RUN": str(per_run)}
+            for i in range(0, len(gpus) - per_run + 1, per_run)]
+
+
 def spawn_workers(d: Path, tasks_file: Path, cfg: dict) -> None:
     gpus = visible_gpus() if cfg.get("gpus", "auto") == "auto" else []
-    slots = [{"CUDA_VISIBLE_DEVICES": g} for g in gpus] or [{"CUDA_VISIBLE_DEVICES": ""} for _ in range(int(cfg["workers"]))]
+    slots = gpu_slots(gpus, int(cfg.get("gpus_per_run") or 1)) or [
+        {"CUDA_VISIBLE_DEVICES": ""} for _ in range(int(cfg["workers"]))]
     for slot, extra in enumerate(slots):
         env = _env_pythonpath({**os.environ, **extra, "DW_RUNS": str(store.runs_root().absolute())})
         log = open(d / f"worker-{slot}.log", "ab")
@@ -83,10 +91,20 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
             os.write(fd, str(os.getpid()).encode())
             os.close(fd)
             set_state(d, i, state="running", pid=os.getpid(), slot=slot, started=time.time())
-            rc = run_task(tf, i, log=lambda m: print(m, flush=True), in_process=True)
+            rc = _run(tf, i)
             ended(d, i, rc)
             if rc == EXIT_PREEMPTED:
                 break
     finally:
         write_json(me, {**(store.read_json(me) or {}), "state": "exited"})
     return 0
+
+
+def _run(tasks_file: Path, index: int) -> int:
+    """Task ``index`` on this worker's GPUs: in this process, or as one torchrun of G processes."""
+    g = int(os.environ.get("DW_GPUS_PER_RUN", "1"))
+    if g <= 1:
+        return run_task(tasks_file, index, log=lambda m: print(m, flush=True), in_process=True)
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={g}", f"--master_port={free_port()}",
+           "-m", "depthwidth.launch", "task", str(tasks_file), str(index)]
+    return subprocess.run(cmd, stdin=subprocess.DEVNULL).returncode

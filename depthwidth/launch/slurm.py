@@ -79,20 +79,21 @@ def parameters(name: str, cfg: dict) -> dict:
     """SlurmExecutor.update_parameters(**this) from the launcher config."""
     gpn = int(cfg.get("gpus_per_node") or 0)
     tpn = int(cfg.get("tasks_per_node") or max(1, gpn))
+    nodes = int(cfg.get("nodes") or 1)
     setup = [
         "trap '' USR2  # USR2 is for the steps (python under srun); scancel --full/--batch must not kill this shell",
         f"cd {shlex.quote(os.getcwd())}",
         f"export PYTHONPATH={shlex.quote(str(Path(__file__).resolve().parents[2]))}${{PYTHONPATH:+:$PYTHONPATH}}",
         f"export DW_RUNS={shlex.quote(str(store.runs_root().absolute()))}",
     ]
-    if tpn > 1:
+    if nodes * tpn > 1:  # torch.distributed's rendezvous: the allocation's first host
         setup += ['export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
                   "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))"]
     setup += [str(s) for s in cfg.get("setup") or []]
     extra = {"requeue": True}
     for k, v in (cfg.get("additional") or {}).items():
         extra[str(k).replace("_", "-")] = True if v in (None, True) else v
-    p = dict(job_name=cfg.get("job_name") or f"dw-{name}", time=minutes(cfg["time"]), nodes=1,
+    p = dict(job_name=cfg.get("job_name") or f"dw-{name}", time=minutes(cfg["time"]), nodes=nodes,
              ntasks_per_node=tpn, cpus_per_task=int(cfg["cpus_per_task"]),
              array_parallelism=int(cfg["array_parallelism"]), signal_delay_s=int(cfg["signal_delay_s"]),
              stderr_to_stdout=True, setup=setup, additional_parameters=extra)

@@ -35,18 +35,32 @@ def world_from_env() -> World:
     return World(int(e.get("RANK", "0")), int(e.get("WORLD_SIZE", "1")), int(e.get("LOCAL_RANK", "0")))
 
 
-def init(world: World, device_type: str) -> None:
+def init(world: World, device_type: str, force: bool = False) -> None:
+    """The process group, for a run of several processes (or ``force``: FSDP on one)."""
     import torch.distributed as dist
 
-    if world.distributed and not dist.is_initialized():
+    if (world.distributed or force) and not dist.is_initialized():
+        if not world.distributed:  # one process, no launcher: a group of one on this host
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", str(free_port()))
+            os.environ.setdefault("RANK", "0")
+            os.environ.setdefault("WORLD_SIZE", "1")
         dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
 
 
 def shutdown(world: World) -> None:
     import torch.distributed as dist
 
-    if world.distributed and dist.is_initialized():
+    if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def rows(world: World, x, y):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from depthwidth.core.errors import bad
 from depthwidth.model.accounting import param_shapes
 from depthwidth.model.spec import ModelSpec
 
@@ -160,7 +161,12 @@ def layout(spec: ModelSpec, *, seq_len: int, batch_size: int, world: int, parall
            ac: str, precision: str, device: str, capacity: int | None, wsd_branches: bool) -> Plan:
     """Resolve the ``auto`` settings for ``world`` processes on devices of ``capacity`` bytes."""
     per_rank = batch_size // world
-    modes = ["single"] if world == 1 else (["ddp", "fsdp"] if parallel == "auto" else [parallel])
+    if world == 1:  # one process: nothing to replicate; FSDP only when asked for (it still shards nothing)
+        modes = ["fsdp"] if parallel == "fsdp" else ["single"]
+    elif parallel == "single":
+        raise bad("train.parallel", parallel, f"auto|ddp|fsdp for a run of {world} processes (single: one process)")
+    else:
+        modes = ["ddp", "fsdp"] if parallel == "auto" else [parallel]
     acs = [False, True] if ac == "auto" else [ac == "block"]
     mbs = _divisors_desc(per_rank) if micro_batch in ("auto", None) and capacity is not None else (
         [per_rank] if micro_batch in ("auto", None) else [int(micro_batch)])

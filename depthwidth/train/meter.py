@@ -63,3 +63,12 @@ class Throughput:
         tps = (tokens - self.tokens) / max(now - self.t, 1e-9)
         self.t, self.tokens = now, tokens
         return {"tokens_per_s": round(tps, 1), "mfu": round(tps * self.fpt / self.peak, 4) if self.peak else None}
+
+    @staticmethod
+    def memory(device) -> dict:
+        """Peak bytes allocated on a CUDA device so far (the memory plan's measured side)."""
+        if device.type != "cuda":
+            return {}
+        import torch
+
+        return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated(device))}

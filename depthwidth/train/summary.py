@@ -46,6 +46,7 @@ def write_summary(trainer, status: str, wall: float, reason: str | None = None, 
         "device": str(trainer.device),
         "precision": p.precision,
         "provenance": trainer.provenance,
+        "plan": trainer.layout.to_dict(),
         **extra,
     }
     if trainer.world.main:

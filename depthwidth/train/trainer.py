@@ -162,9 +162,9 @@ class Trainer:
         if w.distributed and self.device.type == "cuda":
             self.device = torch.device("cuda", w.local_rank)
             torch.cuda.set_device(self.device)
-        dist.init(w, self.device.type)
-        torch.manual_seed(int(cfg.run.seed))
         self.layout = self._layout()
+        dist.init(w, self.device.type, force=self.layout.mode == "fsdp")
+        torch.manual_seed(int(cfg.run.seed))
         self.model = VariableWidthGPT(p.spec, cfg.train.seq_len).to(self.device)
         self.fwd = parallel.apply(self.model, self.layout.mode, self.device, p.precision, ac=self.layout.ac,
                                   compile=bool(cfg.train.compile))
@@ -358,7 +358,7 @@ class Trainer:
             self.tracker.log_probe({"step": st.step, "tokens": tokens, "grad_norm": probes})
         if ev.log or ev.evaluate:
             row = {"step": st.step, "tokens": tokens, "loss": st.last_finite, "lr": lr, "grad_norm": float(gn),
-                   **meter.row(tokens)}
+                   **meter.row(tokens), **meter.memory(self.device)}
             if ev.evaluate:
                 row["val_loss"] = self.evaluate()
             self.tracker.log(row)
