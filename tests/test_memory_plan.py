@@ -73,7 +73,8 @@ grads = storage_bytes([p.grad for p in m.parameters()])
 params = storage_bytes(list(m.parameters()))
 opt.step()
 optim = storage_bytes([v for st in opt.state.values() for v in st.values() if torch.is_tensor(v)])
-print(json.dumps({"rank": w.rank, "params": params, "grads": grads, "optimizer": optim}))
+with open(os.path.join(sys.argv[3], f"rank{w.rank}.json"), "w") as f:  # one file per rank: no interleaved output
+    json.dump({"rank": w.rank, "params": params, "grads": grads, "optimizer": optim}, f)
 dist.shutdown(w)
 '''
 
@@ -84,13 +85,15 @@ def test_static_bytes_equal_every_tensor_on_every_rank(tmp_path, mode, n, name):
     script = tmp_path / "count.py"
     script.write_text(COUNT)
     env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH", str(REPO)), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, str(script), mode, json.dumps(CONFIGS[name])]
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = [sys.executable, str(script), mode, json.dumps(CONFIGS[name]), str(out)]
     if n > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}", f"--master_port={_free_port()}",
                *cmd[1:]]
     p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
-    got = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    got = [json.loads(f.read_text()) for f in sorted(out.glob("rank*.json"))]
     assert sorted(r["rank"] for r in got) == list(range(n))
     spec = _spec(name)
     for r in got:
