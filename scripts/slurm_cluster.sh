@@ -8,7 +8,9 @@
 #   scripts/slurm_cluster.sh clean    stop, then delete the whole state folder
 #
 # All config, state, spool, pid and log files live under DW_SLURM_DIR
-# (default /tmp/dw-slurm). Nothing is written to /etc/slurm: clients find the
+# (default /tmp/dw-slurm).  DW_SLURM_NODES=N (default 1) makes N nodes on this
+# one machine: node1..nodeN, one slurmd each (`slurmd -N nodeI`, its own port,
+# pid/log/spool files by node name, the machine's CPUs split between them). Nothing is written to /etc/slurm: clients find the
 # config through SLURM_CONF. Needs root and Debian's apt-get (first run only).
 # See docs/slurm.md.
 set -euo pipefail
@@ -27,6 +29,9 @@ fi
 PORT="${DW_SLURM_PORT:-$_base}"             # slurmctld; slurmd PORT+1, slurmdbd PORT+2
 DB_PORT="${DW_SLURM_DB_PORT:-$_db}"          # MariaDB, on 127.0.0.1 only
 TIMEOUT="${DW_SLURM_TIMEOUT:-60}"            # seconds for each wait
+NODES="${DW_SLURM_NODES:-1}"                 # nodes on this machine (slurmd daemons)
+[[ "$NODES" =~ ^[1-9][0-9]?$ ]] || { echo "slurm_cluster.sh: DW_SLURM_NODES must be 1..99 (got $NODES)" >&2; exit 2; }
+if (( NODES == 1 )); then NODE_NAMES=(localhost); else NODE_NAMES=($(seq -f 'node%g' 1 "$NODES")); fi
 CRED_EXPIRE="${DW_SLURM_CRED_EXPIRE:-5}"     # s a requeued job waits before it may run again (Slurm default 120, minimum 5)
 PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server)
 BINARIES=(slurmctld slurmd slurmdbd sbatch sacct sacctmgr scontrol sinfo munged mariadbd mariadb-install-db mariadb)
@@ -50,9 +55,12 @@ pidfile_of() {
     slurmdbd) echo "$RUN/slurmdbd.pid" ;;
     slurmctld) echo "$RUN/slurmctld.pid" ;;
     slurmd) echo "$RUN/slurmd.pid" ;;
+    slurmd@*) echo "$RUN/slurmd-${1#slurmd@}.pid" ;;
   esac
 }
-DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd)   # start order; stop is the reverse
+# start order; stop is the reverse.  One slurmd per node (slurmd@nodeI when there are several).
+if (( NODES == 1 )); then SLURMDS=(slurmd); else SLURMDS=("${NODE_NAMES[@]/#/slurmd@}"); fi
+DAEMONS=(munged mariadbd slurmdbd slurmctld "${SLURMDS[@]}")
 
 # True if PID exists and is not a zombie (PID 1 here may reap exited daemons only seconds later).
 alive() {
@@ -69,7 +77,7 @@ running_pid() {
   pid="$(tr -dc 0-9 <"$f")"
   [[ -n "$pid" ]] && alive "$pid" || return 1
   comm="$(cat "/proc/$pid/comm" 2>/dev/null)" || return 1
-  [[ "$comm" == "$1"* ]] || return 1     # a stale pid file whose PID was reused
+  [[ "$comm" == "${1%%@*}"* ]] || return 1     # a stale pid file whose PID was reused
   echo "$pid"
 }
 
@@ -159,11 +167,21 @@ node_line() {
   free_mb="$(awk '/^MemAvailable:/{print int($2/1024)}' /proc/meminfo)"
   mem=$(( free_mb * 9 / 10 ))
   (( mem > 256 )) || mem=256
-  echo "NodeName=localhost CPUs=$cpus ${layout}RealMemory=$mem State=UNKNOWN"
+  if (( NODES == 1 )); then
+    echo "NodeName=localhost CPUs=$cpus ${layout}RealMemory=$mem State=UNKNOWN"
+    return
+  fi
+  # Several nodes on one machine: each slurmd its own port, the CPUs and memory split between them.
+  local per=$(( cpus / NODES )) i
+  (( per >= 1 )) || per=1
+  for ((i = 1; i <= NODES; i++)); do
+    echo "NodeName=node$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 10 + i)) CPUs=$per Boards=1 SocketsPerBoard=1 CoresPerSocket=$per ThreadsPerCore=1 RealMemory=$(( mem / NODES )) State=UNKNOWN"
+  done
 }
 
 write_config() {
   mkdir -p "$ETC" "$RUN" "$LOG" "$DIR/state" "$DIR/spool"
+  local n; for n in "${NODE_NAMES[@]}"; do mkdir -p "$DIR/spool/$n"; done
   chmod 755 "$DIR"
   local tmp="$CONF.tmp"
   cat >"$tmp" <<EOF
@@ -194,11 +212,11 @@ SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=2,bf_interval=2
 MinJobAge=300
 StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool
+SlurmdSpoolDir=$DIR/spool$( (( NODES > 1 )) && echo /%n)
 SlurmctldPidFile=$RUN/slurmctld.pid
-SlurmdPidFile=$RUN/slurmd.pid
+SlurmdPidFile=$RUN/slurmd$( (( NODES > 1 )) && echo -%n).pid
 SlurmctldLogFile=$LOG/slurmctld.log
-SlurmdLogFile=$LOG/slurmd.log
+SlurmdLogFile=$LOG/slurmd$( (( NODES > 1 )) && echo -%n).log
 SlurmctldDebug=info
 SlurmdDebug=info
 AccountingStorageType=accounting_storage/slurmdbd
@@ -311,11 +329,20 @@ start_slurmctld() {
 }
 
 start_slurmd() {
-  running_pid slurmd >/dev/null && return 0
-  slurmd -N localhost </dev/null >>"$LOG/slurmd.out" 2>&1 || die "slurmd did not start (see $LOG/slurmd.log)"
+  local d node
+  for d in "${SLURMDS[@]}"; do
+    running_pid "$d" >/dev/null && continue
+    node="${NODE_NAMES[0]}"; [[ "$d" == slurmd@* ]] && node="${d#slurmd@}"
+    slurmd -N "$node" </dev/null >>"$LOG/slurmd.out" 2>&1 || die "slurmd -N $node did not start (see $LOG/)"
+  done
 }
 
-node_idle() { [[ "$(sinfo -h -N -n localhost -o %t 2>/dev/null | head -n 1)" =~ ^(idle|mix|alloc) ]]; }
+node_idle() {  # every node idle (or in use)
+  local n
+  for n in "${NODE_NAMES[@]}"; do
+    [[ "$(sinfo -h -N -n "$n" -o %t 2>/dev/null | head -n 1)" =~ ^(idle|mix|alloc) ]] || return 1
+  done
+}
 cluster_registered() { sacctmgr -n -P show cluster format=cluster 2>/dev/null | grep -qx "$CLUSTER"; }
 sacct_ok() { sacct -n -X -S now-1minute >/dev/null 2>&1; }
 
@@ -337,9 +364,14 @@ cmd_start() {
   check_port slurmctld "$PORT"
   check_port slurmd "$((PORT + 1))"
   check_port slurmdbd "$((PORT + 2))"
+  if (( NODES > 1 )); then
+    local i; for ((i = 1; i <= NODES; i++)); do check_port "slurmd@node$i" "$((PORT + 10 + i))"; done
+  fi
   install_packages
   # Rewrite the config only when slurmctld/slurmd are down (they read it at start).
-  if ! running_pid slurmctld >/dev/null && ! running_pid slurmd >/dev/null; then
+  local any_slurmd="" d
+  for d in "${SLURMDS[@]}"; do running_pid "$d" >/dev/null && any_slurmd=1; done
+  if ! running_pid slurmctld >/dev/null && [[ -z "$any_slurmd" ]]; then
     write_config
   fi
   start_munge
@@ -380,7 +412,7 @@ cmd_status() {
     if pid="$(running_pid "$d")"; then echo "$d: running (pid $pid)"; else echo "$d: stopped"; ok=1; fi
   done
   if (( ok == 0 )); then
-    echo "node: $(sinfo -h -N -n localhost -o '%t %C' 2>&1 | head -n 1) (state, CPUs alloc/idle/other/total)"
+    echo "nodes: $(sinfo -h -N -o '%N %t %C' 2>&1 | tr '\n' ' ')(name, state, CPUs alloc/idle/other/total)"
     sacct_ok && echo "sacct: ok" || { echo "sacct: not answering"; ok=1; }
   fi
   echo "SLURM_CONF=$CONF"

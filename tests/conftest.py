@@ -116,6 +116,30 @@ def slurm_cluster():
             _script("stop", 120)
 
 
+@pytest.fixture(scope="session")
+def slurm_cluster_2n():
+    """A second cluster of two nodes on this machine (DW_SLURM_NODES=2: node1 and node2, one
+    slurmd each, their own ports; see docs/slurm.md), beside the single-node one.  Yields
+    the environment its clients need ({"SLURM_CONF": ...}); os.environ is left alone."""
+    env = {**os.environ, "DW_SLURM_DIR": "/tmp/dw-slurm-2n", "DW_SLURM_NODES": "2"}
+    run = lambda verb, t: subprocess.run(["bash", str(SLURM_SCRIPT), verb], capture_output=True, text=True,  # noqa: E731
+                                         timeout=t, stdin=subprocess.DEVNULL, env=env)
+    if shutil.which("bash") is None:
+        _slurm_unavailable("bash not found")
+    already = run("status", 60).returncode == 0
+    if not already:
+        proc = run("start", SLURM_START_TIMEOUT_S)
+        if proc.returncode != 0:
+            _slurm_unavailable("2-node cluster: " + _last_line(proc.stderr or proc.stdout))
+    conf = next(line.split("=", 1)[1].strip().strip("'\"") for line in run("env", 30).stdout.splitlines()
+                if line.startswith("export SLURM_CONF="))
+    try:
+        yield {"SLURM_CONF": conf}
+    finally:
+        if not already:
+            run("stop", 120)
+
+
 # ============================================================================
 # (end of SLURM section)
 # ============================================================================

@@ -204,3 +204,14 @@ def test_local_workers_get_one_group_of_gpus_per_run():
     assert [s["CUDA_VISIBLE_DEVICES"] for s in gpu_slots(list("01234567"), 4)] == ["0,1,2,3", "4,5,6,7"]
     assert [s["CUDA_VISIBLE_DEVICES"] for s in gpu_slots(list("01234"), 2)] == ["0,1", "2,3"]  # GPU 4 stays idle
     assert gpu_slots(list("0"), 2) == [] and gpu_slots(list("012"), 1)[2]["DW_GPUS_PER_RUN"] == "1"
+
+
+def test_more_processes_than_gpus_per_node_is_refused():
+    from depthwidth.core.errors import BadInput
+
+    with pytest.raises(BadInput, match="launcher.tasks_per_node"):
+        launch_config.launcher_config(["launcher=slurm", "launcher.gpus_per_node=1", "launcher.tasks_per_node=8"],
+                                      need_scheduler=False)
+    cfg = launch_config.launcher_config(["launcher=slurm", "launcher.nodes=2", "launcher.gpus_per_node=4"],
+                                        need_scheduler=False)
+    assert launch_config.processes(cfg) == 8  # 2 nodes x one process per GPU

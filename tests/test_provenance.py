@@ -96,6 +96,9 @@ def test_a_sweep_pins_the_precision_of_its_launchers_device():
     assert all("train.precision=fp32" in r["overrides"] for r in cpu["runs"])
     assert all("train.precision=bf16" in r["overrides"] for r in gpu["runs"])
     assert not {r["run_id"] for r in cpu["runs"]} & {r["run_id"] for r in gpu["runs"]}
+    pinned = json.loads(run_dw("sweep", "demo", "launcher=slurm", "launcher.gpus_per_node=1", "train.device=cpu",
+                               "--dry-run", "--json").stdout)
+    assert all("train.precision=fp32" in r["overrides"] for r in pinned["runs"])  # train.device wins over the launcher
     same = json.loads(run_dw("sweep", "demo", "launcher=local", "launcher.gpus=none", "--dry-run", "--json").stdout)
     assert [r["run_id"] for r in same["runs"]] == [r["run_id"] for r in cpu["runs"]]  # another CPU launcher: same runs
 

@@ -48,7 +48,7 @@ def sweep_cmd(
         rows = [row for row in dry_run_rows(p.sweep, store.runs_root().absolute()) if row["index"] in keep]
         if as_json:
             emit_json({"sweep": name, "description": p.sweep.description, "mfu": mfu, "peak_flops": peak,
-                       "device": p.device, "runs": rows, "seconds": round(time.perf_counter() - t0, 3)})
+                       "device": _devices(rows, p.device), "runs": rows, "seconds": round(time.perf_counter() - t0, 3)})
         else:
             _render_dry(p.sweep, rows, mfu, peak, time.perf_counter() - t0)
         return
@@ -61,6 +61,12 @@ def sweep_cmd(
         emit_json(sub.to_dict())
         return
     _render_submission(sub, retry_failed)
+
+
+def _devices(rows, default: str) -> str:
+    """Where the runs train (cpu | cuda | mixed): per run, from its own launcher settings."""
+    found = {r["plan"]["device"] for r in rows if r.get("plan")}
+    return found.pop() if len(found) == 1 else ("mixed" if found else default)
 
 
 def _render_submission(sub, retry_failed: bool) -> None:

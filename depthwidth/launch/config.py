@@ -86,6 +86,9 @@ def _default_launcher() -> str:
 
 def _check(cfg: dict, need_scheduler: bool = True) -> None:
     schema.check_group("launcher", cfg)
+    gpn, tpn = int(cfg.get("gpus_per_node") or 0), cfg.get("tasks_per_node")
+    if cfg["name"] == "slurm" and gpn and tpn is not None and int(tpn) > gpn:  # a process per GPU, at most
+        raise bad("launcher.tasks_per_node", tpn, f"at most launcher.gpus_per_node={gpn} (one process per GPU)")
     if cfg["name"] == "slurm" and need_scheduler and shutil.which("sbatch") is None:
         raise BadInput("launcher=slurm but there is no sbatch on PATH (use launcher=local or launcher=debug here)")
     if cfg["name"] == "local" and need_scheduler and cfg.get("gpus") == "auto" and int(cfg["gpus_per_run"]) > 1:

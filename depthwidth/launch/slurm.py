@@ -87,7 +87,10 @@ def parameters(name: str, cfg: dict) -> dict:
         f"export DW_RUNS={shlex.quote(str(store.runs_root().absolute()))}",
     ]
     if nodes * tpn > 1:  # torch.distributed's rendezvous: the allocation's first host
-        setup += ['export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        # the first node's address (NodeAddr: node names need not resolve), else its name
+        setup += ['_dw_first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+                  'export MASTER_ADDR="$(scontrol show node "$_dw_first" -o | sed -n \'s/.* NodeAddr=\\([^ ]*\\).*/\\1/p\')"',
+                  'export MASTER_ADDR="${MASTER_ADDR:-$_dw_first}"',
                   "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))"]
     setup += [str(s) for s in cfg.get("setup") or []]
     extra = {"requeue": True}

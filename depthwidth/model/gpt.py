@@ -266,7 +266,9 @@ class VariableWidthGPT(nn.Module):
         logits = self.readout(x)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+            # in fp32 whatever the logits' dtype (bf16 under FSDP's mixed precision): a bf16 loss
+            # near 3 nats could only take steps of 2^-6
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1)
         return (logits, loss, hidden) if return_hidden else (logits, loss)
 
     # ---- introspection -----------------------------------------------------

@@ -100,11 +100,12 @@ def expand(name: str, cli_overrides: Sequence[str] = (), *, launcher_overrides: 
             if pt["tokens"] is not None and "train.tokens" not in cli_keys:
                 keys["train.tokens"] = _tokens(pt["tokens"], cfg)
                 cfg.train.tokens = keys["train.tokens"]
+            run_device = device if cfg.train.get("device") == "auto" else str(cfg.train.device)  # train.device wins
             if cfg.train.get("precision") == "auto":
-                keys["train.precision"] = cfg.train.precision = precision_for("auto", device)
+                keys["train.precision"] = cfg.train.precision = precision_for("auto", run_device)
             r.cfg = cfg
-            r.figures = validate(cfg, mfu=mfu, peak=peak, device=device, processes=processes(lcfg),
-                                 capacity=capacity(lcfg, device))
+            r.figures = validate(cfg, mfu=mfu, peak=peak, device=run_device, processes=processes(lcfg),
+                                 capacity=capacity(lcfg, run_device))
             r.run_id = run_id(cfg)
         except BadInput as e:
             r.error = str(e)

@@ -79,13 +79,17 @@ def save(ckpt_dir: Path, step: int, world, model, opt, extra: dict, keep: int = 
     msd, osd = get_state_dict(model, opt)
     with _quiet():
         dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(tmp))
-    _barrier(world)
+    # every rank hashes the shard files it wrote (a 7B run's ~110 GB is hashed by all ranks at once)
+    mine = {p.name: _sha(p) for p in sorted(tmp.glob(f"__{world.rank}_*.distcp"))}
+    digests = _gather(world, mine)
     if world.main:
         buf = io.BytesIO()
         torch.save(extra, buf)
         write_bytes(tmp / "extra.pt", buf.getvalue())
-        files = sorted(p.name for p in tmp.iterdir() if p.is_file())
-        write_text(tmp / MANIFEST, "".join(f"{_sha(tmp / n)}  {n}\n" for n in files))
+        for n in sorted(p.name for p in tmp.iterdir() if p.is_file()):
+            if n not in digests:  # .metadata, extra.pt
+                digests[n] = _sha(tmp / n)
+        write_text(tmp / MANIFEST, "".join(f"{digests[n]}  {n}\n" for n in sorted(digests)))
         # Steps newer than this one are leftovers of a corrupt checkpoint we resumed
         # past: drop them, or pruning below could keep them and delete this one.
         for newer in [s for s in list_steps(ckpt_dir) if s > step]:
@@ -107,8 +111,20 @@ def list_steps(ckpt_dir: Path) -> list[int]:
     return sorted(int(p.name.split("_")[1]) for p in ckpt_dir.glob("step_*") if p.is_dir())
 
 
-def verify(path: Path) -> str | None:
-    """None if every file matches the manifest, else why not."""
+def _gather(world, mine: dict) -> dict:
+    """The union of every rank's dict (on every rank)."""
+    if not world.distributed:
+        return dict(mine)
+    import torch.distributed as dist
+
+    parts: list = [None] * world.size
+    dist.all_gather_object(parts, mine)
+    return {k: v for p in parts for k, v in p.items()}
+
+
+def verify(path: Path, world=None) -> str | None:
+    """None if every file matches the manifest, else why not.  With ``world``, every rank
+    checks a share of the files and all ranks get the same answer."""
     m = path / MANIFEST
     if not m.is_file():
         return "no manifest"
@@ -118,21 +134,30 @@ def verify(path: Path) -> str | None:
         return "unreadable manifest"
     if not listed:
         return "empty manifest"
-    for name, digest in listed.items():
+    names = sorted(listed)
+    share = names[world.rank::world.size] if world is not None and world.distributed else names
+    why = None
+    for name in share:
         f = path / name
         if not f.is_file():
-            return f"{name} missing"
-        if _sha(f) != digest:
-            return f"{name} checksum mismatch"
-    return None
+            why = f"{name} missing"
+        elif _sha(f) != listed[name]:
+            why = f"{name} checksum mismatch"
+        if why:
+            break
+    if world is not None and world.distributed:
+        found = sorted(v for v in _gather(world, {world.rank: why}).values() if v)
+        why = found[0] if found else None
+    return why
 
 
-def latest(ckpt_dir: Path, warn=None) -> Path | None:
-    """Newest checkpoint directory that verifies, or None (checked by rank 0 and every rank alike)."""
+def latest(ckpt_dir: Path, world=None, warn=None) -> Path | None:
+    """Newest checkpoint directory that verifies, or None.  Every rank calls it (each
+    verifies a share of the files) and gets the same answer."""
     warn = warn or (lambda m: print(f"dw: warning: {m}", file=sys.stderr))
     for step in reversed(list_steps(ckpt_dir)):
         d = _dir(ckpt_dir, step)
-        why = verify(d)
+        why = verify(d, world)
         if why is None:
             return d
         warn(f"checkpoint {d.name} is corrupt ({why}); falling back to the previous one")

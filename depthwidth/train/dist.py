@@ -72,13 +72,16 @@ def rows(world: World, x, y):
     return x[sl], y[sl]
 
 
-def mean(world: World, t):
-    """All-reduce mean of a tensor (identity on one process)."""
+def mean(world: World, t, op: str = "mean"):
+    """All-reduce mean (or ``op="min"``) of a tensor (identity on one process)."""
     if not world.distributed:
         return t
     import torch.distributed as dist
 
     t = t.clone()
+    if op == "min":
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        return t
     dist.all_reduce(t)
     return t / world.size
 

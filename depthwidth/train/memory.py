@@ -190,12 +190,10 @@ def layout(spec: ModelSpec, *, seq_len: int, batch_size: int, world: int, parall
 
 def _advice(p: Plan, spec: ModelSpec, seq_len: int) -> str:
     tips = []
-    if p.mode != "fsdp":
-        tips.append("train.parallel=fsdp with more processes (launcher.tasks_per_node / launcher.nodes)")
-    else:
-        tips.append("more processes (launcher.nodes, launcher.tasks_per_node)")
+    more = "more GPUs (launcher.gpus_per_node up to the node's, then launcher.nodes)"
+    tips.append(f"train.parallel=fsdp with {more}" if p.mode != "fsdp" else more)
     if not p.ac:
         tips.append("train.activation_checkpointing=block")
     if p.micro_batch > 1:
-        tips.append("a smaller train.micro_batch_size")
+        tips.append("train.micro_batch_size=auto (or smaller)")
     return "; ".join(tips)

@@ -22,8 +22,9 @@ the block's forward is wrapped, so parameter names and checkpoints do not
 change); ``auto`` does so when the plan says the run does not fit without it.
 
 Micro-batches (``train.micro_batch_size``, per process): ``sync(fwd, mode,
-last)`` suspends gradient synchronisation for every micro-batch but the
-last, so an accumulated step communicates once, as an unaccumulated one does.
+last)`` suspends DDP's gradient all-reduce for every micro-batch but the last,
+so an accumulated DDP step communicates once; FSDP reduce-scatters every
+micro-batch's gradients into the shards (memory over communication).
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def apply(model, mode: str, device, precision: str, *, ac: bool = False, compile
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                       gradient_as_bucket_view=True)  # .grad are views into the buckets: no 2nd copy
     if mode == "fsdp":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -77,11 +79,12 @@ def apply(model, mode: str, device, precision: str, *, ac: bool = False, compile
 
 
 def sync(fwd, mode: str, last: bool):
-    """Context for one micro-batch's forward+backward: gradients are synchronised only on the last."""
+    """Context for one micro-batch's forward+backward.  DDP synchronises on the last
+    micro-batch only.  FSDP reduce-scatters after every micro-batch: skipping it would
+    keep each parameter's whole unsharded fp32 gradient (4·N bytes per rank) until the
+    last one, which is what sharding is there to avoid."""
     if mode == "ddp" and not last:
         return fwd.no_sync()
-    if mode == "fsdp":
-        fwd.set_requires_gradient_sync(last)
     return contextlib.nullcontext()
 
 

@@ -148,6 +148,7 @@ class Trainer:
         self.cfg = plan.cfg
         self.world = dist.world_from_env()
         self.log = log if self.world.main else (lambda m: None)
+        self._saved_at = None  # the step of this attempt's latest checkpoint
 
     # -- set-up ---------------------------------------------------------------
     def setup(self) -> None:
@@ -162,8 +163,9 @@ class Trainer:
         if w.distributed and self.device.type == "cuda":
             self.device = torch.device("cuda", w.local_rank)
             torch.cuda.set_device(self.device)
+        dist.init(w, self.device.type)  # several processes: before the layout, which all ranks must agree on
         self.layout = self._layout()
-        dist.init(w, self.device.type, force=self.layout.mode == "fsdp")
+        dist.init(w, self.device.type, force=self.layout.mode == "fsdp")  # FSDP on one process: a group of one
         torch.manual_seed(int(cfg.run.seed))
         self.model = VariableWidthGPT(p.spec, cfg.train.seq_len).to(self.device)
         self.fwd = parallel.apply(self.model, self.layout.mode, self.device, p.precision, ac=self.layout.ac,
@@ -193,7 +195,10 @@ class Trainer:
         import torch
 
         t, p, w = self.cfg.train, self.p, self.world
-        cap = torch.cuda.get_device_properties(self.device).total_memory if self.device.type == "cuda" else None
+        cap = None
+        if self.device.type == "cuda":  # the smallest device of the allocation, so every rank plans alike
+            cap = int(-dist.mean(w, -torch.tensor(float(torch.cuda.get_device_properties(self.device).total_memory),
+                                                  device=self.device), op="min"))
         lay = memory.layout(p.spec, seq_len=t.seq_len, batch_size=t.batch_size, world=w.size, parallel=t.parallel,
                             micro_batch=t.micro_batch_size, ac=t.activation_checkpointing, precision=p.precision,
                             device=self.device.type, capacity=cap,
@@ -206,22 +211,14 @@ class Trainer:
         return lay
 
     def _latest_checkpoint(self):
-        """Rank 0 verifies the checkpoints; every rank loads the one it chose."""
-        warn = lambda m: self.log(f"warning: {m}")  # noqa: E731
-        path = checkpoint.latest(self.p.run_dir / "ckpt", warn=warn) if self.world.main else None
-        if self.world.distributed:
-            import torch.distributed as dist
-
-            box = [None if path is None else str(path)]
-            dist.broadcast_object_list(box, src=0)
-            path = None if box[0] is None else Path(box[0])
-        return path
+        """Every rank verifies a share of the files; all agree on the checkpoint to load."""
+        return checkpoint.latest(self.p.run_dir / "ckpt", self.world, warn=lambda m: self.log(f"warning: {m}"))
 
     def _open_run_dir(self) -> None:
         from omegaconf import OmegaConf
 
         cfg, p, w = self.cfg, self.p, self.world
-        doc = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else json.loads(json.dumps(cfg))
+        doc = OmegaConf.to_container(cfg, resolve=True)
         doc["run_id"] = p.run_id
         doc["accounting"] = p.accounting
         doc["provenance"] = self.provenance
@@ -262,15 +259,22 @@ class Trainer:
         return total / k, gn.detach(), probes
 
     def evaluate(self) -> float:
+        """Mean held-out loss: each rank its rows of every batch, in micro-batches (as in training:
+        a whole global batch at once would not fit), averaged over ranks."""
         import torch
 
         self.model.eval()
-        total = 0.0
+        mb = self.layout.micro_batch
+        total = torch.zeros((), device=self.device)
+        n = 0
         with torch.no_grad(), self.autocast:
             for x, y in self.val:
-                total += float(self.model(x, y)[1])
+                x, y = dist.rows(self.world, x, y)
+                for j in range(0, x.size(0), mb):
+                    total += self.model(x[j:j + mb], y[j:j + mb])[1].float()
+                    n += 1
         self.model.train()
-        return total / max(1, len(self.val))
+        return float(dist.mean(self.world, total)) / max(1, n)
 
     def _record(self, b, loss: float) -> None:
         self.state.record(b, loss)
@@ -295,6 +299,7 @@ class Trainer:
                              diverged_step=self.state.step)
         self.tracker.flush()
         self._save(wall)
+        self._saved_at = self.state.step
         return None
 
     def _end(self, status: str, wall: float, **kw) -> dict:
@@ -320,7 +325,7 @@ class Trainer:
                     out = self._step(sched, watch, meter, stop, wall)
                     if out is not None:
                         return out
-                ended = self._checkpoint(wall())
+                ended = None if self._saved_at == st.step else self._checkpoint(wall())
                 return ended or self._end("done", wall())
         except (Preempted, BadInput):
             raise
