@@ -83,7 +83,7 @@ def test_activation_checkpointing_leaves_gradients_unchanged():
         torch.testing.assert_close(grads[1][n], grads[0][n], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("mode, model", [("fsdp", "uniform"), ("fsdp", "x"), ("fsdp", "proj"), ("ddp", "x")])
+@pytest.mark.parametrize("mode, model", [("fsdp", "uniform"), ("fsdp", "x"), ("fsdp", "proj"), ("ddp", "x"), ("ddp", "proj")])
 def test_two_processes_train_the_same_model_as_one(tmp_path, mode, model):
     args = [*MODELS[model], *BASE, "train.batch_size=8", "train.steps=6"]
     one, two = tmp_path / "one", tmp_path / "two"

@@ -268,7 +268,9 @@ class VariableWidthGPT(nn.Module):
         if targets is not None:
             # in fp32 whatever the logits' dtype (bf16 under FSDP's mixed precision): a bf16 loss
             # near 3 nats could only take steps of 2^-6
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1)
+            flat = logits.view(-1, logits.size(-1))
+            flat = flat.float() if flat.dtype in (torch.float16, torch.bfloat16) else flat  # fp64 stays fp64
+            loss = F.cross_entropy(flat, targets.reshape(-1), ignore_index=-1)
         return (logits, loss, hidden) if return_hidden else (logits, loss)
 
     # ---- introspection -----------------------------------------------------
