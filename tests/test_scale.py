@@ -83,12 +83,17 @@ def test_activation_checkpointing_leaves_gradients_unchanged():
         torch.testing.assert_close(grads[1][n], grads[0][n], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("mode, model", [("fsdp", "uniform"), ("fsdp", "x"), ("fsdp", "proj"), ("ddp", "x"), ("ddp", "proj")])
-def test_two_processes_train_the_same_model_as_one(tmp_path, mode, model):
+@pytest.mark.parametrize("mode, model, micro", [("fsdp", "uniform", None), ("fsdp", "x", None), ("fsdp", "proj", None),
+                                                ("ddp", "x", None), ("ddp", "proj", None), ("fsdp", "x", 2),
+                                                ("ddp", "uniform", 2)])
+def test_two_processes_train_the_same_model_as_one(tmp_path, mode, model, micro):
+    """micro=2: each process accumulates 2 micro-batches of 2 sequences (DDP syncs on the
+    last; FSDP reduce-scatters each into the shards)."""
     args = [*MODELS[model], *BASE, "train.batch_size=8", "train.steps=6"]
     one, two = tmp_path / "one", tmp_path / "two"
     assert run_dw("train", *args, f"run.dir={one}").returncode == 0
-    p = _torchrun(2, [*args, f"train.parallel={mode}", f"run.dir={two}"])
+    extra = [f"train.micro_batch_size={micro}"] if micro else []
+    p = _torchrun(2, [*args, *extra, f"train.parallel={mode}", f"run.dir={two}"])
     assert p.returncode == 0, p.stderr[-3000:]
     a, b = _metrics(one), _metrics(two)
     assert [r["step"] for r in a] == [r["step"] for r in b]  # rank 0 alone wrote, once

@@ -86,6 +86,8 @@ def prepare(cfg) -> Plan:
     world = dist.world_from_env()
     if t.batch_size % world.size:
         raise bad("train.batch_size", t.batch_size, f"a multiple of the {world.size} data-parallel processes")
+    if t.parallel == "single" and world.distributed:
+        raise bad("train.parallel", t.parallel, f"auto|ddp|fsdp for a run of {world.size} processes (single: one process)")
     mb = t.micro_batch_size
     if isinstance(mb, int) and (t.batch_size // world.size) % mb:
         raise bad("train.micro_batch_size", mb, f"a divisor of the {t.batch_size // world.size} sequences per process")
