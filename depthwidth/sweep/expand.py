@@ -150,13 +150,9 @@ def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, 
     """Everything `dw train` would reject, short of touching the data (``train.plan.check``),
     the memory plan on ``processes`` devices of ``capacity`` bytes (BadInput if it cannot
     fit), and the dry-run figures of the run.  No torch."""
-    rp = check_run(cfg)
+    rp = check_run(cfg, processes=processes)
     spec, t = rp.spec, cfg.train
-    if t.batch_size % processes:
-        raise bad("train.batch_size", t.batch_size, f"a multiple of the {processes} data-parallel processes")
     mb = t.micro_batch_size
-    if isinstance(mb, int) and (t.batch_size // processes) % mb:
-        raise bad("train.micro_batch_size", mb, f"a divisor of the {t.batch_size // processes} sequences per process")
     lay = memory.layout(spec, seq_len=t.seq_len, batch_size=t.batch_size, world=processes, parallel=t.parallel,
                         micro_batch=mb, ac=t.activation_checkpointing, precision=t.precision, device=device,
                         capacity=capacity, wsd_branches=any(b.branch_at is not None for b in rp.budgets))

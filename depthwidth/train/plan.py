@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from depthwidth.config import schema
-from depthwidth.core.errors import BadInput
+from depthwidth.core.errors import BadInput, bad
 from depthwidth.model.resolve import from_config
 from depthwidth.model.spec import ModelSpec
 from depthwidth.train import optim
@@ -28,10 +28,18 @@ class RunPlan:
     budgets: list  # optim.Budget, the full run last
 
 
-def check(cfg: Any) -> RunPlan:
-    """Everything about ``cfg`` that can be checked without data or a device (BadInput)."""
+def check(cfg: Any, processes: int = 1) -> RunPlan:
+    """Everything about ``cfg`` run on ``processes`` processes that can be checked without
+    data or a device (BadInput)."""
     schema.check(cfg)
     t = cfg["train"]
+    if t["batch_size"] % processes:
+        raise bad("train.batch_size", t["batch_size"], f"a multiple of the {processes} data-parallel processes")
+    if t["parallel"] == "single" and processes > 1:
+        raise bad("train.parallel", "single", f"auto|ddp|fsdp for a run of {processes} processes (single: one process)")
+    mb, per = t["micro_batch_size"], t["batch_size"] // processes
+    if isinstance(mb, int) and per % mb:
+        raise bad("train.micro_batch_size", mb, f"a divisor of the {per} sequences per process")
     steps, per_step = optim.plan_steps(t)
     spec = from_config(cfg["model"])
     dv = cfg["data"].get("vocab_size")

@@ -76,21 +76,14 @@ def prepare(cfg) -> Plan:
     precision is part of the run's identity, the device is not."""
     from depthwidth.data.source import make_source
 
-    rp = check(cfg)
+    world = dist.world_from_env()
+    rp = check(cfg, processes=world.size)
     t = cfg.train
     source = make_source(cfg.data, t.seq_len)
     if rp.spec.vocab_size != source.vocab_size:
         raise BadInput(
             f"vocabulary mismatch: model.vocab_size={rp.spec.vocab_size} but data {source.name!r} has {source.vocab_size} tokens"
         )
-    world = dist.world_from_env()
-    if t.batch_size % world.size:
-        raise bad("train.batch_size", t.batch_size, f"a multiple of the {world.size} data-parallel processes")
-    if t.parallel == "single" and world.distributed:
-        raise bad("train.parallel", t.parallel, f"auto|ddp|fsdp for a run of {world.size} processes (single: one process)")
-    mb = t.micro_batch_size
-    if isinstance(mb, int) and (t.batch_size // world.size) % mb:
-        raise bad("train.micro_batch_size", mb, f"a divisor of the {t.batch_size // world.size} sequences per process")
     device_type = _device_type(t.device)
     precision = precision_for(t.precision, device_type)
     if t.precision != precision:
