@@ -22,7 +22,7 @@ def prepare_cmd(
     source: str = typer.Option(..., "--source", help="text file (blank-line separated documents) | directory of "
                                ".txt/.md files (one document each) | dataset saved with save_to_disk | hub name "
                                "(owner/name or hf:NAME, streamed)"),
-    tokenizer: str = typer.Option("byte", "--tokenizer", help="byte (vocab 257, eot 256) | PATH/tokenizer.json"),
+    tokenizer: str = typer.Option("byte", "--tokenizer", help="byte (vocab 257, eot 256) | cl100k (tiktoken; the VWT paper's, vocab 100263) | cl100k:PATH/cl100k_base.tiktoken | PATH/tokenizer.json"),
     out: str = typer.Option(..., "--out", help="output directory (new or empty; rerunning with the same settings is a no-op)"),
     text_column: str = typer.Option("text", "--text-column", help="column holding the text (HF datasets)"),
     split: str = typer.Option("train", "--split", help="split to read (HF datasets)"),

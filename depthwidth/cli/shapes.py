@@ -11,13 +11,13 @@ from depthwidth.cli.render import console, emit_json
 
 def shapes_cmd(
     family: str = typer.Argument(..., help="uniform | increasing | decreasing | diamond | x (also ×, <, >, ◇)"),
-    width: int = typer.Option(..., "--width", "-w", help="h: width of the uniform baseline (and embedding)"),
-    depth: int = typer.Option(..., "--depth", "-d", help="L: number of layers"),
+    width: Optional[int] = typer.Option(None, "--width", "-w", help="h: width of the uniform baseline (and embedding); default: the preset's"),
+    depth: Optional[int] = typer.Option(None, "--depth", "-d", help="L: number of layers; default: the preset's"),
     ratio: float = typer.Option(0.3, "--ratio", "-r", help="ρ = narrowest width / h, in (0, 1]"),
     turn: Optional[int] = typer.Option(None, "--turn", "-k", help="turning layer k in [1, L] (default 0.75·L for x, 0.5·L for diamond)"),
     match: str = typer.Option("vwt", "--match", help="vwt (reference convention) | exact (true parameter count)"),
     vocab: int = typer.Option(100263, "--vocab", help="vocabulary size V (cl100k = 100263, GPT-2 = 50257)"),
-    preset: str = typer.Option("vwt", "--preset", help="model preset from conf/model (vwt | depth_delusion)"),
+    preset: str = typer.Option("vwt", "--preset", help="model preset from conf/model (vwt | depth_delusion | vwt_200m | vwt_500m | vwt_1b | vwt_2b | moe_1b3b)"),
     symmetric: Optional[bool] = typer.Option(None, "--symmetric/--asymmetric", help="force w_1 = w_L (default on for x, diamond)"),
     quantum: Optional[int] = typer.Option(None, "--quantum", "-q", help="round widths to a multiple of q (default: the preset's)"),
     seq_len: int = typer.Option(4096, "--seq-len", help="context length for attention FLOPs"),
@@ -26,6 +26,7 @@ def shapes_cmd(
     """Per-layer widths of FAMILY matched in parameters to a uniform DEPTH × WIDTH model.
 
     Example: dw shapes x --width 640 --depth 16 --vocab 100263 --match vwt
+             dw shapes x --preset moe_1b3b        (total and active parameters of the MoE model)
     """
     from depthwidth.model.figures import shape_report
 
@@ -60,6 +61,7 @@ def _render(rep: dict) -> None:
     rows = [
         ("total params", "params", "{:,.0f}"),
         ("non-embedding params", "params_non_embedding", "{:,.0f}"),
+        *([("active params (MoE, per token)", "params_active", "{:,.0f}")] if rep.get("moe") else []),
         ("params, vwt convention", "params_vwt", "{:,.0f}"),
         ("FLOPs / token (train)", "flops_per_token", "{:.4g}"),
         ("KV bytes / token (bf16)", "kv_bytes_per_token", "{:,.0f}"),

@@ -28,6 +28,28 @@ NOT_IDENTITY = {
 }
 
 
+# Settings added after runs already existed: at their "off" value (or when the
+# option they refine is off) they are left out of the hash, so every run that
+# does not use them keeps the run id it had, and a resubmitted old sweep finds
+# its finished runs instead of training them again.
+_MOE = ("n_experts", "top_k", "expert_hidden", "aux_loss_coef")
+_MUP = ("m_width", "m_emb", "m_residual")
+_POWER = ("power_a", "power_exponent")
+
+
+def _later_additions(group: str, v: dict) -> set[str]:
+    if group == "model":
+        drop = set(_MOE) if v.get("mlp") != "moe" else set()
+        if not v.get("mup"):
+            drop |= {"mup", *_MUP}
+        if v.get("attn_scale") == "auto":
+            drop.add("attn_scale")
+        return drop
+    if group == "optim":
+        return set(_POWER) if v.get("schedule") != "power" else set()
+    return set()
+
+
 def identity(cfg: Any) -> dict:
     """The part of a resolved config that determines the run's results."""
     from omegaconf import OmegaConf
@@ -40,6 +62,9 @@ def identity(cfg: Any) -> dict:
             if drop is None:
                 continue
             v = {kk: vv for kk, vv in v.items() if kk not in drop}
+        if isinstance(v, dict) and _later_additions(k, v):
+            later = _later_additions(k, v)
+            v = {kk: vv for kk, vv in v.items() if kk not in later}
         out[k] = v
     return out
 

@@ -31,6 +31,7 @@ from depthwidth.core.errors import BadInput, bad
 
 Time = typing.NewType("Time", str)  # SLURM time: minutes (int) or [D-]HH:MM:SS
 IntOrAuto = typing.NewType("IntOrAuto", str)  # an integer >= 1, or "auto"
+NumberOrAuto = typing.NewType("NumberOrAuto", str)  # a finite number in the field's range, or "auto"
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,12 @@ class Optim:
     eps: float = setting(gt=0)
     weight_decay: float = setting(ge=0)
     grad_clip: float = setting(ge=0, allowed="a number >= 0 (0: no clipping)")
-    schedule: str = setting(choices=("constant", "cosine", "wsd"))
+    schedule: str = setting(choices=("constant", "cosine", "wsd", "power"))
     warmup: float = setting(ge=0, allowed="a fraction in [0, 1) or a step count >= 1")
     min_lr_ratio: float = setting(ge=0, le=1)
     decay_fraction: float = setting(ge=0, le=1)
+    power_a: NumberOrAuto = setting(gt=0, allowed="a number > 0, or auto (tokens per step / 1024)")
+    power_exponent: float = setting(lt=0)
 
 
 @dataclass
@@ -267,6 +270,9 @@ def _ok(v: Any, tp: Any, r: Range) -> bool:
         return hasattr(v, "keys")
     elif tp is IntOrAuto:
         return v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+    elif tp is NumberOrAuto:
+        return v == "auto" or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                               and _in_range(float(v), r))
     else:  # pragma: no cover - a field of a type this checker does not know
         raise TypeError(f"schema type {tp!r} not supported")
     return ok and _in_range(float(v), r)

@@ -6,8 +6,8 @@
   ``CACHE/tokenizers/bpe<V>-<key>/`` where key hashes the settings and the
   training text; the file is written atomically, so concurrent runs at worst
   train twice.
-* ``load_tokenizer("byte" | PATH)`` gives the tokenizer ``dw data prepare``
-  uses.  Every document is followed by an end-of-text id: for ``byte`` that is
+* ``load_tokenizer("byte" | "cl100k" | "cl100k:PATH" | PATH)`` gives the tokenizer
+  ``dw data prepare`` uses (cl100k: the VWT paper's, through tiktoken).  Every document is followed by an end-of-text id: for ``byte`` that is
   256 (vocab 257); for a tokenizer.json the first of ``EOT_TOKENS`` it knows,
   otherwise one id past its vocabulary (vocab + 1, noted in meta.json).
 
@@ -130,12 +130,62 @@ class FileTokenizer:
                 "eot_appended": self.eot_token is None}
 
 
+class Cl100kTokenizer:
+    """OpenAI's cl100k_base through ``tiktoken`` (the VWT paper's tokenizer; optional:
+    ``pip install 'depthwidth[cl100k]'``).  ``cl100k`` lets tiktoken fetch or reuse its
+    cached BPE file; ``cl100k:PATH`` reads a local ``cl100k_base.tiktoken`` (offline
+    clusters).  End-of-text is ``<|endoftext|>`` (100257); special-token text inside
+    documents is encoded as ordinary text.  The vocabulary is the paper's 100,263
+    (configs' vocab_size), which holds every id this encoding produces (<= 100257)."""
+
+    vocab_size = 100263
+
+    def __init__(self, path: str | None):
+        try:
+            import tiktoken
+        except ImportError:
+            raise BadInput("--tokenizer cl100k needs tiktoken (pip install 'depthwidth[cl100k]' or tiktoken)") from None
+        self.path = path
+        if path is None:
+            self.enc = tiktoken.get_encoding("cl100k_base")
+        else:
+            import tiktoken_ext.openai_public as openai_public
+            from tiktoken.load import load_tiktoken_bpe
+
+            p = Path(os.path.expanduser(path))
+            if not p.is_file():
+                raise BadInput(f"--tokenizer cl100k:{path}: no such file (allowed: a cl100k_base.tiktoken file)")
+            ranks = load_tiktoken_bpe(str(p))
+            # tiktoken's cl100k constructor hard-wires its download; take its regex and special
+            # tokens with the local ranks in place of the fetch.
+            fetch, openai_public.load_tiktoken_bpe = openai_public.load_tiktoken_bpe, lambda *a, **k: ranks
+            try:
+                base = openai_public.cl100k_base()
+            finally:
+                openai_public.load_tiktoken_bpe = fetch
+            self.enc = tiktoken.Encoding(**base)
+        self.eot = self.enc.eot_token
+
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        ids = self.enc.encode_ordinary_batch(texts)
+        return [np.asarray(x, dtype=np.int64) for x in ids]
+
+    def describe(self) -> dict:
+        d = {"kind": "cl100k", "vocab_size": self.vocab_size, "eot": self.eot, "eot_token": "<|endoftext|>"}
+        if self.path is not None:
+            d["path"] = str(self.path)
+            d["sha256"] = hashlib.sha256(Path(os.path.expanduser(self.path)).read_bytes()).hexdigest()
+        return d
+
+
 def load_tokenizer(spec: str):
     if spec == "byte":
         return ByteTokenizer()
+    if spec == "cl100k" or spec.startswith("cl100k:"):
+        return Cl100kTokenizer(spec.split(":", 1)[1] if ":" in spec else None)
     p = Path(os.path.expanduser(spec))
     if p.is_dir() and (p / "tokenizer.json").is_file():
         p = p / "tokenizer.json"
     if not p.is_file():
-        raise BadInput(f"unknown --tokenizer {spec!r} (allowed: byte, or the path of a tokenizer.json)")
+        raise BadInput(f"unknown --tokenizer {spec!r} (allowed: byte, cl100k, cl100k:PATH, or the path of a tokenizer.json)")
     return FileTokenizer(p)

@@ -16,8 +16,15 @@ Parameters
     ``non_embedding``  ``total - embedding``.
     ``matmul``         every Linear weight, *including* the LM head whether
                        tied or not: the weights that multiply every token.
+    ``active``         (``mlp=moe``) the parameters one token uses: ``total``
+                       less the experts it is not routed to, i.e. each layer
+                       counts its router and top_k of its n_experts experts
+                       (3·w_i·m_i each: up, gate, out; experts have no biases).
+                       Equal to ``total`` for a dense model.
+    ``matmul_active``  ``matmul`` with the same top_k-of-n_experts rule.
 FLOPs per token, training (forward + backward)
-    ``dense``      = 6 · N_matmul  (2 per multiply-add forward, 4 backward).
+    ``dense``      = 6 · N_matmul_active  (2 per multiply-add forward, 4 backward;
+                   for MoE only the routed experts and the router do work).
     ``attention``  = 3 · Σ_i (2·n_ctx·d_i + 2·n_ctx·d_i), d_i = n_head_i ·
                    head_size_i: QKᵀ and A·V each take 2·n_ctx·d_i forward per
                    query token, and backward costs twice the forward.
@@ -50,13 +57,20 @@ def _count(spec: ModelSpec, mlp_hidden: Callable[[int], float]) -> dict:
     n_in = 2 if spec.mlp == "swiglu" else 1  # Linear(w->m) matrices: up (+ gate)
     b = 1 if spec.bias else 0
 
+    moe = spec.mlp == "moe"
     layer_matmul = 0
+    idle = 0  # MoE: expert weights a token is not routed to
     other = 0  # biases and norm weights
     for i, w in enumerate(spec.widths):
         m = mlp_hidden(i)
         layer_matmul += 3 * w * w + w * w  # fused q,k,v + attention output
-        layer_matmul += n_in * w * m + m * w  # MLP in (and gate) + MLP out
-        other += b * (3 * w + w + n_in * m + w)  # the same Linears' biases
+        if moe:  # router + n_experts SwiGLU experts (up, gate, out), no biases
+            layer_matmul += spec.n_experts * w + spec.n_experts * 3 * w * m
+            idle += (spec.n_experts - spec.top_k) * 3 * w * m
+            other += b * (3 * w + w)  # attention biases only
+        else:
+            layer_matmul += n_in * w * m + m * w  # MLP in (and gate) + MLP out
+            other += b * (3 * w + w + n_in * m + w)  # the same Linears' biases
         other += 2 * per_norm * w  # norm_1 and norm_2 on the active prefix
         if spec.stabiliser == "rezero":
             other += 2  # one learned gate per residual branch
@@ -75,6 +89,8 @@ def _count(spec: ModelSpec, mlp_hidden: Callable[[int], float]) -> dict:
         "embedding": embedding,
         "non_embedding": total - embedding,
         "matmul": layer_matmul + V * h,  # the LM head multiplies every token, tied or not
+        "active": total - idle,
+        "matmul_active": layer_matmul + V * h - idle,
     }
 
 
@@ -91,6 +107,8 @@ def total_params_for_widths(widths: Sequence[float], template: ModelSpec) -> flo
     if not ws or any(not w > 0 for w in ws):
         raise bad("widths", list(widths), "a non-empty list of positive numbers")
     spec = replace(template, widths=ws)
+    if template.mlp == "moe":
+        return float(_count(spec, lambda i: template.expert_hidden * ws[i] / template.embed_width)["total"])
     return float(_count(spec, lambda i: template.mlp_ratio * ws[i])["total"])
 
 
@@ -107,7 +125,7 @@ def attention_dims(spec: ModelSpec) -> list[int]:
 def flops_per_token(spec: ModelSpec, seq_len: int, causal: bool = True) -> dict:
     """Training FLOPs per token: {dense, attention, total} (see module docstring)."""
     _check_seq_len(seq_len)
-    n_matmul = count_params(spec)["matmul"]
+    n_matmul = count_params(spec)["matmul_active"]
     n_ctx = (seq_len + 1) / 2 if causal else float(seq_len)
     dense = 6 * n_matmul
     attention = 3 * sum(2 * n_ctx * d + 2 * n_ctx * d for d in attention_dims(spec))
@@ -131,6 +149,7 @@ def account(spec: ModelSpec, seq_len: int) -> dict:
         "params_embedding": p["embedding"],
         "params_non_embedding": p["non_embedding"],
         "params_matmul": p["matmul"],
+        "params_active": p["active"],
         "flops_per_token": f["total"],
         "flops_dense_per_token": f["dense"],
         "flops_attention_per_token": f["attention"],
@@ -162,10 +181,16 @@ def param_shapes(spec: ModelSpec) -> list[tuple[str, str, tuple[int, ...]]]:
         ps = [("gate_attn", ()), ("gate_mlp", ())] if st == "rezero" else []  # own parameters come first
         ps += linear("proj_in", in_w, w, False) if spec.resize == "proj" and in_w != w else []
         ps += norm("norm_1", w) + linear("attn.c_attn", w, 3 * w, b) + linear("attn.c_proj", w, w, b)
-        ps += norm("norm_2", w) + linear("mlp.c_fc", w, m, b)
-        if spec.mlp == "swiglu":
-            ps += linear("mlp.c_gate", w, m, b)
-        ps += linear("mlp.c_proj", m, w, b)
+        ps += norm("norm_2", w)
+        if spec.mlp == "moe":  # MoE's own stacked expert weights come before its router submodule
+            E = spec.n_experts
+            ps += [("mlp.w_fc", (E, m, w)), ("mlp.w_gate", (E, m, w)), ("mlp.w_proj", (E, w, m)),
+                   ("mlp.router.weight", (E, w))]
+        else:
+            ps += linear("mlp.c_fc", w, m, b)
+            if spec.mlp == "swiglu":
+                ps += linear("mlp.c_gate", w, m, b)
+            ps += linear("mlp.c_proj", m, w, b)
         if st == "normformer":
             ps += norm("mlp.mid_norm", m) + norm("attn_out_norm", w)
         out += [(f"blocks.{i}", f"blocks.{i}.{n}", s) for n, s in ps]

@@ -15,10 +15,12 @@ from depthwidth.model.spec import ModelSpec
 def figures(spec: ModelSpec, seq_len: int) -> dict:
     """Accounting figures of one spec, flat, for tables and JSON."""
     a = accounting.account(spec, seq_len)
-    keys = ("params", "params_non_embedding", "flops_per_token", "flops_attention_per_token",
+    keys = ("params", "params_non_embedding", "params_active", "flops_per_token", "flops_attention_per_token",
             "kv_bytes_per_token", "mean_width")
     out = {k: a[k] for k in keys}
-    out["params_vwt"] = shapes.vwt_params(spec.widths, spec.embed_width, spec.vocab_size)
+    terms = (shapes.moe_terms(spec.n_experts, spec.expert_hidden / spec.embed_width) if spec.mlp == "moe"
+             else shapes.DENSE_TERMS)
+    out["params_vwt"] = shapes.vwt_params(spec.widths, spec.embed_width, spec.vocab_size, terms)
     return out
 
 
@@ -30,6 +32,8 @@ def shape_report(family, *, width, depth, ratio=0.3, turn=None, match="vwt", voc
     if seq_len < 1:
         raise bad("--seq-len", seq_len, "an integer >= 1")
     m = load_group("model", preset)
+    width = int(m.width) if width is None else width
+    depth = int(m.depth) if depth is None else depth
     m.vocab_size = vocab
     m.depth, m.width, m.shape, m.ratio, m.turn, m.match = depth, width, fam, ratio, turn, match
     m.symmetric = symmetric
@@ -52,6 +56,7 @@ def shape_report(family, *, width, depth, ratio=0.3, turn=None, match="vwt", voc
         "vocab": vocab,
         "preset": preset,
         "seq_len": seq_len,
+        "moe": shaped.mlp == "moe",
         "widths": list(shaped.widths),
         "warning": shaped.extra.get("warning"),
         "uniform": figures(uniform, seq_len),

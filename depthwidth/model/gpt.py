@@ -16,6 +16,22 @@ proj   (learned projection) the stream is exactly as wide as the current
 With every w_i = R the model is a plain transformer (no slicing, no
 concatenation): pre-LN by default, or with one of the depth stabilisers of
 ``Block`` (post-LN, DeepNorm, ReZero gates, NormFormer norms).  ``accounting.py`` counts exactly the tensors built here.
+
+µP (``spec.mup``, the VWT configs' lm-engine multipliers), where each acts:
+  m_emb       the token embedding's output is multiplied by m_emb (12) before layer 1;
+  m_residual  every attention and MLP output is multiplied by m_residual (0.22)
+              before it is added to the stream: x + m_r·f(norm(x));
+  attention   softmax(q·kᵀ / head_dim) instead of / sqrt(head_dim) (``attn_scale``);
+  m_width     the logits are divided by m_width (8) after the LM head (so the
+              logit lens, which reads through ``readout``, sees the same logits);
+  init        hidden matrices (q/k/v/o, MLP in/gate/out, experts, resize
+              projections) start at std = init_std·sqrt(h/w_i)/sqrt(m_width), the
+              output projections further / sqrt(2L); embedding, LM head and router
+              keep std = init_std (·sqrt(h/w_i) for the router), as lm-engine does;
+  lr          the same hidden matrices train at lr / m_width, everything else at lr
+              (``hidden_matrices`` names them; train/optim.py builds the groups).
+With mup on and m_width = m_emb = m_residual = 1, attn_scale = inv_sqrt, the
+model is exactly the standard one (a test checks it).
 """
 
 from __future__ import annotations
@@ -27,6 +43,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from depthwidth.core.errors import bad
+from depthwidth.model.moe import MoE
 from depthwidth.model.spec import ModelSpec
 
 
@@ -53,9 +70,11 @@ def rope_tables(head_size: int, max_seq_len: int, base: float) -> tuple[torch.Te
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, width: int, n_head: int, bias: bool):
+    def __init__(self, width: int, n_head: int, bias: bool, scale: str = "inv_sqrt"):
         super().__init__()
         self.width, self.n_head, self.head_size = width, n_head, width // n_head
+        # None: SDPA's own 1/sqrt(head_size), so the standard model's kernel call is unchanged
+        self.scale = 1.0 / self.head_size if scale == "inv" else None
         self.c_attn = nn.Linear(width, 3 * width, bias=bias)  # q, k, v fused
         self.c_proj = nn.Linear(width, width, bias=bias)  # writes into the residual stream
 
@@ -68,7 +87,7 @@ class CausalSelfAttention(nn.Module):
         if rope is not None:
             cos, sin = (t.to(q.dtype) for t in rope)  # follow autocast's dtype
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
         y = y.transpose(1, 2).contiguous().view(B, T, self.width)
         return self.c_proj(y)
 
@@ -114,10 +133,14 @@ class Block(nn.Module):
         self.proj_in = nn.Linear(in_w, w, bias=False) if spec.resize == "proj" and in_w != w else None
         st = self.stabiliser = spec.stabiliser
         self.norm_1 = make_norm(spec.norm, w)
-        self.attn = CausalSelfAttention(w, spec.heads(i), spec.bias)
+        self.attn = CausalSelfAttention(w, spec.heads(i), spec.bias, spec.attention_multiplier)
         self.norm_2 = make_norm(spec.norm, w)
         m = spec.mlp_hidden(i)
-        self.mlp = MLP(w, m, spec.mlp, spec.bias, make_norm(spec.norm, m) if st == "normformer" else None)
+        if spec.mlp == "moe":
+            self.mlp = MoE(w, m, spec.n_experts, spec.top_k)
+        else:
+            self.mlp = MLP(w, m, spec.mlp, spec.bias, make_norm(spec.norm, m) if st == "normformer" else None)
+        self.m_res = spec.m_residual if spec.mup else None  # µP: branch outputs x m_residual
         self.attn_out_norm = make_norm(spec.norm, w) if st == "normformer" else None
         self.alpha = (2 * spec.depth) ** 0.25 if st == "deepnorm" else 1.0
         if st == "rezero":
@@ -137,6 +160,9 @@ class Block(nn.Module):
             return x + self.gate_mlp * self.mlp(self.norm_2(x))
         if self.attn_out_norm is not None:
             a = self.attn_out_norm(a)
+        if self.m_res is not None:  # µP (pre-LN only: the spec refuses mup with a stabiliser)
+            x = x + self.m_res * a
+            return x + self.m_res * self.mlp(self.norm_2(x))
         x = x + a
         return x + self.mlp(self.norm_2(x))
 
@@ -169,6 +195,7 @@ class VariableWidthGPT(nn.Module):
             self.register_buffer(f"rope_cos_{hs}", cos, persistent=False)
             self.register_buffer(f"rope_sin_{hs}", sin, persistent=False)
 
+        self.moe_layers = [b.mlp for b in self.blocks if isinstance(b.mlp, MoE)]  # a plain list: no re-registration
         self._init_weights()
 
     # ---- init --------------------------------------------------------------
@@ -176,6 +203,19 @@ class VariableWidthGPT(nn.Module):
         """std_i = init_std · sqrt(h / w_i) with width-scaled init, else init_std."""
         s = self.spec
         return s.init_std * (math.sqrt(s.embed_width / width) if s.width_scaled_init else 1.0)
+
+    def hidden_matrices(self) -> list[nn.Parameter]:
+        """The weights µP treats as hidden (init / sqrt(m_width), lr / m_width): every matrix
+        inside a block or resizing the stream, except the MoE router."""
+        out = []
+        for b in self.blocks:
+            mats = [b.attn.c_attn.weight, b.attn.c_proj.weight]
+            if isinstance(b.mlp, MoE):
+                mats += [b.mlp.w_fc, b.mlp.w_gate, b.mlp.w_proj]
+            else:
+                mats += [lin.weight for lin in (b.mlp.c_fc, getattr(b.mlp, "c_gate", None), b.mlp.c_proj) if lin]
+            out += mats + ([b.proj_in.weight] if b.proj_in is not None else [])
+        return out + ([self.proj_out.weight] if self.proj_out is not None else [])
 
     def _init_weights(self) -> None:
         s = self.spec
@@ -186,26 +226,37 @@ class VariableWidthGPT(nn.Module):
         if s.stabiliser == "deepnorm":
             beta = (8 * s.depth) ** -0.25
             out_scale = beta
+        mu = 1.0 / math.sqrt(s.m_width) if s.mup else 1.0  # µP: hidden matrices / sqrt(m_width)
         nn.init.normal_(self.wte.weight, mean=0.0, std=s.init_std)
         if not s.tied:
             nn.init.normal_(self.lm_head.weight, mean=0.0, std=self.layer_std(s.embed_width))
         for block in self.blocks:
             std = self.layer_std(block.width)
-            for lin in (block.attn.c_attn, block.mlp.c_fc, getattr(block.mlp, "c_gate", None)):
+            if isinstance(block.mlp, MoE):
+                moe = block.mlp
+                nn.init.normal_(moe.router.weight, mean=0.0, std=std)
+                nn.init.normal_(moe.w_fc, mean=0.0, std=std * mu)
+                nn.init.normal_(moe.w_gate, mean=0.0, std=std * mu)
+                nn.init.normal_(moe.w_proj, mean=0.0, std=std * mu * out_scale)
+                ins, outs = (block.attn.c_attn,), (block.attn.c_proj,)
+            else:
+                ins = (block.attn.c_attn, block.mlp.c_fc, getattr(block.mlp, "c_gate", None))
+                outs = (block.attn.c_proj, block.mlp.c_proj)
+            for lin in ins:
                 if lin is not None:
-                    nn.init.normal_(lin.weight, mean=0.0, std=std)
-            for lin in (block.attn.c_proj, block.mlp.c_proj):
-                nn.init.normal_(lin.weight, mean=0.0, std=std * out_scale)
+                    nn.init.normal_(lin.weight, mean=0.0, std=std * mu)
+            for lin in outs:
+                nn.init.normal_(lin.weight, mean=0.0, std=std * mu * out_scale)
             if s.stabiliser == "deepnorm":  # β also on the value and MLP-input weights
                 with torch.no_grad():
                     block.attn.c_attn.weight[2 * block.width:].mul_(out_scale)
-                    for lin in (block.mlp.c_fc, getattr(block.mlp, "c_gate", None)):
-                        if lin is not None:
-                            lin.weight.mul_(out_scale)
+                    for w in ([block.mlp.w_fc, block.mlp.w_gate] if isinstance(block.mlp, MoE) else
+                              [lin.weight for lin in (block.mlp.c_fc, getattr(block.mlp, "c_gate", None)) if lin]):
+                        w.mul_(out_scale)
             if block.proj_in is not None:  # scaled like a layer reading its input width
-                nn.init.normal_(block.proj_in.weight, mean=0.0, std=self.layer_std(block.proj_in.in_features))
+                nn.init.normal_(block.proj_in.weight, mean=0.0, std=self.layer_std(block.proj_in.in_features) * mu)
         if self.proj_out is not None:
-            nn.init.normal_(self.proj_out.weight, mean=0.0, std=self.layer_std(self.proj_out.in_features))
+            nn.init.normal_(self.proj_out.weight, mean=0.0, std=self.layer_std(self.proj_out.in_features) * mu)
         for m in self.modules():
             if isinstance(m, nn.Linear) and m.bias is not None:
                 nn.init.zeros_(m.bias)
@@ -244,7 +295,8 @@ class VariableWidthGPT(nn.Module):
         x = self.norm_f(x)
         if x.size(-1) > h:
             x = x[..., :h]
-        return self.lm_head(x)
+        logits = self.lm_head(x)
+        return logits / s.m_width if s.mup else logits
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_hidden: bool = False):
         """idx, targets: (B, T) token ids (targets -1 = ignored).  Returns
@@ -254,6 +306,8 @@ class VariableWidthGPT(nn.Module):
         if T > self.max_seq_len:
             raise bad("sequence length", T, f"at most max_seq_len={self.max_seq_len}")
         x = self.wte(idx)  # (B, T, h)
+        if self.spec.mup:
+            x = x * self.spec.m_emb
         if self.stream_width > x.size(-1):  # coordinates beyond h start at zero
             x = F.pad(x, (0, self.stream_width - x.size(-1)))
         ropes = {hs: (getattr(self, f"rope_cos_{hs}")[:T], getattr(self, f"rope_sin_{hs}")[:T])
@@ -271,6 +325,9 @@ class VariableWidthGPT(nn.Module):
             flat = logits.view(-1, logits.size(-1))
             flat = flat.float() if flat.dtype in (torch.float16, torch.bfloat16) else flat  # fp64 stays fp64
             loss = F.cross_entropy(flat, targets.reshape(-1), ignore_index=-1)
+            if self.moe_layers and self.training and self.spec.aux_loss_coef > 0:
+                # the training objective adds the experts' load balance; held-out loss stays the CE
+                loss = loss + self.spec.aux_loss_coef * sum(m.aux for m in self.moe_layers)
         return (logits, loss, hidden) if return_hidden else (logits, loss)
 
     # ---- introspection -----------------------------------------------------

@@ -46,6 +46,15 @@ def from_config(m: Any) -> ModelSpec:
         bias=bool(g("bias", False)),
         init_std=number("model.init_std", g("init_std", 0.02)),
         width_scaled_init=bool(g("width_scaled_init", False)),
+        mup=bool(g("mup", False)),
+        m_width=number("model.m_width", g("m_width", 8.0)),
+        m_emb=number("model.m_emb", g("m_emb", 12.0)),
+        m_residual=number("model.m_residual", g("m_residual", 0.22)),
+        attn_scale=g("attn_scale", "auto"),
+        n_experts=g("n_experts", 22),
+        top_k=g("top_k", 3),
+        expert_hidden=g("expert_hidden", 512),
+        aux_loss_coef=number("model.aux_loss_coef", g("aux_loss_coef", 0.01)),
     )
     warning = None
     explicit = g("widths")
@@ -62,6 +71,8 @@ def from_config(m: Any) -> ModelSpec:
             g("shape", "uniform"), width, depth,
             ratio=number("model.ratio", g("ratio", 0.3)), turn=g("turn"), symmetric=g("symmetric"),
             quantum=int(g("quantum", 32)), match=g("match", "vwt"), count=count, strict=False,
+            vwt_terms=(shapes.moe_terms(template.n_experts, template.expert_hidden / width)
+                       if template.mlp == "moe" else shapes.DENSE_TERMS),
         )
         if g("match", "vwt") == "exact" and len(set(widths)) > 1:
             off = shapes.exact_mismatch(widths, width, count)

@@ -21,6 +21,11 @@ Two conventions for "parameters":
 ``vwt``    the reference convention of Wu et al., exactly as stated:
            2·V·h + Σ 16·w_i² − 3·(w_1 − h)·w_1·[w_1 > h] − 4·w_L·(w_L − h)·[w_L > h]
            must equal 2·V·h + 16·L·h².  h_1 solves this quadratic in closed form.
+           For a mixture of experts (E experts of hidden r·w_i, r = expert
+           hidden / h) the paper's solver (scripts/solve_hparams.py) counts
+           2·V·h + Σ (4 + 3·E·r)·w_i² + Σ E·w_i (the routers)
+           − 3·(w_1 − h)·w_1 − E·r·w_L·(w_L − h): the same form with
+           ``VwtTerms(K=4+3Er, G=E, D=Er)`` in place of (16, 0, 4).
 ``exact``  the instantiated model's true total parameter count, every tensor
            included (a counting function is passed in; see ``accounting``),
            solved numerically; after rounding the total is within 0.5% of the
@@ -91,20 +96,29 @@ def _narrowest_index(family: str, depth: int, turn: int, m: Sequence[float]) -> 
     return min(range(depth), key=lambda i: m[i])  # diamond: the ends
 
 
-def _solve_h1_vwt(m: Sequence[float], h: float, depth: int) -> float:
+DENSE_TERMS = (16.0, 0.0, 4.0)  # (K, G, D): Σ K·w² + Σ G·w − 3(w_1 − h)w_1 − D·w_L(w_L − h)
+
+
+def moe_terms(n_experts: int, expert_ratio: float) -> tuple[float, float, float]:
+    """The reference convention's (K, G, D) for E experts of hidden r·w_i (see above)."""
+    return 4.0 + 3.0 * n_experts * expert_ratio, float(n_experts), n_experts * expert_ratio
+
+
+def _solve_h1_vwt(m: Sequence[float], h: float, depth: int, terms=DENSE_TERMS) -> float:
     """Positive root of the reference quadratic in h_1 (the 2·V·h terms cancel).
 
     The two subtracted terms apply only when w_1 > h (resp. w_L > h); try each
     case and keep the root consistent with its own case.
     """
-    s2 = sum(x * x for x in m)
+    K, G, D = terms
+    s1, s2 = sum(m), sum(x * x for x in m)
     m1, mL = m[0], m[-1]
     roots = []
     for i1 in (0, 1):
         for iL in (0, 1):
-            a = 16 * s2 - 3 * m1 * m1 * i1 - 4 * mL * mL * iL
-            b = 3 * h * m1 * i1 + 4 * h * mL * iL
-            c = -16.0 * depth * h * h
+            a = K * s2 - 3 * m1 * m1 * i1 - D * mL * mL * iL
+            b = G * s1 + 3 * h * m1 * i1 + D * h * mL * iL
+            c = -(K * depth * h * h + G * depth * h)
             if a <= 0:
                 continue
             h1 = (-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)
@@ -148,6 +162,7 @@ def schedule(
     match: str = "vwt",
     count: Counter | None = None,
     strict: bool = True,
+    vwt_terms: tuple[float, float, float] = DENSE_TERMS,
 ) -> list[int]:
     """Per-layer widths of ``family`` matched in parameters to ``depth`` × ``width``.
 
@@ -183,7 +198,7 @@ def schedule(
 
     h = float(width)
     if match == "vwt":
-        solve = lambda m: _solve_h1_vwt(m, h, depth)  # noqa: E731
+        solve = lambda m: _solve_h1_vwt(m, h, depth, vwt_terms)  # noqa: E731
     else:
         if count is None:
             raise ValueError("match='exact' needs a count function")
@@ -250,12 +265,13 @@ def mean_width(widths: Sequence[int]) -> float:
     return sum(widths) / len(widths)
 
 
-def vwt_params(widths: Sequence[float], h: float, vocab: int) -> float:
+def vwt_params(widths: Sequence[float], h: float, vocab: int, terms=DENSE_TERMS) -> float:
     """Parameters in the reference (vwt) convention of SCIENCE.md §2."""
+    K, G, D = terms
     w1, wL = widths[0], widths[-1]
-    p = 2 * vocab * h + sum(16 * w * w for w in widths)
+    p = 2 * vocab * h + sum(K * w * w + G * w for w in widths)
     if w1 > h:
         p -= 3 * (w1 - h) * w1
     if wL > h:
-        p -= 4 * wL * (wL - h)
+        p -= D * wL * (wL - h)
     return p

@@ -17,7 +17,8 @@ from typing import Any, Sequence
 from depthwidth.core.errors import BadInput, bad
 
 NORMS = ("layernorm", "rmsnorm")
-MLPS = ("gelu", "swiglu")
+MLPS = ("gelu", "swiglu", "moe")  # moe: a mixture of SwiGLU experts per layer (model/moe.py)
+ATTN_SCALES = ("auto", "inv_sqrt", "inv")  # softmax scale 1/sqrt(head_dim) | 1/head_dim; auto: inv with µP
 RESIZES = ("carry", "zero", "proj")
 # Depth stabilisers (SCIENCE.md §3: never tried by the Depth-Delusion paper).
 STABILISERS = ("none", "post", "deepnorm", "rezero", "normformer")
@@ -41,6 +42,17 @@ class ModelSpec:
     bias: bool = False  # biases in Linear layers
     init_std: float = 0.02
     width_scaled_init: bool = False  # layer i init std *= sqrt(h / w_i)
+    # µP as the VWT configs set it (lm-engine's m_width, m_emb, m_residual; gpt.py says where each acts)
+    mup: bool = False
+    m_width: float = 8.0  # logits / m_width; hidden-matrix init std / sqrt(m_width) and lr / m_width
+    m_emb: float = 12.0  # token embedding output x m_emb
+    m_residual: float = 0.22  # every attention / MLP output x m_residual before it joins the stream
+    attn_scale: str = "auto"  # inv_sqrt: q.k / sqrt(head_dim) | inv: q.k / head_dim | auto: inv iff mup
+    # mixture of experts (mlp = "moe"): SwiGLU experts, softmax router, top-k, no shared expert
+    n_experts: int = 22
+    top_k: int = 3
+    expert_hidden: int = 512  # an expert's hidden width at width h; layer i: round(w_i * expert_hidden / h)
+    aux_loss_coef: float = 0.01  # load-balancing loss coefficient (no router z-loss: the VWT configs set none)
     extra: dict = field(default_factory=dict, compare=False)  # free-form labels
 
     # ---- derived -----------------------------------------------------------
@@ -70,7 +82,17 @@ class ModelSpec:
         return self.head_dim if self.n_head is None else w // self.n_head
 
     def mlp_hidden(self, i: int) -> int:
+        """MLP hidden width m_i; for moe the hidden width of each expert of layer i."""
+        if self.mlp == "moe":
+            return max(1, round(self.widths[i] * self.expert_hidden / self.embed_width))
         return int(self.mlp_ratio * self.widths[i])
+
+    @property
+    def attention_multiplier(self) -> str:
+        """The softmax scale rule actually used: inv (1/head_dim) or inv_sqrt (1/sqrt(head_dim))."""
+        if self.attn_scale == "auto":
+            return "inv" if self.mup else "inv_sqrt"
+        return self.attn_scale
 
     def input_width(self, i: int) -> int:
         """Width of the stream entering layer i (for resize='proj')."""
@@ -103,6 +125,25 @@ class ModelSpec:
             raise bad("model.stabiliser", self.stabiliser, "|".join(STABILISERS))
         if not self.mlp_ratio > 0:
             raise bad("model.mlp_ratio", self.mlp_ratio, "a number > 0")
+        if self.attn_scale not in ATTN_SCALES:
+            raise bad("model.attn_scale", self.attn_scale, "|".join(ATTN_SCALES))
+        if self.mup:
+            for k in ("m_width", "m_emb", "m_residual"):
+                if not (isinstance(getattr(self, k), (int, float)) and getattr(self, k) > 0):
+                    raise bad(f"model.{k}", getattr(self, k), "a number > 0 (a µP multiplier)")
+            if self.stabiliser != "none":
+                raise bad("model.stabiliser", self.stabiliser, "none with model.mup=true (µP is defined for pre-LN)")
+        if self.mlp == "moe":
+            if isinstance(self.n_experts, bool) or not isinstance(self.n_experts, int) or self.n_experts < 1:
+                raise bad("model.n_experts", self.n_experts, "an integer >= 1")
+            if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or not 1 <= self.top_k <= self.n_experts:
+                raise bad("model.top_k", self.top_k, f"an integer from 1 to model.n_experts={self.n_experts}")
+            if isinstance(self.expert_hidden, bool) or not isinstance(self.expert_hidden, int) or self.expert_hidden < 1:
+                raise bad("model.expert_hidden", self.expert_hidden, "an integer >= 1")
+            if not (isinstance(self.aux_loss_coef, (int, float)) and self.aux_loss_coef >= 0):
+                raise bad("model.aux_loss_coef", self.aux_loss_coef, "a number >= 0")
+            if self.stabiliser == "normformer":
+                raise bad("model.stabiliser", self.stabiliser, "none|post|deepnorm|rezero with model.mlp=moe")
         if (self.n_head is None) == (self.head_dim is None):
             raise BadInput("set exactly one of model.heads (fixed head count) and model.head_dim (fixed head size)")
         for i, w in enumerate(self.widths):

@@ -105,12 +105,22 @@ def buffer_bytes(spec: ModelSpec, seq_len: int) -> int:
     return sum(2 * seq_len * (hs // 2) * 4 for hs in sizes)
 
 
+def _saved(spec: ModelSpec, i: int) -> int:
+    """Values layer i saves per token for backward.  MoE (an estimate, not yet measured):
+    the attention half of a SwiGLU layer (12·w) plus, per routed expert, its gathered input,
+    output and weighted output (3·w) and four hidden-width tensors, plus the router's logits
+    and probabilities (2·E)."""
+    w = spec.widths[i]
+    if spec.mlp == "moe":
+        return 12 * w + spec.top_k * (3 * w + 4 * spec.mlp_hidden(i)) + 2 * spec.n_experts
+    return (SAVED_PER_WIDTH[spec.mlp] + (2 if spec.stabiliser == "normformer" else 0)) * w
+
+
 def activation_bytes(spec: ModelSpec, tokens: int, precision: str, device: str, ac: bool) -> int:
     """Bytes autograd keeps for backward over ``tokens`` tokens of one micro-batch."""
-    c = SAVED_PER_WIDTH[spec.mlp] + (2 if spec.stabiliser == "normformer" else 0)
     bf16 = precision == "bf16" and device == "cuda"
     e = 2 if bf16 else 4
-    layer = [(2 * c + 8) * w if bf16 else 4 * c * w for w in spec.widths]
+    layer = [2 * _saved(spec, i) + 8 * w if bf16 else 4 * _saved(spec, i) for i, w in enumerate(spec.widths)]
     if spec.resize == "proj":  # a learned resize keeps its input
         layer = [b + (e * spec.input_width(i) if spec.input_width(i) != spec.widths[i] else 0)
                  for i, b in enumerate(layer)]

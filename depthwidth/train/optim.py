@@ -4,7 +4,21 @@ Schedules (``optim.schedule``):
   constant  linear warm-up, then the peak lr;
   cosine    warm-up, then cosine decay to ``min_lr_ratio``·peak at the last step;
   wsd       warm-up-stable-decay: warm-up, the peak lr, then a linear decay to
-            ``min_lr_ratio``·peak over the last ``decay_fraction`` of the run.
+            ``min_lr_ratio``·peak over the last ``decay_fraction`` of the run;
+  power     the Power scheduler (Shen et al. 2024, "Power Scheduler: a batch size
+            and token number agnostic learning rate scheduler"), as lm-engine's
+            ``PowerScheduler`` computes it for the VWT configs:
+                lr(n) = min(lr_peak, a · n^b),   n = tokens seen,
+            b = ``power_exponent`` (−0.566 in every VWT config) and
+            a = ``power_a`` (``auto``: tokens per step / 1024, which is what all
+            five VWT configs set: a = 512, 1024, 2048, 4096 at 0.5M/1M/2M/4M
+            tokens per step).  Warm-up (``warmup``, 0.08 in the configs) rises
+            linearly to the value the power law has where warm-up ends, so the
+            curve is continuous.  For 0-based step s with c tokens per step and
+            W warm-up steps: s < W: lr = (s+1)/W · min(lr_peak, a·(W·c)^b);
+            else lr = min(lr_peak, a·((s+1)·c)^b).  (lm-engine indexes its steps
+            from 1 at the same points, dw's warm-up convention.)  No final decay:
+            as in the configs, the run ends on the power law.
 
 Token budgets (``train.budgets``): every budget is a point (tokens, held-out
 loss) for the data term of a scaling law.  With ``wsd`` each budget b < total
@@ -28,10 +42,27 @@ def warmup_steps(o: Any, total: int) -> int:
     return int(w) if w >= 1 else int(round(w * total))
 
 
-def lr_at(step: int, total: int, o: Any) -> float:
-    """Learning rate for 0-based ``step`` of a run of ``total`` steps."""
+def power_a(o: Any, tokens_per_step: int) -> float:
+    a = o.power_a
+    return tokens_per_step / 1024 if a == "auto" else float(a)
+
+
+def power_lr(tokens: float, o: Any, tokens_per_step: int) -> float:
+    """min(lr_peak, a · tokens^b): the power schedule after warm-up."""
+    return min(float(o.lr), power_a(o, tokens_per_step) * float(tokens) ** float(o.power_exponent))
+
+
+def lr_at(step: int, total: int, o: Any, tokens_per_step: int | None = None) -> float:
+    """Learning rate for 0-based ``step`` of a run of ``total`` steps (``power`` needs
+    ``tokens_per_step``: it decays in tokens seen, not in steps)."""
     peak, floor = float(o.lr), float(o.lr) * float(o.min_lr_ratio)
     w = warmup_steps(o, total)
+    if o.schedule == "power":
+        if tokens_per_step is None:
+            raise ValueError("lr_at: the power schedule needs tokens_per_step")
+        if step < w:
+            return (step + 1) / w * power_lr(w * tokens_per_step, o, tokens_per_step)
+        return power_lr((step + 1) * tokens_per_step, o, tokens_per_step)
     if step < w:
         return peak * (step + 1) / w
     if o.schedule == "constant":
@@ -85,20 +116,30 @@ def plan_steps(t: Any) -> tuple[int, int]:
 
 
 def build_optimizer(model, o: Any):
-    """AdamW; weight decay on matrices only (norm gains and biases are not decayed)."""
+    """AdamW; weight decay on matrices only (norm gains and biases are not decayed).
+
+    With µP (``model.mup``) the hidden matrices (``model.hidden_matrices()``: q/k/v/o,
+    MLP and expert matrices, resize projections) form a third group that trains at
+    lr / m_width, as lm-engine's ``params_group_method: mup`` does; embedding, LM head,
+    router, norms and biases train at lr.  ``lr_scale`` in each group carries the factor
+    through every ``set_lr``."""
     import torch
 
-    decay, no_decay = [], []
+    spec = model.spec
+    hidden = {id(p) for p in model.hidden_matrices()} if spec.mup else set()
+    decay, no_decay, mup = [], [], []
     for p in model.parameters():
         if p.requires_grad:
-            (decay if p.dim() >= 2 else no_decay).append(p)
+            (mup if id(p) in hidden else decay if p.dim() >= 2 else no_decay).append(p)
     groups = [
-        {"params": decay, "weight_decay": float(o.weight_decay)},
-        {"params": no_decay, "weight_decay": 0.0},
+        {"params": decay, "weight_decay": float(o.weight_decay), "lr_scale": 1.0},
+        {"params": no_decay, "weight_decay": 0.0, "lr_scale": 1.0},
     ]
+    if spec.mup:
+        groups.append({"params": mup, "weight_decay": float(o.weight_decay), "lr_scale": 1.0 / spec.m_width})
     return torch.optim.AdamW(groups, lr=float(o.lr), betas=tuple(o.betas), eps=float(o.eps))
 
 
 def set_lr(opt, lr: float) -> None:
     for g in opt.param_groups:
-        g["lr"] = lr
+        g["lr"] = lr * g.get("lr_scale", 1.0)

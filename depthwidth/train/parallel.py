@@ -55,8 +55,13 @@ def apply(model, mode: str, device, precision: str, *, ac: bool = False, compile
     if ac:
         checkpoint_blocks(model)
     if compile:
+        from depthwidth.model.moe import MoE
+
         for block in model.blocks:  # per block: one graph per distinct width, reused across layers
-            block.compile()
+            if isinstance(block.mlp, MoE):  # data-dependent dispatch: as the VWT setup, MoE stays eager
+                block.attn.compile()
+            else:
+                block.compile()
     if mode == "single":
         return model
     if mode == "ddp":

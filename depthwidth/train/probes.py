@@ -5,6 +5,10 @@ whole block, attention and MLP separately — right after backward (before
 clipping).  All per-parameter norms come from one ``torch._foreach_norm``
 call, are summed into per-layer groups on the device with ``index_add_``, and
 cross to the host in a single transfer, only on probe steps.
+
+Router load (``mlp=moe``): on the same steps, each layer's share of token-slots
+per expert (1/n_experts each when balanced) and the tokens dropped (0: the
+experts have no capacity limit), in ``probes.jsonl`` under ``router``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ class GradProbe:
                 kind.append(1 if id(p) in attn else 2 if id(p) in mlp else 0)
         dev = params[0].device if params else "cpu"
         self.params, self.world = params, world
+        self.moe = list(getattr(model, "moe_layers", []))  # MoE: router load of the step's last forward
         self.depth = len(model.layer_params())
         self.layer = torch.tensor(layer, device=dev)
         self.kind = torch.tensor(kind, device=dev)
@@ -43,6 +48,20 @@ class GradProbe:
         out[2].index_add_(0, self.layer, torch.where(self.kind == 2, sq, 0.0))
         block, attn, mlp = out.sqrt().tolist()  # the one host sync
         return {"block": block, "attn": attn, "mlp": mlp}
+
+    def router(self) -> dict | None:
+        """MoE: per layer, the share of token-slots each expert received in the step's last
+        micro-batch (averaged over processes), and the tokens dropped (always 0: no capacity)."""
+        if not self.moe:
+            return None
+        import torch
+
+        from depthwidth.train import dist
+
+        load = torch.stack([m.load for m in self.moe])
+        if self.world is not None and self.world.distributed:
+            load = dist.mean(self.world, load)
+        return {"load": load.tolist(), "dropped": [0] * len(self.moe)}
 
 
 def is_probe_step(step: int, every: int, at) -> bool:

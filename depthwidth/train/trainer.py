@@ -245,6 +245,8 @@ class Trainer:
                 (loss / k).backward()
             total = total + loss.detach()
         probes = self.probe() if probe else None
+        if probes is not None and self.probe.moe:
+            probes = {**probes, "router": self.probe.router()}
         clip = float(self.cfg.optim.grad_clip)
         params = [q for q in self.model.parameters() if q.grad is not None]
         gn = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
@@ -337,7 +339,7 @@ class Trainer:
         b = sched.branch_at(st.step)
         if b is not None and b.steps not in st.steps_recorded:
             self._record(b, decay_branch(self, b))
-        lr = optim.lr_at(st.step, p.steps, self.cfg.optim)
+        lr = optim.lr_at(st.step, p.steps, self.cfg.optim, p.tokens_per_step)
         loss, gn, probes = self.train_step(lr, sched.probe(st.step + 1))
         st.step += 1
         watch.add(st.step, loss)
@@ -355,7 +357,9 @@ class Trainer:
                                  diverged_step=bad_step)
         tokens = st.step * p.tokens_per_step
         if probes is not None:
-            self.tracker.log_probe({"step": st.step, "tokens": tokens, "grad_norm": probes})
+            router = probes.pop("router", None)
+            self.tracker.log_probe({"step": st.step, "tokens": tokens, "grad_norm": probes,
+                                    **({"router": router} if router else {})})
         if ev.log or ev.evaluate:
             row = {"step": st.step, "tokens": tokens, "loss": st.last_finite, "lr": lr, "grad_norm": float(gn),
                    **meter.row(tokens), **meter.memory(self.device)}

@@ -1,0 +1,79 @@
+"""A mixture of SwiGLU experts: the MLP of one layer of ``model.mlp=moe``.
+
+As in the VWT paper's MoE model (``configs/moe_1b3b.yml``, SCIENCE.md §2):
+``n_experts`` experts per layer (22), top-k routing (3), no shared expert;
+expert i of a layer of width w_i has hidden width round(w_i · expert_hidden / h)
+(512 at h = 1600), so the experts narrow with the layer.
+
+Router: a bias-free Linear w_i → E gives logits r; each token takes the k
+experts with the largest logits and weights them with a softmax over those k
+logits only, so a token's k weights sum to 1 (lm-engine's normalised top-k:
+the same as renormalising the top-k of softmax(r)).
+
+Load balancing (Switch Transformer's auxiliary loss, lm-engine's form):
+    aux = E · Σ_e f_e · P_e,
+    f_e = (token-slots routed to e) / (N·k),   P_e = mean over tokens of softmax(r)_e,
+minimal (= 1) when routing is uniform.  The model adds ``aux_loss_coef`` ·
+Σ_layers aux to the training objective.  No router z-loss (the configs set
+none) and no capacity limit: every token reaches its k experts, none is
+dropped (``dropped`` is recorded as 0 so the report can say so).
+
+Dispatch is batched, never a loop over tokens: the N·k (token, expert) slots
+are sorted by expert, the tokens gathered in that order, each expert's
+contiguous run multiplied by its weights (a loop over the E experts, the
+grouped matmul), and the weighted outputs added back to their tokens with one
+``index_add_``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+
+class MoE(nn.Module):
+    def __init__(self, width: int, hidden: int, n_experts: int, top_k: int):
+        super().__init__()
+        self.width, self.hidden, self.n_experts, self.top_k = width, hidden, n_experts, top_k
+        self.router = nn.Linear(width, n_experts, bias=False)
+        # Expert weights stacked along dim 0, laid out like nn.Linear weights (out, in).
+        self.w_fc = nn.Parameter(torch.empty(n_experts, hidden, width))  # up projection
+        self.w_gate = nn.Parameter(torch.empty(n_experts, hidden, width))  # SwiGLU gate
+        self.w_proj = nn.Parameter(torch.empty(n_experts, width, hidden))  # writes into the residual stream
+        self.aux: torch.Tensor | None = None  # this forward's load-balancing loss
+        self.load: torch.Tensor | None = None  # this forward's share of token-slots per expert (E,)
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x: (N, w) -> (router logits (N, E), top-k weights (N, k), top-k experts (N, k))."""
+        logits = self.router(x)
+        top, experts = logits.topk(self.top_k, dim=-1)
+        low = top.dtype in (torch.float16, torch.bfloat16)  # softmax in fp32 at least (fp64 stays fp64)
+        weights = F.softmax(top.float() if low else top, dim=-1).to(x.dtype)
+        return logits, weights, experts
+
+    def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
+        """Expert e on a batch of its tokens x: (n, w) -> (n, w)."""
+        a = F.silu(x @ self.w_gate[e].t()) * (x @ self.w_fc[e].t())
+        return a @ self.w_proj[e].t()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        xt = x.reshape(-1, self.width)
+        N, E, k = xt.size(0), self.n_experts, self.top_k
+        logits, weights, experts = self.route(xt)
+
+        flat = experts.reshape(-1)  # slot s = token s // k, its (s % k)-th choice
+        order = flat.argsort(stable=True)  # slots grouped by expert
+        counts = torch.bincount(flat, minlength=E)
+        token = order // k
+        # one host sync for the split sizes; an expert with no tokens gets an empty (0, w) batch
+        y = torch.cat([self.expert(e, part) for e, part in enumerate(xt[token].split(counts.tolist()))])
+        y = y * weights.reshape(-1)[order].unsqueeze(-1).to(y.dtype)
+        out = y.new_zeros(N, self.width).index_add_(0, token, y)  # y's dtype: bf16 under autocast
+
+        f = counts.float() / (N * k)
+        P = F.softmax(logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits, dim=-1).mean(0)
+        self.aux = E * (f * P).sum()
+        self.load = f.detach()
+        return out.view(shape)
