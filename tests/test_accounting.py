@@ -70,7 +70,8 @@ def test_hand_count_small_spec():
     # per layer 12·64 matmul + (3·8 + 8 + 32 + 8) biases + 4·8 norms = 768 + 72 + 32 = 872
     spec = ModelSpec(widths=(8, 8), vocab_size=10, embed_width=8, head_dim=4, bias=True)
     assert count_params(spec) == {"total": 2 * 872 + 16 + 160, "embedding": 160,
-                                  "non_embedding": 2 * 872 + 16, "matmul": 2 * 768 + 80}
+                                  "non_embedding": 2 * 872 + 16, "matmul": 2 * 768 + 80,
+                                  "active": 2 * 872 + 16 + 160, "matmul_active": 2 * 768 + 80}  # dense: all active
 
 
 @pytest.mark.parametrize("spec", list(itertools.islice(all_specs(), 0, None, 37)))

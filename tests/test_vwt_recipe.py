@@ -298,3 +298,26 @@ def test_vwt_scaling_dry_run_lists_the_four_sizes_by_two_shapes_with_flops_and_p
     for r in runs:
         assert r["tokens"] % per_step[r["width"]] == 0 and r["flops"] > 0
         assert r["plan"]["processes"] == 8 and r["plan"]["fits"] and r["precision"] == "bf16"
+
+
+def test_report_router_table_reads_the_last_probe_step_of_each_moe_run():
+    from depthwidth.report.render import ORDER, md_table
+    from depthwidth.report.router import router_table
+
+    skew = [0.7, 0.1, 0.1, 0.1]
+    probes = [
+        {"run": "moe", "shape": "x", "width": 128, "depth": 2, "probes": [
+            {"step": 10, "router": {"load": [[1.0, 0, 0, 0]] * 2, "dropped": [0, 0]}},
+            {"step": 20, "router": {"load": [[0.25] * 4, skew], "dropped": [0, 0]}}]},
+        {"run": "dense", "shape": "uniform", "width": 128, "depth": 2, "probes": [{"step": 20}]},
+    ]
+    t = router_table(probes)
+    assert [r["run"] for r in t.rows] == ["moe"]
+    r = t.rows[0]
+    assert (r["step"], r["experts"], r["worst_layer"], r["dropped"]) == (20, 4, 2, 0)
+    assert r["mean_max"] == pytest.approx((1.0 + 2.8) / 2) and r["worst_max"] == pytest.approx(2.8)
+    assert r["min_share"] == pytest.approx(0.4)
+    h2 = -sum(p * math.log(p) for p in skew) / math.log(4)
+    assert r["entropy"] == pytest.approx((1.0 + h2) / 2)
+    assert router_table(probes[1:]) is None  # no MoE run: no table
+    assert "router" in ORDER and "MoE router load" in md_table(t)

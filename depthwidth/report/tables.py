@@ -28,6 +28,7 @@ from depthwidth.report.model import (
     pm,
 )
 from depthwidth.report.provenance import provenance_table
+from depthwidth.report.router import router_table
 
 # =============================================================================
 # the report
@@ -53,6 +54,8 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     T.update(_fit_tables(data.fit))
     T.update(_dcrit_tables(data, cells))
     T["paper"] = _paper(data.runs)
+    if (router := router_table(data.probes)) is not None:
+        T["router"] = router
     T["missing"] = _missing(data, w_star, d_star)
     notes = list(data.notes)
     if data.source.get("sweep"):
