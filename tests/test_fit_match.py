@@ -12,11 +12,10 @@ import json
 import numpy as np
 import pytest
 
-from depthwidth.cli import main
 from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import BadInput
 from depthwidth.fit.match import NEEDS, flops_to_match
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw_in_process, run_dw
 from tests.planted import match_table
 
 F = 0.78
@@ -24,14 +23,7 @@ MW = 0.9 * (F / 0.95) ** 0.25
 KV = 0.9 * (F / 0.95) ** 0.5
 
 
-def _dw(capsys, *argv):
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_dw = dw_in_process
 
 
 def test_noise_free_shift_is_recovered_exactly():
