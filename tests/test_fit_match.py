@@ -141,3 +141,13 @@ def test_dw_fit_match_writes_match_json_and_the_report_shows_it(tmp_path, capsys
     assert code == 0, err
     assert "## FLOPs to match uniform" in out and "computed by dw report" in out
     assert (plots / "flops_match.png").is_file() and "flops_match.png" in out
+
+
+def test_diverged_and_lossless_runs_are_left_out_and_named():
+    t = match_table(noise=0.0)
+    t.loc[0, "status"] = "diverged"
+    t.loc[1, "loss"] = float("nan")
+    m = flops_to_match(t, bootstrap=0)
+    assert m.curves[0].runs == 10 and m.curves[0].sizes == 5  # both runs of the smallest uniform size are gone
+    assert any(w.startswith("2 run(s) left out") and "uniform-h256-s0" in w for w in m.warnings)
+    assert all(r.flops_fraction == pytest.approx(F, rel=1e-5) for r in m.rows)

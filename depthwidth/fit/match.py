@@ -282,6 +282,11 @@ def flops_to_match(table, *, baseline: str = BASELINE, bootstrap: int = 200, lev
         raise BadInput(f"FLOPs to match {NEEDS}: {baseline} and at least one other shape with 2 or more sizes "
                        f"(sizes per shape: {have})")
     warnings = [f"{s}: {n} size: left out ({NEEDS})" for s, n in sorted(sizes.items()) if n < 2 and s != baseline]
+    runs_in = {str(r) for r in table["run"]} if "run" in table else set()
+    dropped = sorted(runs_in - set(pts["run"]))
+    if dropped:
+        warnings.append(f"{len(dropped)} run(s) left out (diverged, failed, or no finite loss and FLOPs): "
+                        + ", ".join(dropped[:8]) + (" …" if len(dropped) > 8 else ""))
     used = pts[pts["shape"].isin([baseline] + others)]
     c_ref = float(10.0 ** round(float(np.log10(used["flops"]).mean())))
     rng = np.random.default_rng(seed)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from depthwidth.core.errors import BadInput
+from depthwidth.core.errors import BadInput, WorkFailed
 from depthwidth.fit.match import NEEDS, PAPER_MATCH, flops_to_match
 from depthwidth.report.model import DONE, Col, Data, Table, is_uniform
 from depthwidth.track.table import mean_width
@@ -66,7 +66,7 @@ def load_match(data: Data) -> tuple[dict | None, str]:
         return None, f"{f} is not a match.json written by dw fit --match"
     try:
         m = flops_to_match(run_frame(data), bootstrap=REPORT_BOOTSTRAP).to_dict()
-    except BadInput as e:
+    except (BadInput, WorkFailed) as e:  # the report still renders; the section says why it is empty
         return None, str(e)
     return m, f"computed by dw report from each run's final budget ({REPORT_BOOTSTRAP} bootstrap replicates)"
 
