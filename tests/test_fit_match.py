@@ -151,3 +151,15 @@ def test_diverged_and_lossless_runs_are_left_out_and_named():
     assert m.curves[0].runs == 10 and m.curves[0].sizes == 5  # both runs of the smallest uniform size are gone
     assert any(w.startswith("2 run(s) left out") and "uniform-h256-s0" in w for w in m.warnings)
     assert all(r.flops_fraction == pytest.approx(F, rel=1e-5) for r in m.rows)
+
+
+def test_a_shape_whose_floor_is_above_the_uniform_loss_never_matches():
+    t = match_table(noise=0.0)
+    x = t["shape"] == "x"
+    t.loc[x, "loss"] = 2.6 + 1.2 * (t.loc[x, "flops"] / 1e18) ** -0.2  # E_x = 2.6 > L_u(C) = 2.48 at h 1536
+    m = flops_to_match(t, bootstrap=20)
+    last = m.rows[-1]
+    assert last.width == 1536 and last.flops_match is None and last.flops_fraction is None
+    assert last.flops_fraction_ci is None and last.unreachable == 1.0
+    assert any("never reaches the uniform loss" in w for w in m.warnings)
+    assert m.rows[0].flops_fraction == pytest.approx(1.0, abs=0.05)  # the curves cross near the smallest size

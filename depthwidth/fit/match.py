@@ -229,11 +229,22 @@ def _ratio(c, s_sizes, col, base):
     return _loglog(c, s_sizes["flops"].to_numpy(float), v) / base
 
 
-def _ci_of(samples, level):
+def _ci_of(samples, level, open_top: bool = False):
+    """Percentile interval of the finite samples; ``open_top``: the upper end is unbounded (None)."""
     if samples is None:
         return None
     s = np.asarray(samples, float)
-    return percentile_ci(s[np.isfinite(s)], level)
+    ci = percentile_ci(s[np.isfinite(s)], level)
+    return [ci[0], None] if ci is not None and open_top else ci
+
+
+def _open_ci(s, level):
+    """Percentile interval of samples that may be +inf; a non-finite end is None."""
+    if len(s) < 2 or not np.isfinite(s).any():
+        return None
+    with np.errstate(invalid="ignore"):
+        lo, hi = np.percentile(s, [50 * (1 - level), 50 * (1 + level)])
+    return [float(lo), float(hi) if math.isfinite(hi) else None] if math.isfinite(lo) else None
 
 
 def _row(s, u, curve, ps, rs, pu, ru, s_sizes, c_ref, level) -> MatchRow:
@@ -247,18 +258,20 @@ def _row(s, u, curve, ps, rs, pu, ru, s_sizes, c_ref, level) -> MatchRow:
     cs_b = (_x_for(rs, _loss_at(ru, c_i / c_ref)) * c_ref)[valid]
     reach = cs_b[np.isfinite(cs_b)]
     unreach = float(np.mean(~np.isfinite(cs_b))) if len(cs_b) else 0.0
-    ci_f = _ci_of(cs_b / c_i, level) if len(reach) else None
-    if ci_f is not None and unreach > (1 - level) / 2:
-        ci_f = [ci_f[0], None]  # too many replicates never reach the loss: no upper bound
-    mw, kv = _ratio(c_star, s_sizes, "mean_width", u["mean_width"]), _ratio(c_star, s_sizes, "kv", u["kv"])
+    # A replicate whose curve never reaches the loss needs unbounded FLOPs: it counts as +inf, so
+    # the upper end is open (None) when such replicates reach the upper percentile.
+    ci_f = _open_ci(np.where(np.isfinite(cs_b), cs_b / c_i, np.inf), level)
+    open_top = ci_f is not None and ci_f[1] is None  # width and KV grow with C along a shape: open too
+    ratio, ratio_ci = {}, {}
+    for key, col in (("mean_width", "mean_width"), ("kv", "kv")):
+        v = _ratio(c_star, s_sizes, col, u[col])
+        ratio[key] = None if v is None else float(v)
+        ratio_ci[key] = _ci_of(_ratio(reach, s_sizes, col, u[col]), level, open_top) if len(reach) else None
     return MatchRow(
         shape=s, depth=_int(u["depth"]), width=_int(u["width"]), flops_uniform=c_i, loss_uniform=float(u["loss"]),
         loss_uniform_fit=target, flops_match=c_star, flops_fraction=c_star / c_i if c_star else None,
-        flops_fraction_ci=ci_f,
-        mean_width_ratio=None if mw is None else float(mw),
-        mean_width_ratio_ci=_ci_of(_ratio(reach, s_sizes, "mean_width", u["mean_width"]), level) if len(reach) else None,
-        kv_ratio=None if kv is None else float(kv),
-        kv_ratio_ci=_ci_of(_ratio(reach, s_sizes, "kv", u["kv"]), level) if len(reach) else None,
+        flops_fraction_ci=ci_f, mean_width_ratio=ratio["mean_width"], mean_width_ratio_ci=ratio_ci["mean_width"],
+        kv_ratio=ratio["kv"], kv_ratio_ci=ratio_ci["kv"],
         extrapolated=bool(c_star is None or not curve.flops_range[0] <= c_star <= curve.flops_range[1]),
         unreachable=unreach)
 
