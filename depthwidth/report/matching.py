@@ -142,6 +142,9 @@ def flops_match_curves(plt, data: Data, rep, out: Path):
                    zorder=3, label=f"{label}: α = {c['alpha']:.3g}, E = {c['E']:.3g}")
         C = np.geomspace(c["flops_min"] / 2, c["flops_max"] * 2, 100)
         ax.plot(C, c["E"] + c["A"] * (C / c["c_ref"]) ** -c["alpha"], "-", color=f"C{i}", lw=1.2)
+        for r in rep["tables"]["flops_match"].rows:  # the inversion: from the uniform size to where s reaches its loss
+            if r["shape"] == c["shape"] and r["flops_match"] is not None:
+                ax.plot([r["flops_uniform"], r["flops_match"]], [r["loss_uniform_fit"]] * 2, ":", color=f"C{i}", lw=1)
     ax.set_xscale("log")
     ax.set_xlabel("training compute C (FLOPs)")
     ax.set_ylabel("held-out loss (nats/token)")
@@ -159,5 +162,6 @@ def flops_match_curves(plt, data: Data, rep, out: Path):
     path = Path(out) / "flops_match.png"
     write_bytes(path, buf.getvalue())
     return {"file": path.name, "path": str(path), "title": title,
-            "caption": "one point per run at its final budget; lines: the fitted curves the FLOPs-to-match table inverts",
+            "caption": "one point per run at its final budget; lines: the fitted curves; dotted: from each uniform "
+                       "size to the FLOPs at which the shape reaches the same loss",
             "width_px": int(round(w * dpi)), "height_px": int(round(h * dpi))}
