@@ -29,3 +29,16 @@ def assert_bad_input(proc) -> str:
     assert len(lines) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     return lines[0]
+
+
+def dw_in_process(capsys, *argv: str):
+    """Run ``dw ARGV`` in this process (pytest's ``capsys``); returns (exit code, stdout, stderr)."""
+    from depthwidth.cli import main
+
+    code = 0
+    try:
+        main(list(argv))
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err

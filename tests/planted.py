@@ -75,3 +75,36 @@ def planted_table(law: Law, values: dict, kind: str = "shapes", noise: float = 0
     df["loss"] = L * np.exp(eps)
     df["flops"] = 6.0 * df["params"] * df["tokens"]
     return df
+
+
+# FLOPs to match (fit/match.py): uniform follows L_u(C) = E + A·(C/1e18)^-alpha; the x shape
+# follows the same curve shifted in FLOPs, L_x(C) = L_u(C / fraction).  Sizes h, L = h/32,
+# C_u = 1e18·(h/256)^4, C_x = 0.95·C_u (x has fewer FLOPs at the same h, L), mean width of x 0.9·h,
+# KV bytes/token 4·L·(mean width).
+MATCH_CURVE = {"E": 1.8, "A": 2.0, "alpha": 0.15}
+MATCH_SIZES = (256, 384, 512, 768, 1024, 1536)
+
+
+def match_table(fraction: float = 0.78, noise: float = 0.002, seeds: int = 2, sizes=MATCH_SIZES, seed: int = 0):
+    """A run table (one row per run) for FLOPs-to-match tests; multiplicative log-normal noise per run."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    p = MATCH_CURVE
+
+    def loss_u(C):
+        return p["E"] + p["A"] * (C / 1e18) ** -p["alpha"]
+
+    rows = []
+    for shape in ("uniform", "x"):
+        for h in sizes:
+            L = h // 32
+            C = 1e18 * (h / 256) ** 4 * (1.0 if shape == "uniform" else 0.95)
+            mw = float(h) if shape == "uniform" else 0.9 * h
+            for s in range(seeds):
+                clean = loss_u(C) if shape == "uniform" else loss_u(C / fraction)
+                rows.append({"run": f"{shape}-h{h}-s{s}", "shape": shape, "depth": L, "width": h, "seed": s,
+                             "flops": C, "tokens": C / (6.0 * 12 * L * h * h), "params": 12.0 * L * h * h,
+                             "loss": clean * float(np.exp(rng.normal(0.0, noise))),
+                             "mean_width": mw, "kv_bytes_per_token": 4.0 * L * mw})
+    return pd.DataFrame(rows)

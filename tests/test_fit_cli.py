@@ -6,22 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthwidth.cli import main
 from depthwidth.fit.table import read_table
 from tests.planted import PLANTED, planted_table
 from depthwidth.fit.laws import get_law
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw_in_process, run_dw
 
 
-def _dw(capsys, *argv):
-    """Run ``dw ARGV`` in-process; returns (exit code, stdout, stderr)."""
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_dw = dw_in_process
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,7 @@ def fit_cmd(
     source: str = typer.Option("store", "--source", help="store (a sweep NAME or --runs FILE) | wandb (pull the run table from the W&B API)"),
     project: Optional[str] = typer.Option(None, "--project", help="with --source wandb: ENTITY/PROJECT"),
     group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
+    match: bool = typer.Option(False, "--match", help="instead of a law fit: FLOPs to match uniform — fit L(C) = E + A·C^-alpha per width shape and give the fraction of the uniform model's FLOPs (mean width, KV cache) each shape needs to reach its loss at each size; a sweep writes ROOT/NAME/match.json (uses --bootstrap, --ci, --seed, --huber-delta, --where)"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result JSON here (a sweep writes ROOT/NAME/fit.json)"),
     no_write: bool = typer.Option(False, "--no-write", help="do not write fit.json"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
@@ -41,7 +42,20 @@ def fit_cmd(
     Example: dw fit --runs gemstones.jsonl --columns loss=final_loss,params=params_active_precise,run=run_name --law width-depth
 
     Example: dw fit --source wandb --project me/depthwidth --group depth_delusion --law depth-delusion
+
+    Example: dw fit vwt_scaling --match --bootstrap 1000   (FLOPs to match uniform; needs ≥2 sizes per shape)
     """
+    if match:
+        from depthwidth.fit.match import run_match
+
+        res = run_match(name, runs=runs, columns=columns, root=root, source=source, project=project, group=group,
+                        where=where, bootstrap=bootstrap, level=level, seed=seed, delta=huber_delta, out=out,
+                        write=not no_write)
+        if as_json:
+            emit_json(res)
+        else:
+            render_match(res)
+        return
     from depthwidth.fit.run import run_fit
 
     res = run_fit(
@@ -154,5 +168,21 @@ def render(res: dict) -> None:
                     + (" …" if len(res["excluded"]) > 20 else "")))
     for w in res.get("warnings", []):
         c.print(f"[yellow]warning:[/yellow] {esc(w)}")
+    if res.get("written"):
+        c.print(esc(f"wrote {res['written']}"))
+
+
+def render_match(res: dict) -> None:
+    """The two tables ``dw report`` shows for FLOPs to match, in the terminal."""
+    from rich.markup import escape as esc
+
+    from depthwidth.report.matching import match_tables
+    from depthwidth.report.render import print_table
+
+    c = console()
+    if not c.is_terminal:
+        c.width = max(c.width, 200)  # 15 columns: do not wrap the intervals
+    for t in match_tables(res, "dw fit --match").values():
+        print_table(t, c)
     if res.get("written"):
         c.print(esc(f"wrote {res['written']}"))

@@ -35,9 +35,11 @@ def report_cmd(
     Example: dw report --source wandb --project me/depthwidth --group depth_delusion
 
     Tables: loss grid (depth × width), U-shape, width sweep, shallow-wide vs
-    deep-narrow pairs, shape families, the fit, D_crit, paper vs measured,
-    and what is missing (runs pending, failed or diverged).  Exit codes: 0 ok;
-    2 bad input; 1 the report could not be written.
+    deep-narrow pairs, shape families, the fit, D_crit, FLOPs to match uniform
+    (match.json from dw fit NAME --match, or computed when uniform and another
+    shape have ≥2 sizes), paper vs measured, and what is missing (runs
+    pending, failed or diverged).  Exit codes: 0 ok; 2 bad input; 1 the report
+    could not be written.
     """
     import depthwidth.report as rp
     from depthwidth.core.errors import bad

@@ -8,8 +8,9 @@
 
 Modules: model.py (the data model and the papers' numbers), load.py (sweep or
 table -> Data), tables.py (Data -> tables), render.py (rich, markdown, csv,
-json, files), figs.py (matplotlib, only for --plots), readme.py (the README's
-demo section).  No torch here.
+json, files), figs.py (matplotlib, only for --plots), matching.py (FLOPs to
+match uniform: tables and figure), readme.py (the README's demo section).
+No torch here.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from depthwidth.fit.laws import get_law
+from depthwidth.report.matching import flops_match_curves
 
 DPI = 150
 WIDTH_IN = 6.4
@@ -52,7 +53,8 @@ def make_all(data, rep, out: Path) -> list[dict]:
     plt = _plt()
     out = Path(out)
     figs, skipped = [], []
-    for fn in (loss_vs_depth, grad_profiles, tau_vs_width, shape_profiles, loss_vs_flops, fit_residuals, entropy):
+    for fn in (loss_vs_depth, grad_profiles, tau_vs_width, shape_profiles, loss_vs_flops, flops_match_curves,
+               fit_residuals, entropy):
         try:
             r = fn(plt, data, rep, out)
         except Exception as e:  # one bad figure must not lose the others

@@ -170,7 +170,7 @@ def _table_data(df, path: str) -> Data:
             "depth": num(get("depth")), "width": num(get("width")), "shape": _shape(get("shape")),
             "seed": get("seed"), "params": num(get("params")), "params_non_embedding": None,
             "flops_per_token": num(get("flops_per_token")), "kv_bytes_per_token": num(get("kv_bytes_per_token")),
-            "widths": None, "overrides": None,
+            "mean_width": num(get("mean_width")), "widths": None, "overrides": None,
         })
     _attach_final(recs, points)
     return Data({"sweep": None, "dir": None, "runs": str(path)}, recs, points, None, [], [])

@@ -9,7 +9,7 @@ from depthwidth.core.atomic import write_text
 from depthwidth.report.model import Table
 
 ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "router", "fit", "fit_compare", "dcrit_widths",
-         "dcrit_models", "paper", "missing", "provenance")
+         "dcrit_models", "flops_curves", "flops_match", "paper", "missing", "provenance")
 
 
 def _tables(rep):
@@ -23,24 +23,31 @@ def _title(rep) -> str:
     return f"dw report — {what}: {rep['runs']} runs ({st or 'none'})"
 
 
-def render_rich(rep, console) -> None:
+def print_table(t: Table, console) -> None:
+    """One report table and its notes on a rich console."""
     from rich.markup import escape
     from rich.table import Table as RT
 
+    head, rows = t.display()
+    rt = RT(title=escape(t.title), title_justify="left")
+    for i, h in enumerate(head):
+        rt.add_column(escape(h), justify="left" if i == 0 and not t.pivot else "right")
+    for r in rows:
+        rt.add_row(*(escape(x) for x in r))
+    if rows:
+        console.print(rt)
+    else:
+        console.print(f"[bold]{escape(t.title)}[/bold]: —")
+    for n in t.notes:
+        console.print(f"  [dim]{escape(n)}[/dim]")
+
+
+def render_rich(rep, console) -> None:
+    from rich.markup import escape
+
     console.print(f"[bold]{escape(_title(rep))}[/bold]")
     for t in _tables(rep):
-        head, rows = t.display()
-        rt = RT(title=escape(t.title), title_justify="left")
-        for i, h in enumerate(head):
-            rt.add_column(escape(h), justify="left" if i == 0 and not t.pivot else "right")
-        for r in rows:
-            rt.add_row(*(escape(x) for x in r))
-        if rows:
-            console.print(rt)
-        else:
-            console.print(f"[bold]{escape(t.title)}[/bold]: —")
-        for n in t.notes:
-            console.print(f"  [dim]{escape(n)}[/dim]")
+        print_table(t, console)
     for n in rep["notes"]:
         console.print(f"[yellow]note:[/yellow] {escape(n)}")
     for f in rep["figures"]:

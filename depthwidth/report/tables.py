@@ -27,6 +27,7 @@ from depthwidth.report.model import (
     paper_loss,
     pm,
 )
+from depthwidth.report.matching import tables as match_tables
 from depthwidth.report.provenance import provenance_table
 from depthwidth.report.router import router_table
 
@@ -53,6 +54,7 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     T["shapes"] = _shapes(data.runs)
     T.update(_fit_tables(data.fit))
     T.update(_dcrit_tables(data, cells))
+    T.update(match_tables(data))  # FLOPs to match uniform (report/matching.py)
     T["paper"] = _paper(data.runs)
     if (router := router_table(data.probes)) is not None:
         T["router"] = router

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from depthwidth.core.atomic import read_jsonl
 
-TABLE_COLUMNS = ("run", "params", "tokens", "loss", "depth", "width", "flops", "seed", "shape", "status", "step")
+TABLE_COLUMNS = ("run", "params", "tokens", "loss", "depth", "width", "flops", "seed", "shape", "status", "step",
+                 "mean_width", "kv_bytes_per_token")
 
 
 def _summaries(sweep_dir: str | Path):
@@ -41,11 +42,21 @@ def _num(x):
         return float("nan")
 
 
+def mean_width(widths, width) -> float:
+    """Mean of the per-layer widths w_i; a run without a ``widths`` list is uniform at ``width``."""
+    try:
+        ws = [float(w) for w in widths]
+    except (TypeError, ValueError):
+        ws = []
+    return sum(ws) / len(ws) if ws else _num(width)
+
+
 def run_table(sweep_dir: str | Path):
     """DataFrame with one row per token-budget point of every run in ``sweep_dir``.
 
     Columns: run, params, tokens, loss, depth, width, flops (= flops_per_token
-    * tokens), seed, shape, status, step.  Runs whose summary.json cannot be
+    * tokens), seed, shape, status, step, mean_width (mean of the per-layer
+    widths w_i), kv_bytes_per_token.  Runs whose summary.json cannot be
     read are listed in ``df.attrs["unreadable"]``.
     """
     import pandas as pd
@@ -64,6 +75,8 @@ def run_table(sweep_dir: str | Path):
             "seed": s.get("seed"),
             "shape": s.get("shape"),
             "status": s.get("status"),
+            "mean_width": mean_width(s.get("widths"), s.get("width")),
+            "kv_bytes_per_token": _num(s.get("kv_bytes_per_token")),
         }
         fpt = _num(s.get("flops_per_token"))
         budgets = s.get("budgets") or []

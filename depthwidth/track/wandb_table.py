@@ -18,7 +18,7 @@ import re
 
 from depthwidth.core.errors import BadInput, WorkFailed
 from depthwidth.model.shapes import ALIASES
-from depthwidth.track.table import TABLE_COLUMNS
+from depthwidth.track.table import TABLE_COLUMNS, mean_width
 
 # W&B run states -> dw status, for runs whose summary has no dw status
 _STATES = {"running": "running", "pending": "pending", "finished": "done"}
@@ -59,6 +59,8 @@ def rows_for_run(run_id: str, summary: dict, config: dict, state: str | None = N
         "seed": pick("seed", run_cfg.get("seed")),
         "shape": pick("shape", _family(model)),
         "status": status,
+        "mean_width": mean_width(summary.get("widths"), acc.get("mean_width", pick("width", model.get("width")))),
+        "kv_bytes_per_token": _num(pick("kv_bytes_per_token", acc.get("kv_bytes_per_token"))),
     }
     fpt = _num(pick("flops_per_token", acc.get("flops_per_token")))
     budgets = summary.get("budgets") or []
