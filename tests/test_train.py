@@ -254,10 +254,10 @@ def test_signal_in_the_last_step_finishes_the_run(tmp_path):
 
     real = optim_mod.lr_at
 
-    def lr_and_signal(step, total, o):
+    def lr_and_signal(step, total, o, *rest):
         if step == total - 1:
             os.kill(os.getpid(), signal.SIGTERM)  # arrives during the last step
-        return real(step, total, o)
+        return real(step, total, o, *rest)
 
     optim_mod.lr_at = lr_and_signal
     try:

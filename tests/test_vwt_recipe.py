@@ -320,4 +320,4 @@ def test_report_router_table_reads_the_last_probe_step_of_each_moe_run():
     h2 = -sum(p * math.log(p) for p in skew) / math.log(4)
     assert r["entropy"] == pytest.approx((1.0 + h2) / 2)
     assert router_table(probes[1:]) is None  # no MoE run: no table
-    assert "router" in ORDER and "MoE router load" in md_table(t)
+    assert "router" in ORDER and "| moe | x | 128 | 2 | 20 | 4 | 1.90 | 2.80 | 2 | 0.40 |" in md_table(t)
