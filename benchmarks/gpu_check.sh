@@ -51,3 +51,20 @@ print(f"fsdp-1b  peak memory measured {peak / 2**30:.2f} GiB  planned {plan['tot
       f"(planned/measured {plan['total'] / max(peak, 1):.3f}; parts {json.dumps({k: round(v / 2**30, 2) for k, v in plan['bytes'].items()})})")
 print(f"fsdp-1b  MFU = tokens/s x {s['flops_per_token']:.4g} FLOP/token / peak (989e12 dense bf16)")
 PYEOF
+
+# The VWT MoE recipe at reduced depth (h 1600, 8 layers of 22 experts, top-3, µP, power
+# schedule): tokens/s of the batched dispatch on a GPU, and the memory plan's MoE activation
+# estimate (train/memory.py: not measured yet) beside the measured peak.
+d="$OUT/moe"
+"$PY" -m depthwidth train model=moe_1b3b model.depth=8 optim=vwt data=synthetic data.vocab_size=50257 data.order=1 \
+  train.batch_size=8 train.micro_batch_size=4 train.seq_len=1024 train.steps=20 train.log_every=10 train.ckpt_every=0 \
+  probe.every=10 train.eval_batches=1 train.device=cuda run.dir="$d" --quiet --json > "$d.json" || echo "moe: FAILED"
+"$PY" - "$d" <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+s = json.load(open(f"{d}/summary.json"))
+rows = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+peak = max(r.get("peak_memory_bytes") or 0 for r in rows)
+print(f"moe      {s['params'] / 1e9:.2f}B params  tokens/s {rows[-1]['tokens_per_s']:,.0f}  MFU {rows[-1]['mfu']}  "
+      f"peak {peak / 2**30:.2f} GiB  planned {s['plan']['total'] / 2**30:.2f} GiB")
+PYEOF
