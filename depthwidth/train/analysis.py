@@ -62,8 +62,8 @@ def find_checkpoint(run_dir: Path, which="final") -> tuple[int, Path]:
     return step, path
 
 
-def load_model(run_dir, which="final"):
-    """(model on the CPU in eval mode, config, step) of a run directory's checkpoint."""
+def load_model(run_dir, which="final", device="cpu"):
+    """(model on ``device`` in eval mode, config, step) of a run directory's checkpoint."""
     import torch
 
     from depthwidth.model.gpt import VariableWidthGPT
@@ -74,19 +74,20 @@ def load_model(run_dir, which="final"):
     step, path = find_checkpoint(run_dir, which)
     model = VariableWidthGPT(from_config(cfg.model), int(cfg.train.seq_len))
     model.load_state_dict(checkpoint.read_model(path))
-    model.to(torch.device("cpu")).eval()
+    model.to(torch.device(device)).eval()
     return model, cfg, step
 
 
 def analyse_run(run_dir, checkpoint: str | int = "final", tokens: int = DEFAULT_TOKENS, *, centre: bool = False,
-                threshold: float = SWIGLU_THRESHOLD, write: bool = True) -> dict:
-    """Every measure of one run's checkpoint; written to analysis.json (or analysis_step_N.json)."""
+                threshold: float = SWIGLU_THRESHOLD, write: bool = True, device="cpu") -> dict:
+    """Every measure of one run's checkpoint (fp32, on ``device``); written to analysis.json
+    (or analysis_step_N.json)."""
     from depthwidth.data.source import make_source
 
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
         raise bad("--tokens", tokens, "an integer >= 1")
     run_dir = Path(run_dir)
-    model, cfg, step = load_model(run_dir, checkpoint)
+    model, cfg, step = load_model(run_dir, checkpoint, device)
     T = int(cfg.train.seq_len)
     source = make_source(cfg.data, T)
     x, y = eval_set(source, T, tokens)
@@ -99,16 +100,16 @@ def analyse_run(run_dir, checkpoint: str | int = "final", tokens: int = DEFAULT_
            "depth": spec.depth, "width": int(cfg.model.width), "widths": list(spec.widths),
            **body}
     out["eval"] = {"source": source.name, "split": "val", **body["eval"]}
-    out["provenance"] = provenance.record(device="cpu", precision="fp32", data=source.fingerprint)
+    out["provenance"] = provenance.record(device=str(device), precision="fp32", data=source.fingerprint)
     if write:
         write_json(adoc.path_for(run_dir, None if checkpoint in (None, "final") else step), out)
     return out
 
 
-def at_end(run_dir, log) -> None:
+def at_end(run_dir, log, device="cpu") -> None:
     """train.analyze_at_end: analyse the finished run; a failure is a warning, never the run's."""
     try:
-        d = analyse_run(run_dir)
+        d = analyse_run(run_dir, device=device)
         low = min(d["layers"], key=lambda r: r["entropy_prefix"])
         log(f"analysis: {adoc.path_for(run_dir)} (min entropy {low['entropy_prefix']:.3f} at layer {low['layer']})")
     except Exception as e:

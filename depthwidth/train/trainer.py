@@ -325,7 +325,7 @@ class Trainer:
                 ended = None if self._saved_at == st.step else self._checkpoint(wall())
                 if ended is None and self.cfg.train.analyze_at_end and self.world.main:
                     ended = self._end("done", wall())
-                    analysis.at_end(p.run_dir, self.log)  # from the final checkpoint, as dw analyze would
+                    analysis.at_end(p.run_dir, self.log, self.device)  # from the final checkpoint, as dw analyze would
                 return ended or self._end("done", wall())
         except (Preempted, BadInput):
             raise
