@@ -63,7 +63,12 @@ def test_every_claim_gets_a_verdict_from_the_numbers(store):
     write_json(store / "t" / "u4x64s1" / "analysis.json", _doc({**X, "widths": [64] * 4}))
     write_json(store / "t" / "shape-x" / "analysis.json", _doc({**UNIFORM, "widths": X["widths"]}))
     _, claims = _inside(store)
-    assert [c["verdict"] for c in claims] == ["not supported"] * 5
+    # no valley in the uniform model: nothing for x to avoid
+    assert [c["verdict"] for c in claims] == ["not supported", "not measurable on this sweep"] + ["not supported"] * 3
+    x_collapses = {**UNIFORM, "widths": X["widths"], "entropy_prefix": [0.8, 0.05, 0.1, 0.7]}
+    write_json(store / "t" / "u4x64s1" / "analysis.json", _doc(UNIFORM))
+    write_json(store / "t" / "shape-x" / "analysis.json", _doc(x_collapses))
+    assert _inside(store)[1][1]["verdict"] == "not supported"
 
 
 def test_without_an_x_analysis_the_comparisons_are_not_measurable(store):

@@ -130,11 +130,14 @@ def _claims(s: dict) -> Table:
     # 2. x keeps entropy up at its bottleneck
     if not both or u["min_entropy_middle"] is None:
         claim("the × model keeps entropy up where the uniform one collapses", "—", UNMEASURABLE)
-    else:
+    else:  # without a valley in the uniform model there is nothing for × to avoid
+        valley = u["min_entropy_middle"] <= VALLEY_NEAR_ZERO
         claim("the × model keeps entropy up where the uniform one collapses",
               f"lowest middle-layer H: × {x['min_entropy_middle']:.3f} vs uniform {u['min_entropy_middle']:.3f}; "
-              f"× at its bottleneck (layer {x['narrowest_layer']}): {x['entropy_narrowest']:.3f}",
-              SUPPORTED if x["min_entropy_middle"] > u["min_entropy_middle"] else REFUTED)
+              f"× at its bottleneck (layer {x['narrowest_layer']}): {x['entropy_narrowest']:.3f}"
+              + ("" if valley else " (the uniform model has no valley here)"),
+              UNMEASURABLE if not valley else SUPPORTED if x["min_entropy_middle"] > u["min_entropy_middle"]
+              else REFUTED)
     # 3. dead MLP units in the uniform middle layers, fewer in x
     if not both or u["dead_middle"] is None:
         claim("uniform middle layers have more dead MLP units than the × model's", "—", UNMEASURABLE)
