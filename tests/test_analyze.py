@@ -239,4 +239,5 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(run_dir, tmp_path):
     assert "--checkpoint" in assert_bad_input(run_dw("analyze", str(run_dir), "--checkpoint", "last"))
     assert "--tokens" in assert_bad_input(run_dw("analyze", str(run_dir), "--tokens", "0"))
     assert "--frobnicate" in assert_bad_input(run_dw("analyze", str(run_dir), "--frobnicate"))
+    assert "--device" in assert_bad_input(run_dw("analyze", str(run_dir), "--device", "tpu"))
     assert not list(bare.glob("analysis*.json")) and not list(tmp_path.glob("analysis*.json"))

@@ -16,6 +16,7 @@ def analyze_cmd(
     ckpt: str = typer.Option("final", "--checkpoint", help="final (the newest valid checkpoint) or a step"),
     tokens: int = typer.Option(DEFAULT_TOKENS, "--tokens", help="evaluation tokens (whole windows of the run's seq_len, from the validation split)"),
     centre: bool = typer.Option(False, "--centre", help="centre each layer's stream before its matrix entropy"),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda: where the model is rebuilt and measured (fp32)"),
     as_json: bool = typer.Option(False, "--json", help="print the analysis document(s) instead of tables"),
     root: Optional[str] = typer.Option(None, "--root", help="run store root for a sweep name (default $DW_RUNS or ./runs)"),
 ) -> None:
@@ -37,10 +38,10 @@ def analyze_cmd(
         raise bad("--checkpoint", ckpt, "final or a checkpoint step")
     path = Path(target)
     if path.is_dir() or "/" in target:  # a path: one run directory
-        docs = [analysis.analyse_run(path, ckpt, tokens, centre=centre)]
+        docs = [analysis.analyse_run(path, ckpt, tokens, centre=centre, device=device)]
         sweep = False
     else:
-        docs, sweep = _sweep(analysis, target, root, ckpt, tokens, centre, quiet=as_json), True
+        docs, sweep = _sweep(analysis, target, root, ckpt, tokens, centre, device, quiet=as_json), True
     if as_json:
         emit_json(docs if sweep else docs[0])
         return
@@ -51,14 +52,14 @@ def analyze_cmd(
         console(stderr=True).print(f"analyze: {len(docs)} run(s) analysed in sweep {target}")
 
 
-def _sweep(analysis, name, root, ckpt, tokens, centre, quiet):
+def _sweep(analysis, name, root, ckpt, tokens, centre, device, quiet):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     todo = analysis.pending(name, root, ckpt)
     cols = (TextColumn("analyze"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
     with Progress(*cols, console=console(stderr=True), disable=quiet or not todo) as bar:
         task = bar.add_task("", total=len(todo))
-        return analysis.analyse_sweep(name, root, ckpt, tokens, centre=centre,
+        return analysis.analyse_sweep(name, root, ckpt, tokens, centre=centre, device=device,
                                       progress=lambda i, n, d: bar.update(task, completed=i, description=d.name))
 
 

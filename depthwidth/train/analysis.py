@@ -69,6 +69,11 @@ def load_model(run_dir, which="final", device="cpu"):
     from depthwidth.model.gpt import VariableWidthGPT
     from depthwidth.model.resolve import from_config
 
+    device = str(device)  # the trainer passes a torch.device
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise bad("--device", device, "cpu|cuda")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise bad("--device", device, "cpu (no CUDA device is visible)")
     run_dir = Path(run_dir)
     cfg = _config(run_dir)
     step, path = find_checkpoint(run_dir, which)
@@ -135,13 +140,13 @@ def pending(name: str, root=None, checkpoint: str | int = "final") -> list[Path]
 
 
 def analyse_sweep(name: str, root=None, checkpoint: str | int = "final", tokens: int = DEFAULT_TOKENS, *,
-                  centre: bool = False, threshold: float = SWIGLU_THRESHOLD, progress=None) -> list[dict]:
+                  centre: bool = False, threshold: float = SWIGLU_THRESHOLD, progress=None, device="cpu") -> list[dict]:
     """Analyse every finished run of a sweep that has none yet (rerun: only the rest).
     ``progress(done, total, run_dir)`` is called after each run."""
     todo = pending(name, root, checkpoint)
     out = []
     for i, d in enumerate(todo):
-        out.append(analyse_run(d, checkpoint, tokens, centre=centre, threshold=threshold))
+        out.append(analyse_run(d, checkpoint, tokens, centre=centre, threshold=threshold, device=device))
         if progress is not None:
             progress(i + 1, len(todo), d)
     return out
