@@ -241,3 +241,47 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(run_dir, tmp_path):
     assert "--frobnicate" in assert_bad_input(run_dw("analyze", str(run_dir), "--frobnicate"))
     assert "--device" in assert_bad_input(run_dw("analyze", str(run_dir), "--device", "tpu"))
     assert not list(bare.glob("analysis*.json")) and not list(tmp_path.glob("analysis*.json"))
+
+
+def test_sums_over_batches_do_not_depend_on_the_batching():
+    model = _model("x zero")
+    x = torch.randint(0, 97, (6, 32), generator=torch.Generator().manual_seed(3))
+    one, many = analyse(model, x, x, batch_tokens=4096), analyse(model, x, x, batch_tokens=32)
+    assert one["eval"] == many["eval"]
+    for a, b in zip(one["layers"], many["layers"]):
+        for k, v in a.items():
+            assert b[k] == pytest.approx(v, rel=1e-5, abs=1e-7), k
+    assert set(one["embedding_lens"]) == {"lens_ce", "lens_target_prob", "lens_entropy", "lens_kl_final"}
+
+
+def test_the_eval_set_depends_on_data_and_seq_len_only():
+    from depthwidth.config.compose import compose
+    from depthwidth.data.source import make_source
+
+    a = eval_set(make_source(compose(["run.seed=1"]).data, 64), 64, 1000)
+    b = eval_set(make_source(compose(["run.seed=2", "model.width=96"]).data, 64), 64, 1000)
+    assert a[0].shape == (16, 64)  # ceil(1000 / 64) whole windows
+    assert (a[0] == b[0]).all() and (a[1] == b[1]).all()
+
+
+def test_a_failed_end_of_run_analysis_is_a_warning_not_an_error(run_dir, tmp_path):
+    from depthwidth.train.analysis import at_end
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(run_dir / "config.yaml", bare / "config.yaml")
+    said = []
+    at_end(bare, said.append)  # no checkpoint: must not raise
+    assert len(said) == 1 and said[0].startswith("warning: analysis failed") and "dw analyze" in said[0]
+
+
+def test_neither_setting_changes_a_run_id():
+    from depthwidth.config.compose import compose
+    from depthwidth.config.identity import run_id
+
+    def rid(extra):
+        cfg = compose(["train.precision=fp32", *extra])
+        return run_id(cfg)
+
+    assert rid([]) == rid(["probe.entropy_every=10", "train.analyze_at_end=true"])
+    assert rid([]) != rid(["probe.every=10"])  # the gradient probe's cadence still is identity
