@@ -96,3 +96,16 @@ def test_report_draws_the_inside_figures(store, tmp_path):
         assert (out / f).stat().st_size > 10_000
     md = (out / "report.md").read_text()
     assert "The paper's claims about the inside of the models" in md and "| supported |" in md
+
+
+def test_the_inside_section_keeps_dw_report_torch_free(store):
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    code = ("import sys\nfrom depthwidth.cli import main\ntry:\n    main(['report', 't', '--root', sys.argv[1], "
+            "'--format', 'json'])\nexcept SystemExit:\n    pass\nassert 'torch' not in sys.modules, 'torch was imported'\n")
+    p = subprocess.run([sys.executable, "-c", code, str(store)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert '"inside_claims"' in p.stdout

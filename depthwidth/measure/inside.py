@@ -11,7 +11,7 @@ them, evenly spaced (an eigendecomposition of a min(n, d)² Gram matrix).
 Per layer i (1 = bottom), on the stream after layer i:
 
     entropy_prefix   H over the layer's own w_i coordinates (what it reads and writes)
-    entropy_full     H over the whole stream (R = max(w_i, h) wide; = prefix for proj)
+    entropy_full     H over the whole stream (R = max(max_j w_j, h) wide; = prefix for proj)
     mlp_density, mlp_dead, mlp_balance   of the layer's MLP hidden units (stats.density)
     lens_ce, lens_target_prob, lens_entropy, lens_kl_final, lens_kl_prev   (stats.lens_sums)
 
