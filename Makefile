@@ -23,12 +23,12 @@ demo: $(STAMP)
 	DW=$(DW) bash scripts/demo.sh
 
 # Regenerate the README's demo section (between its demo markers) and
-# docs/demo_loss_vs_depth.png from the real demo output (runs `make demo` first
+# docs/demo_loss_vs_depth.png + docs/demo_entropy.png from the real demo output (runs `make demo` first
 # when there is no fitted demo store yet).
 readme-demo: $(STAMP)
 	test -f $${DW_RUNS:-runs}/demo/fit.json || $(MAKE) demo
 	$(DW) report demo --plots out/demo > /dev/null
-	$(PY) -m depthwidth.report.readme --readme README.md --report out/demo --figure docs/demo_loss_vs_depth.png
+	$(PY) -m depthwidth.report.readme --readme README.md --report out/demo --figure docs/demo_loss_vs_depth.png --entropy-figure docs/demo_entropy.png
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

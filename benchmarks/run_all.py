@@ -6,6 +6,7 @@ The timing targets of the issues live here, not in the tests:
   bench_fit.py     4,500-start chinchilla fit on 240 points (≤ 3 s on 2 cores)
   bench_sweep.py   dry-run of the 30-run grid (≤ 1 s), status of a 1,000-run manifest (≤ 1 s)
   bench_scale.py   FSDP vs DDP step time (2 CPU processes), accumulation and activation-checkpointing overheads
+  bench_analyze.py dw analyze of a demo-sized run (seconds), probe.entropy_every cost (≤ 2% of step time every 100)
 Run on an otherwise idle machine: other processes on 2 cores distort every figure.
 """
 
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["bench_model.py", "bench_probe.py", "bench_fit.py", "bench_sweep.py", "bench_scale.py"]
+BENCHES = ["bench_model.py", "bench_probe.py", "bench_fit.py", "bench_sweep.py", "bench_scale.py", "bench_analyze.py"]
 
 
 def main() -> int:

@@ -32,4 +32,8 @@ def test_short_demo_runs_end_to_end(tmp_path):
         assert (out / f).stat().st_size > 10_000
         assert f"{out}/{f}" in p.stdout  # the script says where the figures are
     assert len(rep["tables"]["loss_grid"]["rows"]) == 12 and rep["tables"]["missing"]["rows"] == []
+    # train.analyze_at_end: every run analysed itself; the report compares the five shapes inside
+    assert len(list((tmp_path / "runs" / "demo").glob("*/analysis.json"))) == 16
+    assert [r["shape"] for r in rep["tables"]["inside"]["rows"]] == ["uniform", "increasing", "decreasing", "diamond", "x"]
+    assert {"entropy.png", "mlp_dead.png", "logit_lens.png"} <= files
     assert "(loss_vs_depth.png)" in (out / "report.md").read_text()

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def register(app: typer.Typer) -> typer.Typer:
     """Every command, registered here and only here (no import side effects)."""
-    from depthwidth.cli import data, fit, report, shapes, status, sweep, sync, train
+    from depthwidth.cli import analyze, data, fit, report, shapes, status, sweep, sync, train
 
     raw = {"allow_extra_args": True, "ignore_unknown_options": True}  # Hydra overrides pass through
     app.command("shapes")(shapes.shapes_cmd)
@@ -98,6 +98,7 @@ def register(app: typer.Typer) -> typer.Typer:
     app.command("fit")(fit.fit_cmd)
     app.command("sync")(sync.sync_cmd)
     app.command("report")(report.report_cmd)
+    app.command("analyze")(analyze.analyze_cmd)
     return app
 
 

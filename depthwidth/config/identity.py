@@ -19,7 +19,8 @@ from typing import Any
 NOT_IDENTITY = {
     "run": ("dir", "sweep"),
     "train": ("device", "threads", "log_every", "ckpt_every", "keep_ckpts", "compile", "micro_batch_size", "parallel",
-              "activation_checkpointing"),
+              "activation_checkpointing", "analyze_at_end"),
+    "probe": ("entropy_every",),  # a no-grad forward on held-out tokens: it changes nothing the run computes
     "tracker": None,  # whole group
     "provenance": None,
     "accounting": None,

@@ -75,6 +75,7 @@ class Train:
     device: str = setting(choices=("auto", "cpu", "cuda"))
     precision: str = setting(choices=("auto", "fp32", "bf16"))
     threads: int = setting(ge=0)
+    analyze_at_end: bool = setting()
 
 
 @dataclass
@@ -96,6 +97,7 @@ class Optim:
 class Probe:
     every: int = setting(ge=0, allowed="an integer >= 0 (0: off)")
     at: list[int] = setting(ge=1, allowed="a list of steps >= 1")
+    entropy_every: int = setting(ge=0, allowed="an integer >= 0 (0: off)")
 
 
 @dataclass

@@ -298,6 +298,15 @@ class VariableWidthGPT(nn.Module):
         logits = self.lm_head(x)
         return logits / s.m_width if s.mup else logits
 
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """The stream entering layer 1: token embeddings (h wide; × m_emb under µP), zero beyond h."""
+        x = self.wte(idx)  # (B, T, h)
+        if self.spec.mup:
+            x = x * self.spec.m_emb
+        if self.stream_width > x.size(-1):  # coordinates beyond h start at zero
+            x = F.pad(x, (0, self.stream_width - x.size(-1)))
+        return x
+
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_hidden: bool = False):
         """idx, targets: (B, T) token ids (targets -1 = ignored).  Returns
         (logits (B, T, V), mean cross-entropy or None), plus with return_hidden
@@ -305,11 +314,7 @@ class VariableWidthGPT(nn.Module):
         B, T = idx.shape
         if T > self.max_seq_len:
             raise bad("sequence length", T, f"at most max_seq_len={self.max_seq_len}")
-        x = self.wte(idx)  # (B, T, h)
-        if self.spec.mup:
-            x = x * self.spec.m_emb
-        if self.stream_width > x.size(-1):  # coordinates beyond h start at zero
-            x = F.pad(x, (0, self.stream_width - x.size(-1)))
+        x = self.embed(idx)
         ropes = {hs: (getattr(self, f"rope_cos_{hs}")[:T], getattr(self, f"rope_sin_{hs}")[:T])
                  for hs in self._rope_sizes}
         hidden = []

@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from depthwidth.fit.laws import get_law
+from depthwidth.report import inside_figs
 from depthwidth.report.matching import flops_match_curves
+from depthwidth.report.model import SHAPE_LABEL, SHAPES
 
 DPI = 150
 WIDTH_IN = 6.4
-SHAPE_ORDER = ("uniform", "increasing", "decreasing", "diamond", "x")
-SHAPE_LABEL = {"uniform": "uniform", "increasing": "increasing (<)", "decreasing": "decreasing (>)",
-               "diamond": "diamond (◇)", "x": "× (><former)"}
+SHAPE_ORDER = SHAPES
 LOSS_LABEL = "held-out loss (nats/token)"
 
 
@@ -54,9 +54,11 @@ def make_all(data, rep, out: Path) -> list[dict]:
     out = Path(out)
     figs, skipped = [], []
     for fn in (loss_vs_depth, grad_profiles, tau_vs_width, shape_profiles, loss_vs_flops, flops_match_curves,
-               fit_residuals, entropy):
+               fit_residuals, *inside_figs.FIGURES):
         try:
             r = fn(plt, data, rep, out)
+            if isinstance(r, tuple):  # inside_figs: (fig, file, title, caption)
+                r = _save(plt, r[0], out, *r[1:])
         except Exception as e:  # one bad figure must not lose the others
             plt.close("all")
             r = f"failed ({type(e).__name__}: {' '.join(str(e).split())[:160]})"
@@ -341,25 +343,3 @@ def fit_residuals(plt, data, rep, out):
     fig.suptitle(title, fontsize=10.5)
     return _save(plt, fig, out, "fit_residuals.png", title, "every finished run's points; diamonds: width-shaped runs (W = their h), which the fit pools with the uniform ones")
 
-
-def entropy(plt, data, rep, out):
-    lines = []
-    for pr in _healthy(data.probes):
-        rec = [p for p in pr.get("probes") or [] if isinstance(p, dict) and p.get("entropy")]
-        if rec:
-            lines.append((pr, rec[-1]))
-    if not lines:
-        return "no entropy probes (probes.jsonl key entropy)"
-    lines.sort(key=lambda x: (x[0].get("shape") or "", x[0].get("width") or 0, x[0].get("depth") or 0))
-    lines = lines[:12]
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.0))
-    for (pr, rec), col in zip(lines, _colors(len(lines))):
-        e = rec["entropy"]
-        ax.plot(np.arange(1, len(e) + 1), e, "o-", ms=3, color=col,
-                label=f"{pr.get('shape') or 'uniform'} {pr.get('depth')}L×{pr.get('width')} (step {rec.get('step')})")
-    ax.set_xlabel("layer l (1 = bottom)")
-    ax.set_ylabel("normalised matrix entropy H (0–1, unitless)")
-    ax.set_title("Residual-stream matrix entropy per layer")
-    ax.legend(loc="best", fontsize=7)
-    return _save(plt, fig, out, "entropy.png", "Residual-stream matrix entropy per layer",
-                 "a compression valley is entropy near 0 in the middle layers (Wu et al.)")

@@ -17,6 +17,7 @@ from depthwidth.core import store
 from depthwidth.core.atomic import read_jsonl
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.status import status
+from depthwidth.report.inside import read_analyses
 from depthwidth.report.model import Data, num
 from depthwidth.track.table import probe_profiles, run_table
 from depthwidth.track.wandb_table import run_table_from_wandb
@@ -143,7 +144,7 @@ def _load_sweep(name: str, sweep_dir: Path, root) -> Data:
     _attach_final(recs, points)
 
     return Data({"sweep": name, "dir": str(sweep_dir), "runs": None}, recs, points, None,
-                probe_profiles(sweep_dir), notes)
+                probe_profiles(sweep_dir), notes, read_analyses(sweep_dir, recs))
 
 
 def _load_table(path, columns) -> Data:

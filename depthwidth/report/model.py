@@ -21,6 +21,10 @@ FORMATS = ("rich", "markdown", "csv", "json")
 SHAPES = ("uniform", "increasing", "decreasing", "diamond", "x")
 
 
+SHAPE_LABEL = {"uniform": "uniform", "increasing": "increasing (<)", "decreasing": "decreasing (>)",
+               "diamond": "diamond (◇)", "x": "× (><former)"}
+
+
 DONE = ("done",)
 
 
@@ -127,6 +131,7 @@ class Data:
     fit: dict | None
     probes: list[dict]
     notes: list[str] = field(default_factory=list)
+    analyses: list[dict] = field(default_factory=list)  # report.inside.read_analyses: runs' analysis.json
 
 
 def is_usable(r) -> bool:

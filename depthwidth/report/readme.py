@@ -4,7 +4,8 @@
 
 Reads the demo store (``$DW_RUNS/demo`` with its fit.json) and the figures
 ``dw report demo --plots out/demo`` wrote, copies ``loss_vs_depth.png`` to
-``--figure`` and replaces the text between ``<!-- demo:begin -->`` and
+``--figure`` (and ``entropy.png`` to ``--entropy-figure`` when the runs were
+analysed) and replaces the text between ``<!-- demo:begin -->`` and
 ``<!-- demo:end -->`` with table excerpts of that report.  Nothing here is
 typed by hand but the prose around the numbers.
 """
@@ -28,7 +29,7 @@ BEGIN, END = "<!-- demo:begin -->", "<!-- demo:end -->"
 MAX_FIGURE_BYTES = 200_000
 
 
-def section(rep, figure_rel: str, seconds: str | None) -> str:
+def section(rep, figure_rel: str, seconds: str | None, entropy_rel: str | None = None) -> str:
     T = rep["tables"]
     out = ["    make demo", ""]
     st = ", ".join(f"{n} {k}" for k, n in sorted(rep["states"].items()))
@@ -49,6 +50,15 @@ def section(rep, figure_rel: str, seconds: str | None) -> str:
                     f"RMSE = {rmse:.3f} nats (the paper: 0.922, 0.113) on {fit.get('points / runs', {}).get('measured')} "
                     "points / runs; its intervals and warnings are in the report.", ""]
     out += [f"![Loss vs depth per width, with the fitted law]({figure_rel})", ""]
+    if "inside" in T and T["inside"].rows:
+        out += ["Inside the models (`dw analyze`, run by each demo run as it ends: per-layer matrix entropy of the "
+                "residual stream, dead MLP units and the logit lens on 8,192 held-out tokens):", "",
+                md_table(_cut(T["inside"], ("shape", "min_entropy", "min_entropy_layer", "entropy_narrowest",
+                                            "dead_narrowest", "lens_converged_layer", "max_kl_prev"))), "",
+                "The Variable-Width paper's claims about the inside of the models, against these runs:", "",
+                md_table(T["inside_claims"]), ""]
+        if entropy_rel:
+            out += [f"![Residual-stream matrix entropy per layer, one line per shape]({entropy_rel})", ""]
     out += ["Next steps: the same commands drive a real sweep. `dw sweep depth_delusion --dry-run` lists its 30 runs "
             "with parameters, FLOPs and GPU-hours; `dw sweep depth_delusion launcher=slurm launcher.partition=gpu` "
             "submits one SLURM job array and returns (see docs/slurm.md); `dw status depth_delusion --watch`, "
@@ -76,6 +86,7 @@ def main(argv=None) -> int:
     ap.add_argument("--readme", type=Path, default=Path("README.md"))
     ap.add_argument("--report", type=Path, default=Path("out/demo"), help="the folder dw report demo --plots wrote")
     ap.add_argument("--figure", type=Path, default=Path("docs/demo_loss_vs_depth.png"))
+    ap.add_argument("--entropy-figure", type=Path, default=Path("docs/demo_entropy.png"))
     ap.add_argument("--sweep", default="demo")
     a = ap.parse_args(argv)
     try:
@@ -92,7 +103,12 @@ def main(argv=None) -> int:
         a.figure.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, a.figure)
         rel = os.path.relpath(a.figure, a.readme.parent)
-        rewrite(a.readme, section(rep, rel, secs))
+        ent, ent_rel = a.report / "entropy.png", None
+        if "inside" in rep["tables"] and ent.is_file() and ent.stat().st_size <= MAX_FIGURE_BYTES:
+            a.entropy_figure.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ent, a.entropy_figure)
+            ent_rel = os.path.relpath(a.entropy_figure, a.readme.parent)
+        rewrite(a.readme, section(rep, rel, secs, ent_rel))
     except DwError as e:
         sys.stderr.write(f"report_readme: error: {' '.join(str(e).split())}\n")
         return e.exit_code

@@ -9,7 +9,7 @@ from depthwidth.core.atomic import write_text
 from depthwidth.report.model import Table
 
 ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "router", "fit", "fit_compare", "dcrit_widths",
-         "dcrit_models", "flops_curves", "flops_match", "paper", "missing", "provenance")
+         "dcrit_models", "flops_curves", "flops_match", "paper", "inside", "inside_claims", "missing", "provenance")
 
 
 def _tables(rep):

@@ -27,6 +27,7 @@ from depthwidth.report.model import (
     paper_loss,
     pm,
 )
+from depthwidth.report.inside import tables as inside_tables
 from depthwidth.report.matching import tables as match_tables
 from depthwidth.report.provenance import provenance_table
 from depthwidth.report.router import router_table
@@ -58,6 +59,8 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     T["paper"] = _paper(data.runs)
     if (router := router_table(data.probes)) is not None:
         T["router"] = router
+    if data.analyses:  # runs analysed by dw analyze (analysis.json)
+        T.update(inside_tables(data.analyses))
     T["missing"] = _missing(data, w_star, d_star)
     notes = list(data.notes)
     if data.source.get("sweep"):

@@ -2,7 +2,7 @@
 
 ``Schedule.after(step)`` names what follows step ``step`` (1-based: the number
 of steps done): a metrics line, a periodic evaluation, a budget's evaluation,
-a checkpoint, a gradient probe on the step itself.  ``branch_at(step)`` is the
+a checkpoint, a gradient probe on the step itself, an entropy profile.  ``branch_at(step)`` is the
 WSD budget whose decay branch forks before step ``step + 1`` is taken.
 Pure bookkeeping, no torch: the loop asks, the trainer acts.
 """
@@ -34,12 +34,17 @@ class Schedule:
         self.log_every, self.eval_every = int(train["log_every"]), int(train["eval_every"])
         self.ckpt_every = int(train["ckpt_every"])
         self.probe_every, self.probe_at = int(probe["every"]), list(probe["at"])
+        self.entropy_every = int(probe.get("entropy_every", 0))
         self._branches = {b.branch_at: b for b in budgets if b.branch_at is not None}
         self._evals = {b.steps: b for b in budgets if b.branch_at is None}
 
     def probe(self, step: int) -> bool:
         """Probe the gradients of step ``step`` (1-based)?"""
         return is_probe_step(step, self.probe_every, self.probe_at)
+
+    def entropy(self, step: int) -> bool:
+        """Record the entropy profile after step ``step``?"""
+        return is_probe_step(step, self.entropy_every, ())
 
     def branch_at(self, done: int):
         return self._branches.get(done)

@@ -36,9 +36,10 @@ from depthwidth.core import provenance
 from depthwidth.core.atomic import write_text
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.core.store import runs_root
+from depthwidth.measure.inside import ENTROPY_PROBE_TOKENS, entropy_profile, eval_set
 from depthwidth.model.accounting import account
 from depthwidth.track.tracker import make_tracker
-from depthwidth.train import checkpoint, dist, memory, optim, parallel
+from depthwidth.train import analysis, checkpoint, dist, memory, optim, parallel
 from depthwidth.train.branch import decay_branch
 from depthwidth.train.meter import LossWatch, Throughput, peak_flops
 from depthwidth.train.plan import check, precision_for
@@ -172,6 +173,7 @@ class Trainer:
             for x, y in p.source.val_batches(cfg.train.batch_size, cfg.train.seq_len, cfg.train.eval_batches)
         ]
         self.probe = GradProbe(self.model, self.world)
+        self.entropy_batch = torch.from_numpy(eval_set(p.source, cfg.train.seq_len, ENTROPY_PROBE_TOKENS)[0]).to(self.device)
         self.state = TrainState()
         path = self._latest_checkpoint()
         if path is not None:
@@ -323,6 +325,9 @@ class Trainer:
                     if out is not None:
                         return out
                 ended = None if self._saved_at == st.step else self._checkpoint(wall())
+                if ended is None and self.cfg.train.analyze_at_end and self.world.main:
+                    ended = self._end("done", wall())
+                    analysis.at_end(p.run_dir, self.log, self.device)  # from the final checkpoint, as dw analyze would
                 return ended or self._end("done", wall())
         except (Preempted, BadInput):
             raise
@@ -356,10 +361,14 @@ class Trainer:
                 return self._end("diverged", wall(), reason=f"non-finite loss at step {bad_step}",
                                  diverged_step=bad_step)
         tokens = st.step * p.tokens_per_step
-        if probes is not None:
-            router = probes.pop("router", None)
-            self.tracker.log_probe({"step": st.step, "tokens": tokens, "grad_norm": probes,
-                                    **({"router": router} if router else {})})
+        rec = {"grad_norm": probes} if probes is not None else {}
+        if rec and "router" in probes:
+            rec["router"] = probes.pop("router")
+        if sched.entropy(st.step):  # every rank runs the forward (FSDP gathers); rank 0 records
+            with self.autocast:
+                rec["entropy"] = entropy_profile(self.model, self.entropy_batch)
+        if rec:
+            self.tracker.log_probe({"step": st.step, "tokens": tokens, **rec})
         if ev.log or ev.evaluate:
             row = {"step": st.step, "tokens": tokens, "loss": st.last_finite, "lr": lr, "grad_norm": float(gn),
                    **meter.row(tokens), **meter.memory(self.device)}

@@ -1,0 +1,111 @@
+"""`dw report`'s "inside the models" section from analysis.json files planted in the
+hand-written store of tests/report_store.py (no training: every number is known here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from depthwidth.core.atomic import write_json
+from depthwidth.measure.doc import SCHEMA
+from tests import report_store as rs
+from tests.helpers import run_dw
+
+KEYS = ("entropy_prefix", "entropy_full", "mlp_density", "mlp_dead", "mlp_balance", "lens_ce", "lens_target_prob",
+        "lens_entropy", "lens_kl_final", "lens_kl_prev")
+UNIFORM = {"widths": [64] * 4, "entropy_prefix": [0.8, 0.1, 0.15, 0.7], "mlp_dead": [0.0, 0.3, 0.2, 0.0],
+           "lens_ce": [3.0, 2.9, 2.55, 2.5], "lens_kl_prev": [0.5, 0.2, 0.4, 0.05]}
+X = {"widths": rs.SHAPE_WIDTHS["x"], "entropy_prefix": [0.85, 0.5, 0.45, 0.8], "mlp_dead": [0.0, 0.05, 0.1, 0.0],
+     "lens_ce": [2.9, 2.45, 2.42, 2.4], "lens_kl_prev": [0.3, 0.1, 0.02, 0.01]}
+
+
+def _doc(p: dict) -> dict:
+    layers = [{"layer": i + 1, "width": w, **{k: p.get(k, [0.5] * 4)[i] for k in KEYS}}
+              for i, w in enumerate(p["widths"])]
+    return {"schema": SCHEMA, "step": 20, "widths": p["widths"], "eval_loss": p["lens_ce"][-1], "layers": layers,
+            "eval": {"tokens": 8192}, "options": {}}
+
+
+@pytest.fixture()
+def store(tmp_path):
+    rs.build(tmp_path, "t")
+    write_json(tmp_path / "t" / "u4x64s1" / "analysis.json", _doc(UNIFORM))
+    write_json(tmp_path / "t" / "shape-x" / "analysis.json", _doc(X))
+    return tmp_path
+
+
+def _inside(root):
+    from depthwidth import report
+
+    rep = report.build("t", root=str(root))
+    return {r["shape"]: r for r in rep["tables"]["inside"].rows}, rep["tables"]["inside_claims"].rows
+
+
+def test_per_shape_table_from_the_planted_analyses(store):
+    rows, _ = _inside(store)
+    assert list(rows) == ["uniform", "x"]
+    u, x = rows["uniform"], rows["x"]
+    assert (u["min_entropy"], u["min_entropy_layer"], x["min_entropy"], x["min_entropy_layer"]) == (0.1, 2, 0.45, 3)
+    # uniform: every layer equally narrow, so the middle one (2 of 4); x: its bottleneck (the first 40)
+    assert (u["narrowest_layer"], u["dead_narrowest"], x["narrowest_layer"], x["dead_narrowest"]) == (2, 0.3, 2, 0.05)
+    assert u["dead_middle"] == pytest.approx(0.25) and x["dead_middle"] == pytest.approx(0.075)
+    assert (u["lens_converged_layer"], x["lens_converged_layer"]) == (3, 2)  # within 0.1 nats of the final CE
+    assert (u["max_kl_prev"], x["max_kl_prev"]) == (0.4, 0.1)
+    assert (u["width"], u["depth"], u["runs"]) == (64, 4, 1)
+
+
+def test_every_claim_gets_a_verdict_from_the_numbers(store):
+    _, claims = _inside(store)
+    assert [c["verdict"] for c in claims] == ["supported"] * 5
+    assert "0.100" in claims[0]["measured"]
+    # the opposite numbers: x collapses, uniform does not
+    write_json(store / "t" / "u4x64s1" / "analysis.json", _doc({**X, "widths": [64] * 4}))
+    write_json(store / "t" / "shape-x" / "analysis.json", _doc({**UNIFORM, "widths": X["widths"]}))
+    _, claims = _inside(store)
+    # no valley in the uniform model: nothing for x to avoid
+    assert [c["verdict"] for c in claims] == ["not supported", "not measurable on this sweep"] + ["not supported"] * 3
+    x_collapses = {**UNIFORM, "widths": X["widths"], "entropy_prefix": [0.8, 0.05, 0.1, 0.7]}
+    write_json(store / "t" / "u4x64s1" / "analysis.json", _doc(UNIFORM))
+    write_json(store / "t" / "shape-x" / "analysis.json", _doc(x_collapses))
+    assert _inside(store)[1][1]["verdict"] == "not supported"
+
+
+def test_without_an_x_analysis_the_comparisons_are_not_measurable(store):
+    (store / "t" / "shape-x" / "analysis.json").unlink()
+    rows, claims = _inside(store)
+    assert list(rows) == ["uniform"]
+    assert [c["verdict"] for c in claims] == ["supported"] + ["not measurable on this sweep"] * 4
+
+
+def test_no_analyses_no_inside_tables(tmp_path):
+    from depthwidth import report
+
+    rs.build(tmp_path, "t")
+    assert "inside" not in report.build("t", root=str(tmp_path))["tables"]
+
+
+def test_report_draws_the_inside_figures(store, tmp_path):
+    out = tmp_path / "figs"
+    p = run_dw("report", "t", "--root", str(store), "--plots", str(out), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    files = {f["file"] for f in rep["figures"]}
+    assert {"entropy.png", "mlp_dead.png", "logit_lens.png", "entropy_training.png"} <= files, rep["notes"]
+    for f in ("entropy.png", "mlp_dead.png", "logit_lens.png", "entropy_training.png"):
+        assert (out / f).stat().st_size > 10_000
+    md = (out / "report.md").read_text()
+    assert "The paper's claims about the inside of the models" in md and "| supported |" in md
+
+
+def test_the_inside_section_keeps_dw_report_torch_free(store):
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    code = ("import sys\nfrom depthwidth.cli import main\ntry:\n    main(['report', 't', '--root', sys.argv[1], "
+            "'--format', 'json'])\nexcept SystemExit:\n    pass\nassert 'torch' not in sys.modules, 'torch was imported'\n")
+    p = subprocess.run([sys.executable, "-c", code, str(store)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert '"inside_claims"' in p.stdout
