@@ -321,3 +321,20 @@ def test_report_router_table_reads_the_last_probe_step_of_each_moe_run():
     assert r["entropy"] == pytest.approx((1.0 + h2) / 2)
     assert router_table(probes[1:]) is None  # no MoE run: no table
     assert "router" in ORDER and "| moe | x | 128 | 2 | 20 | 4 | 1.90 | 2.80 | 2 | 0.40 |" in md_table(t)
+
+
+def test_analyze_measures_moe_units_on_the_tokens_routed_to_their_expert():
+    from depthwidth.measure.inside import analyse
+
+    spec = from_config(compose(["model=vwt", "model.mlp=moe", "model.n_experts=2", "model.top_k=2",
+                                "model.expert_hidden=64", "model.depth=2", "model.width=64", "model.heads=4",
+                                "model.shape=uniform"]).model)
+    model = _build(spec, T=32)
+    with torch.no_grad():
+        model.blocks[0].mlp.w_gate[0].zero_()  # expert 0 of layer 1: silu(0) = 0, all its units dead
+    x = torch.randint(0, spec.vocab_size, (4, 32))
+    out = analyse(model, x, torch.roll(x, -1, 1))
+    first = out["layers"][0]
+    assert first["mlp_dead"] == 0.5  # top-2 of 2: every token reaches both experts; expert 1 is alive
+    assert out["layers"][1]["mlp_dead"] == 0.0 and 0 < out["layers"][1]["mlp_density"] <= 1
+    assert all(m.on_hidden is None for m in model.moe_layers)  # the hooks are removed

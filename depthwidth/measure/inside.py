@@ -98,7 +98,11 @@ def analyse(model, x, y, *, centre: bool = False, threshold: float = SWIGLU_THRE
     N = n_seq * T
     k = min(int(entropy_tokens), N)
     pick = (torch.arange(k, device=dev) * (N - 1)) // max(k - 1, 1)  # evenly spaced token indices
-    counts = [torch.zeros(spec.mlp_hidden(i), dtype=torch.int64, device=dev) for i in range(L)]
+    moe = spec.mlp == "moe"
+    units = [spec.mlp_hidden(i) * (spec.n_experts if moe else 1) for i in range(L)]
+    counts = [torch.zeros(u, dtype=torch.int64, device=dev) for u in units]
+    # MoE: a unit of expert e is measured on the tokens routed to e (its own denominator)
+    seen = [torch.zeros(u, dtype=torch.int64, device=dev) for u in units] if moe else None
 
     def count(i):
         def hook(_mod, inp):
@@ -106,7 +110,18 @@ def analyse(model, x, y, *, centre: bool = False, threshold: float = SWIGLU_THRE
             counts[i].add_(active(a, spec.mlp, threshold).reshape(-1, a.size(-1)).sum(0))
         return hook
 
-    handles = [_unit_inputs(b).register_forward_pre_hook(count(i)) for i, b in enumerate(model.blocks)]
+    def count_expert(i, m):
+        def hook(e, a):
+            counts[i][e * m:(e + 1) * m] += active(a, "swiglu", threshold).sum(0)
+            seen[i][e * m:(e + 1) * m] += a.size(0)
+        return hook
+
+    handles = []
+    for i, b in enumerate(model.blocks):
+        if moe:
+            b.mlp.on_hidden = count_expert(i, spec.mlp_hidden(i))
+        else:
+            handles.append(_unit_inputs(b).register_forward_pre_hook(count(i)))
     rows = [[] for _ in range(L)]  # the entropy's tokens, per layer
     sums = [dict.fromkeys(LENS_KEYS, 0.0) for _ in range(L + 1)]  # index 0: the embedding stream
     loss_sum = 0.0
@@ -136,11 +151,13 @@ def analyse(model, x, y, *, centre: bool = False, threshold: float = SWIGLU_THRE
     finally:
         for hd in handles:
             hd.remove()
+        for blk in model.blocks if moe else ():
+            blk.mlp.on_hidden = None
         model.train(was)
     layers = []
     for i in range(L):
         Z, w = torch.cat(rows[i]), spec.widths[i]
-        d = density(counts[i], N)
+        d = density(counts[i], seen[i].clamp(min=1) if moe else N)
         layers.append({"layer": i + 1, "width": w,
                        "entropy_prefix": matrix_entropy(Z[:, :w], centre), "entropy_full": matrix_entropy(Z, centre),
                        "mlp_density": d["density"], "mlp_dead": d["dead"], "mlp_balance": d["balance"],

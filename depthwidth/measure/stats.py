@@ -51,7 +51,8 @@ def active(a, kind: str, threshold: float = SWIGLU_THRESHOLD):
 
 
 def density(counts, n_tokens: int, dead_below: float = DEAD_BELOW) -> dict:
-    """Summary of per-unit active-token counts (m,) over ``n_tokens`` tokens:
+    """Summary of per-unit active-token counts (m,) over ``n_tokens`` tokens (or per-unit
+    token counts (m,), e.g. the tokens routed to each unit's expert in a MoE layer):
     mean density, fraction of dead units, and the load balance — the normalised
     entropy of the units' share of all activations (1: every unit fires equally
     often; 0: one unit does all the work)."""

@@ -43,6 +43,7 @@ class MoE(nn.Module):
         self.w_proj = nn.Parameter(torch.empty(n_experts, width, hidden))  # writes into the residual stream
         self.aux: torch.Tensor | None = None  # this forward's load-balancing loss
         self.load: torch.Tensor | None = None  # this forward's share of token-slots per expert (E,)
+        self.on_hidden = None  # analysis hook: called as on_hidden(e, hidden activations of expert e)
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x: (N, w) -> (router logits (N, E), top-k weights (N, k), top-k experts (N, k))."""
@@ -55,6 +56,8 @@ class MoE(nn.Module):
     def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
         """Expert e on a batch of its tokens x: (n, w) -> (n, w)."""
         a = F.silu(x @ self.w_gate[e].t()) * (x @ self.w_fc[e].t())
+        if self.on_hidden is not None:
+            self.on_hidden(e, a)
         return a @ self.w_proj[e].t()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
