@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from depthwidth.cli import fit_sections
 from depthwidth.cli.render import console, emit_json
 
 
@@ -30,6 +31,7 @@ def fit_cmd(
     source: str = typer.Option("store", "--source", help="store (a sweep NAME or --runs FILE) | wandb (pull the run table from the W&B API)"),
     project: Optional[str] = typer.Option(None, "--project", help="with --source wandb: ENTITY/PROJECT"),
     group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
+    holdout: Optional[str] = typer.Option(None, "--holdout", help="largest[:K]: fit on all but the K largest runs by FLOPs (default 20%), predict theirs with prediction intervals; also the split of --compare's extrap. column"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result JSON here (a sweep writes ROOT/NAME/fit.json)"),
     no_write: bool = typer.Option(False, "--no-write", help="do not write fit.json"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
@@ -40,6 +42,8 @@ def fit_cmd(
 
     Example: dw fit --runs gemstones.jsonl --columns loss=final_loss,params=params_active_precise,run=run_name --law width-depth
 
+    Example: dw fit depth_delusion --law chinchilla --holdout largest:3 --compare chinchilla,width-depth
+
     Example: dw fit --source wandb --project me/depthwidth --group depth_delusion --law depth-delusion
     """
     from depthwidth.fit.run import run_fit
@@ -48,7 +52,7 @@ def fit_cmd(
         name, runs=runs, columns=columns, law=law, dcrit=dcrit, irreducible=irreducible, bootstrap=bootstrap,
         seed=seed, pins=pin, compare=compare, delta=huber_delta, level=level, root=root,
         probe_step=probe_step, out=out, write=not no_write, max_starts=max_starts,
-        source=source, project=project, group=group, where=where,
+        source=source, project=project, group=group, where=where, holdout=holdout,
     )
     if as_json:
         emit_json(res)
@@ -137,7 +141,8 @@ def render(res: dict) -> None:
         c.print(gt)
     if "compare" in res:
         cm = res["compare"]
-        tt = Table(title="law comparison (held-out errors in nats)")
+        split = cm.get("extrapolation_split")
+        tt = Table(title="law comparison (held-out errors in nats" + (f"; extrap.: {split}" if split else "") + ")")
         tt.add_column("law", no_wrap=True)
         for col in ("k", "R²", "RMSE", "LORO", "extrap.", "AIC", "BIC"):
             tt.add_column(col, justify="right")
@@ -147,8 +152,11 @@ def render(res: dict) -> None:
         c.print(tt)
         b = cm["best"]
         c.print(esc(f"best: held-out (LORO) {b['loro']}, extrapolation {b['extrapolation']}, AIC {b['aic']}, BIC {b['bic']}"))
+        for key, order in (cm.get("rank") or {}).items():
+            c.print(esc(f"rank by {key}: " + " < ".join(order)))
         if "dcrit_preference" in cm:
             c.print(esc(f"D_crit form preferred by the data: {cm['dcrit_preference']['prefers']} (by {cm['dcrit_preference']['by']})"))
+    fit_sections.render(c, res)
     if res["excluded"]:
         c.print(esc("excluded: " + "; ".join(f"{e['run']} ({e['points']} pts, {e['reason']})" for e in res["excluded"][:20])
                     + (" …" if len(res["excluded"]) > 20 else "")))

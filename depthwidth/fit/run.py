@@ -22,6 +22,8 @@ from depthwidth.fit.boot import bound_hits, param_samples, percentile_ci
 from depthwidth.fit.compare import compare_laws, label
 from depthwidth.fit.derived import derived_numbers, nest
 from depthwidth.fit.engine import fit_law
+from depthwidth.fit.holdout import holdout as holdout_fn
+from depthwidth.fit.holdout import parse_holdout
 from depthwidth.fit.laws import LAW_NAMES, get_law, parse_pins
 from depthwidth.fit.persistence import persistence
 from depthwidth.fit.table import (
@@ -129,9 +131,10 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             pins=None, compare: str | None = None, delta: float = 1e-3, level: float = 0.95,
             root: str | None = None, probe_step: int = 1000, out=None, write: bool = True,
             max_starts: int = 4500, source: str = "store", project: str | None = None,
-            group: str | None = None, where=None) -> dict:
+            group: str | None = None, where=None, holdout: str | None = None) -> dict:
     t0 = time.perf_counter()
     names = _check(name, runs, bootstrap, delta, level, compare, dcrit, source, project)
+    holdout_k = parse_holdout(holdout)
     lw = get_law(law, dcrit=dcrit, irreducible=irreducible)
     pin_vals = parse_pins(pins, lw)
     if max_starts < 1:
@@ -229,9 +232,12 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         if lw.name not in names:  # the fitted law always takes part in its own comparison
             names = [lw.name] + names
         cmp = compare_laws(clean, names, irreducible=irreducible, pins=pin_vals, delta=delta, seed=seed,
-                           fits={label(lw): fr}, max_starts=max_starts)
+                           fits={label(lw): fr}, max_starts=max_starts, holdout_k=holdout_k)
         cmp.pop("_fits", None)
         res["compare"] = cmp
+    if holdout_k is not None:
+        res["holdout"] = holdout_fn(clean, lw, k=holdout_k, bootstrap_n=bootstrap, level=level, pins=pin_vals,
+                                    delta=delta, seed=seed, max_starts=max_starts)
     res["seconds"] = round(time.perf_counter() - t0, 3)
     res = jsonable(res)
     if write:

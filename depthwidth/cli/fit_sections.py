@@ -1,0 +1,25 @@
+"""Terminal sections of ``dw fit`` for what a fit rests on: hold-out predictions."""
+
+from __future__ import annotations
+
+
+def _f(x, fmt="{:.4g}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def render(c, res: dict) -> None:
+    from rich.markup import escape as esc
+    from rich.table import Table
+
+    h = res.get("holdout")
+    if h:
+        from depthwidth.fit.holdout import summary_line
+
+        t = Table(title=esc(f"hold-out: {h['split']['name']}, fitted on {h['fitted_runs']} runs ({h['fitted_points']} points)"))
+        for col in ("run", "params", "tokens", "loss", "predicted", f"{100 * h['level']:.0f}% PI", "inside"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for p in h["points"]:
+            t.add_row(esc(p["run"]), _f(p.get("params"), "{:.3g}"), _f(p.get("tokens"), "{:.3g}"), _f(p["loss"]),
+                      _f(p["predicted"]), esc(f"[{p['pi'][0]:.4g}, {p['pi'][1]:.4g}]"), "yes" if p["inside"] else "NO")
+        c.print(t)
+        c.print(esc(summary_line(h)))
