@@ -32,6 +32,7 @@ def fit_cmd(
     project: Optional[str] = typer.Option(None, "--project", help="with --source wandb: ENTITY/PROJECT"),
     group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
     holdout: Optional[str] = typer.Option(None, "--holdout", help="largest[:K]: fit on all but the K largest runs by FLOPs (default 20%), predict theirs with prediction intervals; also the split of --compare's extrap. column"),
+    sensitivity: bool = typer.Option(False, "--sensitivity", help="refit under Huber delta 1e-4/1e-3/1e-2, a halved start grid, params without embeddings, the 5 highest-loss points dropped, first/last token budget per run; flag derived numbers that move more than their bootstrap interval is wide"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result JSON here (a sweep writes ROOT/NAME/fit.json)"),
     no_write: bool = typer.Option(False, "--no-write", help="do not write fit.json"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
@@ -44,6 +45,8 @@ def fit_cmd(
 
     Example: dw fit depth_delusion --law chinchilla --holdout largest:3 --compare chinchilla,width-depth
 
+    Example: dw fit --runs gemstones.jsonl --columns loss=final_loss,params=params_active_precise,run=run_name --law chinchilla --sensitivity
+
     Example: dw fit --source wandb --project me/depthwidth --group depth_delusion --law depth-delusion
     """
     from depthwidth.fit.run import run_fit
@@ -53,6 +56,7 @@ def fit_cmd(
         seed=seed, pins=pin, compare=compare, delta=huber_delta, level=level, root=root,
         probe_step=probe_step, out=out, write=not no_write, max_starts=max_starts,
         source=source, project=project, group=group, where=where, holdout=holdout,
+        sensitivity=sensitivity,
     )
     if as_json:
         emit_json(res)

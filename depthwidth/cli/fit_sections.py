@@ -23,3 +23,31 @@ def render(c, res: dict) -> None:
                       _f(p["predicted"]), esc(f"[{p['pi'][0]:.4g}, {p['pi'][1]:.4g}]"), "yes" if p["inside"] else "NO")
         c.print(t)
         c.print(esc(summary_line(h)))
+    s = res.get("sensitivity")
+    if s:
+        _sensitivity(c, s)
+
+
+def _sensitivity(c, s: dict) -> None:
+    from rich.markup import escape as esc
+    from rich.table import Table
+
+    from depthwidth.fit.sensitivity import summary_line
+
+    fitted = [r for r in s["choices"] if "values" in r]
+    t = Table(title="sensitivity: value under each fitting choice")
+    t.add_column("number", no_wrap=True)
+    for r in fitted:
+        t.add_column(esc(r["short"]), justify="right", no_wrap=True)
+    for col in ("spread", "CI width", ""):
+        t.add_column(col, justify="right", no_wrap=True)
+    for k, v in s["numbers"].items():
+        t.add_row(esc(k), *[_f(v["values"].get(r["key"])) for r in fitted], _f(v["spread"]), _f(v["ci_width"]),
+                  "[red]spread > CI[/red]" if v["flagged"] else "")
+    c.print(t)
+    for r in fitted:
+        c.print(esc(f"  {r['short']}: {r['label']}, {r['n']} points"))
+    for r in s["choices"]:
+        if "skipped" in r:
+            c.print(esc(f"  {r['short']}: skipped ({r['skipped']})"))
+    c.print(esc(summary_line(s)) + (f" ({s['note']})" if s.get("note") else ""))

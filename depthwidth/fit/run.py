@@ -26,6 +26,7 @@ from depthwidth.fit.holdout import holdout as holdout_fn
 from depthwidth.fit.holdout import parse_holdout
 from depthwidth.fit.laws import LAW_NAMES, get_law, parse_pins
 from depthwidth.fit.persistence import persistence
+from depthwidth.fit.sensitivity import sensitivity as sensitivity_fn
 from depthwidth.fit.table import (
     apply_columns,
     apply_where,
@@ -131,7 +132,8 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             pins=None, compare: str | None = None, delta: float = 1e-3, level: float = 0.95,
             root: str | None = None, probe_step: int = 1000, out=None, write: bool = True,
             max_starts: int = 4500, source: str = "store", project: str | None = None,
-            group: str | None = None, where=None, holdout: str | None = None) -> dict:
+            group: str | None = None, where=None, holdout: str | None = None,
+            sensitivity: bool = False) -> dict:
     t0 = time.perf_counter()
     names = _check(name, runs, bootstrap, delta, level, compare, dcrit, source, project)
     holdout_k = parse_holdout(holdout)
@@ -235,6 +237,10 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
                            fits={label(lw): fr}, max_starts=max_starts, holdout_k=holdout_k)
         cmp.pop("_fits", None)
         res["compare"] = cmp
+    if sensitivity:
+        res["sensitivity"] = jsonable(sensitivity_fn(clean, lw, delta=delta, max_starts=max_starts, pins=pin_vals,
+                                                     seed=seed, widths=widths, ci={**ci, **dci} if bootstrap else {},
+                                                     base=fr))
     if holdout_k is not None:
         res["holdout"] = holdout_fn(clean, lw, k=holdout_k, bootstrap_n=bootstrap, level=level, pins=pin_vals,
                                     delta=delta, seed=seed, max_starts=max_starts)
