@@ -1,4 +1,4 @@
-"""Terminal sections of ``dw fit`` for what a fit rests on: hold-out predictions."""
+"""Terminal sections of ``dw fit`` for what a fit rests on: identification, hold-out, sensitivity."""
 
 from __future__ import annotations
 
@@ -11,6 +11,15 @@ def render(c, res: dict) -> None:
     from rich.markup import escape as esc
     from rich.table import Table
 
+    ident = res.get("identification")
+    if ident:
+        from depthwidth.fit.identify import rests_on
+
+        c.print(esc(rests_on(ident)))
+        c.print(esc(ident["verdict"]))
+        for k, v in ident.get("optimum", {}).items():
+            if not v["identified"]:
+                c.print(esc(f"{k}: not identified ({v['because']})"))
     h = res.get("holdout")
     if h:
         from depthwidth.fit.holdout import summary_line

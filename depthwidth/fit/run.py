@@ -23,6 +23,7 @@ from depthwidth.fit.compare import compare_laws, label
 from depthwidth.fit.derived import derived_numbers, nest
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.holdout import holdout as holdout_fn
+from depthwidth.fit.identify import identification
 from depthwidth.fit.holdout import parse_holdout
 from depthwidth.fit.laws import LAW_NAMES, get_law, parse_pins
 from depthwidth.fit.persistence import persistence
@@ -237,6 +238,8 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
                            fits={label(lw): fr}, max_starts=max_starts, holdout_k=holdout_k)
         cmp.pop("_fits", None)
         res["compare"] = cmp
+    res["identification"] = identification(clean, lw, fr.params, on_bound=fr.on_bound, ci=ci, derived=derived,
+                                           support=fr.checks.get("penalty_support"))
     if sensitivity:
         res["sensitivity"] = jsonable(sensitivity_fn(clean, lw, delta=delta, max_starts=max_starts, pins=pin_vals,
                                                      seed=seed, widths=widths, ci={**ci, **dci} if bootstrap else {},

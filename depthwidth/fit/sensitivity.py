@@ -13,9 +13,9 @@ to the same ones; Epoch's Chinchilla refit drops the 5 highest-loss points):
 Every choice refits the law from its full multi-start search (not from the
 baseline optimum, which would hide a second basin).  For every parameter and
 derived number: its value under each choice and the spread (max - min).  A
-derived number is *flagged* when its spread exceeds the width of its
-bootstrap interval: the fitting choices then move it more than the data's
-noise does, and its interval understates the uncertainty.  A choice that does
+number, derived or fitted, is *flagged* when its spread exceeds the width of
+its bootstrap interval: the fitting choices then move it more than the
+data's noise does, and its interval understates the uncertainty.  A choice that does
 not apply to the table (no embeddings to drop, one budget per run) is listed
 as skipped with the reason.
 """
@@ -142,7 +142,7 @@ def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins
         spread = (max(fin) - min(fin)) if len(fin) >= 2 else None
         c = ci.get(k)
         width = (c[1] - c[0]) if c else None
-        flag = bool(k in derived and spread is not None and width is not None and spread > width)
+        flag = bool(spread is not None and width is not None and spread > width)
         numbers[k] = {"values": v, "spread": spread, "ci": c, "ci_width": width, "flagged": flag,
                       "derived": k in derived}
         if flag:
@@ -165,6 +165,6 @@ def _short(key: str) -> str:
 def summary_line(s: dict) -> str:
     fitted = sum(1 for r in s["choices"] if "values" in r)
     if s["flagged"]:
-        return (f"sensitivity ({fitted} fits): {len(s['flagged'])} derived number(s) move more across fitting choices "
+        return (f"sensitivity ({fitted} fits): {len(s['flagged'])} number(s) move more across fitting choices "
                 f"than their bootstrap interval is wide: {', '.join(s['flagged'])}")
-    return f"sensitivity ({fitted} fits): no derived number moves more than its bootstrap interval is wide"
+    return f"sensitivity ({fitted} fits): no number moves more than its bootstrap interval is wide"

@@ -8,7 +8,8 @@ from pathlib import Path
 from depthwidth.core.atomic import write_text
 from depthwidth.report.model import Table
 
-ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "fit", "fit_compare", "dcrit_widths",
+ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "fit", "fit_compare", "fit_identification",
+         "fit_holdout", "fit_sensitivity", "dcrit_widths",
          "dcrit_models", "paper", "missing", "provenance")
 
 

@@ -28,6 +28,7 @@ from depthwidth.report.model import (
     pm,
 )
 from depthwidth.report.provenance import provenance_table
+from depthwidth.report.rests import rest_tables
 
 # =============================================================================
 # the report
@@ -51,6 +52,7 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     T["pairs"] = _pairs(cells, paper_by_cell)
     T["shapes"] = _shapes(data.runs)
     T.update(_fit_tables(data.fit))
+    T.update(rest_tables(data.fit))
     T.update(_dcrit_tables(data, cells))
     T["paper"] = _paper(data.runs)
     T["missing"] = _missing(data, w_star, d_star)
