@@ -33,6 +33,8 @@ def fit_cmd(
     group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
     holdout: Optional[str] = typer.Option(None, "--holdout", help="largest[:K]: fit on all but the K largest runs by FLOPs (default 20%), predict theirs with prediction intervals; also the split of --compare's extrap. column"),
     sensitivity: bool = typer.Option(False, "--sensitivity", help="refit under Huber delta 1e-4/1e-3/1e-2, a halved start grid, params without embeddings, the 5 highest-loss points dropped, first/last token budget per run; flag derived numbers that move more than their bootstrap interval is wide"),
+    approach: str = typer.Option("3", "--approach", help="3: the law on every point | isoflop: also per-budget parabola minima and their power laws in C (approach 2), compared with the law's"),
+    isoflop_axis: str = typer.Option("auto", "--isoflop-axis", help="with --approach isoflop: params (model size at fixed C) | depth (shape at fixed params and tokens) | auto"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result JSON here (a sweep writes ROOT/NAME/fit.json)"),
     no_write: bool = typer.Option(False, "--no-write", help="do not write fit.json"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
@@ -47,6 +49,8 @@ def fit_cmd(
 
     Example: dw fit --runs gemstones.jsonl --columns loss=final_loss,params=params_active_precise,run=run_name --law chinchilla --sensitivity
 
+    Example: dw fit isoflop_depth_cpu --law width-depth --approach isoflop
+
     Example: dw fit --source wandb --project me/depthwidth --group depth_delusion --law depth-delusion
     """
     from depthwidth.fit.run import run_fit
@@ -56,7 +60,7 @@ def fit_cmd(
         seed=seed, pins=pin, compare=compare, delta=huber_delta, level=level, root=root,
         probe_step=probe_step, out=out, write=not no_write, max_starts=max_starts,
         source=source, project=project, group=group, where=where, holdout=holdout,
-        sensitivity=sensitivity,
+        sensitivity=sensitivity, approach=approach, isoflop_axis=isoflop_axis,
     )
     if as_json:
         emit_json(res)

@@ -32,9 +32,32 @@ def render(c, res: dict) -> None:
                       _f(p["predicted"]), esc(f"[{p['pi'][0]:.4g}, {p['pi'][1]:.4g}]"), "yes" if p["inside"] else "NO")
         c.print(t)
         c.print(esc(summary_line(h)))
+    iso = res.get("isoflop")
+    if iso:
+        _isoflop(c, iso)
     s = res.get("sensitivity")
     if s:
         _sensitivity(c, s)
+
+
+def _isoflop(c, iso: dict) -> None:
+    from rich.markup import escape as esc
+    from rich.table import Table
+
+    from depthwidth.fit.isoflop import summary_lines
+
+    lvl = f"{100 * iso['level']:.0f}%"
+    t = Table(title=esc(f"isoFLOP profiles: loss vs ln {iso['axis']} per budget (parabola minima)"))
+    for col in ("C (FLOPs)", "runs", f"{iso['axis']} range", f"{iso['axis']}*", f"{lvl} CI", "loss at min", ""):
+        t.add_column(col, justify="right", no_wrap=True)
+    for b in iso["budgets"]:
+        ci = b.get("x_opt_ci")
+        t.add_row(f"{b['C']:.3g}", str(b["runs"]), f"{b['x_range'][0]:.4g}–{b['x_range'][1]:.4g}", _f(b.get("x_opt")),
+                  esc(f"[{ci[0]:.4g}, {ci[1]:.4g}]") if ci else "—", _f(b.get("loss_opt")),
+                  "" if b.get("identified") else esc(b.get("because", "")))
+    c.print(t)
+    for line in summary_lines(iso):
+        c.print(esc(line))
 
 
 def _sensitivity(c, s: dict) -> None:

@@ -24,6 +24,8 @@ from depthwidth.fit.derived import derived_numbers, nest
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.holdout import holdout as holdout_fn
 from depthwidth.fit.identify import identification
+from depthwidth.fit.isoflop import AXES as ISOFLOP_AXES
+from depthwidth.fit.isoflop import isoflop as isoflop_fn
 from depthwidth.fit.holdout import parse_holdout
 from depthwidth.fit.laws import LAW_NAMES, get_law, parse_pins
 from depthwidth.fit.persistence import persistence
@@ -43,6 +45,7 @@ SCHEMA = "dw.fit/1"
 
 
 SOURCES = ("store", "wandb")
+APPROACHES = ("3", "isoflop")  # 3: the law fitted to every point; isoflop: approach 2 beside it
 
 
 def check_source(name, runs, source, project) -> None:
@@ -134,9 +137,13 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             root: str | None = None, probe_step: int = 1000, out=None, write: bool = True,
             max_starts: int = 4500, source: str = "store", project: str | None = None,
             group: str | None = None, where=None, holdout: str | None = None,
-            sensitivity: bool = False) -> dict:
+            sensitivity: bool = False, approach: str = "3", isoflop_axis: str = "auto") -> dict:
     t0 = time.perf_counter()
     names = _check(name, runs, bootstrap, delta, level, compare, dcrit, source, project)
+    if approach not in APPROACHES:
+        raise bad("--approach", approach, " | ".join(APPROACHES))
+    if isoflop_axis not in ISOFLOP_AXES:
+        raise bad("--isoflop-axis", isoflop_axis, " | ".join(ISOFLOP_AXES))
     holdout_k = parse_holdout(holdout)
     lw = get_law(law, dcrit=dcrit, irreducible=irreducible)
     pin_vals = parse_pins(pins, lw)
@@ -162,8 +169,10 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     seed_ci = None
     boot_info = {"replicates": bootstrap, "unit": "run"}
     samples = None
+    boot_theta = np.empty((0, len(fr.theta)))
     if bootstrap > 0:
         b = boot_fn(fr, clean, bootstrap, seed=seed, kind="runs")
+        boot_theta = b["theta"][b["ok"]]
         samples = param_samples(fr, b)
         ci = {k: ([fr.params[k]] * 2 if k in pin_vals else percentile_ci(v, level)) for k, v in samples.items()}
         ds = derived_numbers(lw, samples, widths) if len(next(iter(samples.values()))) else {}
@@ -240,6 +249,9 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         res["compare"] = cmp
     res["identification"] = identification(clean, lw, fr.params, on_bound=fr.on_bound, ci=ci, derived=derived,
                                            support=fr.checks.get("penalty_support"))
+    if approach == "isoflop":
+        res["isoflop"] = isoflop_fn(clean, axis=isoflop_axis, B=bootstrap, level=level, seed=seed, law=lw,
+                                    theta=np.vstack([fr.theta[None, :], boot_theta]))
     if sensitivity:
         res["sensitivity"] = jsonable(sensitivity_fn(clean, lw, delta=delta, max_starts=max_starts, pins=pin_vals,
                                                      seed=seed, widths=widths, ci={**ci, **dci} if bootstrap else {},
