@@ -28,11 +28,11 @@ def test_gemstones_fit(law):
         assert any(w.startswith(name + " sits on a bound") for w in res["warnings"])
 
 
-def test_gemstones_identification_holdout_and_sensitivity():
+def test_gemstones_identification_holdout_sensitivity_and_isoflop():
     # 20 replicates, 100 starts: this checks that the three analyses run on real
     # data and report consistently (2,552 points make every refit cost ~1 s), not their intervals.
     res = run_fit(runs=TABLE, columns=COLUMNS, law="chinchilla", bootstrap=20, max_starts=100, write=False,
-                  holdout="largest:4", sensitivity=True)
+                  holdout="largest:4", sensitivity=True, approach="isoflop", isoflop_axis="depth")
     ident = res["identification"]
     assert ident["runs"] == 22 and ident["points"] == 2552
     assert ident["verdict"].startswith("alpha and beta identified: ")
@@ -48,3 +48,11 @@ def test_gemstones_identification_holdout_and_sensitivity():
     for v in s["numbers"].values():
         assert v["spread"] is not None and v["spread"] >= 0
         assert v["flagged"] == (v["spread"] > v["ci_width"])
+    # Gemstones is a width x depth grid, not isoFLOP-matched: runs grouped by final compute
+    # (within 25%), a parabola in ln depth where a budget has 3 depths, the reason where not
+    iso = res["isoflop"]
+    assert iso["axis"] == "depth" and sum(b["runs"] for b in iso["budgets"]) == 22
+    for b in iso["budgets"]:
+        assert b["identified"] or b["because"]
+        if b["identified"]:
+            assert b["x_range"][0] <= b["x_opt"] <= b["x_range"][1]

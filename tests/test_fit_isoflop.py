@@ -85,3 +85,14 @@ def test_bad_approach_or_axis(kw):
     df, _ = isoflop_table(get_law("chinchilla"), CH)
     with pytest.raises(BadInput):
         run_fit(runs=df, law="chinchilla", bootstrap=0, max_starts=10, write=False, **kw)
+
+
+def test_a_budget_with_too_few_runs_is_skipped_and_the_others_still_fit():
+    df, truth = isoflop_table(get_law("width-depth"), WD, axis="depth", span=0.8, offset=0.2, noise=0.003, seed=2)
+    first = df["flops"] == df["flops"].min()
+    df = df[~first | df["run"].isin(df[first]["run"].iloc[:2])]  # 2 runs left at the smallest budget
+    r = isoflop(df, B=100)
+    b0 = r["budgets"][0]
+    assert b0["runs"] == 2 and not b0["identified"] and "a parabola needs 3" in b0["because"]
+    assert all(b["identified"] for b in r["budgets"][1:])
+    assert r["power_laws"]["D"]["budgets"] == 3 == r["power_laws"]["W"]["budgets"]

@@ -113,7 +113,7 @@ def isoflop(table, *, axis: str = "auto", B: int = 1000, level: float = 0.95, se
     x_all = np.asarray(table[axis], dtype=float)
     L = np.asarray(table["loss"], dtype=float)
     rng = np.random.default_rng(seed)
-    rows, boot_u, boot_w = [], [], []
+    rows, boot_u, boot_w = [], {}, {}  # replicate vertices by budget index
     for g in groups:
         r = g["rows"]
         u, y = np.log(x_all[r]), L[r]
@@ -146,8 +146,8 @@ def isoflop(table, *, axis: str = "auto", B: int = 1000, level: float = 0.95, se
             lw = np.log(np.asarray(table["width"], dtype=float)[r])[order]
             interp = lambda v: np.interp(v, u[order], lw) if np.isfinite(v) else np.nan  # noqa: E731
             row["width_opt"] = float(math.exp(interp(u0))) if math.isfinite(u0) else None
-            boot_w.append(np.array([interp(v) for v in ub]) if row["identified"] else None)
-        boot_u.append(ub if row["identified"] else None)
+            boot_w[len(rows)] = np.array([interp(v) for v in ub])
+        boot_u[len(rows)] = ub
         rows.append(row)
     out = {"axis": axis, "budgets": rows, "level": level, "replicates": B, "tol": tol}
     good = [i for i, r in enumerate(rows) if r.get("identified")]
