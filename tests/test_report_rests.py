@@ -29,3 +29,23 @@ def test_report_has_identification_holdout_and_sensitivity(tmp_path):
     assert "| compute_optimal.N_exponent |" in md and "- no emb.: skipped (" in md
     j = json.loads(run_dw("report", "--runs", str(f), "--fit", str(fit), "--format", "json").stdout)
     assert {"fit_identification", "fit_holdout", "fit_sensitivity"} <= set(j["tables"])
+
+
+def test_report_isoflop_table_and_figure(tmp_path):
+    from tests.planted import PLANTED as P, isoflop_table
+
+    df, _ = isoflop_table(get_law("width-depth"), P["width-depth"], axis="depth", span=0.8, offset=0.2, noise=0.005, seed=1)
+    f, fit, plots = tmp_path / "t.csv", tmp_path / "fit.json", tmp_path / "plots"
+    df.to_csv(f, index=False)
+    # 50 replicates: the layout is tested here (the intervals in tests/test_fit_isoflop.py)
+    p = run_dw("fit", "--runs", str(f), "--law", "width-depth", "--approach", "isoflop", "--bootstrap", "50",
+               "--max-starts", "50", "--out", str(fit))
+    assert p.returncode == 0, p.stderr
+    assert "isoFLOP profiles: loss vs ln depth per budget" in p.stdout and "D* ∝ C^a: isoFLOP" in p.stdout
+    r = run_dw("report", "--runs", str(f), "--fit", str(fit), "--plots", str(plots))
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((plots / "report.json").read_text())
+    assert len(rep["tables"]["fit_isoflop"]["rows"]) == 4
+    (iso_fig,) = [x for x in rep["figures"] if x["file"] == "isoflop.png"]
+    assert (plots / "isoflop.png").stat().st_size > 10_000 and (iso_fig["width_px"], iso_fig["height_px"]) == (1650, 660)
+    assert "## IsoFLOP profiles (approach 2): loss vs ln depth per budget" in (plots / "report.md").read_text()

@@ -125,7 +125,10 @@ def isoflop(table, *, axis: str = "auto", B: int = 1000, level: float = 0.95, se
             rows.append(row)
             continue
         u0 = float(vertex(u, y)[0])
-        fit = np.polyval(np.polyfit(u, y, 2), u)
+        coef = np.polyfit(u, y, 2)
+        row["points"] = [[float(a), float(b)] for a, b in sorted(zip(x_all[r], y))]  # for the figure
+        row["parabola_ln_x"] = [float(c) for c in coef]  # loss ≈ c0·u² + c1·u + c2, u = ln x
+        fit = np.polyval(coef, u)
         res = (y - fit) * math.sqrt(len(u) / max(len(u) - 3, 1))
         yb = fit[None, :] + rng.choice(res, size=(B, len(u)), replace=True) if B > 0 else np.empty((0, len(u)))
         ub = vertex(u, yb) if B > 0 else np.empty(0)
@@ -133,7 +136,7 @@ def isoflop(table, *, axis: str = "auto", B: int = 1000, level: float = 0.95, se
         row["x_opt"] = float(math.exp(u0)) if math.isfinite(u0) else None
         ci = _percentile(ub, level)
         row["x_opt_ci"] = [math.exp(ci[0]), math.exp(ci[1])] if ci else None
-        row["loss_opt"] = float(np.polyval(np.polyfit(u, y, 2), u0)) if math.isfinite(u0) else None
+        row["loss_opt"] = float(np.polyval(coef, u0)) if math.isfinite(u0) else None
         row["failed_replicates"] = int((~np.isfinite(ub)).sum())
         if not math.isfinite(u0):
             row.update(identified=False, because="the parabola opens downwards: no minimum")

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from depthwidth.fit.laws import get_law
+from depthwidth.report import isofigs
 
 DPI = 150
 WIDTH_IN = 6.4
@@ -52,7 +53,8 @@ def make_all(data, rep, out: Path) -> list[dict]:
     plt = _plt()
     out = Path(out)
     figs, skipped = [], []
-    for fn in (loss_vs_depth, grad_profiles, tau_vs_width, shape_profiles, loss_vs_flops, fit_residuals, entropy):
+    for fn in (loss_vs_depth, grad_profiles, tau_vs_width, shape_profiles, loss_vs_flops, fit_residuals, entropy,
+               isoflop_profiles):
         try:
             r = fn(plt, data, rep, out)
         except Exception as e:  # one bad figure must not lose the others
@@ -361,3 +363,11 @@ def entropy(plt, data, rep, out):
     ax.legend(loc="best", fontsize=7)
     return _save(plt, fig, out, "entropy.png", "Residual-stream matrix entropy per layer",
                  "a compression valley is entropy near 0 in the middle layers (Wu et al.)")
+
+
+def isoflop_profiles(plt, data, rep, out):
+    iso = (data.fit or {}).get("isoflop")
+    if not iso:
+        return "no isoflop in fit.json (dw fit NAME --approach isoflop)"
+    return _save(plt, isofigs.draw(plt, iso), out, "isoflop.png", f"IsoFLOP profiles and optima ({iso['axis']})",
+                 "per budget: loss vs x with its parabola in ln x and minimum; right: optima vs C with power laws")

@@ -9,7 +9,7 @@ from depthwidth.core.atomic import write_text
 from depthwidth.report.model import Table
 
 ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "fit", "fit_compare", "fit_identification",
-         "fit_holdout", "fit_sensitivity", "dcrit_widths",
+         "fit_holdout", "fit_sensitivity", "fit_isoflop", "dcrit_widths",
          "dcrit_models", "paper", "missing", "provenance")
 
 
