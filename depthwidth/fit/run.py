@@ -25,8 +25,9 @@ from depthwidth.fit.engine import fit_law
 from depthwidth.fit.holdout import holdout as holdout_fn
 from depthwidth.fit.identify import identification
 from depthwidth.fit.isoflop import AXES as ISOFLOP_AXES
+from depthwidth.fit.isoflop import budgets as isoflop_budgets
 from depthwidth.fit.isoflop import isoflop as isoflop_fn
-from depthwidth.fit.holdout import parse_holdout
+from depthwidth.fit.holdout import parse_holdout, split_largest
 from depthwidth.fit.laws import LAW_NAMES, get_law, parse_pins
 from depthwidth.fit.persistence import persistence
 from depthwidth.fit.sensitivity import sensitivity as sensitivity_fn
@@ -159,6 +160,10 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             for lv in ([get_law(n, "log", irreducible)] if n == "depth-delusion" else [get_law(n)]):
                 prepare(df, lv)
     clean, excluded, notes = prepare(df, lw)
+    if holdout_k is not None:  # bad splits and tables without compute fail before any fit
+        split_largest(clean, holdout_k)
+    if approach == "isoflop":
+        isoflop_budgets(clean)
     fr = fit_law(clean, lw, pins=pin_vals, delta=delta, seed=seed, max_starts=max_starts)
     warnings = list(fr.warnings) + notes
     widths = sorted(set(np.asarray(clean["width"], dtype=float).astype(int))) if "width" in clean else []
