@@ -75,3 +75,17 @@ def test_every_law_states_a_claim(law):
     ident = _fit(df, law=law)["identification"]
     assert ident["claim"]["parameter"] in ("D_crit", "a_w and a_d")
     assert isinstance(ident["claim"]["identified"], bool)
+
+
+def test_cli_prints_an_optimum_below_one_layer_as_not_identified(capsys):
+    from depthwidth.cli.fit import render
+
+    df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.005, seed=2)
+    res = _fit(df)
+    res["derived"]["compute_optimal"]["D_opt"] = 0.54  # what the demo's fit reported
+    res["identification"]["optimum"] = meaningful_optimum(res["derived"])
+    render(res)
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "D_opt at C" in line)
+    assert "not identified" in row and "0.54" not in row
+    assert "D_opt: not identified (the law's optimum D_opt = 0.54 is below one layer)" in out

@@ -125,6 +125,7 @@ def render(res: dict) -> None:
         c.print(dt)
     if "compute_optimal" in d:
         co = d["compute_optimal"]
+        opt = (res.get("identification") or {}).get("optimum", {})
         ct = Table(title=f"compute-optimal allocation ({co['constraint']})")
         ct.add_column("quantity")
         ct.add_column("value", justify="right")
@@ -134,6 +135,9 @@ def render(res: dict) -> None:
                 continue
             label = {"N_exponent": "N* ∝ C^x", "T_exponent": "T* ∝ C^y", "D_exponent": "D* ∝ C^a",
                      "W_exponent": "W* ∝ C^b"}.get(k, f"{k} at C = {co['c_ref']:.0e}")
+            if not opt.get(k, {}).get("identified", True):  # e.g. fewer than one layer (fit/identify.py)
+                ct.add_row(label, "not identified", "")
+                continue
             ct.add_row(label, _f(v), _ci(co["ci"].get(k)))
         c.print(ct)
     gp = d.get("gradient_persistence")
