@@ -96,3 +96,13 @@ def test_a_budget_with_too_few_runs_is_skipped_and_the_others_still_fit():
     assert b0["runs"] == 2 and not b0["identified"] and "a parabola needs 3" in b0["because"]
     assert all(b["identified"] for b in r["budgets"][1:])
     assert r["power_laws"]["D"]["budgets"] == 3 == r["power_laws"]["W"]["budgets"]
+
+
+def test_auto_axis_tolerates_params_moved_by_width_rounding():
+    df, _ = isoflop_table(get_law("width-depth"), WD, axis="depth", span=0.8, noise=0.003, seed=3)
+    assert isoflop(df, B=10)["axis"] == "depth"
+    rounded = df.copy()  # as isoflop_depth.yaml's runs: ±7% off the target N (the quantum) plus embeddings
+    rounded["params"] *= 1 + 0.07 * np.sin(np.arange(len(df)))
+    assert isoflop(rounded, B=10)["axis"] == "depth"
+    size, _ = isoflop_table(get_law("chinchilla"), CH, seed=3)
+    assert isoflop(size, B=10)["axis"] == "params"

@@ -69,10 +69,13 @@ def choose_axis(table, groups, axis: str) -> str:
     if axis != "auto":
         return axis
     if "depth" in table and "params" in table:
-        N = np.asarray(table["params"], dtype=float)
-        D = np.asarray(table["depth"], dtype=float)
-        fixed_n = all(N[g["rows"]].max() <= 1.1 * N[g["rows"]].min() for g in groups)
-        if fixed_n and any(len(set(D[g["rows"]])) >= 3 for g in groups):
+        # A shape sweep holds N (nearly) fixed and varies depth; a size sweep varies N.
+        # Rounding widths to the quantum, and counting embeddings the sweep did not
+        # hold fixed, move N by some percent: depth wins when it varies 3x more, in ln.
+        lnN = np.log(np.asarray(table["params"], dtype=float))
+        lnD = np.log(np.asarray(table["depth"], dtype=float))
+        multi = [g["rows"] for g in groups if len(set(lnD[g["rows"]])) >= 3]
+        if multi and all(np.ptp(lnD[r]) > 3 * np.ptp(lnN[r]) for r in multi):
             return "depth"
     return "params"
 
