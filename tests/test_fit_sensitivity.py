@@ -86,6 +86,7 @@ def test_counting_embeddings_moves_the_exponent_beyond_its_interval_and_is_flagg
     assert v["values"]["no_embeddings"] == pytest.approx(truth, abs=1e-3)  # measured 0.510 both
     assert abs(v["values"]["baseline"] - truth) > 0.1  # measured 0.349
     assert NX in s["flagged"] and v["spread"] > v["ci_width"]
+    assert v["farthest"] in set(v["values"]) - {"baseline"}  # measured: first_budget (0.165), then no_embeddings
 
 
 def test_choices_that_do_not_apply_say_why():

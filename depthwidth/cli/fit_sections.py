@@ -60,6 +60,10 @@ def _isoflop(c, iso: dict) -> None:
         c.print(esc(line))
 
 
+def _short_of(s: dict, key) -> str:
+    return next((r["short"] for r in s["choices"] if r["key"] == key), str(key))
+
+
 def _sensitivity(c, s: dict) -> None:
     from rich.markup import escape as esc
     from rich.table import Table
@@ -75,7 +79,7 @@ def _sensitivity(c, s: dict) -> None:
         t.add_column(col, justify="right", no_wrap=True)
     for k, v in s["numbers"].items():
         t.add_row(esc(k), *[_f(v["values"].get(r["key"])) for r in fitted], _f(v["spread"]), _f(v["ci_width"]),
-                  "[red]spread > CI[/red]" if v["flagged"] else "")
+                  f"[red]spread > CI[/red] ({esc(_short_of(s, v['farthest']))})" if v["flagged"] else "")
     c.print(t)
     for r in fitted:
         c.print(esc(f"  {r['short']}: {r['label']}, {r['n']} points"))

@@ -15,7 +15,11 @@ baseline optimum, which would hide a second basin).  For every parameter and
 derived number: its value under each choice and the spread (max - min).  A
 number, derived or fitted, is *flagged* when its spread exceeds the width of
 its bootstrap interval: the fitting choices then move it more than the
-data's noise does, and its interval understates the uncertainty.  A choice that does
+data's noise does, and its interval understates the uncertainty.  Each number also
+names the choice that moves it farthest from the baseline.  The budget
+choices fit a fraction of the points: where a run's checkpoints carry
+independent noise (not a shared run offset) their own sampling noise can
+exceed the full fit's interval, so read a flag with its ``farthest`` choice.  A choice that does
 not apply to the table (no embeddings to drop, one budget per run) is listed
 as skipped with the reason.
 """
@@ -143,8 +147,11 @@ def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins
         c = ci.get(k)
         width = (c[1] - c[0]) if c else None
         flag = bool(spread is not None and width is not None and spread > width)
+        b = v.get("baseline")
+        far = max((key for key, x in v.items() if key != "baseline" and x is not None and math.isfinite(x)),
+                  key=lambda key: abs(v[key] - b), default=None) if b is not None and math.isfinite(b) else None
         numbers[k] = {"values": v, "spread": spread, "ci": c, "ci_width": width, "flagged": flag,
-                      "derived": k in derived}
+                      "derived": k in derived, "farthest": far}
         if flag:
             flagged.append(k)
     out = {"choices": rows, "numbers": numbers, "flagged": flagged}

@@ -58,9 +58,11 @@ def rest_tables(fit) -> dict:
         rows = []
         for k, v in s["numbers"].items():
             rows.append({"number": k, **{r["key"]: v["values"].get(r["key"]) for r in fitted},
-                         "spread": v["spread"], "ci_width": v["ci_width"], "flagged": v["flagged"]})
+                         "spread": v["spread"], "ci_width": v["ci_width"], "flagged": v["flagged"],
+                         "farthest": v.get("farthest")})
         cols = ([Col("number", "number")] + [Col(r["key"], r["short"], "{:.4g}") for r in fitted]
-                + [Col("spread", "spread", "{:.4g}"), Col("ci_width", "CI width", "{:.4g}"), Col("flagged", "spread > CI")])
+                + [Col("spread", "spread", "{:.4g}"), Col("ci_width", "CI width", "{:.4g}"), Col("flagged", "spread > CI"),
+                   Col("farthest", "moved most by")])
         t = Table("fit_sensitivity", "Sensitivity: each number under each fitting choice", cols, rows)
         t.notes.append(sensitivity_line(s))
         t.notes += [f"{r['short']}: skipped ({r['skipped']})" for r in s["choices"] if "skipped" in r]
