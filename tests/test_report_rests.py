@@ -49,3 +49,22 @@ def test_report_isoflop_table_and_figure(tmp_path):
     (iso_fig,) = [x for x in rep["figures"] if x["file"] == "isoflop.png"]
     assert (plots / "isoflop.png").stat().st_size > 10_000 and (iso_fig["width_px"], iso_fig["height_px"]) == (1650, 660)
     assert "## IsoFLOP profiles (approach 2): loss vs ln depth per budget" in (plots / "report.md").read_text()
+
+
+def test_loss_vs_depth_says_when_dcrit_is_not_identified(tmp_path):
+    from tests.planted import PLANTED as P, planted_table as table
+
+    dd = get_law("depth-delusion")
+    df = table(dd, P["depth-delusion[log]"], noise=0.005, seed=2)
+    df = df[df["depth"] <= 8]  # planted D_crit >= 10 at every width: nothing shows where depth starts to hurt
+    f, fit, plots = tmp_path / "t.csv", tmp_path / "fit.json", tmp_path / "plots"
+    df.to_csv(f, index=False)
+    p = run_dw("fit", "--runs", str(f), "--law", "depth-delusion", "--bootstrap", "0", "--max-starts", "100",
+               "--out", str(fit))
+    assert p.returncode == 0, p.stderr
+    verdict = json.loads(fit.read_text())["identification"]["verdict"]
+    assert verdict.startswith("D_crit identified: no, because ")
+    assert run_dw("report", "--runs", str(f), "--fit", str(fit), "--plots", str(plots)).returncode == 0
+    rep = json.loads((plots / "report.json").read_text())
+    (fig,) = [x for x in rep["figures"] if x["file"] == "loss_vs_depth.png"]
+    assert fig["caption"].endswith("; " + verdict)

@@ -141,6 +141,12 @@ def loss_vs_depth(plt, data, rep, out):
     ax.legend(loc="best", ncol=2 if len(widths) > 5 else 1)
     cap = "points: measured (± sd over seeds); lines: the fitted law at each width's token budget" if curves \
         else "points: measured (± sd over seeds); no fit.json, so no fitted curves"
+    ident = (data.fit or {}).get("identification") or {}
+    if curves and ident.get("claim", {}).get("identified") is False:  # the curve rests on a claim the data do not pin
+        import textwrap
+
+        ax.set_xlabel(ax.get_xlabel() + "\n" + textwrap.fill(ident["verdict"], 110), fontsize=8)
+        cap += "; " + ident["verdict"]
     return _save(plt, fig, out, "loss_vs_depth.png", title, cap)
 
 
