@@ -8,6 +8,8 @@ per row (``run_noise``: an extra per-run offset, shared by a run's rows).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from depthwidth.fit.laws import Law
@@ -108,3 +110,48 @@ def match_table(fraction: float = 0.78, noise: float = 0.002, seeds: int = 2, si
                              "loss": clean * float(np.exp(rng.normal(0.0, noise))),
                              "mean_width": mw, "kv_bytes_per_token": 4.0 * L * mw})
     return pd.DataFrame(rows)
+
+
+def chinchilla_optimum(values: dict, C):
+    """N*(C) of E + A/N^alpha + B/T^beta under C = 6·N·T (closed form)."""
+    a, b = values["alpha"], values["beta"]
+    G = (a * values["A"] / (b * values["B"])) ** (1.0 / (a + b))
+    return G * (np.asarray(C, dtype=float) / 6.0) ** (b / (a + b))
+
+
+def width_depth_depth_optimum(values: dict, N):
+    """D*(N) of the width-depth law at fixed N = 12·D·W²: dL/dD = 0 with W = sqrt(N/(12 D))."""
+    aw, ad = values["a_w"], values["a_d"]
+    k = 2.0 * ad * values["A_d"] / (aw * values["A_w"]) * (np.asarray(N, dtype=float) / 12.0) ** (aw / 2.0)
+    return k ** (1.0 / (ad + aw / 2.0))
+
+
+def isoflop_table(law: Law, values: dict, budgets=(1e18, 1e19, 1e20, 1e21), axis: str = "params", n: int = 7,
+                  span: float = 1.5, offset: float = 0.3, noise: float = 0.003, seed: int = 0,
+                  tokens_per_param: float = 20.0):
+    """An isoFLOP design with losses from ``law``: per budget C, ``n`` runs log-spaced over
+    ±``span`` (in ln x) around the law's own optimum shifted by ``offset`` (so the grid is not
+    centred on the answer).  Axis ``params``: N varies, T = C/(6N).  Axis ``depth``: N and T
+    fixed per budget (T = tokens_per_param·N, C = 6·N·T), D varies and W = sqrt(N/(12 D)).
+    Returns (DataFrame, {C: true optimum})."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows, truth = [], {}
+    for C in budgets:
+        if axis == "params":
+            opt = float(chinchilla_optimum(values, C))
+            for i, x in enumerate(opt * np.exp(offset + np.linspace(-span, span, n))):
+                rows.append({"run": f"C{C:.0e}n{i}", "params": x, "tokens": C / (6 * x), "depth": 24, "width": 1024,
+                             "flops": C})
+        else:
+            N = math.sqrt(C / (6.0 * tokens_per_param))
+            opt = float(width_depth_depth_optimum(values, N))
+            for i, D in enumerate(opt * np.exp(offset + np.linspace(-span, span, n))):
+                rows.append({"run": f"C{C:.0e}d{i}", "params": N, "tokens": tokens_per_param * N, "depth": D,
+                             "width": math.sqrt(N / (12.0 * D)), "flops": C})
+        truth[C] = opt
+    df = pd.DataFrame(rows)
+    df["loss"] = 1.0
+    df["loss"] = law.predict(values, df) * np.exp(rng.normal(0.0, noise, len(df)))
+    return df, truth

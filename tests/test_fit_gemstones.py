@@ -26,3 +26,33 @@ def test_gemstones_fit(law):
     assert res["starts"]["converged"] > 0.5 * res["starts"]["total"]
     for name in res["on_bound"]:  # a parameter the data do not pin down is said so
         assert any(w.startswith(name + " sits on a bound") for w in res["warnings"])
+
+
+def test_gemstones_identification_holdout_sensitivity_and_isoflop():
+    # 20 replicates, 100 starts: this checks that the three analyses run on real
+    # data and report consistently (2,552 points make every refit cost ~1 s), not their intervals.
+    res = run_fit(runs=TABLE, columns=COLUMNS, law="chinchilla", bootstrap=20, max_starts=100, write=False,
+                  holdout="largest:4", sensitivity=True, approach="isoflop", isoflop_axis="depth")
+    ident = res["identification"]
+    assert ident["runs"] == 22 and ident["points"] == 2552
+    assert ident["verdict"].startswith("alpha and beta identified: ")
+    h = res["holdout"]
+    assert h["split"]["runs"] == 4 and h["fitted_runs"] == 18 and h["split"]["min_held_out"] > h["split"]["max_fitted"]
+    assert len(h["points"]) == h["split"]["points"] == 2552 - h["fitted_points"]
+    assert 0 < h["rmse"] < 0.2 and 0 <= h["inside"] <= len(h["points"])
+    s = res["sensitivity"]
+    by = {c["key"]: c for c in s["choices"]}
+    # Gemstones counts embeddings in params_active_precise: 12·D·W² is below it at every row
+    assert "skipped" not in by["no_embeddings"] and by["drop_5_highest"]["n"] == 2547
+    assert by["first_budget"]["n"] == by["last_budget"]["n"] == 22
+    for v in s["numbers"].values():
+        assert v["spread"] is not None and v["spread"] >= 0
+        assert v["flagged"] == (v["spread"] > v["ci_width"])
+    # Gemstones is a width x depth grid, not isoFLOP-matched: runs grouped by final compute
+    # (within 25%), a parabola in ln depth where a budget has 3 depths, the reason where not
+    iso = res["isoflop"]
+    assert iso["axis"] == "depth" and sum(b["runs"] for b in iso["budgets"]) == 22
+    for b in iso["budgets"]:
+        assert b["identified"] or b["because"]
+        if b["identified"]:
+            assert b["x_range"][0] <= b["x_opt"] <= b["x_range"][1]

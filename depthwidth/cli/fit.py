@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from depthwidth.cli import fit_sections
 from depthwidth.cli.render import console, emit_json
 
 
@@ -31,6 +32,10 @@ def fit_cmd(
     project: Optional[str] = typer.Option(None, "--project", help="with --source wandb: ENTITY/PROJECT"),
     group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
     match: bool = typer.Option(False, "--match", help="instead of a law fit: FLOPs to match uniform — fit L(C) = E + A·C^-alpha per width shape and give the fraction of the uniform model's FLOPs (mean width, KV cache) each shape needs to reach its loss at each size; a sweep writes ROOT/NAME/match.json (uses --bootstrap, --ci, --seed, --huber-delta, --where)"),
+    holdout: Optional[str] = typer.Option(None, "--holdout", help="largest[:K]: fit on all but the K largest runs by FLOPs (default 20%), predict theirs with prediction intervals; also the split of --compare's extrap. column"),
+    sensitivity: bool = typer.Option(False, "--sensitivity", help="refit under Huber delta 1e-4/1e-3/1e-2, a halved start grid, params without embeddings, the 5 highest-loss points dropped, first/last token budget per run; flag derived numbers that move more than their bootstrap interval is wide"),
+    approach: str = typer.Option("3", "--approach", help="3: the law on every point | isoflop: also per-budget parabola minima and their power laws in C (approach 2), compared with the law's"),
+    isoflop_axis: str = typer.Option("auto", "--isoflop-axis", help="with --approach isoflop: params (model size at fixed C) | depth (shape at fixed params and tokens) | auto"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result JSON here (a sweep writes ROOT/NAME/fit.json)"),
     no_write: bool = typer.Option(False, "--no-write", help="do not write fit.json"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
@@ -40,6 +45,12 @@ def fit_cmd(
     Example: dw fit depth_delusion --law depth-delusion --bootstrap 1000
 
     Example: dw fit --runs gemstones.jsonl --columns loss=final_loss,params=params_active_precise,run=run_name --law width-depth
+
+    Example: dw fit depth_delusion --law chinchilla --holdout largest:3 --compare chinchilla,width-depth
+
+    Example: dw fit --runs gemstones.jsonl --columns loss=final_loss,params=params_active_precise,run=run_name --law chinchilla --sensitivity
+
+    Example: dw fit isoflop_depth_cpu --law width-depth --approach isoflop
 
     Example: dw fit --source wandb --project me/depthwidth --group depth_delusion --law depth-delusion
 
@@ -62,7 +73,8 @@ def fit_cmd(
         name, runs=runs, columns=columns, law=law, dcrit=dcrit, irreducible=irreducible, bootstrap=bootstrap,
         seed=seed, pins=pin, compare=compare, delta=huber_delta, level=level, root=root,
         probe_step=probe_step, out=out, write=not no_write, max_starts=max_starts,
-        source=source, project=project, group=group, where=where,
+        source=source, project=project, group=group, where=where, holdout=holdout,
+        sensitivity=sensitivity, approach=approach, isoflop_axis=isoflop_axis,
     )
     if as_json:
         emit_json(res)
@@ -127,6 +139,7 @@ def render(res: dict) -> None:
         c.print(dt)
     if "compute_optimal" in d:
         co = d["compute_optimal"]
+        opt = (res.get("identification") or {}).get("optimum", {})
         ct = Table(title=f"compute-optimal allocation ({co['constraint']})")
         ct.add_column("quantity")
         ct.add_column("value", justify="right")
@@ -136,6 +149,9 @@ def render(res: dict) -> None:
                 continue
             label = {"N_exponent": "N* ∝ C^x", "T_exponent": "T* ∝ C^y", "D_exponent": "D* ∝ C^a",
                      "W_exponent": "W* ∝ C^b"}.get(k, f"{k} at C = {co['c_ref']:.0e}")
+            if not opt.get(k, {}).get("identified", True):  # e.g. fewer than one layer (fit/identify.py)
+                ct.add_row(label, "not identified", "")
+                continue
             ct.add_row(label, _f(v), _ci(co["ci"].get(k)))
         c.print(ct)
     gp = d.get("gradient_persistence")
@@ -151,7 +167,8 @@ def render(res: dict) -> None:
         c.print(gt)
     if "compare" in res:
         cm = res["compare"]
-        tt = Table(title="law comparison (held-out errors in nats)")
+        split = cm.get("extrapolation_split")
+        tt = Table(title="law comparison (held-out errors in nats" + (f"; extrap.: {split}" if split else "") + ")")
         tt.add_column("law", no_wrap=True)
         for col in ("k", "R²", "RMSE", "LORO", "extrap.", "AIC", "BIC"):
             tt.add_column(col, justify="right")
@@ -161,8 +178,11 @@ def render(res: dict) -> None:
         c.print(tt)
         b = cm["best"]
         c.print(esc(f"best: held-out (LORO) {b['loro']}, extrapolation {b['extrapolation']}, AIC {b['aic']}, BIC {b['bic']}"))
+        for key, order in (cm.get("rank") or {}).items():
+            c.print(esc(f"rank by {key}: " + " < ".join(order)))
         if "dcrit_preference" in cm:
             c.print(esc(f"D_crit form preferred by the data: {cm['dcrit_preference']['prefers']} (by {cm['dcrit_preference']['by']})"))
+    fit_sections.render(c, res)
     if res["excluded"]:
         c.print(esc("excluded: " + "; ".join(f"{e['run']} ({e['points']} pts, {e['reason']})" for e in res["excluded"][:20])
                     + (" …" if len(res["excluded"]) > 20 else "")))

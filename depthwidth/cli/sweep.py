@@ -106,6 +106,10 @@ def _render_dry(s, rows, mfu, peak, secs) -> None:
                    ("procs", "right"), ("layout", "left"), ("GiB/dev", "right"), ("GPU-h", "right"),
                    ("wall-h", "right"), ("ref loss", "right"), ("ref", "left")):
         t.add_column(col, justify=j, no_wrap=True)
+    iso = any((r.get("ref") or {}).get("budget") for r in rows)
+    if iso:  # isoFLOP sweeps: each run's FLOPs against its budget C, its params against the target
+        t.add_column("C err", justify="right", no_wrap=True)
+        t.add_column("N err", justify="right", no_wrap=True)
     tot_f = tot_h = 0.0
     for r in rows:
         ref = r.get("ref") or {}
@@ -115,10 +119,15 @@ def _render_dry(s, rows, mfu, peak, secs) -> None:
         p = r["plan"]
         layout = f"{p['mode']} {p['micro_batch']}×{p['accum']}" + (" AC" if p["activation_checkpointing"] else "")
         mem = f"{p['total'] / 2 ** 30:.1f}" if p["capacity"] else "—"
-        t.add_row(str(r["index"]), r["run_id"], r.get("label") or "", str(r["depth"]), str(r["width"]), r["shape"],
-                  r.get("precision") or "", _si(r["params"]), _si(r["tokens"]), f"{r['flops']:.3g}",
-                  str(p["processes"]), layout, mem, f"{r['gpu_hours']:,.1f}", f"{r['wall_hours']:,.1f}",
-                  "" if loss is None else f"{loss:.3f}", ref.get("source", ""))
+        cells = [str(r["index"]), r["run_id"], r.get("label") or "", str(r["depth"]), str(r["width"]), r["shape"],
+                 r.get("precision") or "", _si(r["params"]), _si(r["tokens"]), f"{r['flops']:.3g}",
+                 str(p["processes"]), layout, mem, f"{r['gpu_hours']:,.1f}", f"{r['wall_hours']:,.1f}",
+                 "" if loss is None else f"{loss:.3f}", ref.get("source", "")]
+        if iso:
+            c_err = f"{r['flops'] / ref['budget'] - 1:+.1%}" if ref.get("budget") else ""
+            n_err = f"{ref['params_error']:+.1%}" if ref.get("params_error") is not None else ""
+            cells += [c_err, n_err]
+        t.add_row(*cells)
     c = wide_console()
     c.print(t)
     c.print(f"total {tot_f:.3g} FLOPs ≈ {tot_h:,.0f} GPU-hours at MFU {mfu:.0%} of {peak:.3g} FLOP/s per GPU "

@@ -6,8 +6,11 @@ held-out errors in nats:
 
 * leave-one-run-out (LORO): each run's points are predicted by the law refitted
   without that run (10 folds of runs when there are more than 50 runs);
-* extrapolation: the largest runs by parameter count (the top 20%, at least
-  one) are predicted by the law fitted on the others.
+* extrapolation: the K largest runs by training FLOPs (``--holdout
+  largest[:K]``; by default the top 20%, at least one; holdout.py) are
+  predicted by the law fitted on the others.
+
+Laws are ranked by both held-out errors (``rank``).
 
 When ``depth-delusion`` is compared, both D_crit forms are fitted and the
 preferred form is the one with the lower LORO error (AIC/BIC reported too).
@@ -21,6 +24,7 @@ import numpy as np
 
 from depthwidth.fit.boot import refit_many, run_codes
 from depthwidth.fit.engine import fit_law
+from depthwidth.fit.holdout import split_largest
 from depthwidth.fit.laws import Law, get_law
 from depthwidth.fit.solver import FitResult
 
@@ -59,7 +63,7 @@ def _folds(codes: np.ndarray, n_runs: int, seed: int) -> list[np.ndarray]:
     return [perm[i::10] for i in range(10)]
 
 
-def heldout(fr: FitResult, table, seed: int = 0) -> dict:
+def heldout(fr: FitResult, table, seed: int = 0, holdout_k: int | None = None) -> dict:
     law = fr.law
     codes, n_runs = run_codes(table)
     L = np.asarray(table["loss"], dtype=float)
@@ -81,33 +85,25 @@ def heldout(fr: FitResult, table, seed: int = 0) -> dict:
         out["loro_mae"] = float(np.mean(np.abs(err[ok]))) if ok.any() else None
         out["loro_folds"] = len(folds)
         out["loro_failed_folds"] = int((~res["ok"]).sum())
-    size = _size(table)
-    if size is not None and n_runs >= 4:
-        per_run = np.array([size[codes == r].max() for r in range(n_runs)])
-        k = max(1, int(round(0.2 * n_runs)))
-        big = np.argsort(per_run)[-k:]
-        m = np.isin(codes, big)
+    sp = split_largest(table, holdout_k) if n_runs >= 4 else None
+    if sp is not None:
+        m = sp.pop("mask")
         res = refit_many(fr, table, (~m).astype(float)[None, :])
         if res["ok"][0]:
             e = np.exp(law.evaluate(res["theta"][0][None, :], X)[0][m]) - L[m]
             out["extrapolation_rmse"] = float(np.sqrt(np.mean(e ** 2)))
             out["extrapolation_bias"] = float(np.mean(e))
-        out["extrapolation_held_out"] = {"runs": int(k), "points": int(m.sum()),
-                                         "min_params": float(per_run[big].min())}
+        out["extrapolation_held_out"] = sp
     return out
 
 
-def _size(table):
-    if "params" in table:
-        return np.asarray(table["params"], dtype=float)
-    if "depth" in table and "width" in table:
-        return 12.0 * np.asarray(table["depth"], dtype=float) * np.asarray(table["width"], dtype=float) ** 2
-    return None
-
-
 def compare_laws(table, names: list[str], *, irreducible: bool = False, pins: dict | None = None,
-                 delta: float = 1e-3, seed: int = 0, fits: dict | None = None, max_starts: int = 4500) -> dict:
-    """Fit and score each law; ``fits`` may hold already-computed FitResults by label."""
+                 delta: float = 1e-3, seed: int = 0, fits: dict | None = None, max_starts: int = 4500,
+                 holdout_k: int | None = None) -> dict:
+    """Fit and score each law; ``fits`` may hold already-computed FitResults by label.
+
+    ``holdout_k``: K of the extrapolation split (None: the top 20% of runs).
+    """
     rows, fits = [], dict(fits or {})
     for law in expand(names, irreducible):
         lab = label(law)
@@ -118,7 +114,7 @@ def compare_laws(table, names: list[str], *, irreducible: bool = False, pins: di
             fits[lab] = fr
         row = {"law": lab, "n": fr.n, "params": fr.params, "r2": fr.r2, "rmse": fr.rmse,
                "objective": fr.objective, "on_bound": fr.on_bound, **information(fr, table)}
-        row.update(heldout(fr, table, seed=seed))
+        row.update(heldout(fr, table, seed=seed, holdout_k=holdout_k))
         rows.append(row)
     out: dict = {"laws": rows}
 
@@ -128,6 +124,10 @@ def compare_laws(table, names: list[str], *, irreducible: bool = False, pins: di
 
     out["best"] = {"loro": best("loro_rmse"), "extrapolation": best("extrapolation_rmse"),
                    "aic": best("aic"), "bic": best("bic")}
+    out["rank"] = {key: [r["law"] for r in sorted((r for r in rows if r.get(col) is not None), key=lambda r: r[col])]
+                   for key, col in (("loro", "loro_rmse"), ("extrapolation", "extrapolation_rmse"))}
+    split = next((r["extrapolation_held_out"]["name"] for r in rows if r.get("extrapolation_held_out")), None)
+    out["extrapolation_split"] = split
     dd = [r for r in rows if r["law"].startswith("depth-delusion[")]
     if len(dd) == 2:
         key = "loro_rmse" if all(r.get("loro_rmse") is not None for r in dd) else "aic"

@@ -22,8 +22,15 @@ from depthwidth.fit.boot import bound_hits, param_samples, percentile_ci
 from depthwidth.fit.compare import compare_laws, label
 from depthwidth.fit.derived import derived_numbers, nest
 from depthwidth.fit.engine import fit_law
+from depthwidth.fit.holdout import holdout as holdout_fn
+from depthwidth.fit.identify import identification
+from depthwidth.fit.isoflop import AXES as ISOFLOP_AXES
+from depthwidth.fit.isoflop import budgets as isoflop_budgets
+from depthwidth.fit.isoflop import isoflop as isoflop_fn
+from depthwidth.fit.holdout import parse_holdout, split_largest
 from depthwidth.fit.laws import LAW_NAMES, get_law, parse_pins
 from depthwidth.fit.persistence import persistence
+from depthwidth.fit.sensitivity import sensitivity as sensitivity_fn
 from depthwidth.fit.table import (
     apply_columns,
     apply_where,
@@ -39,6 +46,7 @@ SCHEMA = "dw.fit/1"
 
 
 SOURCES = ("store", "wandb")
+APPROACHES = ("3", "isoflop")  # 3: the law fitted to every point; isoflop: approach 2 beside it
 
 
 def check_source(name, runs, source, project) -> None:
@@ -129,9 +137,15 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             pins=None, compare: str | None = None, delta: float = 1e-3, level: float = 0.95,
             root: str | None = None, probe_step: int = 1000, out=None, write: bool = True,
             max_starts: int = 4500, source: str = "store", project: str | None = None,
-            group: str | None = None, where=None) -> dict:
+            group: str | None = None, where=None, holdout: str | None = None,
+            sensitivity: bool = False, approach: str = "3", isoflop_axis: str = "auto") -> dict:
     t0 = time.perf_counter()
     names = _check(name, runs, bootstrap, delta, level, compare, dcrit, source, project)
+    if approach not in APPROACHES:
+        raise bad("--approach", approach, " | ".join(APPROACHES))
+    if isoflop_axis not in ISOFLOP_AXES:
+        raise bad("--isoflop-axis", isoflop_axis, " | ".join(ISOFLOP_AXES))
+    holdout_k = parse_holdout(holdout)
     lw = get_law(law, dcrit=dcrit, irreducible=irreducible)
     pin_vals = parse_pins(pins, lw)
     if max_starts < 1:
@@ -146,6 +160,10 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             for lv in ([get_law(n, "log", irreducible)] if n == "depth-delusion" else [get_law(n)]):
                 prepare(df, lv)
     clean, excluded, notes = prepare(df, lw)
+    if holdout_k is not None:  # bad splits and tables without compute fail before any fit
+        split_largest(clean, holdout_k)
+    if approach == "isoflop":
+        isoflop_budgets(clean)
     fr = fit_law(clean, lw, pins=pin_vals, delta=delta, seed=seed, max_starts=max_starts)
     warnings = list(fr.warnings) + notes
     widths = sorted(set(np.asarray(clean["width"], dtype=float).astype(int))) if "width" in clean else []
@@ -156,8 +174,10 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     seed_ci = None
     boot_info = {"replicates": bootstrap, "unit": "run"}
     samples = None
+    boot_theta = np.empty((0, len(fr.theta)))
     if bootstrap > 0:
         b = boot_fn(fr, clean, bootstrap, seed=seed, kind="runs")
+        boot_theta = b["theta"][b["ok"]]
         samples = param_samples(fr, b)
         ci = {k: ([fr.params[k]] * 2 if k in pin_vals else percentile_ci(v, level)) for k, v in samples.items()}
         ds = derived_numbers(lw, samples, widths) if len(next(iter(samples.values()))) else {}
@@ -229,9 +249,21 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         if lw.name not in names:  # the fitted law always takes part in its own comparison
             names = [lw.name] + names
         cmp = compare_laws(clean, names, irreducible=irreducible, pins=pin_vals, delta=delta, seed=seed,
-                           fits={label(lw): fr}, max_starts=max_starts)
+                           fits={label(lw): fr}, max_starts=max_starts, holdout_k=holdout_k)
         cmp.pop("_fits", None)
         res["compare"] = cmp
+    res["identification"] = identification(clean, lw, fr.params, on_bound=fr.on_bound, ci=ci, derived=derived,
+                                           support=fr.checks.get("penalty_support"))
+    if approach == "isoflop":
+        res["isoflop"] = isoflop_fn(clean, axis=isoflop_axis, B=bootstrap, level=level, seed=seed, law=lw,
+                                    theta=np.vstack([fr.theta[None, :], boot_theta]))
+    if sensitivity:
+        res["sensitivity"] = jsonable(sensitivity_fn(clean, lw, delta=delta, max_starts=max_starts, pins=pin_vals,
+                                                     seed=seed, widths=widths, ci={**ci, **dci} if bootstrap else {},
+                                                     base=fr))
+    if holdout_k is not None:
+        res["holdout"] = holdout_fn(clean, lw, k=holdout_k, bootstrap_n=bootstrap, level=level, pins=pin_vals,
+                                    delta=delta, seed=seed, max_starts=max_starts)
     res["seconds"] = round(time.perf_counter() - t0, 3)
     res = jsonable(res)
     if write:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from depthwidth.fit.laws import get_law
-from depthwidth.report import inside_figs
+from depthwidth.report import inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
 from depthwidth.report.model import SHAPE_LABEL, SHAPES
 
@@ -54,7 +54,7 @@ def make_all(data, rep, out: Path) -> list[dict]:
     out = Path(out)
     figs, skipped = [], []
     for fn in (loss_vs_depth, grad_profiles, tau_vs_width, shape_profiles, loss_vs_flops, flops_match_curves,
-               fit_residuals, *inside_figs.FIGURES):
+               fit_residuals, *inside_figs.FIGURES, isoflop_profiles):
         try:
             r = fn(plt, data, rep, out)
             if isinstance(r, tuple):  # inside_figs: (fig, file, title, caption)
@@ -143,6 +143,12 @@ def loss_vs_depth(plt, data, rep, out):
     ax.legend(loc="best", ncol=2 if len(widths) > 5 else 1)
     cap = "points: measured (± sd over seeds); lines: the fitted law at each width's token budget" if curves \
         else "points: measured (± sd over seeds); no fit.json, so no fitted curves"
+    ident = (data.fit or {}).get("identification") or {}
+    if curves and ident.get("claim", {}).get("identified") is False:  # the curve rests on a claim the data do not pin
+        import textwrap
+
+        ax.set_xlabel(ax.get_xlabel() + "\n" + textwrap.fill(ident["verdict"], 110), fontsize=8)
+        cap += "; " + ident["verdict"]
     return _save(plt, fig, out, "loss_vs_depth.png", title, cap)
 
 
@@ -343,3 +349,10 @@ def fit_residuals(plt, data, rep, out):
     fig.suptitle(title, fontsize=10.5)
     return _save(plt, fig, out, "fit_residuals.png", title, "every finished run's points; diamonds: width-shaped runs (W = their h), which the fit pools with the uniform ones")
 
+
+def isoflop_profiles(plt, data, rep, out):
+    iso = (data.fit or {}).get("isoflop")
+    if not iso:
+        return "no isoflop in fit.json (dw fit NAME --approach isoflop)"
+    return _save(plt, isofigs.draw(plt, iso), out, "isoflop.png", f"IsoFLOP profiles and optima ({iso['axis']})",
+                 "per budget: loss vs x with its parabola in ln x and minimum; right: optima vs C with power laws")

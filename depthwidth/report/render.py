@@ -8,8 +8,9 @@ from pathlib import Path
 from depthwidth.core.atomic import write_text
 from depthwidth.report.model import Table
 
-ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "router", "fit", "fit_compare", "dcrit_widths",
-         "dcrit_models", "flops_curves", "flops_match", "paper", "inside", "inside_claims", "missing", "provenance")
+ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "router", "fit", "fit_compare", "fit_identification",
+         "fit_holdout", "fit_sensitivity", "fit_isoflop", "dcrit_widths", "dcrit_models", "flops_curves", "flops_match",
+         "paper", "inside", "inside_claims", "missing", "provenance")
 
 
 def _tables(rep):

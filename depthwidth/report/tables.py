@@ -30,6 +30,7 @@ from depthwidth.report.model import (
 from depthwidth.report.inside import tables as inside_tables
 from depthwidth.report.matching import tables as match_tables
 from depthwidth.report.provenance import provenance_table
+from depthwidth.report.rests import rest_tables
 from depthwidth.report.router import router_table
 
 # =============================================================================
@@ -54,6 +55,7 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     T["pairs"] = _pairs(cells, paper_by_cell)
     T["shapes"] = _shapes(data.runs)
     T.update(_fit_tables(data.fit))
+    T.update(rest_tables(data.fit))
     T.update(_dcrit_tables(data, cells))
     T.update(match_tables(data))  # FLOPs to match uniform (report/matching.py)
     T["paper"] = _paper(data.runs)

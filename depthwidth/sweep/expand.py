@@ -29,6 +29,7 @@ from depthwidth.model.accounting import count_params
 from depthwidth.model.figures import figures
 from depthwidth.model.resolve import from_config
 from depthwidth.sweep.file import RESERVED, load_file, points
+from depthwidth.sweep.isoflop import with_blocks
 from depthwidth.train import memory
 from depthwidth.train.plan import check as check_run
 from depthwidth.train.plan import precision_for
@@ -77,7 +78,7 @@ def expand(name: str, cli_overrides: Sequence[str] = (), *, launcher_overrides: 
     Each run's launcher is conf/launcher ← the sweep file's ``launcher`` defaults ←
     ``launcher_overrides``; its device (cpu | cuda) resolves ``train.precision=auto``,
     its processes and ``gpu_memory`` are what the memory plan must fit."""
-    doc = load_file(name)
+    doc = with_blocks(name, load_file(name))
     cli_groups, cli_keys = parse_cli_overrides(cli_overrides)
     for k in cli_keys:
         if k.lstrip("+") in RESERVED:

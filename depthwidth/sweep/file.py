@@ -16,6 +16,7 @@ A sweep file (every key optional except one of runs/axes/zip/blocks)::
     tokens: {per_param: 20, max: 1.4e11}        # train.tokens = k x params | {value: 6.4e9}
     launcher: {slurm: {gpus_per_node: 8}}       # launcher defaults per launcher (the command line wins)
     blocks: [ {label: small, runs: [...], tokens: {...}, launcher: {...}}, ... ]   # sub-sweeps, concatenated
+    isoflop: {budgets: [1e18, 1e19], axis: shape, depths: [4, 8, 16]}   # one block per budget (isoflop.py)
 
 Points are ``runs`` (or one empty point) x product(axes) x each zip group x
 seeds; a block inherits the file's groups/fixed/tokens/launcher and may add
@@ -37,7 +38,7 @@ from typing import Any
 
 from depthwidth.core.errors import BadInput, bad
 
-TOP_KEYS = ("description", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher", "blocks")
+TOP_KEYS = ("description", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher", "blocks", "isoflop")
 
 
 BLOCK_KEYS = ("label", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher")

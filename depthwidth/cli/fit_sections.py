@@ -1,0 +1,89 @@
+"""Terminal sections of ``dw fit`` for what a fit rests on: identification, hold-out, sensitivity."""
+
+from __future__ import annotations
+
+
+def _f(x, fmt="{:.4g}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def render(c, res: dict) -> None:
+    from rich.markup import escape as esc
+    from rich.table import Table
+
+    ident = res.get("identification")
+    if ident:
+        from depthwidth.fit.identify import rests_on
+
+        c.print(esc(rests_on(ident)))
+        c.print(esc(ident["verdict"]))
+        for k, v in ident.get("optimum", {}).items():
+            if not v["identified"]:
+                c.print(esc(f"{k}: not identified ({v['because']})"))
+    h = res.get("holdout")
+    if h:
+        from depthwidth.fit.holdout import summary_line
+
+        t = Table(title=esc(f"hold-out: {h['split']['name']}, fitted on {h['fitted_runs']} runs ({h['fitted_points']} points)"))
+        for col in ("run", "params", "tokens", "loss", "predicted", f"{100 * h['level']:.0f}% PI", "inside"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for p in h["points"]:
+            t.add_row(esc(p["run"]), _f(p.get("params"), "{:.3g}"), _f(p.get("tokens"), "{:.3g}"), _f(p["loss"]),
+                      _f(p["predicted"]), esc(f"[{p['pi'][0]:.4g}, {p['pi'][1]:.4g}]"), "yes" if p["inside"] else "NO")
+        c.print(t)
+        c.print(esc(summary_line(h)))
+    iso = res.get("isoflop")
+    if iso:
+        _isoflop(c, iso)
+    s = res.get("sensitivity")
+    if s:
+        _sensitivity(c, s)
+
+
+def _isoflop(c, iso: dict) -> None:
+    from rich.markup import escape as esc
+    from rich.table import Table
+
+    from depthwidth.fit.isoflop import summary_lines
+
+    lvl = f"{100 * iso['level']:.0f}%"
+    t = Table(title=esc(f"isoFLOP profiles: loss vs ln {iso['axis']} per budget (parabola minima)"))
+    for col in ("C (FLOPs)", "runs", f"{iso['axis']} range", f"{iso['axis']}*", f"{lvl} CI", "loss at min", ""):
+        t.add_column(col, justify="right", no_wrap=True)
+    for b in iso["budgets"]:
+        ci = b.get("x_opt_ci")
+        t.add_row(f"{b['C']:.3g}", str(b["runs"]), f"{b['x_range'][0]:.4g}–{b['x_range'][1]:.4g}", _f(b.get("x_opt")),
+                  esc(f"[{ci[0]:.4g}, {ci[1]:.4g}]") if ci else "—", _f(b.get("loss_opt")),
+                  "" if b.get("identified") else esc(b.get("because", "")))
+    c.print(t)
+    for line in summary_lines(iso):
+        c.print(esc(line))
+
+
+def _short_of(s: dict, key) -> str:
+    return next((r["short"] for r in s["choices"] if r["key"] == key), str(key))
+
+
+def _sensitivity(c, s: dict) -> None:
+    from rich.markup import escape as esc
+    from rich.table import Table
+
+    from depthwidth.fit.sensitivity import summary_line
+
+    fitted = [r for r in s["choices"] if "values" in r]
+    t = Table(title="sensitivity: value under each fitting choice")
+    t.add_column("number", no_wrap=True)
+    for r in fitted:
+        t.add_column(esc(r["short"]), justify="right", no_wrap=True)
+    for col in ("spread", "CI width", ""):
+        t.add_column(col, justify="right", no_wrap=True)
+    for k, v in s["numbers"].items():
+        t.add_row(esc(k), *[_f(v["values"].get(r["key"])) for r in fitted], _f(v["spread"]), _f(v["ci_width"]),
+                  f"[red]spread > CI[/red] ({esc(_short_of(s, v['farthest']))})" if v["flagged"] else "")
+    c.print(t)
+    for r in fitted:
+        c.print(esc(f"  {r['short']}: {r['label']}, {r['n']} points"))
+    for r in s["choices"]:
+        if "skipped" in r:
+            c.print(esc(f"  {r['short']}: skipped ({r['skipped']})"))
+    c.print(esc(summary_line(s)) + (f" ({s['note']})" if s.get("note") else ""))

@@ -1,0 +1,146 @@
+"""Does the small sweep predict the big model?  ``dw fit --holdout largest[:K]``.
+
+The K runs with the most training compute (FLOPs; per run, its largest
+token budget) are held out; the law is fitted on the others with the full
+multi-start search, and every held-out point is predicted with
+
+* a confidence interval (``ci``): percentiles of the prediction over a
+  run-level bootstrap of the *training* runs: the fit's uncertainty alone;
+* a prediction interval (``pi``): the same replicates, each plus a residual
+  drawn from the training fit's log-loss residuals, so the interval is for a
+  *measured* loss, which also carries run-to-run noise.  A held-out loss is
+  "inside" when it falls in the prediction interval.
+
+A confidence interval used as a prediction interval undercovers badly once
+the noise is comparable to the fit's uncertainty; the tests check both.
+Without K, ``largest`` holds out the top 20% of runs (at least one), the split
+``--compare``'s extrapolation column uses too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from depthwidth.core.errors import bad
+from depthwidth.fit.boot import bootstrap, run_codes
+from depthwidth.fit.engine import fit_law
+
+DEFAULT_FRACTION = 0.2
+
+
+def parse_holdout(spec: str | None) -> int | None:
+    """``largest`` -> 0 (the default K: 20% of runs), ``largest:K`` -> K; None stays None."""
+    if spec is None:
+        return None
+    s = str(spec).strip()
+    allowed = "largest or largest:K (K >= 1 runs, the largest by FLOPs)"
+    if s == "largest":
+        return 0
+    head, _, k = s.partition(":")
+    if head != "largest" or not k.isdigit() or int(k) < 1:
+        raise bad("--holdout", s, allowed)
+    return int(k)
+
+
+def run_compute(table) -> tuple[np.ndarray | None, str]:
+    """Per-point training compute and its name: ``flops``, else 6·N·T, else the model size."""
+    cols = set(map(str, getattr(table, "columns", table)))
+    if "flops" in cols:
+        f = np.asarray(table["flops"], dtype=float)
+        if np.isfinite(f).all() and (f > 0).all():
+            return f, "FLOPs"
+    size = None
+    if "params" in cols:
+        size = np.asarray(table["params"], dtype=float)
+    elif {"depth", "width"} <= cols:  # N ≈ 12·D·W² (SCIENCE.md §1)
+        size = 12.0 * np.asarray(table["depth"], dtype=float) * np.asarray(table["width"], dtype=float) ** 2
+    if size is not None and "tokens" in cols:
+        return 6.0 * size * np.asarray(table["tokens"], dtype=float), "FLOPs (6·N·T)"
+    return size, "parameters"
+
+
+def k_of(n_runs: int, k: int | None) -> int:
+    """K for ``largest[:K]``: 0/None means the default fraction of the runs."""
+    return max(1, int(round(DEFAULT_FRACTION * n_runs))) if not k else int(k)
+
+
+def split_largest(table, k: int | None = None) -> dict | None:
+    """Mask of the points of the K largest runs by compute, with a description; None if it cannot split."""
+    compute, by = run_compute(table)
+    codes, n_runs = run_codes(table)
+    if compute is None:
+        return None
+    k = k_of(n_runs, k)
+    if k >= n_runs:
+        raise bad("--holdout", f"largest:{k}", f"K < the number of runs ({n_runs}), so some runs remain to fit")
+    per_run = np.array([compute[codes == r].max() for r in range(n_runs)])
+    big = np.argsort(per_run, kind="stable")[-k:]
+    mask = np.isin(codes, big)
+    rest = per_run[np.setdiff1d(np.arange(n_runs), big)]
+    return {"mask": mask, "runs": int(k), "points": int(mask.sum()), "by": by,
+            "name": f"largest {k} of {n_runs} runs by {by}",
+            "min_held_out": float(per_run[big].min()), "max_fitted": float(rest.max())}
+
+
+def holdout(table, law, *, k: int | None = None, bootstrap_n: int = 200, level: float = 0.95,
+            pins=None, delta: float = 1e-3, seed: int = 0, max_starts: int = 4500) -> dict:
+    """Fit on all but the K largest runs; predict theirs with intervals; error and coverage."""
+    sp = split_largest(table, k)
+    if sp is None:
+        raise bad("--holdout", "largest", "a table with flops, or params and tokens, or depth and width columns")
+    m = sp.pop("mask")
+    train = table[~m].reset_index(drop=True)
+    test = table[m].reset_index(drop=True)
+    fr = fit_law(train, law, pins=pins, delta=delta, seed=seed, max_starts=max_starts)
+    Xt = law.data(test)
+    L = np.asarray(test["loss"], dtype=float)
+    point = law.evaluate(fr.theta[None, :], Xt)[0]  # log loss
+    y_tr = np.log(np.asarray(train["loss"], dtype=float))
+    resid = y_tr - law.evaluate(fr.theta[None, :], law.data(train))[0]
+    samples = point[None, :]
+    replicates = 0
+    if bootstrap_n > 0:
+        b = bootstrap(fr, train, bootstrap_n, seed=seed)
+        ok = b["ok"]
+        replicates = int(ok.sum())
+        if ok.any():
+            samples = law.evaluate(b["theta"][ok], Xt)
+    rng = np.random.default_rng(seed + 7)
+    # One residual per replicate and point; with no replicates, the residuals alone
+    # (many draws around the point prediction) still give the noise part.
+    reps = samples if len(samples) > 1 else np.repeat(samples, 1000, axis=0)
+    noisy = reps + rng.choice(resid, size=reps.shape, replace=True)
+    q = [50 * (1 - level), 50 * (1 + level)]
+    ci = np.exp(np.percentile(samples, q, axis=0)) if len(samples) > 1 else None
+    pi = np.exp(np.percentile(noisy, q, axis=0))
+    pred = np.exp(point)
+    err = pred - L
+    inside = (L >= pi[0]) & (L <= pi[1])
+    runs = np.asarray(test["run"]).astype(str)
+    points = []
+    for i in range(len(L)):
+        row = {"run": runs[i], "loss": float(L[i]), "predicted": float(pred[i]), "error": float(err[i]),
+               "pi": [float(pi[0, i]), float(pi[1, i])], "inside": bool(inside[i])}
+        if ci is not None:
+            row["ci"] = [float(ci[0, i]), float(ci[1, i])]
+        for c in ("params", "tokens", "depth", "width"):
+            if c in test:
+                row[c] = float(test[c].iloc[i])
+        points.append(row)
+    return {
+        "split": sp, "level": level, "law": law.name, "fitted_runs": fr.n_runs, "fitted_points": fr.n,
+        "params": fr.params, "on_bound": fr.on_bound, "replicates": replicates,
+        "rmse": float(math.sqrt(np.mean(err ** 2))), "bias": float(np.mean(err)),
+        "max_abs_error": float(np.abs(err).max()),
+        "inside": int(inside.sum()), "coverage": float(inside.mean()),
+        "ci_coverage": float(((L >= ci[0]) & (L <= ci[1])).mean()) if ci is not None else None,
+        "points": points,
+    }
+
+
+def summary_line(h: dict) -> str:
+    """One line for a terminal or a report."""
+    return (f"hold-out ({h['split']['name']}): RMSE {h['rmse']:.3g} nats, bias {h['bias']:+.3g}, "
+            f"{h['inside']}/{len(h['points'])} held-out losses inside their {100 * h['level']:.0f}% prediction intervals")

@@ -1,0 +1,177 @@
+"""How much does each fitted number move under reasonable fitting choices?  ``dw fit --sensitivity``.
+
+The grid of choices (Gemstones, McLeish et al., report their fit's sensitivity
+to the same ones; Epoch's Chinchilla refit drops the 5 highest-loss points):
+
+* Huber δ ∈ {1e-4, 1e-3, 1e-2} on log loss;
+* the full start grid vs a halved one (every other start of a fixed-seed subset);
+* parameters with vs without embeddings (``params_non_embedding`` when the
+  table has it, else N = 12·D·W², the Depth-Delusion convention);
+* all points vs the ``DROP_HIGHEST`` highest-loss points dropped;
+* every token budget of a run vs only its first, or only its last.
+
+Every choice refits the law from its full multi-start search (not from the
+baseline optimum, which would hide a second basin).  For every parameter and
+derived number: its value under each choice and the spread (max - min).  A
+number, derived or fitted, is *flagged* when its spread exceeds the width of
+its bootstrap interval: the fitting choices then move it more than the
+data's noise does, and its interval understates the uncertainty.  Each number also
+names the choice that moves it farthest from the baseline.  The budget
+choices fit a fraction of the points: where a run's checkpoints carry
+independent noise (not a shared run offset) their own sampling noise can
+exceed the full fit's interval, so read a flag with its ``farthest`` choice.  A choice that does
+not apply to the table (no embeddings to drop, one budget per run) is listed
+as skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from depthwidth.fit.derived import derived_numbers
+from depthwidth.fit.engine import fit_law
+
+DELTAS = (1e-4, 1e-3, 1e-2)
+DROP_HIGHEST = 5  # Besiroglu et al. (2024) drop the 5 highest-loss points
+
+
+def _non_embedding(table):
+    """(params without embeddings, how) or (None, why not)."""
+    cols = set(map(str, table.columns))
+    if "params_non_embedding" in cols:
+        return np.asarray(table["params_non_embedding"], dtype=float), "params_non_embedding column"
+    if {"depth", "width"} <= cols:
+        n = 12.0 * np.asarray(table["depth"], dtype=float) * np.asarray(table["width"], dtype=float) ** 2
+        p = np.asarray(table["params"], dtype=float)
+        if np.allclose(n, p, rtol=1e-9):
+            return None, "params already equal 12·D·W² (no embeddings counted)"
+        if not (n < p).all():  # embeddings only add: the columns do not describe these params
+            return None, "12·D·W² is not below params at every row: depth and width do not account for params"
+        return n, "N = 12·D·W²"
+    return None, "no depth and width (or params_non_embedding) column to count params without embeddings"
+
+
+def _per_run_budget(table, which: str):
+    """Only the first (smallest tokens) or last (largest tokens) point of every run."""
+    if "tokens" not in table:
+        return None, "no tokens column"
+    sizes = table.groupby("run")["tokens"].size()
+    if (sizes < 2).all():
+        return None, "every run has a single token budget"
+    idx = table.groupby("run")["tokens"].idxmin() if which == "first" else table.groupby("run")["tokens"].idxmax()
+    return table.loc[np.sort(idx.to_numpy())].reset_index(drop=True), None
+
+
+def _e(x: float) -> str:
+    return f"{x:.0e}".replace("e-0", "e-")
+
+
+def choices(table, law, delta: float, max_starts: int) -> list[dict]:
+    """The grid of choices: key, label, and the table and fit options each one uses (or why it is skipped)."""
+    grid_size = len(law.grid(max_starts=max_starts))
+    out = [{"key": "baseline", "label": f"baseline (δ = {delta:g}, {grid_size} starts, all points)",
+            "table": table, "delta": delta, "max_starts": max_starts}]
+    for d in DELTAS:
+        if not math.isclose(d, delta):
+            out.append({"key": f"huber_delta={_e(d)}", "label": f"Huber δ = {_e(d)}", "table": table, "delta": d,
+                        "max_starts": max_starts})
+    out.append({"key": "half_grid", "label": f"halved start grid ({max(1, grid_size // 2)} starts)", "table": table,
+                "delta": delta, "max_starts": max(1, grid_size // 2)})
+    c = {"key": "no_embeddings", "label": "params without embeddings", "delta": delta, "max_starts": max_starts}
+    if "params" not in law.columns:
+        c["skipped"] = f"{law.name} does not read params"
+    else:
+        n, how = _non_embedding(table)
+        if n is None:
+            c["skipped"] = how
+        else:
+            t = table.copy()
+            t["params"] = n
+            c.update(table=t, label=f"params without embeddings ({how})")
+    out.append(c)
+    c = {"key": f"drop_{DROP_HIGHEST}_highest", "label": f"{DROP_HIGHEST} highest-loss points dropped",
+         "delta": delta, "max_starts": max_starts}
+    k_free = len(law.params)
+    if len(table) - DROP_HIGHEST < k_free:
+        c["skipped"] = f"fewer than {DROP_HIGHEST + k_free} points"
+    else:
+        keep = np.sort(np.argsort(np.asarray(table["loss"], dtype=float), kind="stable")[:-DROP_HIGHEST])
+        c["table"] = table.iloc[keep].reset_index(drop=True)
+    out.append(c)
+    for which in ("first", "last"):
+        t, why = _per_run_budget(table, which)
+        c = {"key": f"{which}_budget", "label": f"{which} token budget of each run only", "delta": delta,
+             "max_starts": max_starts}
+        if t is None:
+            c["skipped"] = why
+        elif len(t) < k_free:
+            c["skipped"] = f"{len(t)} runs for {k_free} parameters"
+        else:
+            c["table"] = t
+        out.append(c)
+    return out
+
+
+def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins=None, seed: int = 0,
+                widths=(), ci: dict | None = None, base=None) -> dict:
+    """Refit under every choice; values, spreads and flags.
+
+    ``ci``: flat {name: [lo, hi] or None} bootstrap intervals of the baseline
+    (parameters and derived numbers, as ``run_fit`` computes them).
+    ``base``: the baseline FitResult, when already fitted.
+    """
+    ci = ci or {}
+    rows, values = [], {}
+    for c in choices(table, law, delta, max_starts):
+        row = {"key": c["key"], "label": c["label"], "short": _short(c["key"])}
+        if "skipped" in c:
+            row["skipped"] = c["skipped"]
+            rows.append(row)
+            continue
+        fr = base if (c["key"] == "baseline" and base is not None) else fit_law(
+            c["table"], law, pins=pins, delta=c["delta"], seed=seed, max_starts=c["max_starts"])
+        nums = dict(fr.params)
+        nums.update({k: float(v[0]) for k, v in derived_numbers(law, fr.params, widths).items()})
+        row.update(n=fr.n, n_runs=fr.n_runs, on_bound=fr.on_bound, values=nums)
+        values[c["key"]] = nums
+        rows.append(row)
+    names = list(next(iter(values.values())))
+    derived = set(names) - set(law.names)
+    numbers, flagged = {}, []
+    for k in names:
+        v = {key: vals.get(k) for key, vals in values.items()}
+        fin = [x for x in v.values() if x is not None and math.isfinite(x)]
+        spread = (max(fin) - min(fin)) if len(fin) >= 2 else None
+        c = ci.get(k)
+        width = (c[1] - c[0]) if c else None
+        flag = bool(spread is not None and width is not None and spread > width)
+        b = v.get("baseline")
+        far = max((key for key, x in v.items() if key != "baseline" and x is not None and math.isfinite(x)),
+                  key=lambda key: abs(v[key] - b), default=None) if b is not None and math.isfinite(b) else None
+        numbers[k] = {"values": v, "spread": spread, "ci": c, "ci_width": width, "flagged": flag,
+                      "derived": k in derived, "farthest": far}
+        if flag:
+            flagged.append(k)
+    out = {"choices": rows, "numbers": numbers, "flagged": flagged}
+    if not ci:
+        out["note"] = "no bootstrap intervals (--bootstrap 0): spreads are not compared with them"
+    return out
+
+
+def _short(key: str) -> str:
+    """A column header for a terminal table."""
+    if key.startswith("huber_delta="):
+        return "δ=" + key.split("=", 1)[1]
+    return {"baseline": "base", "half_grid": "½ grid", "no_embeddings": "no emb.",
+            f"drop_{DROP_HIGHEST}_highest": f"−top {DROP_HIGHEST}", "first_budget": "first T",
+            "last_budget": "last T"}.get(key, key)
+
+
+def summary_line(s: dict) -> str:
+    fitted = sum(1 for r in s["choices"] if "values" in r)
+    if s["flagged"]:
+        return (f"sensitivity ({fitted} fits): {len(s['flagged'])} number(s) move more across fitting choices "
+                f"than their bootstrap interval is wide: {', '.join(s['flagged'])}")
+    return f"sensitivity ({fitted} fits): no number moves more than its bootstrap interval is wide"

@@ -1,0 +1,70 @@
+"""Report tables for what a fit rests on: identification, hold-out and sensitivity (from fit.json)."""
+
+from __future__ import annotations
+
+from depthwidth.fit.holdout import summary_line as holdout_line
+from depthwidth.fit.identify import rests_on
+from depthwidth.fit.isoflop import summary_lines as isoflop_lines
+from depthwidth.fit.sensitivity import summary_line as sensitivity_line
+from depthwidth.report.model import Col, Table
+
+
+def rest_tables(fit) -> dict:
+    """{key: Table} for the sections of ``fit`` that are present."""
+    if not fit:
+        return {}
+    out = {}
+    ident = fit.get("identification")
+    if ident:
+        rows = [{"column": c, "min": v[0] if v else None, "max": v[1] if v else None}
+                for c, v in ident["ranges"].items()]
+        t = Table("fit_identification", f"What the fit rests on: {ident['runs']} runs, {ident['points']} points",
+                  [Col("column", "column"), Col("min", "min", "{:.4g}"), Col("max", "max", "{:.4g}")], rows)
+        t.notes.append(ident["verdict"])
+        t.notes += [f"{k}: not identified ({v['because']})" for k, v in ident.get("optimum", {}).items()
+                    if not v["identified"]]
+        t.notes.append(rests_on(ident))
+        out["fit_identification"] = t
+    h = fit.get("holdout")
+    if h:
+        rows = [{"run": p["run"], "params": p.get("params"), "tokens": p.get("tokens"), "loss": p["loss"],
+                 "predicted": p["predicted"], "pi_lo": p["pi"][0], "pi_hi": p["pi"][1], "inside": p["inside"]}
+                for p in h["points"]]
+        lvl = f"{100 * h['level']:.0f}%"
+        cols = [Col("run", "run"), Col("params", "params", "{:.3g}"), Col("tokens", "tokens", "{:.3g}"),
+                Col("loss", "measured", "{:.4g}"), Col("predicted", "predicted", "{:.4g}"),
+                Col("pi_lo", f"{lvl} PI lo", "{:.4g}"), Col("pi_hi", f"{lvl} PI hi", "{:.4g}"), Col("inside", "inside")]
+        t = Table("fit_holdout", f"Hold-out: {h['split']['name']} predicted from the others", cols, rows)
+        t.notes.append(holdout_line(h))
+        out["fit_holdout"] = t
+    iso = fit.get("isoflop")
+    if iso:
+        rows = [{"C": b["C"], "runs": b["runs"], "x_lo": b["x_range"][0], "x_hi": b["x_range"][1],
+                 "x_opt": b.get("x_opt") if b.get("identified") else None,
+                 "ci_lo": (b.get("x_opt_ci") or [None, None])[0], "ci_hi": (b.get("x_opt_ci") or [None, None])[1],
+                 "law_x_opt": b.get("law_x_opt"), "note": None if b.get("identified") else b.get("because")}
+                for b in iso["budgets"]]
+        x = iso["axis"]
+        cols = [Col("C", "C (FLOPs)", "{:.3g}"), Col("runs", "runs"), Col("x_lo", f"{x} min", "{:.4g}"),
+                Col("x_hi", f"{x} max", "{:.4g}"), Col("x_opt", f"{x}* (isoFLOP)", "{:.4g}"),
+                Col("ci_lo", "CI lo", "{:.4g}"), Col("ci_hi", "CI hi", "{:.4g}"), Col("law_x_opt", f"{x}* (law)", "{:.4g}"),
+                Col("note", "not identified because")]
+        t = Table("fit_isoflop", f"IsoFLOP profiles (approach 2): loss vs ln {x} per budget", cols, rows)
+        t.notes += isoflop_lines(iso)
+        out["fit_isoflop"] = t
+    s = fit.get("sensitivity")
+    if s:
+        fitted = [r for r in s["choices"] if "values" in r]
+        rows = []
+        for k, v in s["numbers"].items():
+            rows.append({"number": k, **{r["key"]: v["values"].get(r["key"]) for r in fitted},
+                         "spread": v["spread"], "ci_width": v["ci_width"], "flagged": v["flagged"],
+                         "farthest": v.get("farthest")})
+        cols = ([Col("number", "number")] + [Col(r["key"], r["short"], "{:.4g}") for r in fitted]
+                + [Col("spread", "spread", "{:.4g}"), Col("ci_width", "CI width", "{:.4g}"), Col("flagged", "spread > CI"),
+                   Col("farthest", "moved most by")])
+        t = Table("fit_sensitivity", "Sensitivity: each number under each fitting choice", cols, rows)
+        t.notes.append(sensitivity_line(s))
+        t.notes += [f"{r['short']}: skipped ({r['skipped']})" for r in s["choices"] if "skipped" in r]
+        out["fit_sensitivity"] = t
+    return out

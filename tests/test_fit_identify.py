@@ -1,0 +1,91 @@
+"""Every fit states what it rests on, and whether its claim-carrying parameter is identified."""
+
+import pytest
+
+from depthwidth.fit.identify import identification, meaningful_optimum
+from depthwidth.fit.laws import get_law
+from depthwidth.fit.run import run_fit
+from tests.planted import PLANTED, planted_table
+
+DD = get_law("depth-delusion")
+
+
+def _fit(df, law="depth-delusion", **kw):
+    return run_fit(runs=df, law=law, bootstrap=0, max_starts=200, write=False, **kw)  # no intervals needed here
+
+
+def test_dcrit_identified_when_runs_lie_on_both_sides():
+    df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.005, seed=2)
+    ident = _fit(df)["identification"]
+    assert ident["points"] == len(df) == 189 and ident["runs"] == 63
+    assert ident["ranges"]["depth"] == [2.0, 64.0] and ident["ranges"]["width"] == [64.0, 4096.0]
+    assert ident["ranges"]["loss"] == [df["loss"].min(), df["loss"].max()]
+    assert ident["ranges"]["flops"] == [df["flops"].min(), df["flops"].max()]
+    c = ident["claim"]
+    # planted kappa = 2.43: D_crit = 10.1 at W = 64 .. 20.2 at W = 4096; depths 12.. are beyond at W = 64
+    assert c["identified"] and c["runs_beyond"] >= 2 and c["runs_within"] >= 2
+    assert c["points_beyond"] + c["points_within"] == 189
+    assert ident["verdict"].startswith("D_crit identified: yes, because ")
+
+
+def test_dcrit_not_identified_when_no_run_is_deeper():
+    df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.005, seed=2)
+    shallow = df[df["depth"] <= 8]  # planted D_crit >= 10 at every width: the penalty never acts
+    ident = _fit(shallow)["identification"]
+    assert ident["ranges"]["depth"] == [2.0, 8.0]
+    assert not ident["claim"]["identified"]
+    assert ident["verdict"].startswith("D_crit identified: no, because ")
+
+
+def test_exponent_claim_and_its_interval():
+    law = get_law("chinchilla")
+    df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.005)
+    res = _fit(df, law="chinchilla")
+    assert res["identification"]["verdict"].startswith("alpha and beta identified: yes, because alpha = ")
+    assert "no intervals" in res["identification"]["verdict"]
+    wide = {"alpha": [-0.1, 0.6], "beta": [0.3, 0.4]}
+    ident = identification(df, law, res["params"], ci=wide)
+    assert ident["verdict"] == "alpha and beta identified: no, because the interval of alpha [-0.1, 0.6] contains 0"
+    ident = identification(df, law, res["params"], on_bound=["beta"])
+    assert ident["verdict"] == "alpha and beta identified: no, because beta is on a bound"
+
+
+def test_optima_below_one_layer_are_not_numbers():
+    opt = meaningful_optimum({"compute_optimal": {"D_opt": 0.54, "W_opt": 900.0}})
+    assert opt["D_opt"] == {"value": None, "identified": False, "because": "the law's optimum D_opt = 0.54 is below one layer"}
+    assert opt["W_opt"] == {"value": 900.0, "identified": True}
+    assert meaningful_optimum({}) == {}
+
+
+def test_cli_prints_what_the_fit_rests_on(tmp_path):
+    from tests.helpers import run_dw
+
+    df = planted_table(get_law("chinchilla"), PLANTED["chinchilla"], kind="chinchilla", noise=0.005)
+    f = tmp_path / "t.csv"
+    df.to_csv(f, index=False)
+    p = run_dw("fit", "--runs", str(f), "--bootstrap", "0", "--max-starts", "50", "--no-write")
+    assert p.returncode == 0, p.stderr
+    assert "rests on 80 runs, 240 points; loss " in p.stdout
+    assert "alpha and beta identified: yes" in p.stdout
+
+
+@pytest.mark.parametrize("law", ["depth-delusion", "width-depth"])
+def test_every_law_states_a_claim(law):
+    df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.005, seed=2)
+    ident = _fit(df, law=law)["identification"]
+    assert ident["claim"]["parameter"] in ("D_crit", "a_w and a_d")
+    assert isinstance(ident["claim"]["identified"], bool)
+
+
+def test_cli_prints_an_optimum_below_one_layer_as_not_identified(capsys):
+    from depthwidth.cli.fit import render
+
+    df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.005, seed=2)
+    res = _fit(df)
+    res["derived"]["compute_optimal"]["D_opt"] = 0.54  # what the demo's fit reported
+    res["identification"]["optimum"] = meaningful_optimum(res["derived"])
+    render(res)
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "D_opt at C" in line)
+    assert "not identified" in row and "0.54" not in row
+    assert "D_opt: not identified (the law's optimum D_opt = 0.54 is below one layer)" in out
