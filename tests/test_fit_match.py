@@ -134,6 +134,17 @@ def test_dw_fit_match_writes_match_json_and_the_report_shows_it(tmp_path, capsys
     assert t["rows"][1]["flops_fraction"] == pytest.approx(mid["flops_fraction"], rel=1e-12)
     assert t["rows"][2]["paper_flops"] == 0.778 and t["rows"][1]["paper_flops"] is None
     assert any("match.json" in n for n in t["notes"])
+    assert not any("recomputed" in n for n in t["notes"])
+
+    # a match.json written before more runs finished is out of date: the report recomputes and says so
+    f = root / "scal" / "match.json"
+    stale = json.loads(f.read_text())
+    stale["curves"][0]["runs"] -= 1
+    stale["rows"][1]["flops_fraction"] = 0.123
+    f.write_text(json.dumps(stale))
+    code, out, err = _dw(capsys, "report", "scal", "--root", str(root), "--format", "json")
+    t = json.loads(out)["tables"]["flops_match"]
+    assert any("recomputed" in n for n in t["notes"]) and t["rows"][1]["flops_fraction"] != 0.123
 
     (root / "scal" / "match.json").unlink()  # without the file the report computes it itself
     plots = tmp_path / "plots"

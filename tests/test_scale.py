@@ -21,11 +21,13 @@ MODELS = {
     "x": ["model.depth=4", "model.width=64", "model.shape=x", "model.quantum=16", "model.head_dim=16"],
     "proj": ["model.depth=4", "model.width=64", "model.shape=x", "model.quantum=16", "model.head_dim=16",
              "model.resize=proj"],
-    # MoE without its load-balancing loss: that loss is a nonlinear function of each process's (or
-    # micro-batch's) own tokens, as in lm-engine, so only the routed computation can match exactly.
+    # MoE with its auxiliary loss: the expert counts are summed over processes, so two processes
+    # train the model one does.  Micro-batches see only their own tokens' counts (as in lm-engine):
+    # with accumulation only the routed computation can match, hence moe_noaux.
     "moe": ["model=vwt", "model.depth=4", "model.width=64", "model.quantum=16", "model.heads=4", "model.mlp=moe",
-            "model.n_experts=4", "model.top_k=2", "model.expert_hidden=32", "model.aux_loss_coef=0"],
+            "model.n_experts=4", "model.top_k=2", "model.expert_hidden=32"],
 }
+MODELS["moe_noaux"] = [*MODELS["moe"], "model.aux_loss_coef=0"]
 
 
 def _free_port() -> int:
@@ -89,7 +91,8 @@ def test_activation_checkpointing_leaves_gradients_unchanged():
 
 @pytest.mark.parametrize("mode, model, micro", [("fsdp", "uniform", None), ("fsdp", "x", None), ("fsdp", "proj", None),
                                                 ("ddp", "x", None), ("ddp", "proj", None), ("fsdp", "x", 2),
-                                                ("ddp", "uniform", 2), ("fsdp", "moe", None), ("ddp", "moe", 2)])
+                                                ("ddp", "uniform", 2), ("fsdp", "moe", None), ("ddp", "moe", None),
+                                                ("ddp", "moe_noaux", 2)])
 def test_two_processes_train_the_same_model_as_one(tmp_path, mode, model, micro):
     """micro=2: each process accumulates 2 micro-batches of 2 sequences (DDP syncs on the
     last; FSDP reduce-scatters each into the shards)."""

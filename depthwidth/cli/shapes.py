@@ -62,6 +62,7 @@ def _render(rep: dict) -> None:
         ("total params", "params", "{:,.0f}"),
         ("non-embedding params", "params_non_embedding", "{:,.0f}"),
         *([("active params (MoE, per token)", "params_active", "{:,.0f}")] if rep.get("moe") else []),
+        *([("active params, vwt convention", "params_vwt_active", "{:,.0f}")] if rep.get("moe") else []),
         ("params, vwt convention", "params_vwt", "{:,.0f}"),
         ("FLOPs / token (train)", "flops_per_token", "{:.4g}"),
         ("KV bytes / token (bf16)", "kv_bytes_per_token", "{:,.0f}"),

@@ -33,7 +33,7 @@ NOT_IDENTITY = {
 # option they refine is off) they are left out of the hash, so every run that
 # does not use them keeps the run id it had, and a resubmitted old sweep finds
 # its finished runs instead of training them again.
-_MOE = ("n_experts", "top_k", "expert_hidden", "aux_loss_coef")
+_MOE = ("n_experts", "top_k", "expert_hidden", "aux_loss_coef", "router_z")
 _MUP = ("m_width", "m_emb", "m_residual")
 _POWER = ("power_a", "power_exponent")
 

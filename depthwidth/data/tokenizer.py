@@ -136,7 +136,9 @@ class Cl100kTokenizer:
     cached BPE file; ``cl100k:PATH`` reads a local ``cl100k_base.tiktoken`` (offline
     clusters).  End-of-text is ``<|endoftext|>`` (100257); special-token text inside
     documents is encoded as ordinary text.  The vocabulary is the paper's 100,263
-    (configs' vocab_size), which holds every id this encoding produces (<= 100257)."""
+    (configs' vocab_size), which holds every id this encoding produces (<= 100257).
+    (The paper's HF conversion of cl100k ends documents with <|eos|> = 100261 instead;
+    for training from scratch the choice of id does not matter.)"""
 
     vocab_size = 100263
 

@@ -210,6 +210,9 @@ def _fit_shape(shape, g, c_ref, B, level, rng, delta, seed, warnings):
             warnings.append(f"{shape}: only {used} of {B} bootstrap replicates kept enough sizes to refit")
         if n < 5:
             warnings.append(f"{shape}: only {n} runs: run-level bootstrap intervals are unreliable")
+        elif n == k and k <= 4:  # e.g. vwt_scaling: 4 sizes, one run each (planted: 62% coverage at 95%)
+            warnings.append(f"{shape}: one run per size at {k} sizes: the bootstrap intervals are not calibrated "
+                            "(more sizes or seeds per size make them so)")
     if k == 2:
         warnings.append(f"{shape}: 2 sizes: fitted without E (a pure power law); 3 or more sizes fit the irreducible term")
     elif k == k_free:

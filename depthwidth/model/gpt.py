@@ -24,10 +24,10 @@ concatenation): pre-LN by default, or with one of the depth stabilisers of
   attention   softmax(q·kᵀ / head_dim) instead of / sqrt(head_dim) (``attn_scale``);
   m_width     the logits are divided by m_width (8) after the LM head (so the
               logit lens, which reads through ``readout``, sees the same logits);
-  init        hidden matrices (q/k/v/o, MLP in/gate/out, experts, resize
-              projections) start at std = init_std·sqrt(h/w_i)/sqrt(m_width), the
-              output projections further / sqrt(2L); embedding, LM head and router
-              keep std = init_std (·sqrt(h/w_i) for the router), as lm-engine does;
+  init        hidden matrices (q/k/v/o, MLP in/gate/out, MoE router and experts,
+              resize projections) start at std = init_std·sqrt(h/w_i)/sqrt(m_width),
+              the output projections further / sqrt(2L); embedding and LM head keep
+              std = init_std, as lm-engine does;
   lr          the same hidden matrices train at lr / m_width, everything else at lr
               (``hidden_matrices`` names them; train/optim.py builds the groups).
 With mup on and m_width = m_emb = m_residual = 1, attn_scale = inv_sqrt, the
@@ -137,7 +137,7 @@ class Block(nn.Module):
         self.norm_2 = make_norm(spec.norm, w)
         m = spec.mlp_hidden(i)
         if spec.mlp == "moe":
-            self.mlp = MoE(w, m, spec.n_experts, spec.top_k)
+            self.mlp = MoE(w, m, spec.n_experts, spec.top_k, spec.router_z)
         else:
             self.mlp = MLP(w, m, spec.mlp, spec.bias, make_norm(spec.norm, m) if st == "normformer" else None)
         self.m_res = spec.m_residual if spec.mup else None  # µP: branch outputs x m_residual
@@ -206,12 +206,12 @@ class VariableWidthGPT(nn.Module):
 
     def hidden_matrices(self) -> list[nn.Parameter]:
         """The weights µP treats as hidden (init / sqrt(m_width), lr / m_width): every matrix
-        inside a block or resizing the stream, except the MoE router."""
+        inside a block (the MoE router too, as lm-engine marks it) or resizing the stream."""
         out = []
         for b in self.blocks:
             mats = [b.attn.c_attn.weight, b.attn.c_proj.weight]
             if isinstance(b.mlp, MoE):
-                mats += [b.mlp.w_fc, b.mlp.w_gate, b.mlp.w_proj]
+                mats += [b.mlp.router.weight, b.mlp.w_fc, b.mlp.w_gate, b.mlp.w_proj]
             else:
                 mats += [lin.weight for lin in (b.mlp.c_fc, getattr(b.mlp, "c_gate", None), b.mlp.c_proj) if lin]
             out += mats + ([b.proj_in.weight] if b.proj_in is not None else [])
@@ -234,7 +234,7 @@ class VariableWidthGPT(nn.Module):
             std = self.layer_std(block.width)
             if isinstance(block.mlp, MoE):
                 moe = block.mlp
-                nn.init.normal_(moe.router.weight, mean=0.0, std=std)
+                nn.init.normal_(moe.router.weight, mean=0.0, std=std * mu)
                 nn.init.normal_(moe.w_fc, mean=0.0, std=std * mu)
                 nn.init.normal_(moe.w_gate, mean=0.0, std=std * mu)
                 nn.init.normal_(moe.w_proj, mean=0.0, std=std * mu * out_scale)

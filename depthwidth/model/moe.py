@@ -10,13 +10,17 @@ experts with the largest logits and weights them with a softmax over those k
 logits only, so a token's k weights sum to 1 (lm-engine's normalised top-k:
 the same as renormalising the top-k of softmax(r)).
 
-Load balancing (Switch Transformer's auxiliary loss, lm-engine's form):
-    aux = E · Σ_e f_e · P_e,
+Auxiliary loss per layer, exactly lm-engine's ``MoE._compute_switch_loss``:
+    aux = E · Σ_e f_e · P_e  +  z · mean_tokens (logsumexp r)²,
     f_e = (token-slots routed to e) / (N·k),   P_e = mean over tokens of softmax(r)_e,
-minimal (= 1) when routing is uniform.  The model adds ``aux_loss_coef`` ·
-Σ_layers aux to the training objective.  No router z-loss (the configs set
-none) and no capacity limit: every token reaches its k experts, none is
-dropped (``dropped`` is recorded as 0 so the report can say so).
+the Switch Transformer's load balance (minimal, = 1, when routing is uniform)
+plus the ST-MoE router z-loss, which lm-engine builds in at z = 0.1
+(``router_z``).  In training with several processes f_e counts the slots of
+all of them (an all-reduce, as lm-engine does), so the data-parallel average
+of the gradients equals one process's on the whole batch.  The model adds
+``aux_loss_coef`` · Σ_layers aux to the training objective.  No capacity
+limit: every token reaches its k experts, none is dropped (``dropped`` is
+recorded as 0 so the report can say so).
 
 Dispatch is batched, never a loop over tokens: the N·k (token, expert) slots
 are sorted by expert, the tokens gathered in that order, each expert's
@@ -33,9 +37,9 @@ from torch.nn import functional as F
 
 
 class MoE(nn.Module):
-    def __init__(self, width: int, hidden: int, n_experts: int, top_k: int):
+    def __init__(self, width: int, hidden: int, n_experts: int, top_k: int, router_z: float = 0.1):
         super().__init__()
-        self.width, self.hidden, self.n_experts, self.top_k = width, hidden, n_experts, top_k
+        self.width, self.hidden, self.n_experts, self.top_k, self.router_z = width, hidden, n_experts, top_k, router_z
         self.router = nn.Linear(width, n_experts, bias=False)
         # Expert weights stacked along dim 0, laid out like nn.Linear weights (out, in).
         self.w_fc = nn.Parameter(torch.empty(n_experts, hidden, width))  # up projection
@@ -73,10 +77,25 @@ class MoE(nn.Module):
         # one host sync for the split sizes; an expert with no tokens gets an empty (0, w) batch
         y = torch.cat([self.expert(e, part) for e, part in enumerate(xt[token].split(counts.tolist()))])
         y = y * weights.reshape(-1)[order].unsqueeze(-1).to(y.dtype)
-        out = y.new_zeros(N, self.width).index_add_(0, token, y)  # y's dtype: bf16 under autocast
+        # the k contributions of a token are summed in fp32 at least (bf16 under autocast otherwise)
+        acc = torch.float32 if y.dtype in (torch.float16, torch.bfloat16) else y.dtype
+        out = torch.zeros(N, self.width, dtype=acc, device=y.device).index_add_(0, token, y.to(acc)).to(y.dtype)
 
-        f = counts.float() / (N * k)
-        P = F.softmax(logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits, dim=-1).mean(0)
-        self.aux = E * (f * P).sum()
+        if self.training:
+            counts = _all_processes(counts)
+        f = counts.to(torch.float64 if logits.dtype == torch.float64 else torch.float32) / counts.sum()
+        r = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+        P = F.softmax(r, dim=-1).mean(0)
+        self.aux = E * (f * P).sum() + self.router_z * (torch.logsumexp(r, dim=-1) ** 2).mean()
         self.load = f.detach()
         return out.view(shape)
+
+
+def _all_processes(counts: torch.Tensor) -> torch.Tensor:
+    """Token-slot counts summed over the data-parallel processes (identity on one)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        counts = counts.clone()
+        dist.all_reduce(counts)
+    return counts

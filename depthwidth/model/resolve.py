@@ -55,6 +55,7 @@ def from_config(m: Any) -> ModelSpec:
         top_k=g("top_k", 3),
         expert_hidden=g("expert_hidden", 512),
         aux_loss_coef=number("model.aux_loss_coef", g("aux_loss_coef", 0.01)),
+        router_z=number("model.router_z", g("router_z", 0.1)),
     )
     warning = None
     explicit = g("widths")

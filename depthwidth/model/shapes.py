@@ -191,6 +191,8 @@ def schedule(
         raise bad("turn", k, f"an integer in [1, {depth}]")
     sym = (family in ("x", "diamond")) if symmetric is None else bool(symmetric)
     if family in ("x", "diamond"):
+        if depth < 3:
+            raise bad("depth", depth, f"at least 3 for {family} (layers on both sides of the turn), or shape=uniform")
         if not (1 < k < depth):
             raise bad("turn", k, f"an integer in [2, {depth - 1}] for {family} (layers on both sides of the turn)")
     else:

@@ -52,7 +52,8 @@ class ModelSpec:
     n_experts: int = 22
     top_k: int = 3
     expert_hidden: int = 512  # an expert's hidden width at width h; layer i: round(w_i * expert_hidden / h)
-    aux_loss_coef: float = 0.01  # load-balancing loss coefficient (no router z-loss: the VWT configs set none)
+    aux_loss_coef: float = 0.01  # coefficient of the per-layer auxiliary loss (load balance + router_z · z-loss)
+    router_z: float = 0.1  # weight of the router z-loss inside it (lm-engine's built-in 0.1)
     extra: dict = field(default_factory=dict, compare=False)  # free-form labels
 
     # ---- derived -----------------------------------------------------------
@@ -140,8 +141,10 @@ class ModelSpec:
                 raise bad("model.top_k", self.top_k, f"an integer from 1 to model.n_experts={self.n_experts}")
             if isinstance(self.expert_hidden, bool) or not isinstance(self.expert_hidden, int) or self.expert_hidden < 1:
                 raise bad("model.expert_hidden", self.expert_hidden, "an integer >= 1")
-            if not (isinstance(self.aux_loss_coef, (int, float)) and self.aux_loss_coef >= 0):
-                raise bad("model.aux_loss_coef", self.aux_loss_coef, "a number >= 0")
+            for k in ("aux_loss_coef", "router_z"):
+                if isinstance(getattr(self, k), bool) or not (isinstance(getattr(self, k), (int, float))
+                                                             and getattr(self, k) >= 0):
+                    raise bad(f"model.{k}", getattr(self, k), "a number >= 0")
             if self.stabiliser == "normformer":
                 raise bad("model.stabiliser", self.stabiliser, "none|post|deepnorm|rezero with model.mlp=moe")
         if (self.n_head is None) == (self.head_dim is None):

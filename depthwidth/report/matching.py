@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from depthwidth.core.errors import BadInput, WorkFailed
-from depthwidth.fit.match import NEEDS, PAPER_MATCH, flops_to_match
+from depthwidth.fit.match import NEEDS, PAPER_MATCH, final_points, flops_to_match
 from depthwidth.report.model import DONE, Col, Data, Table, is_uniform
 from depthwidth.track.table import mean_width
 
@@ -61,14 +61,38 @@ def load_match(data: Data) -> tuple[dict | None, str]:
             m = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             return None, f"{f} is unreadable ({type(e).__name__})"
-        if isinstance(m, dict) and "rows" in m and "curves" in m:
+        if not (isinstance(m, dict) and "rows" in m and "curves" in m):
+            return None, f"{f} is not a match.json written by dw fit --match"
+        then, now = _runs_per_shape(m), _current_runs(data)
+        if now is None or then == now:
             return m, f"from {f} (dw fit --match)"
-        return None, f"{f} is not a match.json written by dw fit --match"
+        stale = f"{f} counts {_say(then)} runs, the sweep now {_say(now)}: recomputed (rerun dw fit --match to keep it)"
+    else:
+        stale = None
     try:
         m = flops_to_match(run_frame(data), bootstrap=REPORT_BOOTSTRAP).to_dict()
     except (BadInput, WorkFailed) as e:  # the report still renders; the section says why it is empty
         return None, str(e)
-    return m, f"computed by dw report from each run's final budget ({REPORT_BOOTSTRAP} bootstrap replicates)"
+    return m, stale or f"computed by dw report from each run's final budget ({REPORT_BOOTSTRAP} bootstrap replicates)"
+
+
+def _runs_per_shape(m: dict) -> dict:
+    return {c["shape"]: int(c["runs"]) for c in m.get("curves") or []}
+
+
+def _current_runs(data: Data) -> dict | None:
+    """Usable runs per shape now, as flops_to_match would count them (None: not countable)."""
+    try:
+        pts = final_points(run_frame(data))
+    except (BadInput, WorkFailed):
+        return None
+    sizes = pts.groupby("shape")["size"].nunique()
+    counts = pts.groupby("shape").size()
+    return {s: int(counts[s]) for s in counts.index if sizes[s] >= 2}  # the shapes a match fits a curve to
+
+
+def _say(counts: dict) -> str:
+    return ", ".join(f"{s} {n}" for s, n in sorted(counts.items())) or "no"
 
 
 def match_tables(m: dict | None, origin: str) -> dict:

@@ -119,10 +119,10 @@ def build_optimizer(model, o: Any):
     """AdamW; weight decay on matrices only (norm gains and biases are not decayed).
 
     With µP (``model.mup``) the hidden matrices (``model.hidden_matrices()``: q/k/v/o,
-    MLP and expert matrices, resize projections) form a third group that trains at
-    lr / m_width, as lm-engine's ``params_group_method: mup`` does; embedding, LM head,
-    router, norms and biases train at lr.  ``lr_scale`` in each group carries the factor
-    through every ``set_lr``."""
+    MLP, MoE router and expert matrices, resize projections) form a third group that
+    trains at lr / m_width, as lm-engine's ``params_group_method: mup`` does; embedding,
+    LM head, norms and biases train at lr.  ``lr_scale`` in each group carries the
+    factor through every ``set_lr``."""
     import torch
 
     spec = model.spec
