@@ -334,17 +334,19 @@ class Trainer:
         """One step of the main run and whatever the schedule hangs on it; a summary if the run ended."""
 
         p, st = self.p, self.state
-        b = sched.branch_at(st.step)
-        if b is not None and b.steps not in st.steps_recorded:
-            self._record(b, decay_branch(self, b))
+        for b in sched.branches_at(st.step):
+            if b.steps not in st.steps_recorded:
+                loss = decay_branch(self, b, stop)
+                if loss is None:  # stopped inside the branch: it is checkpointed; now the main run at the fork
+                    return self._preempt(stop, wall, f"in the decay branch to step {b.steps}")
+                self._record(b, loss)
         lr = optim.lr_at(st.step, p.steps, self.cfg.optim)
         loss, gn, probes = self.train_step(lr, sched.probe(st.step + 1))
         st.step += 1
         watch.add(st.step, loss)
         if st.step >= p.steps:
             stop.clear()  # the run is complete: finish it rather than requeue it
-        if self.world.distributed and dist.any_flag(self.world, stop.requested, self.device):
-            stop.set()  # every rank stops at the same step
+        self.stop_agreed(stop)
         ev = sched.after(st.step)
         if ev.needs_loss or stop.requested:
             bad_step = watch.first_bad_step()
@@ -366,15 +368,29 @@ class Trainer:
             self._record(ev.budget, self.evaluate())
         if ev.log:
             self.tracker.flush()
-        if ev.checkpoint or stop.requested:
+        if ev.checkpoint:
             ended = self._checkpoint(wall())
             if ended is not None:
                 return ended
         if stop.requested:
-            self.log(f"{stop.name}: checkpointed at step {st.step}; exiting for requeue")
-            self._end("preempted", wall(), reason=f"{stop.name} at step {st.step}")
-            raise Preempted(f"{stop.name} at step {st.step}")
+            return self._preempt(stop, wall)
         return None
+
+    def stop_agreed(self, stop: StopFlag) -> bool:
+        """Whether to stop after this step; every rank stops at the same step."""
+        if self.world.distributed and dist.any_flag(self.world, stop.requested, self.device):
+            stop.set()
+        return stop.requested
+
+    def _preempt(self, stop: StopFlag, wall, where: str = ""):
+        """Checkpoint (unless this step's is on disk), write the summary, raise ``Preempted``."""
+        step = self.state.step
+        if self._saved_at != step and (ended := self._checkpoint(wall())) is not None:
+            return ended  # diverged
+        at = f"at step {step}" + (f" ({where})" if where else "")
+        self.log(f"{stop.name}: checkpointed {at}; exiting for requeue")
+        self._end("preempted", wall(), reason=f"{stop.name} {at}")
+        raise Preempted(f"{stop.name} {at}")
 
 
 def _describe(device) -> str:
