@@ -39,6 +39,7 @@ SCHEMA = "dw.fit/1"
 
 
 SOURCES = ("store", "wandb")
+DROPPED = ("failed", "diverged")  # run statuses whose probe profiles tau(W) leaves out
 
 
 def check_source(name, runs, source, project) -> None:
@@ -190,10 +191,13 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     derived = nest(point, dci, lw, widths)
     if sweep_dir is not None:
 
-        profs = probe_profiles(sweep_dir)
+        # tau(W) from the runs this fit is about: those --where kept, less failed and diverged
+        # runs (their last profiles are not training's) -- the runs the report's figure draws.
+        kept = set(np.asarray(df["run"]).astype(str)) if "run" in df else set()
+        profs = [p for p in probe_profiles(sweep_dir) if p["run"] in kept and p.get("status") not in DROPPED]
         if profs:
-            gp = persistence(profs, step=probe_step, level=level, seed=seed, law=lw, law_values=fr.params,
-                             law_samples=samples)
+            gp = persistence(profs, step=probe_step, B=bootstrap, level=level, seed=seed, law=lw,
+                             law_values=fr.params, law_samples=samples)
             warnings += gp.pop("warnings", [])
             derived["gradient_persistence"] = gp
 
