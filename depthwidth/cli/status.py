@@ -9,7 +9,8 @@ import typer
 from depthwidth.cli.render import emit_json
 
 STYLE = {"done": "green", "running": "cyan", "pending": "dim", "failed": "red", "diverged": "magenta",
-         "preempted": "yellow", "cancelled": "red", "lost": "red"}
+         "preempted": "yellow", "cancelled": "red", "lost": "red",
+         "unknown": "yellow"}
 
 
 def status_cmd(
@@ -27,7 +28,8 @@ def status_cmd(
 
     States: pending, running, done, failed, diverged, preempted (checkpointed,
     waiting to be requeued), cancelled, lost (the scheduler no longer knows the
-    job and the run did not finish).  One sacct call for the whole sweep.
+    job and the run did not finish), unknown (the scheduler could not be asked:
+    no sacct, or sacct failing).  One sacct call for the whole sweep.
     """
     from depthwidth.core.errors import bad
     from depthwidth.launch import status as runs_status

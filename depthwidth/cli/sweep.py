@@ -74,6 +74,8 @@ def _render_submission(sub, retry_failed: bool) -> None:
     from depthwidth.sweep.submission import compress
 
     c = console()
+    for note in sub.notes:
+        console(stderr=True).print(f"dw: warning: {note}", highlight=False)
     skip = ", ".join(f"{n} {k}" for k, n in sorted(sub.skipped.items()))
     if not sub.submitted:
         c.print(f"{sub.sweep}: nothing to submit ({skip or 'no runs'})"

@@ -43,9 +43,15 @@ def expand_array(jobid: str) -> list[str]:
     return out
 
 
+class SchedulerUnknown(WorkFailed):
+    """The scheduler's view cannot be had (no sacct here, sacct failing or not answering).
+    Its runs are ``unknown``, never ``lost``: they may well still be running."""
+
+
 def slurm_states(job_ids: Iterable[str]) -> dict[str, str]:
     """ONE ``sacct`` call for every job of the sweep -> job id -> raw SLURM state.
-    A task requeued several times has one record per run; the newest wins."""
+    A task requeued several times has one record per run; the newest wins.
+    Raises ``SchedulerUnknown`` (with the reason) when sacct cannot answer."""
     arrays = sorted({j.split("_")[0] for j in job_ids if j})
     if not arrays:
         return {}
@@ -53,11 +59,13 @@ def slurm_states(job_ids: Iterable[str]) -> dict[str, str]:
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
-        return {}  # no SLURM client here: the scheduler's view is unknown
+        raise SchedulerUnknown("no sacct on this machine (PATH)") from None
+    except OSError as e:
+        raise SchedulerUnknown(f"sacct could not run ({e})") from None
     except subprocess.TimeoutExpired:
-        raise WorkFailed("sacct did not answer within 60 s") from None
+        raise SchedulerUnknown("sacct did not answer within 60 s") from None
     if p.returncode != 0:
-        raise WorkFailed(f"sacct failed: {' '.join(p.stderr.split())[:300]}")
+        raise SchedulerUnknown(f"sacct failed: {' '.join(p.stderr.split())[:300] or f'exit {p.returncode}'}")
     out: dict[str, str] = {}
     for line in p.stdout.splitlines():
         parts = line.split("|")

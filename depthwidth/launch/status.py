@@ -16,18 +16,21 @@ from depthwidth.core.store import (
     runs_root,
     sweep_dir,
 )
-from depthwidth.launch.states import SLURM_STATES, slurm_states, task_states
+from depthwidth.launch.states import SLURM_STATES, SchedulerUnknown, slurm_states, task_states
 
-STATES = ("pending", "running", "done", "failed", "diverged", "preempted", "cancelled", "lost")
-RETRYABLE = ("failed", "diverged", "cancelled", "lost")
+STATES = ("pending", "running", "done", "failed", "diverged", "preempted", "cancelled", "lost", "unknown")
+RETRYABLE = ("failed", "diverged", "cancelled", "lost")  # never "unknown": it may still be running
 
 
-def run_state(summary: dict | None, sched: str | None, started: bool = False) -> str:
+def run_state(summary: dict | None, sched: str | None, started: bool = False, known: bool = True) -> str:
     """The run's state from its summary.json and its latest job's (normalised) scheduler state:
-    pending | running | completed | failed | cancelled | preempted | None (the scheduler does not know it)."""
+    pending | running | completed | failed | cancelled | preempted | None (the scheduler does not know it).
+    ``known=False``: the scheduler could not be asked, so a run that has not ended is ``unknown``."""
     s = (summary or {}).get("status")
     if s in ("done", "diverged"):
         return s
+    if not known:
+        return "failed" if s == "failed" else "unknown"
     if sched == "pending":
         return "preempted" if s == "preempted" else "pending"
     if sched == "running":
@@ -48,7 +51,11 @@ def status(name: str) -> dict:
         raise BadInput(f"no sweep {name!r} in {runs_root()} (sweeps with a manifest: {', '.join(known_sweeps()) or 'none'})")
     runs = manifest_runs(events)
     slurm = [r["job_id"] for r in runs.values() if r.get("launcher") == "slurm"]
-    raw = slurm_states(slurm) if slurm else {}
+    raw, why = {}, None
+    try:
+        raw = slurm_states(slurm) if slurm else {}
+    except SchedulerUnknown as e:
+        why = str(e)
     local = task_states(name) if len(slurm) < len(runs) else {}
     rows = []
     for r in runs.values():
@@ -62,7 +69,7 @@ def status(name: str) -> dict:
             sched = SLURM_STATES.get(sched_raw) if sched_raw else None
         else:
             sched = sched_raw = local.get(r["job_id"])
-        state = run_state(summ, sched, r.get("started", False))
+        state = run_state(summ, sched, r.get("started", False), known=why is None or r.get("launcher") != "slurm")
         total = (summ or {}).get("tokens_total") or r.get("tokens_total")
         tok = max((summ or {}).get("tokens") or 0, (last or {}).get("tokens") or 0)
         loss = (last or {}).get("loss")
@@ -79,11 +86,13 @@ def status(name: str) -> dict:
     counts = {s: 0 for s in STATES}
     for row in rows:
         counts[row["state"]] += 1
-    return {"sweep": name, "total": len(rows), "counts": counts, "runs": rows}
+    return {"sweep": name, "total": len(rows), "counts": counts, "runs": rows, "scheduler_unknown": why}
 
 
 def summary_line(st: dict) -> str:
     c = st["counts"]
     parts = [f"{c[s]} {s}" for s in STATES if c[s]]
     n = st["total"]
-    return f"{st['sweep']}: {n} run{'s' * (n != 1)} — " + (", ".join(parts) if parts else "none")
+    why = st.get("scheduler_unknown")
+    return (f"{st['sweep']}: {n} run{'s' * (n != 1)} — " + (", ".join(parts) if parts else "none")
+            + (f" (scheduler state unknown: {why})" if why else ""))

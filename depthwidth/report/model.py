@@ -24,7 +24,7 @@ SHAPES = ("uniform", "increasing", "decreasing", "diamond", "x")
 DONE = ("done",)
 
 
-NOT_DONE = ("pending", "running", "failed", "diverged", "preempted", "cancelled", "lost")
+NOT_DONE = ("pending", "running", "failed", "diverged", "preempted", "cancelled", "lost", "unknown")
 
 
 PAPER_DD_LOSS = {  # (depth, width): (loss, params) — "The Depth Delusion", training loss

@@ -56,10 +56,11 @@ class Submission:
     jobs: list = field(default_factory=list)  # job ids, sorted
     skipped: dict = field(default_factory=dict)  # state -> count of runs not resubmitted
     seconds: float = 0.0
+    notes: list = field(default_factory=list)  # why runs one asked to retry were not resubmitted
 
     def to_dict(self) -> dict:
         return {"sweep": self.sweep, "launcher": self.launcher, "submitted": self.submitted, "jobs": self.jobs,
-                "skipped": self.skipped, "seconds": self.seconds}
+                "skipped": self.skipped, "notes": self.notes, "seconds": self.seconds}
 
 
 def _launcher_overrides(launcher) -> list[str]:
@@ -115,9 +116,10 @@ def submit_planned(p: Planned, *, retry_failed: bool = False, show: Callable | N
 
 
 def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show) -> Submission:
-    prior = {}
+    prior, why = {}, None
     if store.manifest_path(name).exists():
-        prior = {r["run_id"]: r for r in status(name)["runs"]}
+        st = status(name)
+        prior, why = {r["run_id"]: r for r in st["runs"]}, st.get("scheduler_unknown")
     todo, skipped = [], {}
     for r in runs:
         p = prior.get(r.run_id)
@@ -139,7 +141,14 @@ def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show) -> Submissio
     subs = []
     for cfg, items in groups.values():
         subs += launch_submit(name, items, cfg, show=show)
-    return Submission(name, lcfg["name"], subs, sorted({x["job_id"] for x in subs}, key=job_key), skipped)
+    notes = []
+    if retry_failed and skipped.get("unknown"):
+        n = skipped["unknown"]
+        notes.append(f"{n} run{'s' * (n != 1)} not resubmitted: the scheduler's state is unknown ({why}), "
+                     "so they may still be running and a second job would write the same run directory; "
+                     "retry once sacct answers (or after scancel)")
+    return Submission(name, lcfg["name"], subs, sorted({x["job_id"] for x in subs}, key=job_key), skipped,
+                      notes=notes)
 
 
 class _SweepLock:
