@@ -66,7 +66,12 @@ def _rows(st):
         prog = "" if r["progress"] is None else f"{100 * r['progress']:.0f}%"
         tok = f"{r['tokens']:,} / {r['tokens_total']:,}" if r["tokens_total"] else f"{r['tokens']:,}"
         loss = "" if r["last_loss"] is None else f"{r['last_loss']:.4f}"
-        rows.append((r["run_id"], r.get("label") or "", r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"]))
+        label = r.get("label") or ""
+        if r.get("retry_of"):  # --retry-diverged: the run this one replaces, and the other way round
+            label += f" (retry of {r['retry_of']})"
+        if r.get("retried_as"):
+            label += f" (retried as {r['retried_as']})"
+        rows.append((r["run_id"], label.strip(), r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"]))
     return rows
 
 

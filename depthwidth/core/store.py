@@ -58,7 +58,8 @@ def known_sweeps() -> list[str]:
 
 
 def manifest_runs(events: list[dict]) -> dict[str, dict]:
-    """run_id -> {run_id, overrides, run_dir, label, ref, jobs, job_id (latest), launcher, attempts, started}."""
+    """run_id -> {run_id, overrides, run_dir, label, ref, jobs, job_id (latest), launcher, attempts, started,
+    retry_of (the diverged run a ``--retry-diverged`` run replaces, if it is one)}."""
     runs: dict[str, dict] = {}
     starts: dict[str, list] = {}
     for e in events:
@@ -67,7 +68,8 @@ def manifest_runs(events: list[dict]) -> dict[str, dict]:
             continue
         if e.get("event") == "submit":
             r = runs.setdefault(rid, {"run_id": rid, "jobs": []})
-            for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "launcher", "index"):
+            for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "launcher", "index",
+                      "retry_of"):
                 if k in e:
                     r[k] = e[k]
             r["jobs"].append(e["job_id"])

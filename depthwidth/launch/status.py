@@ -19,7 +19,8 @@ from depthwidth.core.store import (
 from depthwidth.launch.states import SLURM_STATES, SchedulerUnknown, slurm_states, task_states
 
 STATES = ("pending", "running", "done", "failed", "diverged", "preempted", "cancelled", "lost", "unknown")
-RETRYABLE = ("failed", "diverged", "cancelled", "lost")  # never "unknown": it may still be running
+# never "unknown" (it may still be running), nor "diverged" (the same run diverges again: --retry-diverged)
+RETRYABLE = ("failed", "cancelled", "lost")
 
 
 def run_state(summary: dict | None, sched: str | None, started: bool = False, known: bool = True) -> str:
@@ -57,6 +58,7 @@ def status(name: str) -> dict:
     except SchedulerUnknown as e:
         why = str(e)
     local = task_states(name) if len(slurm) < len(runs) else {}
+    retried_as = {r["retry_of"]: rid for rid, r in runs.items() if r.get("retry_of")}
     rows = []
     for r in runs.values():
         rd = Path(r.get("run_dir") or sweep_dir(name) / r["run_id"])
@@ -82,6 +84,7 @@ def status(name: str) -> dict:
             "job_id": r["job_id"], "jobs": r["jobs"], "scheduler_state": sched_raw, "launcher": r.get("launcher"),
             "label": r.get("label"), "reason": (summ or {}).get("reason"), "run_dir": str(rd),
             "params": r.get("params"), "overrides": r.get("overrides"),
+            "retry_of": r.get("retry_of"), "retried_as": retried_as.get(r["run_id"]),
         })
     counts = {s: 0 for s in STATES}
     for row in rows:
