@@ -20,7 +20,7 @@ def _sweep(env, *args):
     return json.loads(p.stdout)
 
 
-def test_diverged_runs_are_retried_only_with_a_change_and_under_a_new_id(tmp_path):
+def test_diverged_runs_are_retried_only_with_a_change_and_under_a_new_id(tmp_path, ledger):
     env = tiny_env(tmp_path)
     first = _sweep(env)
     old = {x["run_id"] for x in first["submitted"]}
@@ -51,3 +51,6 @@ def test_diverged_runs_are_retried_only_with_a_change_and_under_a_new_id(tmp_pat
     assert text.count("retry of") == 2 and text.count("retried as") == 2
 
     assert _sweep(env, "--retry-diverged", "optim.lr=1e-3")["submitted"] == []  # once only
+    subs = [e["run_id"] for e in read_jsonl(manifest) if e["event"] == "submit"]
+    ledger(faults=2, recovered=sum(st[r]["state"] == "done" for r in new), lost=0,
+           duplicates=len(subs) - len(set(subs)))

@@ -47,7 +47,7 @@ def _bin(tmp_path, sacct: str | None):
     (None, "no sacct on this machine"),
     (FAILING, "Connection refused"),
 ])
-def test_status_says_unknown_not_lost(tmp_path, monkeypatch, sacct, why):
+def test_status_says_unknown_not_lost(tmp_path, monkeypatch, sacct, why, ledger):
     monkeypatch.setenv("DW_RUNS", str(tmp_path))
     _fake_sweep(tmp_path, "s", 3, launcher="slurm", states={1: "running", 2: "pending"})
     env = {"DW_RUNS": str(tmp_path), "PATH": _bin(tmp_path, sacct)}
@@ -55,13 +55,14 @@ def test_status_says_unknown_not_lost(tmp_path, monkeypatch, sacct, why):
     assert p.returncode == 0, p.stderr
     st = json.loads(p.stdout)
     assert [r["state"] for r in st["runs"]] == ["done", "unknown", "unknown"]
+    ledger(faults=1, recovered=0, lost=st["counts"]["lost"], duplicates=0)  # "lost" here would be a false alarm
     assert st["counts"]["lost"] == 0 and why in st["scheduler_unknown"]
     p = run_dw("status", "s", env=env)
     assert p.returncode == 0 and "2 unknown" in p.stdout and "scheduler state unknown" in p.stdout
 
 
 @pytest.mark.slurm
-def test_retry_failed_refuses_a_running_job_whose_state_is_unknown(slurm_cluster, tmp_path):
+def test_retry_failed_refuses_a_running_job_whose_state_is_unknown(slurm_cluster, tmp_path, ledger):
     """A run trains on the real cluster; sacct then fails (a failing sacct first on PATH).
     --retry-failed must not submit a second job into the same run directory."""
     env = tiny_env(tmp_path, steps=400)
@@ -83,4 +84,5 @@ def test_retry_failed_refuses_a_running_job_whose_state_is_unknown(slurm_cluster
     finally:
         slurm_cluster.sh("scancel", job)
     subs = [e for e in read_jsonl(tmp_path / "runs" / "tiny" / "manifest") if e["event"] == "submit"]
+    ledger(faults=1, recovered=0, lost=0, duplicates=len(subs) - 1)  # a second job into one run directory
     assert [e["job_id"] for e in subs] == [job]
