@@ -88,8 +88,9 @@ def _render_submission(sub, retry_failed: bool) -> None:
                 + ("" if retry_failed else "; --retry-failed resubmits failed/cancelled/lost runs"))
         return
     n, k = len(sub.jobs), len(sub.submitted)
-    what = (f"one job array of {n} task{'s' * (n != 1)}" if sub.launcher == "slurm"
-            else f"{n} {sub.launcher} task{'s' * (n != 1)}")
+    arrays = len({j.split("_")[0] for j in sub.jobs})  # several when the cluster caps an array's size
+    what = (f"{'one job array' if arrays == 1 else f'{arrays} job arrays'} of {n} task{'s' * (n != 1)}"
+            if sub.launcher == "slurm" else f"{n} {sub.launcher} task{'s' * (n != 1)}")
     c.print(f"{sub.sweep}: submitted {k} run{'s' * (k != 1)} as {what}" + (f"; skipped {skip}" if skip else ""))
     c.print("job ids: " + compress(sub.jobs))
     if sub.launcher == "debug":

@@ -66,8 +66,17 @@ def slurm_states(job_ids: Iterable[str]) -> dict[str, str]:
         raise SchedulerUnknown("sacct did not answer within 60 s") from None
     if p.returncode != 0:
         raise SchedulerUnknown(f"sacct failed: {' '.join(p.stderr.split())[:300] or f'exit {p.returncode}'}")
+    out = _parse(p.stdout)
+    missing = sorted({j.split("_")[0] for j in job_ids if j and j not in out})
+    if missing:  # accounting lags the controller: a job sbatch just accepted may not be in sacct yet
+        out = {**_squeue(missing), **out}
+    return out
+
+
+def _parse(text: str) -> dict[str, str]:
+    """'JOBID|STATE' lines (array ranges expanded) -> job id -> state; the last line of a job wins."""
     out: dict[str, str] = {}
-    for line in p.stdout.splitlines():
+    for line in text.splitlines():
         parts = line.split("|")
         if len(parts) < 2 or not parts[0]:
             continue
@@ -75,6 +84,16 @@ def slurm_states(job_ids: Iterable[str]) -> dict[str, str]:
         for jid in expand_array(parts[0]):
             out[jid] = state
     return out
+
+
+def _squeue(arrays: list[str]) -> dict[str, str]:
+    """The controller's view of these jobs (queued or running ones only); {} if squeue cannot answer."""
+    try:
+        p = subprocess.run(["squeue", "-h", "-o", "%i|%T", "-j", ",".join(arrays)], capture_output=True,
+                           text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return _parse(p.stdout) if p.returncode == 0 else {}
 
 
 def pid_alive(pid) -> bool:
