@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Iterable
 
 from depthwidth.core.atomic import append_jsonl, read_jsonl
+from depthwidth.core.errors import bad
 
 MANIFEST = "manifest"
 
@@ -30,8 +32,23 @@ def runs_root(root: str | os.PathLike | None = None) -> Path:
     return Path(root or os.environ.get("DW_RUNS") or "runs")
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def check_name(name, what: str = "sweep") -> str:
+    """A sweep's name is one folder of the runs directory: no ``/``, no ``..``, not absolute,
+    so nothing dw writes or reads for it can land outside that directory."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise bad(what, name, "a name of letters, digits, '_', '-' and '.' that does not start with '.' "
+                  "(one folder of the runs directory)")
+    return name
+
+
 def sweep_dir(name: str) -> Path:
-    return runs_root() / name
+    d = runs_root() / check_name(name)
+    if d.is_symlink() and not d.resolve().is_relative_to(runs_root().resolve()):
+        raise bad("sweep", name, f"a folder inside {runs_root()}, not a link to {d.resolve()}")
+    return d
 
 
 def manifest_path(name: str) -> Path:

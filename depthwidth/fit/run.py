@@ -16,6 +16,7 @@ import numpy as np
 
 from depthwidth.core import provenance
 from depthwidth.core.atomic import write_json
+from depthwidth.core.store import check_name
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.boot import bootstrap as boot_fn
 from depthwidth.fit.boot import bound_hits, param_samples, percentile_ci
@@ -88,7 +89,7 @@ def load_table(name=None, runs=None, columns=None, root=None, source="store", pr
     if runs is not None:
         return apply_columns(read_table(runs), mapping), None
 
-    sweep_dir = runs_root(root) / name
+    sweep_dir = runs_root(root) / check_name(name)
     if not sweep_dir.is_dir():
         raise bad("sweep", name, f"a sweep directory under {runs_root(root)} (set --root or DW_RUNS)")
     df = run_table(sweep_dir)

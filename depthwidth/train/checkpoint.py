@@ -18,6 +18,12 @@ and the previous one is used.  Half-written ``.tmp`` directories are never
 read and are removed by the next save.  The newest ``keep`` checkpoints are
 kept.  (Before the stage layout, checkpoints were single ``step_N.pt`` files;
 their runs have other ids now and are not resumed.)
+
+Loading runs no code from the files: ``extra.pt`` and the full model of
+``read_model`` are read with ``weights_only=True`` (a tampered one is refused
+with a clear error).  DCP's own ``.metadata`` index is a plain pickle that
+``dcp.load`` unpickles; the only guard there is the manifest's checksum, so
+load checkpoints only from run directories you trust (your own runs store).
 """
 
 from __future__ import annotations
@@ -27,12 +33,14 @@ import errno
 import hashlib
 import io
 import os
+import pickle
 import shutil
 import sys
 import warnings
 from pathlib import Path
 
 from depthwidth.core.atomic import write_bytes, write_text
+from depthwidth.core.errors import WorkFailed
 
 MANIFEST = "MANIFEST"
 
@@ -192,7 +200,12 @@ def load(path: Path, model, opt) -> dict:
     with _quiet():
         dcp.load(state, checkpoint_id=str(path))
     set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    return torch.load(path / "extra.pt", map_location="cpu", weights_only=True)
+    try:
+        return torch.load(path / "extra.pt", map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:  # weights_only refused an object: never unpickle it
+        why = " ".join(str(e).split())[:160]
+        raise WorkFailed(f"checkpoint {path} holds objects that are not plain data (refused: {why}); "
+                         "move it aside to resume from an earlier one") from None
 
 
 def read_model(path: Path) -> dict:
