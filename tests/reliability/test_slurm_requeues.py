@@ -11,20 +11,12 @@ import pytest
 
 from tests.helpers import run_dw
 from tests.test_launch import tiny_env, wait_for
-from tests.test_launch_slurm import metric_steps, status, submit, task_logs
+from tests.test_launch_slurm import logged_steps, metric_steps, status, submit, task_logs
 
 pytestmark = pytest.mark.slurm
 TPS = 4 * 32  # tiny_env: batch 4 x seq 32
 # the budget of 400 steps decays over its last 200: its branch forks at step 200 of 500
 WSD = ["optim.schedule=wsd", "optim.warmup=4", "optim.decay_fraction=0.5", f"train.budgets=[{400 * TPS}]"]
-
-
-def _at_least(run_dir, step):
-    try:
-        steps = metric_steps(run_dir)
-    except (OSError, ValueError):
-        return False
-    return bool(steps) and steps[-1] >= step
 
 
 def test_three_requeues_one_in_a_branch_give_the_unpreempted_run(slurm_cluster, tmp_path, ledger):
@@ -35,7 +27,7 @@ def test_three_requeues_one_in_a_branch_give_the_unpreempted_run(slurm_cluster, 
     starts = lambda: status(env)["runs"][0]["attempts"]  # noqa: E731
     try:
         for k, at in enumerate((40, 200, 320)):  # 200: the fork's metrics line; the branch trains next
-            wait_for(lambda: starts() == k + 1 and _at_least(d, at), 300, f"attempt {k + 1} at step {at}")
+            wait_for(lambda: starts() == k + 1 and logged_steps(d, at), 300, f"attempt {k + 1} at step {at}")
             slurm_cluster.sh("scancel", "--signal=USR2", job)
         st = wait_for(lambda: (s := status(env))["counts"]["done"] == 1 and s, 600, "the run done")
     finally:
