@@ -52,6 +52,8 @@ def status_cmd(
     c = wide_console()
     _print_table(c, name, st)
     c.print(runs_status.summary_line(st))
+    for p in st.get("problems") or []:
+        c.print(f"[yellow]problem:[/] {p}", highlight=False)
 
 
 COLS = ("run id", "label", "state", "progress", "tokens", "last loss", "attempts", "job")

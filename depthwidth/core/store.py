@@ -65,8 +65,8 @@ def append_events(name: str, rows: Iterable[dict]) -> None:
     append_jsonl(manifest_path(name), [{"time": now, **r} for r in rows])
 
 
-def read_manifest(name: str) -> list[dict]:
-    return read_jsonl(manifest_path(name))
+def read_manifest(name: str, bad: list | None = None) -> list[dict]:
+    return read_jsonl(manifest_path(name), bad)
 
 
 def known_sweeps() -> list[str]:

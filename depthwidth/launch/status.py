@@ -47,7 +47,10 @@ def run_state(summary: dict | None, sched: str | None, started: bool = False, kn
 
 def status(name: str) -> dict:
     """Every submitted run of sweep NAME: state, progress, last loss, attempts."""
-    events = read_manifest(name)
+    bad_lines: list[int] = []
+    events = read_manifest(name, bad_lines)
+    problems = [f"manifest: {len(bad_lines)} unreadable line(s) skipped (line "
+                + ", ".join(map(str, bad_lines[:5])) + (", ..." if len(bad_lines) > 5 else "") + ")"] if bad_lines else []
     if not events:
         raise BadInput(f"no sweep {name!r} in {runs_root()} (sweeps with a manifest: {', '.join(known_sweeps()) or 'none'})")
     runs = manifest_runs(events)
@@ -63,8 +66,12 @@ def status(name: str) -> dict:
     for r in runs.values():
         rd = Path(r.get("run_dir") or sweep_dir(name) / r["run_id"])
         summ = read_json(rd / "summary.json")
+        if summ is None and (rd / "summary.json").exists():
+            problems.append(f"{r['run_id']}: summary.json unreadable")
         if summ is not None and summ.get("run_id") not in (None, r["run_id"]):
             summ = None
+        if _torn(rd / "metrics.jsonl"):
+            problems.append(f"{r['run_id']}: metrics.jsonl ends in a torn line (dropped when the run resumes)")
         last = last_jsonl(rd / "metrics.jsonl")
         if r.get("launcher") == "slurm":
             sched_raw = raw.get(r["job_id"])
@@ -89,7 +96,21 @@ def status(name: str) -> dict:
     counts = {s: 0 for s in STATES}
     for row in rows:
         counts[row["state"]] += 1
-    return {"sweep": name, "total": len(rows), "counts": counts, "runs": rows, "scheduler_unknown": why}
+    return {"sweep": name, "total": len(rows), "counts": counts, "runs": rows, "scheduler_unknown": why,
+            "problems": problems}
+
+
+def _torn(path: Path) -> bool:
+    """A last line without its newline: a writer killed mid-append."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, 2)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def summary_line(st: dict) -> str:
