@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 DW     := $(VENV)/bin/dw
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo readme-demo test install bench clean
+.PHONY: demo readme-demo test test-reliability install bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,16 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The fault-injection suite (tests/reliability, also part of `make test`) in one line:
+# faults injected, runs recovered, records lost, duplicates.  Fails unless 0 lost, 0 duplicated
+# and every test passed (then the failures are shown first).
+test-reliability: $(STAMP)
+	@d=$$(mktemp -d); \
+	DW_RELIABILITY_LEDGER=$$d/ledger $(PY) -m pytest -q -p no:cacheprovider tests/reliability > $$d/log 2>&1; t=$$?; \
+	if [ $$t -ne 0 ]; then tail -n 40 $$d/log; fi; \
+	touch $$d/ledger; $(PY) -m tests.reliability.summary $$d/ledger; s=$$?; \
+	rm -rf $$d; [ $$t -eq 0 ] && [ $$s -eq 0 ]
 
 # CPU micro-sweep (sweeps/demo.yaml) on 2 local workers with a live status
 # table, then `dw fit` and `dw report --plots out/demo`.  Reruns skip done runs.

@@ -32,6 +32,7 @@ TIMEOUT="${DW_SLURM_TIMEOUT:-60}"            # seconds for each wait
 NODES="${DW_SLURM_NODES:-1}"                 # nodes on this machine (slurmd daemons)
 [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || { echo "slurm_cluster.sh: DW_SLURM_NODES must be 1..99 (got $NODES)" >&2; exit 2; }
 if (( NODES == 1 )); then NODE_NAMES=(localhost); else NODE_NAMES=($(seq -f 'node%g' 1 "$NODES")); fi
+MAX_ARRAY="${DW_SLURM_MAX_ARRAY_SIZE:-8}"     # MaxArraySize: small, as real clusters cap arrays, so dw's array chunking is exercised
 CRED_EXPIRE="${DW_SLURM_CRED_EXPIRE:-5}"     # s a requeued job waits before it may run again (Slurm default 120, minimum 5)
 PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server)
 BINARIES=(slurmctld slurmd slurmdbd sbatch sacct sacctmgr scontrol sinfo munged mariadbd mariadb-install-db mariadb)
@@ -205,6 +206,7 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 MailProg=/bin/true
 KillWait=5
+MaxArraySize=$MAX_ARRAY
 JobRequeue=1
 PreemptType=preempt/none
 SchedulerType=sched/backfill

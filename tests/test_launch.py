@@ -73,7 +73,8 @@ def test_debug_runs_in_process_then_skips_done_and_retries_only_failed(tmp_path)
     again = json.loads(run_dw("sweep", "tiny", "--json", env=env).stdout)
     assert again["submitted"] == [] and again["skipped"] == {"done": 2}
 
-    # one run failed, one diverged: only --retry-failed resubmits them, and only them
+    # one run failed, one diverged: --retry-failed resubmits the failed one only (tests/reliability covers
+    # --retry-diverged)
     summaries = [Path(r["run_dir"]) / "summary.json" for r in st["runs"]]
     for path, new in zip(summaries, ("failed", "diverged")):
         s = json.loads(path.read_text())
@@ -81,21 +82,21 @@ def test_debug_runs_in_process_then_skips_done_and_retries_only_failed(tmp_path)
     assert {r["state"] for r in status(env)["runs"]} == {"failed", "diverged"}
     assert json.loads(run_dw("sweep", "tiny", "--json", env=env).stdout)["submitted"] == []
     retry = json.loads(run_dw("sweep", "tiny", "--retry-failed", "--json", env=env).stdout)
-    assert len(retry["submitted"]) == 2
+    assert len(retry["submitted"]) == 1 and retry["skipped"] == {"diverged": 1}
     st = status(env)
-    assert st["counts"]["done"] == 2 and all(r["attempts"] == 2 for r in st["runs"])
-    assert (summaries[1].parent / "summary.diverged0.json").exists()
+    assert st["counts"]["done"] == 1 and st["counts"]["diverged"] == 1
+    assert [r["attempts"] for r in st["runs"]] == [2, 1]
 
 
 def test_local_returns_at_once_packs_and_completes(tmp_path):
     env = tiny_env(tmp_path, steps=16, widths="[32, 64]")
-    t0 = time.monotonic()
     p = run_dw("sweep", "tiny", "launcher=local", "launcher.workers=2", "pack=2", "--json", env=env)
-    took = time.monotonic() - t0
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert len(out["submitted"]) == 4 and len(out["jobs"]) == 2  # 4 runs packed into 2 tasks
-    assert took < 15
+    # it returned at once: before its workers finished (an event, not a wall-clock bound)
+    first = [json.loads(p.read_text()) for p in next((tmp_path / "runs" / "tiny" / "jobs").iterdir()).glob("worker-*.json")]
+    assert first and any(states.pid_alive(w.get("pid")) for w in first)
     st = wait_for(lambda: (s := status(env))["counts"]["done"] == 4 and s, 120, "4 runs done")
     assert {r["job_id"] for r in st["runs"]} == set(out["jobs"])
     sub = next((tmp_path / "runs" / "tiny" / "jobs").iterdir())

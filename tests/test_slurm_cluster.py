@@ -88,6 +88,7 @@ class Counter(submitit.helpers.Checkpointable):
         while self.step < until:
             time.sleep(0.25)
             self.step += 1
+            Path(f"{path}.step").write_text(str(self.step))  # what a test waits on before signalling
         return self.step
 
     def checkpoint(self, path, until, step=0):
@@ -160,16 +161,15 @@ def test_checkpointable_job_is_requeued_by_submitit_on_usr2(slurm_cluster, tmp_p
     timeout_min >= 50 makes submitit call it a preemption (below that every
     USR2 counts as a timeout and uses up one of max_num_timeout)."""
     marker = tmp_path / "marker"
-    job = executor(tmp_path, timeout_min=60).submit(Counter(), str(marker), 12)
-    wait_until(lambda: marker.exists(), 30, "the job to start")
-    time.sleep(0.6)
+    job = executor(tmp_path, timeout_min=60).submit(Counter(), str(marker), 24)
+    wait_until(lambda: Path(f"{marker}.step").exists(), 60, "the job's first step")  # an event, not a sleep
     slurm_cluster.sh("scancel", "--signal=USR2", job.job_id)
-    assert job.result() == 12
+    assert job.result() == 24
     log = lines(marker)
     assert log[0] == "start step=0 restart=0"
     assert log[1].startswith("checkpoint step=")
     step = int(log[1].split("=")[1])
-    assert 0 < step < 12
+    assert 0 < step < 24
     assert log[2] == f"start step={step} restart=1"
     assert sacct_states(slurm_cluster, job.job_id)[0] == "REQUEUED"
     assert "this job is preempted" in job.stderr()

@@ -9,7 +9,8 @@ import typer
 from depthwidth.cli.render import emit_json
 
 STYLE = {"done": "green", "running": "cyan", "pending": "dim", "failed": "red", "diverged": "magenta",
-         "preempted": "yellow", "cancelled": "red", "lost": "red"}
+         "preempted": "yellow", "cancelled": "red", "lost": "red",
+         "unknown": "yellow"}
 
 
 def status_cmd(
@@ -27,7 +28,8 @@ def status_cmd(
 
     States: pending, running, done, failed, diverged, preempted (checkpointed,
     waiting to be requeued), cancelled, lost (the scheduler no longer knows the
-    job and the run did not finish).  One sacct call for the whole sweep.
+    job and the run did not finish), unknown (the scheduler could not be asked:
+    no sacct, or sacct failing).  One sacct call for the whole sweep.
     """
     from depthwidth.core.errors import bad
     from depthwidth.launch import status as runs_status
@@ -50,6 +52,8 @@ def status_cmd(
     c = wide_console()
     _print_table(c, name, st)
     c.print(runs_status.summary_line(st))
+    for p in st.get("problems") or []:
+        c.print(f"[yellow]problem:[/] {p}", highlight=False)
 
 
 COLS = ("run id", "label", "state", "progress", "tokens", "last loss", "attempts", "job")
@@ -64,7 +68,12 @@ def _rows(st):
         prog = "" if r["progress"] is None else f"{100 * r['progress']:.0f}%"
         tok = f"{r['tokens']:,} / {r['tokens_total']:,}" if r["tokens_total"] else f"{r['tokens']:,}"
         loss = "" if r["last_loss"] is None else f"{r['last_loss']:.4f}"
-        rows.append((r["run_id"], r.get("label") or "", r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"]))
+        label = r.get("label") or ""
+        if r.get("retry_of"):  # --retry-diverged: the run this one replaces, and the other way round
+            label += f" (retry of {r['retry_of']})"
+        if r.get("retried_as"):
+            label += f" (retried as {r['retried_as']})"
+        rows.append((r["run_id"], label.strip(), r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"]))
     return rows
 
 

@@ -16,7 +16,10 @@ def sweep_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="list the runs with params, FLOPs, tokens and GPU-hours; submit nothing"),
     as_json: bool = typer.Option(False, "--json", help="one JSON document (each run's exact override list)"),
     only: Optional[str] = typer.Option(None, "--only", help="glob on run id, label or an override, e.g. 'model.depth=16'"),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="also resubmit failed, diverged, cancelled and lost runs"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="also resubmit failed, cancelled and lost runs"),
+    retry_diverged: Optional[List[str]] = typer.Option(
+        None, "--retry-diverged", metavar="OVERRIDE",
+        help="start diverged runs afresh with this override (repeatable; it must change the run, e.g. optim.lr=3e-4)"),
     mfu: float = typer.Option(0.40, "--mfu", help="model FLOPs utilisation assumed for GPU-hours"),
     peak: float = typer.Option(989e12, "--peak", help="peak FLOP/s per GPU assumed for GPU-hours (H100 bf16 dense)"),
 ) -> None:
@@ -31,6 +34,8 @@ def sweep_cmd(
       dw sweep depth_delusion launcher=slurm launcher.partition=gpu launcher.gpus_per_node=1 pack=2
 
       dw sweep demo --retry-failed --only 'model.width=64'
+
+      dw sweep demo --retry-diverged optim.lr=3e-4   (diverged runs, afresh under new run ids)
 
     Returns as soon as the jobs are submitted (launcher=debug runs them here, blocking).
     Exit codes: 0 ok; 2 bad input (nothing submitted); 1 submission failed.
@@ -54,9 +59,10 @@ def sweep_cmd(
         return
     err = console(stderr=True)
     p = api.plan(name, overrides or [], only=only, dry_run=False)
+    again = api.plan_retry(name, overrides or [], retry_diverged or [], only=only)
     if p.launcher["name"] == "debug" and not as_json:
         err.print("[dim]dw[/dim] launcher=debug: training the runs here, one after another")
-    sub = api.submit_planned(p, retry_failed=retry_failed, show=err, t0=t0)
+    sub = api.submit_planned(p, retry_failed=retry_failed, retry=again, show=err, t0=t0)
     if as_json:
         emit_json(sub.to_dict())
         return
@@ -74,14 +80,17 @@ def _render_submission(sub, retry_failed: bool) -> None:
     from depthwidth.sweep.submission import compress
 
     c = console()
+    for note in sub.notes:
+        console(stderr=True).print(f"dw: warning: {note}", highlight=False)
     skip = ", ".join(f"{n} {k}" for k, n in sorted(sub.skipped.items()))
     if not sub.submitted:
         c.print(f"{sub.sweep}: nothing to submit ({skip or 'no runs'})"
-                + ("" if retry_failed else "; --retry-failed resubmits failed/diverged/cancelled/lost runs"))
+                + ("" if retry_failed else "; --retry-failed resubmits failed/cancelled/lost runs"))
         return
     n, k = len(sub.jobs), len(sub.submitted)
-    what = (f"one job array of {n} task{'s' * (n != 1)}" if sub.launcher == "slurm"
-            else f"{n} {sub.launcher} task{'s' * (n != 1)}")
+    arrays = len({j.split("_")[0] for j in sub.jobs})  # several when the cluster caps an array's size
+    what = (f"{'one job array' if arrays == 1 else f'{arrays} job arrays'} of {n} task{'s' * (n != 1)}"
+            if sub.launcher == "slurm" else f"{n} {sub.launcher} task{'s' * (n != 1)}")
     c.print(f"{sub.sweep}: submitted {k} run{'s' * (k != 1)} as {what}" + (f"; skipped {skip}" if skip else ""))
     c.print("job ids: " + compress(sub.jobs))
     if sub.launcher == "debug":

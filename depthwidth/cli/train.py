@@ -35,6 +35,12 @@ def train_cmd(
         summary = train(cfg, log=log)
     except Preempted:
         raise typer.Exit(EXIT_PREEMPTED)
+    except OSError as e:  # an uncreatable or read-only run directory, a full disk: say so, no traceback
+        from depthwidth.core.errors import WorkFailed
+
+        where = e.filename or cfg.run.dir or "the run directory"
+        raise WorkFailed(f"cannot write {where}: {e.strerror or e}; every file written so far is whole, "
+                         "so the same command resumes the run once it can write there") from None
     import os
 
     if os.environ.get("RANK", "0") != "0":

@@ -140,6 +140,7 @@ class SlurmLauncher:
     mem: Optional[str] = setting()
     time: Time = setting(allowed="minutes (int) or [D-]HH:MM:SS")
     array_parallelism: int = setting(ge=1)
+    max_array_size: Optional[int] = setting(ge=1, allowed="an integer >= 1, or null (the cluster's MaxArraySize)")
     pack: int = setting(ge=1)
     signal_delay_s: int = setting(ge=0)
     job_name: Optional[str] = setting()

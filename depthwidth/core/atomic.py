@@ -68,21 +68,26 @@ def append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
         os.fsync(f.fileno())
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Read a JSONL file, ignoring a torn last line (a crash mid-append)."""
+def read_jsonl(path: str | os.PathLike, bad: list | None = None) -> list[dict]:
+    """The JSON objects of a JSONL file, skipping what is not one: a torn last line (a crash
+    mid-append), garbage, bytes that are not UTF-8.  ``bad`` collects the 1-based numbers of
+    the lines skipped, for whoever reports them (``dw status``)."""
     path = Path(path)
     if not path.exists():
         return []
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    for i, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            row = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        elif bad is not None:
+            bad.append(i)
     return rows
 
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Iterable
 
 from depthwidth.core.atomic import append_jsonl, read_jsonl
+from depthwidth.core.errors import bad
 
 MANIFEST = "manifest"
 
@@ -30,8 +32,23 @@ def runs_root(root: str | os.PathLike | None = None) -> Path:
     return Path(root or os.environ.get("DW_RUNS") or "runs")
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def check_name(name, what: str = "sweep") -> str:
+    """A sweep's name is one folder of the runs directory: no ``/``, no ``..``, not absolute,
+    so nothing dw writes or reads for it can land outside that directory."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise bad(what, name, "a name of letters, digits, '_', '-' and '.' that does not start with '.' "
+                  "(one folder of the runs directory)")
+    return name
+
+
 def sweep_dir(name: str) -> Path:
-    return runs_root() / name
+    d = runs_root() / check_name(name)
+    if d.is_symlink() and not d.resolve().is_relative_to(runs_root().resolve()):
+        raise bad("sweep", name, f"a folder inside {runs_root()}, not a link to {d.resolve()}")
+    return d
 
 
 def manifest_path(name: str) -> Path:
@@ -48,8 +65,8 @@ def append_events(name: str, rows: Iterable[dict]) -> None:
     append_jsonl(manifest_path(name), [{"time": now, **r} for r in rows])
 
 
-def read_manifest(name: str) -> list[dict]:
-    return read_jsonl(manifest_path(name))
+def read_manifest(name: str, bad: list | None = None) -> list[dict]:
+    return read_jsonl(manifest_path(name), bad)
 
 
 def known_sweeps() -> list[str]:
@@ -58,7 +75,8 @@ def known_sweeps() -> list[str]:
 
 
 def manifest_runs(events: list[dict]) -> dict[str, dict]:
-    """run_id -> {run_id, overrides, run_dir, label, ref, jobs, job_id (latest), launcher, attempts, started}."""
+    """run_id -> {run_id, overrides, run_dir, label, ref, jobs, job_id (latest), launcher, attempts, started,
+    retry_of (the diverged run a ``--retry-diverged`` run replaces, if it is one)}."""
     runs: dict[str, dict] = {}
     starts: dict[str, list] = {}
     for e in events:
@@ -67,7 +85,8 @@ def manifest_runs(events: list[dict]) -> dict[str, dict]:
             continue
         if e.get("event") == "submit":
             r = runs.setdefault(rid, {"run_id": rid, "jobs": []})
-            for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "launcher", "index"):
+            for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "launcher", "index",
+                      "retry_of"):
                 if k in e:
                     r[k] = e[k]
             r["jobs"].append(e["job_id"])

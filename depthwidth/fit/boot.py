@@ -10,7 +10,8 @@ Where several runs share a configuration and differ only in seed, a second
 bootstrap resamples seeds *within* each configuration: the design stays fixed
 and only seed-to-seed noise moves the fit.
 
-Intervals are percentile intervals over the replicates that converged.
+Intervals are percentile intervals over the replicates that converged (the
+solver's own convergence flag for the replicate's best start).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def refit_many(fr: FitResult, table, weights: np.ndarray, starts: np.ndarray | N
     S0, R = len(st), len(weights)
     theta = np.full((R, len(law.params)), np.nan)
     F = np.full(R, np.inf)
+    ok = np.zeros(R, dtype=bool)
     for a in range(0, R, _BLOCK):
         w = weights[a:a + _BLOCK]
         r = len(w)
@@ -85,7 +87,10 @@ def refit_many(fr: FitResult, table, weights: np.ndarray, starts: np.ndarray | N
         tb = res["theta"].reshape(r, S0, -1)[np.arange(r), best]
         theta[a:a + r] = pb.full(tb)
         F[a:a + r] = Fr[np.arange(r), best]
-    ok = np.isfinite(F)
+        ok[a:a + r] = res["converged"].reshape(r, S0)[np.arange(r), best]
+    # A replicate counts only if the solver says its best start converged: a finite
+    # objective after max_iter iterations is just where the solver stopped.
+    ok &= np.isfinite(F)
     theta[~ok] = np.nan
     return {"theta": theta, "F": F, "ok": ok}
 

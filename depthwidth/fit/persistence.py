@@ -96,8 +96,8 @@ def persistence(profiles: list[dict], step: int = 1000, B: int = 1000, level: fl
             i = rng.integers(0, len(lw), len(lw))
             if len(set(np.round(lw[i], 9))) >= 2:
                 ps.append(_loglog(lw[i], lt[i])[0])
-        ci = None
-        if len(ps) >= 2:
+        ci = None  # B = 0 (--bootstrap 0): no interval at all
+        if B > 0 and len(ps) >= 2:
             lo, hi = np.percentile(ps, [50 * (1 - level), 50 * (1 + level)])
             ci = [float(lo), float(hi)]
         out["tau_law"] = {"p": p, "p_ci": ci, "prefactor": float(math.exp(k)), "r2": r2,

@@ -16,6 +16,7 @@ import numpy as np
 
 from depthwidth.core import provenance
 from depthwidth.core.atomic import write_json
+from depthwidth.core.store import check_name
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.boot import bootstrap as boot_fn
 from depthwidth.fit.boot import bound_hits, param_samples, percentile_ci
@@ -47,6 +48,7 @@ SCHEMA = "dw.fit/1"
 
 SOURCES = ("store", "wandb")
 APPROACHES = ("3", "isoflop")  # 3: the law fitted to every point; isoflop: approach 2 beside it
+DROPPED = ("failed", "diverged")  # run statuses whose probe profiles tau(W) leaves out
 
 
 def check_source(name, runs, source, project) -> None:
@@ -95,7 +97,7 @@ def load_table(name=None, runs=None, columns=None, root=None, source="store", pr
     if runs is not None:
         return apply_columns(read_table(runs), mapping), None
 
-    sweep_dir = runs_root(root) / name
+    sweep_dir = runs_root(root) / check_name(name)
     if not sweep_dir.is_dir():
         raise bad("sweep", name, f"a sweep directory under {runs_root(root)} (set --root or DW_RUNS)")
     df = run_table(sweep_dir)
@@ -210,10 +212,13 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     derived = nest(point, dci, lw, widths)
     if sweep_dir is not None:
 
-        profs = probe_profiles(sweep_dir)
+        # tau(W) from the runs this fit is about: those --where kept, less failed and diverged
+        # runs (their last profiles are not training's) -- the runs the report's figure draws.
+        kept = set(np.asarray(df["run"]).astype(str)) if "run" in df else set()
+        profs = [p for p in probe_profiles(sweep_dir) if p["run"] in kept and p.get("status") not in DROPPED]
         if profs:
-            gp = persistence(profs, step=probe_step, level=level, seed=seed, law=lw, law_values=fr.params,
-                             law_samples=samples)
+            gp = persistence(profs, step=probe_step, B=bootstrap, level=level, seed=seed, law=lw,
+                             law_values=fr.params, law_samples=samples)
             warnings += gp.pop("warnings", [])
             derived["gradient_persistence"] = gp
 

@@ -31,8 +31,10 @@ import contextlib
 import io
 import math
 import os
+import re
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -120,15 +122,37 @@ def executor(name: str, folder: Path, cfg: dict) -> submitit.SlurmExecutor:
     return ex
 
 
-def submit_array(name: str, d: Path, tasks_file: Path, n_tasks: int, cfg: dict) -> list[str]:
-    """One ``map_array`` for the submission's ``n_tasks`` tasks -> their job ids (no waiting)."""
-    ex = executor(name, d / "submitit", cfg)
-    said = io.StringIO()  # submitit prints sbatch's stderr before raising: keep it for our one line
+def max_array_size(cfg: dict) -> int | None:
+    """Tasks one job array may hold: ``launcher.max_array_size``, else the cluster's MaxArraySize
+    (indices 0..MaxArraySize-1), else None (no limit known)."""
+    if cfg.get("max_array_size"):
+        return int(cfg["max_array_size"])
     try:
-        with contextlib.redirect_stderr(said):
-            jobs = ex.map_array(SweepTask(tasks_file.absolute()), list(range(n_tasks)))
+        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
+    return int(m.group(1)) if m and int(m.group(1)) > 0 else None
+
+
+def submit_array(name: str, d: Path, tasks_file: Path, n_tasks: int, cfg: dict) -> list[str]:
+    """``map_array`` for the submission's ``n_tasks`` tasks -> their job ids, in task order (no
+    waiting).  Clusters cap an array's size (MaxArraySize) and submitit does not split: more tasks
+    than that go in as several arrays, task i of the submission in chunk i // size.  One manifest
+    records them all, so ``dw status`` and ``--retry-failed`` see one sweep."""
+    ex = executor(name, d / "submitit", cfg)
+    size = max_array_size(cfg) or n_tasks
+    said = io.StringIO()  # submitit prints sbatch's stderr before raising: keep it for our one line
+    ids: list[str] = []
+    try:
+        for a in range(0, n_tasks, size):
+            with contextlib.redirect_stderr(said):
+                jobs = ex.map_array(SweepTask(tasks_file.absolute()), list(range(a, min(n_tasks, a + size))))
+            ids += [j.job_id for j in jobs]
     except submitit.core.utils.FailedJobError as e:
+        if ids:  # earlier arrays are queued: cancel them, so that nothing runs unrecorded
+            subprocess.run(["scancel", *sorted({i.split("_")[0] for i in ids})], capture_output=True, timeout=60)
         raise WorkFailed(f"sbatch failed: {' '.join((str(e) or said.getvalue()).split())[:400]}") from None
     except FileNotFoundError:
         raise BadInput("launcher=slurm but there is no sbatch on PATH") from None
-    return [j.job_id for j in jobs]
+    return ids

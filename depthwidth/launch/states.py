@@ -43,9 +43,15 @@ def expand_array(jobid: str) -> list[str]:
     return out
 
 
+class SchedulerUnknown(WorkFailed):
+    """The scheduler's view cannot be had (no sacct here, sacct failing or not answering).
+    Its runs are ``unknown``, never ``lost``: they may well still be running."""
+
+
 def slurm_states(job_ids: Iterable[str]) -> dict[str, str]:
     """ONE ``sacct`` call for every job of the sweep -> job id -> raw SLURM state.
-    A task requeued several times has one record per run; the newest wins."""
+    A task requeued several times has one record per run; the newest wins.
+    Raises ``SchedulerUnknown`` (with the reason) when sacct cannot answer."""
     arrays = sorted({j.split("_")[0] for j in job_ids if j})
     if not arrays:
         return {}
@@ -53,13 +59,24 @@ def slurm_states(job_ids: Iterable[str]) -> dict[str, str]:
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
-        return {}  # no SLURM client here: the scheduler's view is unknown
+        raise SchedulerUnknown("no sacct on this machine (PATH)") from None
+    except OSError as e:
+        raise SchedulerUnknown(f"sacct could not run ({e})") from None
     except subprocess.TimeoutExpired:
-        raise WorkFailed("sacct did not answer within 60 s") from None
+        raise SchedulerUnknown("sacct did not answer within 60 s") from None
     if p.returncode != 0:
-        raise WorkFailed(f"sacct failed: {' '.join(p.stderr.split())[:300]}")
+        raise SchedulerUnknown(f"sacct failed: {' '.join(p.stderr.split())[:300] or f'exit {p.returncode}'}")
+    out = _parse(p.stdout)
+    missing = sorted({j.split("_")[0] for j in job_ids if j and j not in out})
+    if missing:  # accounting lags the controller: a job sbatch just accepted may not be in sacct yet
+        out = {**_squeue(missing), **out}
+    return out
+
+
+def _parse(text: str) -> dict[str, str]:
+    """'JOBID|STATE' lines (array ranges expanded) -> job id -> state; the last line of a job wins."""
     out: dict[str, str] = {}
-    for line in p.stdout.splitlines():
+    for line in text.splitlines():
         parts = line.split("|")
         if len(parts) < 2 or not parts[0]:
             continue
@@ -67,6 +84,16 @@ def slurm_states(job_ids: Iterable[str]) -> dict[str, str]:
         for jid in expand_array(parts[0]):
             out[jid] = state
     return out
+
+
+def _squeue(arrays: list[str]) -> dict[str, str]:
+    """The controller's view of these jobs (queued or running ones only); {} if squeue cannot answer."""
+    try:
+        p = subprocess.run(["squeue", "-h", "-o", "%i|%T", "-j", ",".join(arrays)], capture_output=True,
+                           text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return _parse(p.stdout) if p.returncode == 0 else {}
 
 
 def pid_alive(pid) -> bool:

@@ -16,18 +16,22 @@ from depthwidth.core.store import (
     runs_root,
     sweep_dir,
 )
-from depthwidth.launch.states import SLURM_STATES, slurm_states, task_states
+from depthwidth.launch.states import SLURM_STATES, SchedulerUnknown, slurm_states, task_states
 
-STATES = ("pending", "running", "done", "failed", "diverged", "preempted", "cancelled", "lost")
-RETRYABLE = ("failed", "diverged", "cancelled", "lost")
+STATES = ("pending", "running", "done", "failed", "diverged", "preempted", "cancelled", "lost", "unknown")
+# never "unknown" (it may still be running), nor "diverged" (the same run diverges again: --retry-diverged)
+RETRYABLE = ("failed", "cancelled", "lost")
 
 
-def run_state(summary: dict | None, sched: str | None, started: bool = False) -> str:
+def run_state(summary: dict | None, sched: str | None, started: bool = False, known: bool = True) -> str:
     """The run's state from its summary.json and its latest job's (normalised) scheduler state:
-    pending | running | completed | failed | cancelled | preempted | None (the scheduler does not know it)."""
+    pending | running | completed | failed | cancelled | preempted | None (the scheduler does not know it).
+    ``known=False``: the scheduler could not be asked, so a run that has not ended is ``unknown``."""
     s = (summary or {}).get("status")
     if s in ("done", "diverged"):
         return s
+    if not known:
+        return "failed" if s == "failed" else "unknown"
     if sched == "pending":
         return "preempted" if s == "preempted" else "pending"
     if sched == "running":
@@ -43,26 +47,38 @@ def run_state(summary: dict | None, sched: str | None, started: bool = False) ->
 
 def status(name: str) -> dict:
     """Every submitted run of sweep NAME: state, progress, last loss, attempts."""
-    events = read_manifest(name)
+    bad_lines: list[int] = []
+    events = read_manifest(name, bad_lines)
+    problems = [f"manifest: {len(bad_lines)} unreadable line(s) skipped (line "
+                + ", ".join(map(str, bad_lines[:5])) + (", ..." if len(bad_lines) > 5 else "") + ")"] if bad_lines else []
     if not events:
         raise BadInput(f"no sweep {name!r} in {runs_root()} (sweeps with a manifest: {', '.join(known_sweeps()) or 'none'})")
     runs = manifest_runs(events)
     slurm = [r["job_id"] for r in runs.values() if r.get("launcher") == "slurm"]
-    raw = slurm_states(slurm) if slurm else {}
+    raw, why = {}, None
+    try:
+        raw = slurm_states(slurm) if slurm else {}
+    except SchedulerUnknown as e:
+        why = str(e)
     local = task_states(name) if len(slurm) < len(runs) else {}
+    retried_as = {r["retry_of"]: rid for rid, r in runs.items() if r.get("retry_of")}
     rows = []
     for r in runs.values():
         rd = Path(r.get("run_dir") or sweep_dir(name) / r["run_id"])
         summ = read_json(rd / "summary.json")
+        if summ is None and (rd / "summary.json").exists():
+            problems.append(f"{r['run_id']}: summary.json unreadable")
         if summ is not None and summ.get("run_id") not in (None, r["run_id"]):
             summ = None
+        if _torn(rd / "metrics.jsonl"):
+            problems.append(f"{r['run_id']}: metrics.jsonl ends in a torn line (dropped when the run resumes)")
         last = last_jsonl(rd / "metrics.jsonl")
         if r.get("launcher") == "slurm":
             sched_raw = raw.get(r["job_id"])
             sched = SLURM_STATES.get(sched_raw) if sched_raw else None
         else:
             sched = sched_raw = local.get(r["job_id"])
-        state = run_state(summ, sched, r.get("started", False))
+        state = run_state(summ, sched, r.get("started", False), known=why is None or r.get("launcher") != "slurm")
         total = (summ or {}).get("tokens_total") or r.get("tokens_total")
         tok = max((summ or {}).get("tokens") or 0, (last or {}).get("tokens") or 0)
         loss = (last or {}).get("loss")
@@ -75,15 +91,32 @@ def status(name: str) -> dict:
             "job_id": r["job_id"], "jobs": r["jobs"], "scheduler_state": sched_raw, "launcher": r.get("launcher"),
             "label": r.get("label"), "reason": (summ or {}).get("reason"), "run_dir": str(rd),
             "params": r.get("params"), "overrides": r.get("overrides"),
+            "retry_of": r.get("retry_of"), "retried_as": retried_as.get(r["run_id"]),
         })
     counts = {s: 0 for s in STATES}
     for row in rows:
         counts[row["state"]] += 1
-    return {"sweep": name, "total": len(rows), "counts": counts, "runs": rows}
+    return {"sweep": name, "total": len(rows), "counts": counts, "runs": rows, "scheduler_unknown": why,
+            "problems": problems}
+
+
+def _torn(path: Path) -> bool:
+    """A last line without its newline: a writer killed mid-append."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, 2)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def summary_line(st: dict) -> str:
     c = st["counts"]
     parts = [f"{c[s]} {s}" for s in STATES if c[s]]
     n = st["total"]
-    return f"{st['sweep']}: {n} run{'s' * (n != 1)} — " + (", ".join(parts) if parts else "none")
+    why = st.get("scheduler_unknown")
+    return (f"{st['sweep']}: {n} run{'s' * (n != 1)} — " + (", ".join(parts) if parts else "none")
+            + (f" (scheduler state unknown: {why})" if why else ""))

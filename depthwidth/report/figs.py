@@ -113,24 +113,30 @@ def loss_vs_depth(plt, data, rep, out):
         return "no finished uniform runs"
     widths = sorted({r["width"] for r in grid})
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
-    curves = False
+    curves, missing = False, {}  # missing: width -> why its fitted curve is not drawn
     for w, col in zip(widths, _colors(len(widths))):
         rs = sorted((r for r in grid if r["width"] == w), key=lambda r: r["depth"])
         d = np.array([r["depth"] for r in rs], float)
         y = np.array([r["loss"] for r in rs], float)
         sd = np.array([r["sd"] or 0.0 for r in rs], float)
         ax.errorbar(d, y, yerr=sd if sd.any() else None, fmt="o", color=col, capsize=3, label=f"W = {w}")
-        if data.fit and len(rs) >= 2 and all(r["params"] for r in rs):
+        if data.fit and len(rs) < 2:
+            missing[w] = "one depth only"
+        elif data.fit and not all(r["params"] for r in rs):
+            missing[w] = "runs without a parameter count"
+        elif data.fit:
             try:
                 slope, icpt = np.polyfit(d, [r["params"] for r in rs], 1)  # params are linear in depth at fixed W
                 dd = np.linspace(d.min(), d.max(), 200)
                 toks = max(r["tokens"] or 0 for r in rs) or 1.0
                 pred = _predict(data.fit, {"params": icpt + slope * dd, "tokens": np.full_like(dd, toks),
                                            "depth": dd, "width": np.full_like(dd, w)})
+                if not np.isfinite(pred).any():
+                    raise ValueError("the law predicts no finite loss at these depths")
                 ax.plot(dd, pred, "-", color=col, lw=1.3, alpha=0.85)
                 curves = True
-            except Exception:
-                pass
+            except Exception as e:  # one width's curve must not lose the figure, nor hide why
+                missing[w] = f"{type(e).__name__}: {' '.join(str(e).split())[:100]}"
     if max(widths) and max(r["depth"] for r in grid) / max(1, min(r["depth"] for r in grid)) > 8:
         ax.set_xscale("log")
     ax.set_xlabel("depth L (layers)")
@@ -141,8 +147,11 @@ def loss_vs_depth(plt, data, rep, out):
         title += f" with the fitted {data.fit['law']} law"
     ax.set_title(title)
     ax.legend(loc="best", ncol=2 if len(widths) > 5 else 1)
-    cap = "points: measured (± sd over seeds); lines: the fitted law at each width's token budget" if curves \
-        else "points: measured (± sd over seeds); no fit.json, so no fitted curves"
+    cap = "points: measured (± sd over seeds); " + (
+        "lines: the fitted law at each width's token budget" if curves
+        else f"the fitted {data.fit['law']} law could not be drawn" if data.fit else "no fit.json, so no fitted curves")
+    if missing:
+        cap += "; no fitted curve for " + "; ".join(f"W = {w} ({why})" for w, why in missing.items())
     ident = (data.fit or {}).get("identification") or {}
     if curves and ident.get("claim", {}).get("identified") is False:  # the curve rests on a claim the data do not pin
         import textwrap
@@ -225,8 +234,18 @@ def grad_profiles(plt, data, rep, out):
                  "solid: measured at the probe step nearest 1000; dashed: least-squares exponential decay from the top layer")
 
 
+def tau_points(data) -> list[dict]:
+    """The (run, width, tau) points of the τ(W) figure: with a fit.json, exactly the runs its
+    τ(W) law was fitted on (``dw fit --where`` and all); without one, every healthy uniform profile."""
+    gp = ((data.fit or {}).get("derived") or {}).get("gradient_persistence")
+    runs = gp.get("runs") if gp and gp.get("tau_law") else None
+    pts = runs if runs is not None else _profiles(data)
+    return [{"run": p["run"], "width": p["width"], "tau": p["tau"]} for p in pts
+            if p["tau"] is not None and math.isfinite(p["tau"]) and p["tau"] > 0]
+
+
 def tau_vs_width(plt, data, rep, out):
-    prof = [p for p in _profiles(data) if p["tau"] is not None and math.isfinite(p["tau"]) and p["tau"] > 0]
+    prof = tau_points(data)
     ws = sorted({p["width"] for p in prof})
     if len(ws) < 2:
         return "finite τ at fewer than two widths"
@@ -235,7 +254,7 @@ def tau_vs_width(plt, data, rep, out):
     gp = (((data.fit or {}).get("derived") or {}).get("gradient_persistence") or {}).get("tau_law")
     pexp, k = np.polyfit(np.log(W), np.log(tau), 1)
     ci = None
-    if gp and gp.get("p") is not None:
+    if gp and gp.get("p") is not None:  # the fit's own law and interval, over the same points
         pexp, k, ci = gp["p"], math.log(gp["prefactor"]), gp.get("p_ci")
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
     ax.scatter(W, tau, color="C0", zorder=3, label="runs (τ per profile)")

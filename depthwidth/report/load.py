@@ -77,7 +77,7 @@ def load(name: str | None = None, *, runs=None, columns: str | None = None, root
     elif runs is not None:
         d = _load_table(runs, columns)
     else:
-        sweep_dir = runs_root(root) / name
+        sweep_dir = runs_root(root) / store.check_name(name)
         if not sweep_dir.is_dir():
             raise bad("sweep", name, f"a sweep directory under {runs_root(root)} (set --root or DW_RUNS)")
         d = _load_sweep(name, sweep_dir, root)

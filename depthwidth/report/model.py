@@ -28,7 +28,7 @@ SHAPE_LABEL = {"uniform": "uniform", "increasing": "increasing (<)", "decreasing
 DONE = ("done",)
 
 
-NOT_DONE = ("pending", "running", "failed", "diverged", "preempted", "cancelled", "lost")
+NOT_DONE = ("pending", "running", "failed", "diverged", "preempted", "cancelled", "lost", "unknown")
 
 
 PAPER_DD_LOSS = {  # (depth, width): (loss, params) — "The Depth Delusion", training loss

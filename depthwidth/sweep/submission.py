@@ -7,9 +7,12 @@
 
 ``dw sweep`` is this module behind argument parsing and rendering.  A run is
 submitted only when the manifest does not already show it done, running or
-pending (``retry_failed``: also failed, diverged, cancelled or lost), under an
+pending (``retry_failed``: also failed, cancelled or lost), under an
 exclusive lock on ``runs/NAME/.lock``, so two submissions at once never
-submit one run twice.  Every run is validated (``train.plan.check``, and the
+submit one run twice.  A diverged run is never resubmitted as it was (the same
+config, seed and data diverge again): ``retry_diverged=[overrides]`` that
+change it (a lower ``optim.lr``) start it afresh under its new run id, linked
+to the old one in the manifest (``retry_of``) and in ``dw status``.  Every run is validated (``train.plan.check``, and the
 data opened once per distinct source) before anything is written.
 """
 
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,10 +58,11 @@ class Submission:
     jobs: list = field(default_factory=list)  # job ids, sorted
     skipped: dict = field(default_factory=dict)  # state -> count of runs not resubmitted
     seconds: float = 0.0
+    notes: list = field(default_factory=list)  # why runs one asked to retry were not resubmitted
 
     def to_dict(self) -> dict:
         return {"sweep": self.sweep, "launcher": self.launcher, "submitted": self.submitted, "jobs": self.jobs,
-                "skipped": self.skipped, "seconds": self.seconds}
+                "skipped": self.skipped, "notes": self.notes, "seconds": self.seconds}
 
 
 def _launcher_overrides(launcher) -> list[str]:
@@ -95,51 +98,99 @@ def plan(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str |
 
 
 def submit(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str | None = None,
-           retry_failed: bool = False, show: Callable | None = None) -> Submission:
+           retry_failed: bool = False, retry_diverged: Sequence[str] = (), show: Callable | None = None) -> Submission:
     """Validate every run of sweep ``name``, then submit those not done or running; returns at once
     (``launcher=debug`` trains them here first).  Bad input: BadInput, nothing written."""
     t0 = time.perf_counter()
     p = plan(name, overrides, launcher=launcher, only=only, dry_run=False)
-    return submit_planned(p, retry_failed=retry_failed, show=show, t0=t0)
+    again = plan_retry(name, overrides, retry_diverged, launcher=launcher, only=only)
+    return submit_planned(p, retry_failed=retry_failed, retry=again, show=show, t0=t0)
 
 
-def submit_planned(p: Planned, *, retry_failed: bool = False, show: Callable | None = None,
-                   t0: float | None = None) -> Submission:
+@dataclass
+class Retry:
+    """``--retry-diverged OVERRIDES``: the sweep planned once more with them (diverged runs only use it)."""
+    overrides: list
+    planned: Planned
+
+
+def plan_retry(name: str, overrides: Sequence[str], retry_diverged: Sequence[str], *, launcher=None,
+               only: str | None = None) -> Retry | None:
+    if not retry_diverged:
+        return None
+    ovr = list(retry_diverged)
+    return Retry(ovr, plan(name, [*(overrides or []), *ovr], launcher=launcher, only=only, dry_run=False))
+
+
+def submit_planned(p: Planned, *, retry_failed: bool = False, retry: Retry | None = None,
+                   show: Callable | None = None, t0: float | None = None) -> Submission:
     """The second half of ``submit``: ``p`` from ``plan(..., dry_run=False)``."""
     t0 = time.perf_counter() if t0 is None else t0
     name = p.sweep.name
     with _SweepLock(name):
-        sub = _submit(name, p.runs, p.launcher, store.runs_root().absolute(), retry_failed, show)
+        sub = _submit(name, p.runs, p.launcher, store.runs_root().absolute(), retry_failed, show, retry)
     sub.seconds = round(time.perf_counter() - t0, 3)
     return sub
 
 
-def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show) -> Submission:
-    prior = {}
+def _fresh(diverged: list, retry: Retry, prior: dict, skipped: dict) -> list:
+    """(new run, old run id) for each diverged run ``retry`` changes; BadInput if it changes one not."""
+    by_index = {r.index: r for r in retry.planned.runs}
+    out = []
+    for r in diverged:
+        new = by_index[r.index]
+        if new.run_id == r.run_id:
+            raise bad("--retry-diverged", " ".join(retry.overrides),
+                      f"overrides that change the run (e.g. a lower optim.lr): run {r.run_id} would be "
+                      "trained again exactly as it diverged")
+        if (prior.get(new.run_id) or {}).get("state") is None:
+            out.append((new, r.run_id))
+        else:  # retried already: the new run is in the manifest with its own state
+            skipped["diverged"] = skipped.get("diverged", 0) + 1
+    return out
+
+
+def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry | None = None) -> Submission:
+    prior, why = {}, None
     if store.manifest_path(name).exists():
-        prior = {r["run_id"]: r for r in status(name)["runs"]}
-    todo, skipped = [], {}
+        st = status(name)
+        prior, why = {r["run_id"]: r for r in st["runs"]}, st.get("scheduler_unknown")
+    todo, skipped, diverged = [], {}, []
     for r in runs:
         p = prior.get(r.run_id)
         state = p["state"] if p else None
-        retry = retry_failed and (state in RETRYABLE or (state == "preempted" and p.get("launcher") != "slurm"))
-        if state is None or retry:
-            if state == "diverged":
-                _archive_summary(p["run_dir"])
-            todo.append(r)
+        if state == "diverged" and retry is not None:
+            diverged.append(r)
+            continue
+        again = retry_failed and (state in RETRYABLE or (state == "preempted" and p.get("launcher") != "slurm"))
+        if state is None or again:
+            todo.append((r, None))
         else:
             skipped[state] = skipped.get(state, 0) + 1
+    if diverged:
+        todo += _fresh(diverged, retry, prior, skipped)
     groups: dict = {}  # runs whose launcher settings differ go in separate submissions (arrays)
-    for r in todo:
+    for r, old in todo:
         key = json.dumps(r.launcher, sort_keys=True, default=str)
         groups.setdefault(key, (r.launcher, []))[1].append(
             {"run_id": r.run_id, "index": r.index, "label": r.label, "ref": r.ref,
              "run_dir": str(root / name / r.run_id), "overrides": r.full_overrides(name, root / name / r.run_id),
-             "tokens_total": r.figures["tokens"], "params": r.figures["params"]})
+             "tokens_total": r.figures["tokens"], "params": r.figures["params"], "retry_of": old})
     subs = []
     for cfg, items in groups.values():
         subs += launch_submit(name, items, cfg, show=show)
-    return Submission(name, lcfg["name"], subs, sorted({x["job_id"] for x in subs}, key=job_key), skipped)
+    notes = []
+    if retry_failed and retry is None and skipped.get("diverged"):
+        n = skipped["diverged"]
+        notes.append(f"{n} diverged run{'s' * (n != 1)} not resubmitted: the same config, seed and data diverge "
+                     "again; --retry-diverged OVERRIDE (e.g. a lower optim.lr) starts them afresh under a new run id")
+    if retry_failed and skipped.get("unknown"):
+        n = skipped["unknown"]
+        notes.append(f"{n} run{'s' * (n != 1)} not resubmitted: the scheduler's state is unknown ({why}), "
+                     "so they may still be running and a second job would write the same run directory; "
+                     "retry once sacct answers (or after scancel)")
+    return Submission(name, lcfg["name"], subs, sorted({x["job_id"] for x in subs}, key=job_key), skipped,
+                      notes=notes)
 
 
 class _SweepLock:
@@ -156,14 +207,6 @@ class _SweepLock:
 
     def __exit__(self, *exc):
         self.f.close()  # releases the lock
-
-
-def _archive_summary(run_dir: str) -> None:
-    """A diverged run is final to train(); move its summary aside so a retry trains again."""
-    p = Path(run_dir) / "summary.json"
-    if p.exists():
-        n = len(list(p.parent.glob("summary.diverged*.json")))
-        os.replace(p, p.parent / f"summary.diverged{n}.json")
 
 
 def job_key(j: str):

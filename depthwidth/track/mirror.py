@@ -30,6 +30,7 @@ from depthwidth.core.atomic import read_jsonl
 from depthwidth.model.shapes import ALIASES
 
 FLUSH_S = 2.0  # W&B writes its .wandb file this often (its default, 15 s, loses more on a kill)
+OFFLINE_WAIT_S = 60.0  # the least an offline start waits for the local W&B service
 
 
 SYMBOLS = {"x": "×", "increasing": "<", "decreasing": ">", "diamond": "◇"}
@@ -216,11 +217,15 @@ class WandbMirror:
             pass
 
     # start / resume -------------------------------------------------------------
-    def _settings(self, wandb):
+    def _settings(self, wandb, mode: str):
         t = self.t
+        # init_timeout bounds waiting for the server; offline there is none, only W&B's local
+        # service to start, which on a busy machine can take longer than a short server timeout.
+        wait = float(setting(t, "init_timeout", 30))
+        wait = wait if mode == "online" else max(wait, OFFLINE_WAIT_S)
         kw = dict(
-            init_timeout=float(setting(t, "init_timeout", 30)),
-            x_service_wait=float(setting(t, "init_timeout", 30)),
+            init_timeout=wait,
+            x_service_wait=wait,
             finish_timeout=float(setting(t, "finish_timeout", 120)),
             console="off", silent=True, quiet=True, show_info=False,
             x_disable_stats=True, x_disable_meta=True, disable_git=True, save_code=False,
@@ -239,7 +244,7 @@ class WandbMirror:
             group=(cfg.get("run") or {}).get("sweep") or None, job_type=shape_family(model),
             name=run_name(cfg, bool(setting(t, "seed_in_name", False))),
             tags=list(setting(t, "tags", []) or []), config=cfg,
-            settings=self._settings(wandb),
+            settings=self._settings(wandb, mode),
         )
 
     def start(self, resume_step: int) -> None:

@@ -93,3 +93,22 @@ def make_tracker(cfg, run_dir: Path, run_id: str, config: dict, log=print):
         return local
     validate(cfg)
     return Tracker(local, WandbMirror(t, Path(run_dir), run_id, config, log))
+
+
+class NullTracker:
+    """What ranks other than 0 log to: nothing (rank 0 owns the run directory)."""
+
+    def rewind(self, step) -> None:
+        pass
+
+    def log(self, row) -> None:
+        pass
+
+    def log_probe(self, row) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def finish(self, summary) -> None:
+        pass

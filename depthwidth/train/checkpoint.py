@@ -18,20 +18,29 @@ and the previous one is used.  Half-written ``.tmp`` directories are never
 read and are removed by the next save.  The newest ``keep`` checkpoints are
 kept.  (Before the stage layout, checkpoints were single ``step_N.pt`` files;
 their runs have other ids now and are not resumed.)
+
+Loading runs no code from the files: ``extra.pt`` and the full model of
+``read_model`` are read with ``weights_only=True`` (a tampered one is refused
+with a clear error).  DCP's own ``.metadata`` index is a plain pickle that
+``dcp.load`` unpickles; the only guard there is the manifest's checksum, so
+load checkpoints only from run directories you trust (your own runs store).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import os
+import pickle
 import shutil
 import sys
 import warnings
 from pathlib import Path
 
 from depthwidth.core.atomic import write_bytes, write_text
+from depthwidth.core.errors import WorkFailed
 
 MANIFEST = "MANIFEST"
 
@@ -63,6 +72,21 @@ def _barrier(world) -> None:
         dist.barrier()
 
 
+@contextlib.contextmanager
+def _write_errors(tmp: Path):
+    """A failed checkpoint write as an OSError naming the folder (ENOSPC when the disk is full):
+    torch's writer reports a short write as a RuntimeError, which DCP wraps in its own exception."""
+    try:
+        yield
+    except (OSError, KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # DCP's CheckpointException derives from BaseException
+        free = shutil.disk_usage(tmp).free if tmp.exists() else -1
+        code = errno.ENOSPC if 0 <= free < 1 << 20 else errno.EIO
+        why = " ".join(str(e).split())[:200]
+        raise OSError(code, f"{os.strerror(code)} ({type(e).__name__}: {why})", str(tmp)) from e
+
+
 def save(ckpt_dir: Path, step: int, world, model, opt, extra: dict, keep: int = 2) -> Path:
     """Every rank calls this at the same step."""
     import torch
@@ -77,7 +101,7 @@ def save(ckpt_dir: Path, step: int, world, model, opt, extra: dict, keep: int = 
         tmp.mkdir(parents=True)
     _barrier(world)
     msd, osd = get_state_dict(model, opt)
-    with _quiet():
+    with _quiet(), _write_errors(tmp):
         dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(tmp))
     # every rank hashes the shard files it wrote (a 7B run's ~110 GB is hashed by all ranks at once)
     mine = {p.name: _sha(p) for p in sorted(tmp.glob(f"__{world.rank}_*.distcp"))}
@@ -85,7 +109,8 @@ def save(ckpt_dir: Path, step: int, world, model, opt, extra: dict, keep: int = 
     if world.main:
         buf = io.BytesIO()
         torch.save(extra, buf)
-        write_bytes(tmp / "extra.pt", buf.getvalue())
+        with _write_errors(tmp):
+            write_bytes(tmp / "extra.pt", buf.getvalue())
         for n in sorted(p.name for p in tmp.iterdir() if p.is_file()):
             if n not in digests:  # .metadata, extra.pt
                 digests[n] = _sha(tmp / n)
@@ -175,7 +200,12 @@ def load(path: Path, model, opt) -> dict:
     with _quiet():
         dcp.load(state, checkpoint_id=str(path))
     set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    return torch.load(path / "extra.pt", map_location="cpu", weights_only=True)
+    try:
+        return torch.load(path / "extra.pt", map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:  # weights_only refused an object: never unpickle it
+        why = " ".join(str(e).split())[:160]
+        raise WorkFailed(f"checkpoint {path} holds objects that are not plain data (refused: {why}); "
+                         "move it aside to resume from an earlier one") from None
 
 
 def read_model(path: Path) -> dict:

@@ -72,3 +72,12 @@ class Throughput:
         import torch
 
         return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated(device))}
+
+
+def describe_device(device) -> str:
+    """The device for provenance: ``cuda:0 (NVIDIA H200)``, or ``cpu``."""
+    if device.type != "cuda":
+        return str(device)
+    import torch
+
+    return f"{device} ({torch.cuda.get_device_name(device)})"

@@ -22,9 +22,10 @@ Schedules (``optim.schedule``):
 
 Token budgets (``train.budgets``): every budget is a point (tokens, held-out
 loss) for the data term of a scaling law.  With ``wsd`` each budget b < total
-gets its own decay *branch*: at step (1 − f)·S_b the model, optimiser and data
-stream are copied, the copy decays to S_b steps and is evaluated, and the main
-run continues in its stable phase — one run, several properly decayed points.
+gets its own decay *branch*: at step (1 − f)·S_b (``fork_step``) the model,
+optimiser and data stream are copied, the copy decays to S_b steps and is
+evaluated, and the main run continues in its stable phase — one run, several
+properly decayed points.
 With the other schedules a budget is evaluated as the main run passes it.
 """
 
@@ -83,6 +84,18 @@ def decay_start(total: int, o: Any) -> int:
     return int(math.floor((1.0 - float(o.decay_fraction)) * total))
 
 
+def fork_step(steps: int, total: int, o: Any) -> int:
+    """Where the decay branch of a budget of ``steps`` leaves a wsd run of ``total`` steps.
+
+    The branch must be the run one would train to that budget alone, so it may
+    share only the steps whose learning rates the two schedules agree on.  A
+    warm-up given as a fraction lasts a fraction of *each* run's steps: when
+    that differs from the main run's warm-up the schedules differ from step 0
+    and the branch trains from the start.  (A warm-up in steps, the usual wsd
+    recipe, is the same for every budget and lets branches share the trunk.)"""
+    return decay_start(steps, o) if warmup_steps(o, steps) == warmup_steps(o, total) else 0
+
+
 @dataclass(frozen=True)
 class Budget:
     tokens: int  # tokens at the end of the budget
@@ -100,7 +113,7 @@ def plan_budgets(budgets_tokens, total_steps: int, tokens_per_step: int, o: Any)
         if s < 1 or s > total_steps:
             raise bad("train.budgets", b, f"token counts between {tokens_per_step} and {total_steps * tokens_per_step}")
         if s < total_steps:
-            out[s] = Budget(s * tokens_per_step, s, decay_start(s, o) if o.schedule == "wsd" else None)
+            out[s] = Budget(s * tokens_per_step, s, fork_step(s, total_steps, o) if o.schedule == "wsd" else None)
     out[total_steps] = Budget(total_steps * tokens_per_step, total_steps, None)
     return [out[k] for k in sorted(out)]
 

@@ -2,8 +2,9 @@
 
 ``Schedule.after(step)`` names what follows step ``step`` (1-based: the number
 of steps done): a metrics line, a periodic evaluation, a budget's evaluation,
-a checkpoint, a gradient probe on the step itself, an entropy profile.  ``branch_at(step)`` is the
-WSD budget whose decay branch forks before step ``step + 1`` is taken.
+a checkpoint, a gradient probe on the step itself, an entropy profile.  ``branches_at(step)`` are
+the WSD budgets whose decay branches fork before step ``step + 1`` is taken
+(several can fork at one step: at step 0, or when (1 − f)·S_b rounds alike).
 Pure bookkeeping, no torch: the loop asks, the trainer acts.
 """
 
@@ -35,7 +36,10 @@ class Schedule:
         self.ckpt_every = int(train["ckpt_every"])
         self.probe_every, self.probe_at = int(probe["every"]), list(probe["at"])
         self.entropy_every = int(probe.get("entropy_every", 0))
-        self._branches = {b.branch_at: b for b in budgets if b.branch_at is not None}
+        self._branches: dict = {}
+        for b in budgets:
+            if b.branch_at is not None:
+                self._branches.setdefault(b.branch_at, []).append(b)
         self._evals = {b.steps: b for b in budgets if b.branch_at is None}
 
     def probe(self, step: int) -> bool:
@@ -46,8 +50,8 @@ class Schedule:
         """Record the entropy profile after step ``step``?"""
         return is_probe_step(step, self.entropy_every, ())
 
-    def branch_at(self, done: int):
-        return self._branches.get(done)
+    def branches_at(self, done: int) -> list:
+        return self._branches.get(done, [])
 
     def after(self, step: int) -> Events:
         last = step == self.steps

@@ -38,10 +38,10 @@ from depthwidth.core.errors import BadInput, bad
 from depthwidth.core.store import runs_root
 from depthwidth.measure.inside import ENTROPY_PROBE_TOKENS, entropy_profile, eval_set
 from depthwidth.model.accounting import account
-from depthwidth.track.tracker import make_tracker
+from depthwidth.track.tracker import NullTracker, make_tracker
 from depthwidth.train import analysis, checkpoint, dist, memory, optim, parallel
 from depthwidth.train.branch import decay_branch
-from depthwidth.train.meter import LossWatch, Throughput, peak_flops
+from depthwidth.train.meter import LossWatch, Throughput, describe_device, peak_flops
 from depthwidth.train.plan import check, precision_for
 from depthwidth.train.probes import GradProbe
 from depthwidth.train.schedule import Schedule
@@ -183,7 +183,7 @@ class Trainer:
             self.state = restore(extra, self.sampler)
             self.log(f"resuming run {p.run_id} from step {self.state.step}")
         self.autocast = parallel.autocast(self.device, p.precision, self.layout.mode)
-        self.provenance = provenance.record(device=_describe(self.device), precision=p.precision,
+        self.provenance = provenance.record(device=describe_device(self.device), precision=p.precision,
                                             data=p.source.fingerprint)
         self._open_run_dir()
 
@@ -222,7 +222,7 @@ class Trainer:
         p.run_dir.mkdir(parents=True, exist_ok=True)
         if w.main and not (p.run_dir / "config.yaml").exists():
             write_text(p.run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(doc)))
-        self.tracker = make_tracker(cfg, p.run_dir, p.run_id, doc, log=self.log) if w.main else _NoTracker()
+        self.tracker = make_tracker(cfg, p.run_dir, p.run_id, doc, log=self.log) if w.main else NullTracker()
         self.tracker.rewind(self.state.step)
 
     # -- pieces -----------------------------------------------------------------
@@ -341,17 +341,19 @@ class Trainer:
         """One step of the main run and whatever the schedule hangs on it; a summary if the run ended."""
 
         p, st = self.p, self.state
-        b = sched.branch_at(st.step)
-        if b is not None and b.steps not in st.steps_recorded:
-            self._record(b, decay_branch(self, b))
+        for b in sched.branches_at(st.step):
+            if b.steps not in st.steps_recorded:
+                loss = decay_branch(self, b, stop)
+                if loss is None:  # stopped inside the branch: it is checkpointed; now the main run at the fork
+                    return self._preempt(stop, wall, f"in the decay branch to step {b.steps}")
+                self._record(b, loss)
         lr = optim.lr_at(st.step, p.steps, self.cfg.optim, p.tokens_per_step)
         loss, gn, probes = self.train_step(lr, sched.probe(st.step + 1))
         st.step += 1
         watch.add(st.step, loss)
         if st.step >= p.steps:
             stop.clear()  # the run is complete: finish it rather than requeue it
-        if self.world.distributed and dist.any_flag(self.world, stop.requested, self.device):
-            stop.set()  # every rank stops at the same step
+        self.stop_agreed(stop)
         ev = sched.after(st.step)
         if ev.needs_loss or stop.requested:
             bad_step = watch.first_bad_step()
@@ -379,39 +381,27 @@ class Trainer:
             self._record(ev.budget, self.evaluate())
         if ev.log:
             self.tracker.flush()
-        if ev.checkpoint or stop.requested:
+        if ev.checkpoint:
             ended = self._checkpoint(wall())
             if ended is not None:
                 return ended
         if stop.requested:
-            self.log(f"{stop.name}: checkpointed at step {st.step}; exiting for requeue")
-            self._end("preempted", wall(), reason=f"{stop.name} at step {st.step}")
-            raise Preempted(f"{stop.name} at step {st.step}")
+            return self._preempt(stop, wall)
         return None
 
+    def stop_agreed(self, stop: StopFlag) -> bool:
+        """Whether to stop after this step; every rank stops at the same step."""
+        if self.world.distributed and dist.any_flag(self.world, stop.requested, self.device):
+            stop.set()
+        return stop.requested
 
-def _describe(device) -> str:
-    if device.type != "cuda":
-        return str(device)
-    import torch
+    def _preempt(self, stop: StopFlag, wall, where: str = ""):
+        """Checkpoint (unless this step's is on disk), write the summary, raise ``Preempted``."""
+        step = self.state.step
+        if self._saved_at != step and (ended := self._checkpoint(wall())) is not None:
+            return ended  # diverged
+        at = f"at step {step}" + (f" ({where})" if where else "")
+        self.log(f"{stop.name}: checkpointed {at}; exiting for requeue")
+        self._end("preempted", wall(), reason=f"{stop.name} {at}")
+        raise Preempted(f"{stop.name} {at}")
 
-    return f"{device} ({torch.cuda.get_device_name(device)})"
-
-
-class _NoTracker:
-    """What ranks other than 0 log to: nothing (rank 0 owns the run directory)."""
-
-    def rewind(self, step):
-        pass
-
-    def log(self, row):
-        pass
-
-    def log_probe(self, row):
-        pass
-
-    def flush(self):
-        pass
-
-    def finish(self, summary):
-        pass
