@@ -20,6 +20,12 @@ def render(c, res: dict) -> None:
         for k, v in ident.get("optimum", {}).items():
             if not v["identified"]:
                 c.print(esc(f"{k}: not identified ({v['because']})"))
+        from depthwidth.fit.identify import not_identified_line
+        from depthwidth.fit.prefer import preferred
+
+        for line in (not_identified_line(ident), (preferred(res) or {}).get("line")):
+            if line:
+                c.print(esc(line))
     h = res.get("holdout")
     if h:
         from depthwidth.fit.holdout import summary_line
