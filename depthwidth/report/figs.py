@@ -163,7 +163,7 @@ def loss_vs_depth(plt, data, rep, out):
     if curves and ident.get("claim", {}).get("identified") is False:  # the curve rests on a claim the data do not pin
         import textwrap
 
-        ax.set_xlabel(ax.get_xlabel() + "\n" + textwrap.fill(pref["line"] if pref else ident["verdict"], 110), fontsize=8)
+        ax.set_xlabel(ax.get_xlabel() + "\n" + textwrap.fill(pref["line"] if pref else ident["verdict"], 96), fontsize=8)
         cap += "; " + ident["verdict"]
     return _save(plt, fig, out, "loss_vs_depth.png", title, cap)
 
