@@ -204,6 +204,20 @@ def test_dw_fit_prints_dcrit_below_one_layer_and_the_preferred_law(capsys):
     assert "D_crit not identified: the held-out comparison prefers width-depth" in " ".join(out.split())
 
 
+def test_dw_fit_sensitivity_table_reads_not_identified_below_one_layer(capsys):
+    from rich.console import Console
+
+    from depthwidth.cli.fit_sections import render
+
+    s = {"choices": [{"key": "base", "short": "base", "label": "as fitted", "n": 14, "values": {}}],
+         "numbers": {"compute_optimal.D_opt": {"values": {"base": 0.54}, "spread": 0.0, "ci_width": 0.6,
+                                               "flagged": False, "farthest": None}},
+         "flagged": []}
+    render(Console(width=200), {"sensitivity": s})
+    row = next(line for line in capsys.readouterr().out.splitlines() if "compute_optimal.D_opt" in line)
+    assert "not identified" in row and "0.54" not in row
+
+
 def test_the_width_quantum_comes_from_the_runs(tmp_path):
     from depthwidth.fit.run import sweep_quantum
 
@@ -215,3 +229,26 @@ def test_the_width_quantum_comes_from_the_runs(tmp_path):
     assert sweep_quantum(tmp_path) == 8
     assert sweep_quantum(None, {"quantum": [32.0, 64.0]}) == 32
     assert sweep_quantum(None) is None and sweep_quantum(tmp_path / "none") is None
+
+
+def test_sensitivity_values_outside_the_range_read_not_identified(store):
+    from depthwidth.fit.identify import below_floor
+
+    assert below_floor("compute_optimal.D_opt", 0.54) and not below_floor("compute_optimal.D_opt", 1.0)
+    assert below_floor("dcrit[W=32]", 0.17) and not below_floor("alpha", 0.1)
+    assert below_floor("compute_optimal.W_opt", 5.0, quantum=8) and not below_floor("compute_optimal.W_opt", 5.0)
+    assert not below_floor("compute_optimal.D_opt", None)
+    doc = _doc(identified=False)
+    doc["identification"]["quantum"] = 8
+    doc["sensitivity"] = {
+        "choices": [{"key": "base", "short": "base", "label": "as fitted", "n": 14, "values": {}},
+                    {"key": "delta", "short": "δ=1e-2", "label": "Huber δ 1e-2", "n": 14, "values": {}}],
+        "numbers": {"compute_optimal.D_opt": {"values": {"base": 0.54, "delta": 1.5}, "spread": 0.96,
+                                              "ci_width": 0.6, "flagged": True, "farthest": "delta"},
+                    "alpha": {"values": {"base": 0.3, "delta": 0.31}, "spread": 0.01, "ci_width": 0.1,
+                              "flagged": False, "farthest": "delta"}},
+        "flagged": ["compute_optimal.D_opt"]}
+    data, rep = _report(store, doc)
+    rows = {r["number"]: r for r in rep["tables"]["fit_sensitivity"].rows}
+    assert rows["compute_optimal.D_opt"]["base"] == "not identified" and rows["compute_optimal.D_opt"]["delta"] == 1.5
+    assert rows["alpha"]["base"] == 0.3

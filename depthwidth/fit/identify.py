@@ -95,6 +95,16 @@ def _range_flag(k, v, floor, unit) -> dict:
     return {"value": float(v), "identified": True}
 
 
+def below_floor(key: str, value, quantum: int | None = None) -> bool:
+    """A flat derived number (``compute_optimal.D_opt``, ``dcrit[W=64]``, ``W_opt`` …) outside the meaningful range."""
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    base = key.rsplit(".", 1)[-1]
+    if base == "D_opt" or base.startswith("dcrit["):
+        return value < 1.0
+    return base == "W_opt" and value < (quantum or 1)
+
+
 def meaningful_optimum(derived: dict, quantum: int | None = None) -> dict:
     """D_opt and W_opt of the compute-optimal allocation: a number only when physically meaningful.
 
@@ -137,7 +147,7 @@ def identification(table, law, params: dict, *, on_bound=(), ci: dict | None = N
                    derived: dict | None = None, support: dict | None = None, quantum: int | None = None) -> dict:
     """What the fit rests on and whether its claim is identified, with the one-line verdict."""
     runs = np.asarray(table["run"]).astype(str)
-    out = {"points": int(len(runs)), "runs": int(len(set(runs))), "ranges": ranges(table, law)}
+    out = {"points": int(len(runs)), "runs": int(len(set(runs))), "ranges": ranges(table, law), "quantum": quantum}
     if "dcrit" in law.options:
         claim = _dcrit_claim(table, law, params, set(on_bound), support)
     elif law.name in CLAIMS:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from depthwidth.fit.holdout import summary_line as holdout_line
-from depthwidth.fit.identify import not_identified_line, rests_on
+from depthwidth.fit.identify import below_floor, not_identified_line, rests_on
 from depthwidth.fit.isoflop import summary_lines as isoflop_lines
 from depthwidth.fit.prefer import preferred
 from depthwidth.fit.sensitivity import summary_line as sensitivity_line
@@ -70,9 +70,11 @@ def rest_tables(fit) -> dict:
     s = fit.get("sensitivity")
     if s:
         fitted = [r for r in s["choices"] if "values" in r]
+        q = (ident or {}).get("quantum")
         rows = []
         for k, v in s["numbers"].items():
-            rows.append({"number": k, **{r["key"]: v["values"].get(r["key"]) for r in fitted},
+            vals = {r["key"]: v["values"].get(r["key"]) for r in fitted}
+            rows.append({"number": k, **{c: "not identified" if below_floor(k, x, q) else x for c, x in vals.items()},
                          "spread": v["spread"], "ci_width": v["ci_width"], "flagged": v["flagged"],
                          "farthest": v.get("farthest")})
         cols = ([Col("number", "number")] + [Col(r["key"], r["short"], "{:.4g}") for r in fitted]
