@@ -112,7 +112,7 @@ def test_not_identified_draws_the_preferred_law_solid_and_depth_delusion_dashed(
 def test_identified_keeps_the_fitted_law_alone(store, tmp_path, monkeypatch):
     data, rep = _report(store, _doc(identified=True))
     assert preferred(data.fit) is None
-    kept, ax, curves, legend = _figure(monkeypatch, tmp_path, data, rep)
+    kept, _ax, curves, legend = _figure(monkeypatch, tmp_path, data, rep)
     assert [ln.get_linestyle() for ln in curves] == ["-", "-"]
     assert "fit: depth-delusion" in legend and not any("preferred" in t for t in legend)
     assert kept["title"] == "Loss vs depth per width with the fitted depth-delusion law"
@@ -125,7 +125,7 @@ def test_preferred_is_the_fitted_law_keeps_todays_figure(store, tmp_path, monkey
     """Not identified, but the held-out comparison prefers depth-delusion itself: no other law to draw."""
     data, rep = _report(store, _doc(identified=False, best_loro="depth-delusion[log]"))
     assert preferred(data.fit) is None
-    kept, ax, curves, legend = _figure(monkeypatch, tmp_path, data, rep)
+    kept, _ax, curves, _legend = _figure(monkeypatch, tmp_path, data, rep)
     assert [ln.get_linestyle() for ln in curves] == ["-", "-"]
     assert kept["caption"].endswith("; " + VERDICT_NO)
 
@@ -248,7 +248,7 @@ def test_sensitivity_values_outside_the_range_read_not_identified(store):
                     "alpha": {"values": {"base": 0.3, "delta": 0.31}, "spread": 0.01, "ci_width": 0.1,
                               "flagged": False, "farthest": "delta"}},
         "flagged": ["compute_optimal.D_opt"]}
-    data, rep = _report(store, doc)
+    _data, rep = _report(store, doc)
     rows = {r["number"]: r for r in rep["tables"]["fit_sensitivity"].rows}
     assert rows["compute_optimal.D_opt"]["base"] == "not identified" and rows["compute_optimal.D_opt"]["delta"] == 1.5
     assert rows["alpha"]["base"] == 0.3
