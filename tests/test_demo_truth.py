@@ -25,7 +25,7 @@ VERDICT_NO = ("D_crit identified: no, because only 0 run(s) are deeper than the 
               "(deepest depth/D_crit = 0.5): nothing shows where extra depth starts to hurt")
 
 
-def _doc(identified: bool, best_loro: str = "width-depth", with_options: bool = True) -> dict:
+def _doc(identified: bool, wd_loro: float = 0.0947, with_options: bool = True, power: float | None = None) -> dict:
     derived = {
         "dcrit": {"form": "log", "formula": "kappa*ln W",
                   "widths": {"32": {"value": 0.17, "ci": [0.17, 1.6]}, "64": {"value": 2.5, "ci": [2.0, 3.0]}},
@@ -39,8 +39,11 @@ def _doc(identified: bool, best_loro: str = "width-depth", with_options: bool = 
              "because": "4 runs lie at or below and 3 runs beyond the fitted D_crit" if identified
              else VERDICT_NO.split("because ", 1)[1]}
     rows = [{"law": "depth-delusion[log]", "params": DD, "loro_rmse": 0.143, "extrapolation_rmse": 0.105},
-            {"law": "width-depth", "params": WD, "loro_rmse": 0.0947, "extrapolation_rmse": 0.12},
+            {"law": "width-depth", "params": WD, "loro_rmse": wd_loro, "extrapolation_rmse": 0.12},
             {"law": "chinchilla", "params": PLANTED["chinchilla"], "loro_rmse": 0.34, "extrapolation_rmse": 0.24}]
+    if power is not None:  # the other D_crit form: rests on D_crit too
+        rows.append({"law": "depth-delusion[power]", "params": PLANTED["depth-delusion[power]"], "loro_rmse": power,
+                     "extrapolation_rmse": 0.2})
     if with_options:
         for r in rows:
             r["options"] = {"dcrit": "log", "irreducible": False} if r["law"].startswith("depth") else {}
@@ -48,7 +51,8 @@ def _doc(identified: bool, best_loro: str = "width-depth", with_options: bool = 
         "schema": "dw.fit/1", "law": "depth-delusion", "options": {"dcrit": "log", "irreducible": False},
         "formula": "planted", "params": DD, "ci": {}, "n": 14, "n_runs": 14, "r2": 0.9, "rmse": 0.1,
         "derived": derived,
-        "compare": {"laws": rows, "best": {"loro": best_loro, "extrapolation": "depth-delusion[log]"}},
+        "compare": {"laws": rows, "best": {"loro": min(rows, key=lambda r: r["loro_rmse"])["law"],
+                                           "extrapolation": "depth-delusion[log]"}},
         "identification": {"points": 14, "runs": 14, "ranges": {"loss": [2.0, 3.5]}, "claim": claim,
                            "verdict": VERDICT_NO if not identified else f"D_crit identified: yes, because {claim['because']}",
                            "optimum": meaningful_optimum(derived, quantum=8),
@@ -122,8 +126,8 @@ def test_identified_keeps_the_fitted_law_alone(store, tmp_path, monkeypatch):
 
 
 def test_preferred_is_the_fitted_law_keeps_todays_figure(store, tmp_path, monkeypatch):
-    """Not identified, but the held-out comparison prefers depth-delusion itself: no other law to draw."""
-    data, rep = _report(store, _doc(identified=False, best_loro="depth-delusion[log]"))
+    """Not identified, but no other law has a lower held-out error than depth-delusion: no other law to draw."""
+    data, rep = _report(store, _doc(identified=False, wd_loro=0.2))
     assert preferred(data.fit) is None
     kept, _ax, curves, _legend = _figure(monkeypatch, tmp_path, data, rep)
     assert [ln.get_linestyle() for ln in curves] == ["-", "-"]
@@ -150,6 +154,14 @@ def test_report_says_it_in_one_line_and_optima_read_not_identified(store):
     m = {r["model"]: r for r in rep["tables"]["dcrit_models"].rows}
     assert m["GPT-3"]["measured"] == "not identified" and m["GPT-3"]["depth_over_dcrit"] == "not identified"
     assert "D_crit below one layer at W=32, GPT-3: not identified" in md
+
+
+def test_another_dcrit_form_is_never_the_preferred_law():
+    """depth-delusion[power] ranks first, but rests on D_crit too: width-depth is drawn, the power form named."""
+    pref = preferred(_doc(identified=False, power=0.05))
+    assert pref["law"] == "width-depth" and pref["alternative"] == "depth-delusion[log]"
+    assert "depth-delusion[power] ranks first (0.05) but rests on D_crit too" in pref["line"]
+    assert preferred(_doc(identified=False, wd_loro=0.2, power=0.05)) is None  # only the other form beats it
 
 
 def test_old_fit_json_without_flags_or_row_options():
