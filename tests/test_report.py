@@ -87,8 +87,9 @@ def test_every_table_present_and_numbers_are_the_stores(plotted):
     assert ft["R²"]["measured"] == pytest.approx(fit["r2"]) and ft["R²"]["paper"] == 0.922
     assert ft["τ(W) ∝ W^p: p"]["measured"] == pytest.approx(0.44, abs=1e-6)  # profiles were built with W^0.44
     models = {r["model"]: r for r in rep["tables"]["dcrit_models"]["rows"]}
-    assert models["GPT-3"]["paper"] == 22.9 and models["GPT-3"]["measured"] == pytest.approx(
-        fit["derived"]["dcrit"]["reference"]["GPT-3"]["dcrit"])
+    gpt3 = fit["derived"]["dcrit"]["reference"]["GPT-3"]["dcrit"]  # below one layer reads "not identified"
+    assert models["GPT-3"]["paper"] == 22.9 and models["GPT-3"]["measured"] == (
+        pytest.approx(gpt3) if gpt3 >= 1 else "not identified")
     dw = {r["width"]: r for r in rep["tables"]["dcrit_widths"]["rows"]}
     assert dw[64]["paper"] == pytest.approx(2.43 * math.log(64))
     assert dw[64]["profiles"] == pytest.approx(rs.tau(64), rel=1e-6)  # 1/e crossing = tau for exact exponentials

@@ -131,11 +131,17 @@ def render(res: dict) -> None:
         dt = Table(title=f"D_crit = {d['dcrit']['formula']}")
         for col in ("model", "width", "depth", "D_crit [CI]", "depth / D_crit [CI]"):
             dt.add_column(col, justify="right", no_wrap=True)
+        rng = (res.get("identification") or {}).get("dcrit_range", {})
+
+        def ok(key):  # D_crit below one layer: not identified (fit/identify.py)
+            return rng.get(key, {}).get("identified", True)
+
         for w, v in d["dcrit"]["widths"].items():
-            dt.add_row("sweep", w, "", f"{_f(v['value'])} {_ci(v['ci'])}", "")
+            dt.add_row("sweep", w, "", f"{_f(v['value'])} {_ci(v['ci'])}" if ok(f"dcrit[W={w}]") else "not identified", "")
         for m, v in d["dcrit"]["reference"].items():
-            dt.add_row(m, str(v["width"]), str(v["depth"]), f"{_f(v['dcrit'])} {_ci(v['dcrit_ci'])}",
-                       f"{_f(v['depth_over_dcrit'])} {_ci(v['depth_over_dcrit_ci'])}")
+            good = ok(f"dcrit[{m}]")
+            dt.add_row(m, str(v["width"]), str(v["depth"]), f"{_f(v['dcrit'])} {_ci(v['dcrit_ci'])}" if good else "not identified",
+                       f"{_f(v['depth_over_dcrit'])} {_ci(v['depth_over_dcrit_ci'])}" if good else "not identified")
         c.print(dt)
     if "compute_optimal" in d:
         co = d["compute_optimal"]

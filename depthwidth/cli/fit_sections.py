@@ -20,6 +20,12 @@ def render(c, res: dict) -> None:
         for k, v in ident.get("optimum", {}).items():
             if not v["identified"]:
                 c.print(esc(f"{k}: not identified ({v['because']})"))
+        from depthwidth.fit.identify import not_identified_line
+        from depthwidth.fit.prefer import preferred
+
+        for line in (not_identified_line(ident), (preferred(res) or {}).get("line")):
+            if line:
+                c.print(esc(line))
     h = res.get("holdout")
     if h:
         from depthwidth.fit.holdout import summary_line
@@ -37,7 +43,7 @@ def render(c, res: dict) -> None:
         _isoflop(c, iso)
     s = res.get("sensitivity")
     if s:
-        _sensitivity(c, s)
+        _sensitivity(c, s, (ident or {}).get("quantum"))
 
 
 def _isoflop(c, iso: dict) -> None:
@@ -64,10 +70,11 @@ def _short_of(s: dict, key) -> str:
     return next((r["short"] for r in s["choices"] if r["key"] == key), str(key))
 
 
-def _sensitivity(c, s: dict) -> None:
+def _sensitivity(c, s: dict, quantum: int | None = None) -> None:
     from rich.markup import escape as esc
     from rich.table import Table
 
+    from depthwidth.fit.identify import below_floor
     from depthwidth.fit.sensitivity import summary_line
 
     fitted = [r for r in s["choices"] if "values" in r]
@@ -78,7 +85,9 @@ def _sensitivity(c, s: dict) -> None:
     for col in ("spread", "CI width", ""):
         t.add_column(col, justify="right", no_wrap=True)
     for k, v in s["numbers"].items():
-        t.add_row(esc(k), *[_f(v["values"].get(r["key"])) for r in fitted], _f(v["spread"]), _f(v["ci_width"]),
+        vals = [v["values"].get(r["key"]) for r in fitted]
+        t.add_row(esc(k), *["not identified" if below_floor(k, x, quantum) else _f(x) for x in vals],
+                  _f(v["spread"]), _f(v["ci_width"]),
                   f"[red]spread > CI[/red] ({esc(_short_of(s, v['farthest']))})" if v["flagged"] else "")
     c.print(t)
     for r in fitted:

@@ -112,7 +112,7 @@ def compare_laws(table, names: list[str], *, irreducible: bool = False, pins: di
             p = {k: v for k, v in (pins or {}).items() if k in law.names}
             fr = fit_law(table, law, pins=p, delta=delta, seed=seed, max_starts=max_starts)
             fits[lab] = fr
-        row = {"law": lab, "n": fr.n, "params": fr.params, "r2": fr.r2, "rmse": fr.rmse,
+        row = {"law": lab, "options": dict(law.options), "n": fr.n, "params": fr.params, "r2": fr.r2, "rmse": fr.rmse,
                "objective": fr.objective, "on_bound": fr.on_bound, **information(fr, table)}
         row.update(heldout(fr, table, seed=seed, holdout_k=holdout_k))
         rows.append(row)

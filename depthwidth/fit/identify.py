@@ -15,7 +15,10 @@ the law's claim pinned down by the data?
   neither is on a bound and (with intervals) neither interval contains 0.
 
 Derived optima outside the physically meaningful range (fewer than one layer,
-less than one unit of width) are "not identified" rather than numbers.
+a width below the sweep's width quantum, or one unit without it) and D_crit
+values below one layer are "not identified" rather than numbers:
+``identification.optimum`` and ``identification.dcrit_range`` in fit.json hold
+``{value, identified, because}`` per number.
 """
 
 from __future__ import annotations
@@ -84,28 +87,67 @@ def _exponent_claim(law, params, on_bound, ci) -> dict:
     return {"parameter": " and ".join(names), "identified": not bad, "because": why}
 
 
-def meaningful_optimum(derived: dict) -> dict:
-    """D_opt and W_opt of the compute-optimal allocation: a number only when physically meaningful."""
+def _range_flag(k, v, floor, unit) -> dict:
+    if not (isinstance(v, (int, float)) and math.isfinite(v)) or v < floor:
+        return {"value": None, "identified": False,
+                "because": f"the law's {k} = {v:.3g} is below {unit}" if isinstance(v, (int, float))
+                else f"the law has no finite {k}"}
+    return {"value": float(v), "identified": True}
+
+
+def below_floor(key: str, value, quantum: int | None = None) -> bool:
+    """A flat derived number (``compute_optimal.D_opt``, ``dcrit[W=64]``, ``W_opt`` …) outside the meaningful range."""
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    base = key.rsplit(".", 1)[-1]
+    if base == "D_opt" or base.startswith("dcrit["):
+        return value < 1.0
+    return base == "W_opt" and value < (quantum or 1)
+
+
+def meaningful_optimum(derived: dict, quantum: int | None = None) -> dict:
+    """D_opt and W_opt of the compute-optimal allocation: a number only when physically meaningful.
+
+    ``quantum``: the width quantum of the sweep (model.quantum); widths below it cannot be built.
+    """
     co = derived.get("compute_optimal") or {}
+    w_unit = f"the width quantum ({quantum})" if quantum and quantum > 1 else "one unit of width"
     out = {}
-    for k, floor, unit in (("D_opt", 1.0, "one layer"), ("W_opt", 1.0, "one unit of width")):
+    for k, floor, unit in (("D_opt", 1.0, "one layer"), ("W_opt", float(quantum or 1), w_unit)):
         v = co.get(k)
         if v is None:
             continue
-        if not (isinstance(v, (int, float)) and math.isfinite(v)) or v < floor:
-            out[k] = {"value": None, "identified": False,
-                      "because": f"the law's optimum {k} = {v:.3g} is below {unit}" if isinstance(v, (int, float))
-                      else f"the law has no interior optimum for {k}"}
-        else:
-            out[k] = {"value": float(v), "identified": True}
+        out[k] = _range_flag(f"optimum {k}", v, floor, unit)
     return out
 
 
+def meaningful_dcrit(derived: dict) -> dict:
+    """D_crit at the sweep's widths and the reference models: a number only when it is at least one layer.
+
+    Keys as in the derived numbers: ``dcrit[W=64]``, ``dcrit[GPT-3]`` (the depth/D_crit ratio of a
+    reference model is not identified with it).
+    """
+    dc = derived.get("dcrit") or {}
+    out = {f"dcrit[W={w}]": _range_flag(f"D_crit(W={w})", v.get("value"), 1.0, "one layer")
+           for w, v in (dc.get("widths") or {}).items() if v.get("value") is not None}
+    out.update({f"dcrit[{m}]": _range_flag(f"D_crit({m})", v.get("dcrit"), 1.0, "one layer")
+                for m, v in (dc.get("reference") or {}).items() if v.get("dcrit") is not None})
+    return out
+
+
+def not_identified_line(ident: dict) -> str | None:
+    """One line naming the D_crit values below one layer, or None."""
+    bad = [k[len("dcrit["):-1] for k, v in (ident.get("dcrit_range") or {}).items() if not v["identified"]]
+    if not bad:
+        return None
+    return f"D_crit below one layer at {', '.join(bad)}: not identified (shown as such, not as numbers)"
+
+
 def identification(table, law, params: dict, *, on_bound=(), ci: dict | None = None,
-                   derived: dict | None = None, support: dict | None = None) -> dict:
+                   derived: dict | None = None, support: dict | None = None, quantum: int | None = None) -> dict:
     """What the fit rests on and whether its claim is identified, with the one-line verdict."""
     runs = np.asarray(table["run"]).astype(str)
-    out = {"points": int(len(runs)), "runs": int(len(set(runs))), "ranges": ranges(table, law)}
+    out = {"points": int(len(runs)), "runs": int(len(set(runs))), "ranges": ranges(table, law), "quantum": quantum}
     if "dcrit" in law.options:
         claim = _dcrit_claim(table, law, params, set(on_bound), support)
     elif law.name in CLAIMS:
@@ -113,7 +155,8 @@ def identification(table, law, params: dict, *, on_bound=(), ci: dict | None = N
     else:  # pragma: no cover - every law names its claim
         claim = {"parameter": None, "identified": None, "because": "no claim-carrying parameter declared"}
     out["claim"] = claim
-    out["optimum"] = meaningful_optimum(derived or {})
+    out["optimum"] = meaningful_optimum(derived or {}, quantum)
+    out["dcrit_range"] = meaningful_dcrit(derived or {})
     out["verdict"] = f"{claim['parameter']} identified: {'yes' if claim['identified'] else 'no'}, because {claim['because']}"
     return out
 

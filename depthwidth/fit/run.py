@@ -134,6 +134,26 @@ def jsonable(x):
     return x
 
 
+def sweep_quantum(sweep_dir, table=None) -> int | None:
+    """The smallest width quantum (model.quantum) of the runs: a ``quantum`` column, or each run's config.yaml."""
+    if table is not None and "quantum" in table:
+        q = np.asarray(table["quantum"], dtype=float)
+        q = q[np.isfinite(q) & (q >= 1)]
+        return int(q.min()) if len(q) else None
+    if sweep_dir is None:
+        return None
+    import yaml
+
+    qs = []
+    for f in Path(sweep_dir).glob("*/config.yaml"):
+        try:
+            q = ((yaml.safe_load(f.read_text(encoding="utf-8")) or {}).get("model") or {}).get("quantum")
+            qs.append(int(q))
+        except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+            continue
+    return min(qs) if qs else None
+
+
 def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, law: str = "chinchilla",
             dcrit: str = "log", irreducible: bool = False, bootstrap: int = 200, seed: int = 0,
             pins=None, compare: str | None = None, delta: float = 1e-3, level: float = 0.95,
@@ -258,7 +278,8 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         cmp.pop("_fits", None)
         res["compare"] = cmp
     res["identification"] = identification(clean, lw, fr.params, on_bound=fr.on_bound, ci=ci, derived=derived,
-                                           support=fr.checks.get("penalty_support"))
+                                           support=fr.checks.get("penalty_support"),
+                                           quantum=sweep_quantum(sweep_dir, clean))
     if approach == "isoflop":
         res["isoflop"] = isoflop_fn(clean, axis=isoflop_axis, B=bootstrap, level=level, seed=seed, law=lw,
                                     theta=np.vstack([fr.theta[None, :], boot_theta]))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from depthwidth.fit.laws import get_law
+from depthwidth.fit.prefer import preferred
 from depthwidth.report import inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
 from depthwidth.report.model import SHAPE_LABEL, SHAPES
@@ -108,9 +109,13 @@ def _predict(fit, rows: dict) -> np.ndarray:
 
 
 def loss_vs_depth(plt, data, rep, out):
+    """Measured loss vs depth with the fitted law; when its claim is not identified and ``--compare``
+    prefers another law on held-out error, that law solid and the fitted one dashed (fit/prefer.py)."""
     grid = [r for r in rep["tables"]["loss_grid"].rows if r["loss"] is not None]
     if not grid:
         return "no finished uniform runs"
+    pref = preferred(data.fit)
+    main = pref["fit"] if pref else data.fit
     widths = sorted({r["width"] for r in grid})
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
     curves, missing = False, {}  # missing: width -> why its fitted curve is not drawn
@@ -129,11 +134,14 @@ def loss_vs_depth(plt, data, rep, out):
                 slope, icpt = np.polyfit(d, [r["params"] for r in rs], 1)  # params are linear in depth at fixed W
                 dd = np.linspace(d.min(), d.max(), 200)
                 toks = max(r["tokens"] or 0 for r in rs) or 1.0
-                pred = _predict(data.fit, {"params": icpt + slope * dd, "tokens": np.full_like(dd, toks),
-                                           "depth": dd, "width": np.full_like(dd, w)})
+                cols = {"params": icpt + slope * dd, "tokens": np.full_like(dd, toks), "depth": dd,
+                        "width": np.full_like(dd, w)}
+                pred = _predict(main, cols)
                 if not np.isfinite(pred).any():
                     raise ValueError("the law predicts no finite loss at these depths")
                 ax.plot(dd, pred, "-", color=col, lw=1.3, alpha=0.85)
+                if pref:
+                    ax.plot(dd, _predict(data.fit, cols), "--", color=col, lw=1.1, alpha=0.7)
                 curves = True
             except Exception as e:  # one width's curve must not lose the figure, nor hide why
                 missing[w] = f"{type(e).__name__}: {' '.join(str(e).split())[:100]}"
@@ -142,21 +150,30 @@ def loss_vs_depth(plt, data, rep, out):
     ax.set_xlabel("depth L (layers)")
     ax.set_ylabel(LOSS_LABEL)
     title = "Loss vs depth per width"
-    if curves:
+    if curves and pref:
+        ax.plot([], [], "-", color="grey", label=f"{pref['law']} (held-out preferred)")
+        ax.plot([], [], "--", color="grey", label=f"{pref['alternative']} (alternative)")
+        title += f" with the {pref['law']} law the held-out comparison prefers"
+    elif curves:
         ax.plot([], [], "-", color="grey", label=f"fit: {data.fit['law']}")
         title += f" with the fitted {data.fit['law']} law"
-    ax.set_title(title)
+    ax.set_title(title, **({"fontsize": 9.5} if pref else {}))
     ax.legend(loc="best", ncol=2 if len(widths) > 5 else 1)
-    cap = "points: measured (± sd over seeds); " + (
-        "lines: the fitted law at each width's token budget" if curves
-        else f"the fitted {data.fit['law']} law could not be drawn" if data.fit else "no fit.json, so no fitted curves")
+    if curves and pref:
+        cap = (f"points: measured (± sd over seeds); solid: {pref['law']}, dashed: {pref['alternative']}, "
+               f"at each width's token budget; {pref['line']}")
+    elif curves:
+        cap = "points: measured (± sd over seeds); lines: the fitted law at each width's token budget"
+    else:
+        cap = "points: measured (± sd over seeds); " + (
+            f"the fitted {data.fit['law']} law could not be drawn" if data.fit else "no fit.json, so no fitted curves")
     if missing:
         cap += "; no fitted curve for " + "; ".join(f"W = {w} ({why})" for w, why in missing.items())
     ident = (data.fit or {}).get("identification") or {}
     if curves and ident.get("claim", {}).get("identified") is False:  # the curve rests on a claim the data do not pin
         import textwrap
 
-        ax.set_xlabel(ax.get_xlabel() + "\n" + textwrap.fill(ident["verdict"], 110), fontsize=8)
+        ax.set_xlabel(ax.get_xlabel() + "\n" + textwrap.fill(pref["line"] if pref else ident["verdict"], 96), fontsize=8)
         cap += "; " + ident["verdict"]
     return _save(plt, fig, out, "loss_vs_depth.png", title, cap)
 

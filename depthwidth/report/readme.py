@@ -20,16 +20,19 @@ from pathlib import Path
 
 from depthwidth.core.atomic import write_text
 from depthwidth.core.errors import BadInput, DwError
+from depthwidth.fit.prefer import preferred
 from depthwidth.report.load import load
 from depthwidth.report.model import Table
 from depthwidth.report.render import md_table
+from depthwidth.report.rests import truth_line
 from depthwidth.report.tables import build
 
 BEGIN, END = "<!-- demo:begin -->", "<!-- demo:end -->"
 MAX_FIGURE_BYTES = 200_000
 
 
-def section(rep, figure_rel: str, seconds: str | None, entropy_rel: str | None = None) -> str:
+def section(rep, figure_rel: str, seconds: str | None, entropy_rel: str | None = None, fit: dict | None = None) -> str:
+    """The demo section; ``fit``: the fit.json document, for the one line on what it does not identify."""
     T = rep["tables"]
     out = ["    make demo", ""]
     st = ", ".join(f"{n} {k}" for k, n in sorted(rep["states"].items()))
@@ -43,13 +46,19 @@ def section(rep, figure_rel: str, seconds: str | None, entropy_rel: str | None =
                 md_table(_cut(T["shapes"], ("shape", "loss", "delta_loss", "params_ratio", "flops_ratio",
                                             "kv_ratio", "mean_width_over_h"))), ""]
     if "fit" in T:
-        fit = {r["quantity"]: r for r in T["fit"].rows}
-        r2, rmse = fit.get("R²", {}).get("measured"), fit.get("RMSE (nats)", {}).get("measured")
+        rows = {r["quantity"]: r for r in T["fit"].rows}
+        r2, rmse = rows.get("R²", {}).get("measured"), rows.get("RMSE (nats)", {}).get("measured")
         if r2 is not None and rmse is not None:
             out += [f"`dw fit demo --law depth-delusion --where shape=uniform` fits the structural-penalty law with R² = {r2:.3f}, "
-                    f"RMSE = {rmse:.3f} nats (the paper: 0.922, 0.113) on {fit.get('points / runs', {}).get('measured')} "
+                    f"RMSE = {rmse:.3f} nats (the paper: 0.922, 0.113) on {rows.get('points / runs', {}).get('measured')} "
                     "points / runs; its intervals and warnings are in the report.", ""]
-    out += [f"![Loss vs depth per width, with the fitted law]({figure_rel})", ""]
+    line = truth_line(fit)
+    if line:  # the claim is not identified: say so, and which law the figure draws (report/rests.py)
+        out += [f"**{line[0].upper() + line[1:]}.**", ""]
+    pref = preferred(fit)
+    alt = (f"Loss vs depth per width: {pref['law']} solid (held-out preferred), {pref['alternative']} dashed"
+           if pref else "Loss vs depth per width, with the fitted law")
+    out += [f"![{alt}]({figure_rel})", ""]
     if "inside" in T and T["inside"].rows:
         out += ["Inside the models (`dw analyze`, run by each demo run as it ends: per-layer matrix entropy of the "
                 "residual stream, dead MLP units and the logit lens on 8,192 held-out tokens):", "",
@@ -95,7 +104,8 @@ def main(argv=None) -> int:
             raise BadInput(f"{src} missing: run dw report {a.sweep} --plots {a.report} first")
         if src.stat().st_size > MAX_FIGURE_BYTES:
             raise BadInput(f"{src} is {src.stat().st_size} bytes (at most {MAX_FIGURE_BYTES} for the README)")
-        rep = build(load(a.sweep))
+        data = load(a.sweep)
+        rep = build(data)
         secs = None
         sf = a.report / "demo_seconds"
         if sf.is_file():
@@ -108,7 +118,7 @@ def main(argv=None) -> int:
             a.entropy_figure.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ent, a.entropy_figure)
             ent_rel = os.path.relpath(a.entropy_figure, a.readme.parent)
-        rewrite(a.readme, section(rep, rel, secs, ent_rel))
+        rewrite(a.readme, section(rep, rel, secs, ent_rel, fit=data.fit))
     except DwError as e:
         sys.stderr.write(f"report_readme: error: {' '.join(str(e).split())}\n")
         return e.exit_code

@@ -8,7 +8,7 @@ from pathlib import Path
 from depthwidth.core.atomic import write_text
 from depthwidth.report.model import Table
 
-ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "router", "fit", "fit_compare", "fit_identification",
+ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "router", "fit", "fit_compare", "fit_identification", "fit_optimal",
          "fit_holdout", "fit_sensitivity", "fit_isoflop", "dcrit_widths", "dcrit_models", "flops_curves", "flops_match",
          "paper", "inside", "inside_claims", "missing", "provenance")
 

@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 from depthwidth.fit.holdout import summary_line as holdout_line
-from depthwidth.fit.identify import rests_on
+from depthwidth.fit.identify import below_floor, not_identified_line, rests_on
 from depthwidth.fit.isoflop import summary_lines as isoflop_lines
+from depthwidth.fit.prefer import preferred
 from depthwidth.fit.sensitivity import summary_line as sensitivity_line
 from depthwidth.report.model import Col, Table
+
+
+def truth_line(fit) -> str | None:
+    """The one line the report and the README's demo section say when the fit's claim is not identified.
+
+    The law the held-out comparison prefers, drawn instead (fit/prefer.py), or else the verdict; None
+    when the claim is identified (or there is no fit).
+    """
+    pref = preferred(fit)
+    if pref:
+        return pref["line"]
+    ident = (fit or {}).get("identification") or {}
+    return ident["verdict"] if (ident.get("claim") or {}).get("identified") is False else None
 
 
 def rest_tables(fit) -> dict:
@@ -23,6 +37,7 @@ def rest_tables(fit) -> dict:
         t.notes.append(ident["verdict"])
         t.notes += [f"{k}: not identified ({v['because']})" for k, v in ident.get("optimum", {}).items()
                     if not v["identified"]]
+        t.notes += [x for x in (not_identified_line(ident), (preferred(fit) or {}).get("line")) if x]
         t.notes.append(rests_on(ident))
         out["fit_identification"] = t
     h = fit.get("holdout")
@@ -55,9 +70,11 @@ def rest_tables(fit) -> dict:
     s = fit.get("sensitivity")
     if s:
         fitted = [r for r in s["choices"] if "values" in r]
+        q = (ident or {}).get("quantum")
         rows = []
         for k, v in s["numbers"].items():
-            rows.append({"number": k, **{r["key"]: v["values"].get(r["key"]) for r in fitted},
+            vals = {r["key"]: v["values"].get(r["key"]) for r in fitted}
+            rows.append({"number": k, **{c: "not identified" if below_floor(k, x, q) else x for c, x in vals.items()},
                          "spread": v["spread"], "ci_width": v["ci_width"], "flagged": v["flagged"],
                          "farthest": v.get("farthest")})
         cols = ([Col("number", "number")] + [Col(r["key"], r["short"], "{:.4g}") for r in fitted]

@@ -29,6 +29,7 @@ from depthwidth.report.model import (
 )
 from depthwidth.report.inside import tables as inside_tables
 from depthwidth.report.matching import tables as match_tables
+from depthwidth.report.optima import optimal_tables
 from depthwidth.report.provenance import provenance_table
 from depthwidth.report.rests import rest_tables
 from depthwidth.report.router import router_table
@@ -57,6 +58,7 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     T.update(_fit_tables(data.fit))
     T.update(rest_tables(data.fit))
     T.update(_dcrit_tables(data, cells))
+    T.update(optimal_tables(T, data.fit))  # "not identified" for optima outside the meaningful range
     T.update(match_tables(data))  # FLOPs to match uniform (report/matching.py)
     T["paper"] = _paper(data.runs)
     if (router := router_table(data.probes)) is not None:
