@@ -51,8 +51,10 @@ def _offending_value(e, argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from depthwidth.core.atomic import never_world_writable
     from depthwidth.core.errors import DwError
 
+    never_world_writable()
     cx = _click_exceptions()
     try:
         rv = app(args=argv, prog_name="dw", standalone_mode=False)

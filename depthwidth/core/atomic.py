@@ -21,7 +21,13 @@ def _umask() -> int:
     return mask
 
 
-_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone gives 0600
+_MODE = 0o666 & ~_umask() & ~0o002  # what open() would give, never world-writable; mkstemp alone gives 0600
+
+
+def never_world_writable() -> None:
+    """Add o+w to this process's umask: every file and directory dw, torch (checkpoints) or W&B
+    create follows the user's umask otherwise, but no other user can write into a run store."""
+    os.umask(_umask() | 0o002)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:

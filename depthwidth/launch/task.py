@@ -23,7 +23,7 @@ from pathlib import Path
 
 from depthwidth.config.compose import compose
 from depthwidth.core import store
-from depthwidth.core.atomic import write_json
+from depthwidth.core.atomic import never_world_writable, write_json
 from depthwidth.core.errors import BadInput
 from depthwidth.train.trainer import EXIT_PREEMPTED, Preempted, train
 
@@ -53,6 +53,7 @@ def run_task(tasks_file: str | os.PathLike, index: int, *, log=print, in_process
 
 def run_items(name: str, runs: list[dict], job_id: str, *, log=print, in_process: bool = False) -> int:
     """Train ``runs`` one after another as job ``job_id``; the task's exit code."""
+    never_world_writable()  # a job is not started through the CLI: the same rule for what it writes
     _distributed_env()
     prev = os.environ.get("DW_JOB_ID")
     os.environ["DW_JOB_ID"] = job_id  # provenance: the job that trained the run

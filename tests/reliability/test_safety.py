@@ -56,3 +56,28 @@ def test_a_tampered_checkpoint_runs_no_code(tmp_path):
     assert not marker.exists()  # weights_only=True: the payload never ran
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert "dw: error: checkpoint" in p.stderr and "not plain data" in p.stderr
+
+
+@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, 0o644, 0o755), (0o000, 0o664, 0o775)])
+def test_a_run_directory_follows_the_umask_and_is_never_world_writable(tmp_path, umask, file_mode, dir_mode):
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    d = tmp_path / "run"
+    code = (f"import os, sys; os.umask({umask}); from depthwidth.cli.app import main; "
+            f"sys.argv = ['dw', 'train', *sys.argv[1:]]; main()")
+    p = subprocess.run([sys.executable, "-c", code, *TINY, "train.steps=10", "train.ckpt_every=5", f"run.dir={d}"],
+                       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    paths = [d, *d.rglob("*")]
+    assert any(q.is_file() and q.parent.name.startswith("step_") for q in paths)  # the checkpoint's own files too
+    for q in paths:
+        mode = q.stat().st_mode & 0o777
+        assert not mode & 0o002, (q, oct(mode))  # no one else may write into a run store
+        if q.is_dir():
+            assert mode == dir_mode, (q, oct(mode))
+        elif q.name in ("config.yaml", "summary.json", "metrics.jsonl"):
+            assert mode == file_mode, (q, oct(mode))  # the user's umask, not mkstemp's 0600
