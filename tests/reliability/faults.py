@@ -80,7 +80,7 @@ def _after_append(n, name):
 
 def _branch_step(step):
     """lr_at(step, total) asked by a decay branch (total < the run's steps) at ``step``."""
-    def before(k, s, total, o):
+    def before(k, s, total, o, *rest):  # rest: tokens per step
         if total == int(os.environ["DW_FAULT_BRANCH_TOTAL"]) and s == step:
             _die()
     return before
