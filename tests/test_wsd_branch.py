@@ -35,12 +35,12 @@ def test_usr2_inside_a_branch_checkpoints_the_branch_and_resume_continues_it(tmp
 
     real, branch_steps = optim_mod.lr_at, []
 
-    def lr_and_signal(step, total, o):
+    def lr_and_signal(step, total, o, *rest):  # rest: tokens per step
         if total == 16:  # only the branch asks for a 16-step schedule
             branch_steps.append(step)
             if step == 13:
                 os.kill(os.getpid(), signal.SIGUSR2)  # arrives while branch step 13 trains
-        return real(step, total, o)
+        return real(step, total, o, *rest)
 
     monkeypatch.setattr(optim_mod, "lr_at", lr_and_signal)
     with pytest.raises(Preempted, match="decay branch"):

@@ -67,7 +67,7 @@ def seed_weights(codes: np.ndarray, n_runs: int, groups: list[np.ndarray], B: in
 
 
 def refit_many(fr: FitResult, table, weights: np.ndarray, starts: np.ndarray | None = None,
-               max_iter: int = 150) -> dict:
+               max_iter: int = 500) -> dict:
     """Refit ``fr.law`` under each row of ``weights`` (R, n); returns theta (R, P), F, ok."""
     law = fr.law
     y = np.log(np.asarray(table["loss"], dtype=float))
