@@ -63,7 +63,7 @@ def identity(cfg: Any) -> dict:
             if drop is None:
                 continue
             v = {kk: vv for kk, vv in v.items() if kk not in drop}
-        if isinstance(v, dict) and _later_additions(k, v):
+        if isinstance(v, dict):
             later = _later_additions(k, v)
             v = {kk: vv for kk, vv in v.items() if kk not in later}
         out[k] = v
