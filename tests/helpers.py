@@ -42,3 +42,24 @@ def dw_in_process(capsys, *argv: str):
         code = e.code or 0
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+GATE_CODE = REPO / "tests" / "gate"
+
+
+def gate_env(gate_dir: Path, *steps: int) -> dict:
+    """Environment that holds every run trained under it before each of ``steps`` until a
+    stop signal reaches it or ``open_gate(gate_dir)`` (tests/gate/sitecustomize.py): a
+    signal sent while the run waits there cannot race the run's end."""
+    gate_dir.mkdir(parents=True, exist_ok=True)
+    return {"PYTHONPATH": f"{GATE_CODE}{os.pathsep}{REPO}",
+            "DW_TEST_GATE": f"{gate_dir}:{','.join(map(str, steps))}"}
+
+
+def at_gate(gate_dir: Path, step: int | None = None) -> int:
+    """How many processes wait (or waited) at the gate before ``step`` (any step: None)."""
+    return len(list(gate_dir.glob(f"at-{'*' if step is None else step}-*")))
+
+
+def open_gate(gate_dir: Path) -> None:
+    (gate_dir / "open").write_text("")

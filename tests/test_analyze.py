@@ -14,7 +14,7 @@ from depthwidth.measure.inside import analyse, entropy_profile, eval_set, lens_l
 from depthwidth.measure.stats import matrix_entropy
 from depthwidth.model.gpt import VariableWidthGPT
 from depthwidth.model.spec import ModelSpec
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw_in_process, run_dw
 
 # ---------------------------------------------------------------------------- entropy
 
@@ -227,19 +227,25 @@ def test_sweep_mode_analyses_only_finished_runs_without_an_analysis(run_dir, tmp
     assert json.loads(again.stdout) == [] and not (root / "sw" / "c" / "analysis.json").exists()
 
 
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(run_dir, tmp_path):
-    assert "RUN_DIR" in assert_bad_input(run_dw("analyze", str(tmp_path / "nowhere/")))
-    assert "RUN_DIR" in assert_bad_input(run_dw("analyze", str(tmp_path)))  # a folder, no config.yaml
-    assert "sweep" in assert_bad_input(run_dw("analyze", "no_such_sweep", "--root", str(tmp_path)))
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(run_dir, tmp_path, capsys):
+    def bad(*argv):  # in-process dw: the same exit-code / one-line contract, without a start per case
+        code, out, err = dw_in_process(capsys, "analyze", *argv)
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err + out, (code, err)
+        return lines[0]
+
+    assert "RUN_DIR" in assert_bad_input(run_dw("analyze", str(tmp_path / "nowhere/")))  # one real process
+    assert "RUN_DIR" in bad(str(tmp_path))  # a folder, no config.yaml
+    assert "sweep" in bad("no_such_sweep", "--root", str(tmp_path))
     bare = tmp_path / "bare"
     bare.mkdir()
     shutil.copy(run_dir / "config.yaml", bare / "config.yaml")
-    assert "no valid checkpoint" in assert_bad_input(run_dw("analyze", str(bare)))
-    assert "--checkpoint" in assert_bad_input(run_dw("analyze", str(run_dir), "--checkpoint", "7"))
-    assert "--checkpoint" in assert_bad_input(run_dw("analyze", str(run_dir), "--checkpoint", "last"))
-    assert "--tokens" in assert_bad_input(run_dw("analyze", str(run_dir), "--tokens", "0"))
-    assert "--frobnicate" in assert_bad_input(run_dw("analyze", str(run_dir), "--frobnicate"))
-    assert "--device" in assert_bad_input(run_dw("analyze", str(run_dir), "--device", "tpu"))
+    assert "no valid checkpoint" in bad(str(bare))
+    assert "--checkpoint" in bad(str(run_dir), "--checkpoint", "7")
+    assert "--checkpoint" in bad(str(run_dir), "--checkpoint", "last")
+    assert "--tokens" in bad(str(run_dir), "--tokens", "0")
+    assert "--frobnicate" in bad(str(run_dir), "--frobnicate")
+    assert "--device" in bad(str(run_dir), "--device", "tpu")
     assert not list(bare.glob("analysis*.json")) and not list(tmp_path.glob("analysis*.json"))
 
 

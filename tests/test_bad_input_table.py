@@ -74,6 +74,10 @@ CASES = [
     ("fit", "--runs", "good.csv", "--max-starts", "0"),
     ("fit", "--source", "nosuch", "--runs", "good.csv"),
     ("fit", "--source", "wandb"),
+    ("fit", "--source", "wandb", "--project", "me/proj/x"),
+    ("fit", "--source", "wandb", "--project", "me/what?"),
+    ("sweep", "demo", "tracker=wandb", "tracker.project=a/b"),
+    ("sweep", "demo", "tracker=wandb", "tracker.entity=me:you"),
     ("fit", "../x"),
     # dw report
     ("report", "nosuch"),

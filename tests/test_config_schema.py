@@ -41,6 +41,11 @@ INVALID = [
     (["launcher=slurm", "launcher.array_parallelism=0"], "launcher.array_parallelism"),
     (["tracker=wandb", "tracker.mode=bogus"], "tracker.mode"),
     (["tracker=wandb", "tracker.project=a/b"], "tracker.project"),
+    (["tracker=wandb", "tracker.project='runs#1'"], "tracker.project"),
+    (["tracker=wandb", "tracker.project=what?"], "tracker.project"),
+    (["tracker=wandb", "tracker.project=" + "p" * 129], "tracker.project"),
+    (["tracker=wandb", "tracker.entity=me:you"], "tracker.entity"),
+    (["tracker=wandb", "tracker.entity=a\\b"], "tracker.entity"),
     (["tracker=wandb", "tracker.init_timeout=0"], "tracker.init_timeout"),
     (["tracker=wandb", "tracker.probes=all"], "tracker.probes"),
 ]

@@ -66,13 +66,15 @@ def test_gross_outlier_dropping_moves_the_estimate_back(clean, clean_fit):
     assert abs(v["values"]["drop_5_highest"] - truth) < 0.005
     assert abs(v["values"]["huber_delta=1e-3"] - _nx(clean_fit)) < 0.005
     assert v["spread"] > 0.1
-    # The run bootstrap has the outlier's run in ~63% of its replicates, so the
-    # interval widens by the pull itself (0.067 -> 0.46 wide): spread < interval,
-    # and a single outlier run cannot raise the flag.  Said here so that a change
-    # of method that does raise it is noticed.
+    # The run bootstrap has the outlier's run in ~63% of its replicates, so the baseline's
+    # own interval widens by the pull itself; the fit without the highest-loss points,
+    # bootstrapped alike, keeps the clean width, and against it the spread is flagged.
     lo, hi = ls_clean["derived"]["compute_optimal"]["ci"]["N_exponent"]
     clean_width = hi - lo
-    assert v["ci_width"] > 4 * clean_width and NX not in ls_dirty["sensitivity"]["flagged"]
+    assert v["ci_width"] > 4 * clean_width and v["ci_width"] > v["spread"]  # the baseline's own would hide it
+    assert v["ci_drop_width"] == pytest.approx(clean_width, rel=0.5)
+    assert v["compared_width"] == v["ci_drop_width"] < v["spread"]
+    assert v["flagged"] and NX in ls_dirty["sensitivity"]["flagged"] and v["farthest"] is not None
 
 
 def test_counting_embeddings_moves_the_exponent_beyond_its_interval_and_is_flagged():

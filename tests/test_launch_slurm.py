@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.helpers import run_dw
+from tests.helpers import at_gate, gate_env, run_dw
 from tests.test_launch import tiny_env, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -94,13 +94,12 @@ def test_requeue_and_preemption_signal_resume_from_the_checkpoint(slurm_cluster,
     job's steps, as `--signal=USR2@N` sends it before the time limit (train()
     checkpoints, the task requeues itself).  Both resume in the same run directory
     with one continuous metrics history."""
-    env = tiny_env(tmp_path, steps=400)
-    out = submit(env)
+    env = tiny_env(tmp_path, steps=100)
+    gate = tmp_path / "gate"  # both runs wait before step 20 until their signal reaches them
+    out = submit({**env, **gate_env(gate, 20)})
     assert len(out["jobs"]) == 2
-    by_job = {x["job_id"]: x["run_id"] for x in out["submitted"]}
-    run_dirs = {rid: str(tmp_path / "runs" / "tiny" / rid) for rid in by_job.values()}
     j_requeue, j_signal = sorted(out["jobs"])
-    wait_for(lambda: all(logged_steps(d, 20) for d in run_dirs.values()), 120, "both runs training")
+    wait_for(lambda: at_gate(gate, 20) == 2, 120, "both runs training, at step 20")
     slurm_cluster.sh("scontrol", "requeue", j_requeue)
     slurm_cluster.sh("scancel", "--signal=USR2", j_signal)
     wait_for(lambda: all(r["attempts"] == 2 for r in status(env)["runs"]), 120, "both runs restarted")
@@ -108,7 +107,7 @@ def test_requeue_and_preemption_signal_resume_from_the_checkpoint(slurm_cluster,
     for r in st["runs"]:
         assert r["attempts"] == 2
         steps = metric_steps(r["run_dir"])
-        assert steps == list(range(4, 401, 4)), "one continuous history, no gap, no repeat"
+        assert steps == list(range(4, 101, 4)), "one continuous history, no gap, no repeat"
         text = task_logs(tmp_path)
         assert f"[{r['run_id']}] resuming run {r['run_id']} from step" in text
     assert "Job is pending" not in text  # the SIGUSR2 task requeued itself only, not its array
@@ -119,11 +118,11 @@ def test_requeue_and_preemption_signal_resume_from_the_checkpoint(slurm_cluster,
 
 
 def test_a_cancelled_run_shows_cancelled_and_retry_failed_completes_it(slurm_cluster, tmp_path):
-    env = tiny_env(tmp_path, steps=400)
-    out = submit(env, "--only", "model.depth=1")
-    (job,) = out["jobs"]
-    rid = out["submitted"][0]["run_id"]
-    wait_for(lambda: logged_steps(tmp_path / "runs" / "tiny" / rid, 8), 120, "the run training")
+    env = tiny_env(tmp_path, steps=100)
+    gate = tmp_path / "gate"  # the run waits before step 8 until the cancel's SIGTERM reaches it
+    out = submit({**env, **gate_env(gate, 8)}, "--only", "model.depth=1")
+    (job,), rid = out["jobs"], out["submitted"][0]["run_id"]
+    wait_for(lambda: at_gate(gate, 8) == 1, 120, "the run training, at step 8")
     slurm_cluster.sh("scancel", job)
     st = wait_for(lambda: (s := status(env))["runs"][0]["state"] == "cancelled" and s, 60, "cancelled in dw status")
     p = run_dw("status", "tiny", env=env)
@@ -133,7 +132,7 @@ def test_a_cancelled_run_shows_cancelled_and_retry_failed_completes_it(slurm_clu
     assert [x["run_id"] for x in again["submitted"]] == [rid] and again["jobs"] != [job]
     st = wait_for(lambda: (s := status(env))["counts"]["done"] == 1 and s, 240, "the retried run done")
     assert st["runs"][0]["attempts"] == 2 and st["runs"][0]["jobs"] == [job, again["jobs"][0]]
-    assert metric_steps(st["runs"][0]["run_dir"]) == list(range(4, 401, 4))
+    assert metric_steps(st["runs"][0]["run_dir"]) == list(range(4, 101, 4))
 
 
 def test_pack_puts_four_runs_in_two_array_tasks(slurm_cluster, tmp_path):

@@ -55,50 +55,53 @@ from depthwidth.model.resolve import from_config
 from depthwidth.model.gpt import VariableWidthGPT
 from depthwidth.train import dist, parallel
 w = dist.world_from_env(); dist.init(w, "cpu")
-mode = sys.argv[1]
-spec = from_config(compose(json.loads(sys.argv[2])).model)
-torch.manual_seed(0)
-m = VariableWidthGPT(spec, 16)
-fwd = parallel.apply(m, mode, torch.device("cpu"), "fp32")
-opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-x = torch.randint(0, spec.vocab_size, (2, 16))
-_, loss = fwd(x, x); loss.backward()
 def storage_bytes(ts):  # every distinct storage once: what the allocator holds
     seen = {}
     for t in ts:
         t = parallel.local(t)
         seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
     return sum(seen.values())
-grads = storage_bytes([p.grad for p in m.parameters()])
-params = storage_bytes(list(m.parameters()))
-opt.step()
-optim = storage_bytes([v for st in opt.state.values() for v in st.values() if torch.is_tensor(v)])
-with open(os.path.join(sys.argv[3], f"rank{w.rank}.json"), "w") as f:  # one file per rank: no interleaved output
-    json.dump({"rank": w.rank, "params": params, "grads": grads, "optimizer": optim}, f)
+for i, (mode, overrides) in enumerate(json.loads(sys.argv[1])):  # several layouts, one process group
+    spec = from_config(compose(overrides).model)
+    torch.manual_seed(0)
+    m = VariableWidthGPT(spec, 16)
+    fwd = parallel.apply(m, mode, torch.device("cpu"), "fp32")
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    x = torch.randint(0, spec.vocab_size, (2, 16))
+    _, loss = fwd(x, x); loss.backward()
+    grads = storage_bytes([p.grad for p in m.parameters()])
+    params = storage_bytes(list(m.parameters()))
+    opt.step()
+    optim = storage_bytes([v for st in opt.state.values() for v in st.values() if torch.is_tensor(v)])
+    with open(os.path.join(sys.argv[2], f"case{i}-rank{w.rank}.json"), "w") as f:  # one file per rank
+        json.dump({"rank": w.rank, "params": params, "grads": grads, "optimizer": optim}, f)
+    del m, fwd, opt
 dist.shutdown(w)
 '''
 
 
-@pytest.mark.parametrize("mode, n, name", [("single", 1, "x"), ("ddp", 2, "x"), ("fsdp", 2, "x"),
-                                          ("fsdp", 2, "vwt-x"), ("fsdp", 3, "proj")])
-def test_static_bytes_equal_every_tensor_on_every_rank(tmp_path, mode, n, name):
+@pytest.mark.parametrize("n, cases", [(1, [("single", "x")]), (2, [("ddp", "x"), ("fsdp", "x"), ("fsdp", "vwt-x")]),
+                                      (3, [("fsdp", "proj")])])
+def test_static_bytes_equal_every_tensor_on_every_rank(tmp_path, n, cases):
+    """One launch of n processes measures every layout of ``cases`` in turn."""
     script = tmp_path / "count.py"
     script.write_text(COUNT)
     env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH", str(REPO)), OMP_NUM_THREADS="1")
     out = tmp_path / "out"
     out.mkdir()
-    cmd = [sys.executable, str(script), mode, json.dumps(CONFIGS[name]), str(out)]
+    cmd = [sys.executable, str(script), json.dumps([(mode, CONFIGS[name]) for mode, name in cases]), str(out)]
     if n > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}", f"--master_port={_free_port()}",
                *cmd[1:]]
     p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
-    got = [json.loads(f.read_text()) for f in sorted(out.glob("rank*.json"))]
-    assert sorted(r["rank"] for r in got) == list(range(n))
-    spec = _spec(name)
-    for r in got:
-        want = memory.static_bytes(spec, mode, n, rank=r["rank"])
-        assert {k: r[k] for k in want} == want, r["rank"]
+    for i, (mode, name) in enumerate(cases):
+        got = [json.loads(f.read_text()) for f in sorted(out.glob(f"case{i}-rank*.json"))]
+        assert sorted(r["rank"] for r in got) == list(range(n)), (mode, name)
+        spec = _spec(name)
+        for r in got:
+            want = memory.static_bytes(spec, mode, n, rank=r["rank"])
+            assert {k: r[k] for k in want} == want, (mode, name, r["rank"])
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

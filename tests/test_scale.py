@@ -47,11 +47,25 @@ def _torchrun(n, args, timeout=600, quiet=True):
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    """The 1-process run of each model, trained once for every layout compared with it."""
+    done = {}
+
+    def run(model):
+        if model not in done:
+            d = tmp_path_factory.mktemp(f"one-{model}")
+            args = [*MODELS[model], *BASE, "train.batch_size=8", "train.steps=6"]
+            assert run_dw("train", *args, f"run.dir={d}").returncode == 0
+            done[model] = d
+        return done[model]
+    return run
+
+
 @pytest.mark.parametrize("model", ["uniform", "x"])
-def test_four_micro_batches_of_two_equal_one_batch_of_eight(tmp_path, model):
+def test_four_micro_batches_of_two_equal_one_batch_of_eight(tmp_path, one_process, model):
     args = [*MODELS[model], *BASE, "train.batch_size=8", "train.steps=6"]
-    one, acc = tmp_path / "one", tmp_path / "acc"
-    assert run_dw("train", *args, f"run.dir={one}").returncode == 0
+    one, acc = one_process(model), tmp_path / "acc"
     p = run_dw("train", *args, "train.micro_batch_size=2", f"run.dir={acc}")
     assert p.returncode == 0, p.stderr
     assert "micro-batch 2 x 4" in p.stderr
@@ -89,16 +103,16 @@ def test_activation_checkpointing_leaves_gradients_unchanged():
         torch.testing.assert_close(grads[1][n], grads[0][n], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("mode, model, micro", [("fsdp", "uniform", None), ("fsdp", "x", None), ("fsdp", "proj", None),
-                                                ("ddp", "x", None), ("ddp", "proj", None), ("fsdp", "x", 2),
+# DDP wraps any model alike, so its cases are the accumulation and the MoE counts; FSDP shards
+# block by block, so every block kind (variable widths, projections, experts) has a case.
+@pytest.mark.parametrize("mode, model, micro", [("fsdp", "x", None), ("fsdp", "proj", None), ("fsdp", "x", 2),
                                                 ("ddp", "uniform", 2), ("fsdp", "moe", None), ("ddp", "moe", None),
                                                 ("ddp", "moe_noaux", 2)])
-def test_two_processes_train_the_same_model_as_one(tmp_path, mode, model, micro):
+def test_two_processes_train_the_same_model_as_one(tmp_path, one_process, mode, model, micro):
     """micro=2: each process accumulates 2 micro-batches of 2 sequences (DDP syncs on the
     last; FSDP reduce-scatters each into the shards)."""
     args = [*MODELS[model], *BASE, "train.batch_size=8", "train.steps=6"]
-    one, two = tmp_path / "one", tmp_path / "two"
-    assert run_dw("train", *args, f"run.dir={one}").returncode == 0
+    one, two = one_process(model), tmp_path / "two"
     extra = [f"train.micro_batch_size={micro}"] if micro else []
     p = _torchrun(2, [*args, *extra, f"train.parallel={mode}", f"run.dir={two}"])
     assert p.returncode == 0, p.stderr[-3000:]

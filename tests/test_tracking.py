@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from depthwidth.core.atomic import read_jsonl
-from depthwidth.track.mirror import wandb_records
+from depthwidth.track.wandb_log import history_steps, records
 from tests.helpers import REPO
 
 TINY = ["model.depth=2", "model.width=64", "train.batch_size=8", "train.seq_len=64", "train.threads=1",
@@ -47,12 +47,8 @@ def run_dw(*args, env):
 
 def inspect(wandb_file: Path) -> dict:
     """config, history rows (in order) and merged summary of one .wandb file, via wandb's reader."""
-    p = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(wandb_file)],
-                       capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
     out = {"run": None, "history": [], "summary": {}, "exit": None}
-    for line in p.stdout.splitlines():
-        r = json.loads(line)
+    for r in records(wandb_file):
         kind = r["type"]
         if kind == "run":
             out["run"] = r["run"]
@@ -227,8 +223,7 @@ def test_wandb_failure_at_start_training_finishes_and_key_stays_out(tmp_path):
 
 
 def _steps_in(files) -> list[int]:
-    return [int(r.history.step.num) for f in files for r in wandb_records(f)
-            if r.WhichOneof("record_type") == "history"]
+    return [s for f in files for s in history_steps(f)]
 
 
 def test_mirror_skips_what_wandb_holds_and_backfills_what_it_lost(tmp_path, monkeypatch):
@@ -272,10 +267,8 @@ def test_mirror_skips_what_wandb_holds_and_backfills_what_it_lost(tmp_path, monk
     assert warnings == []
     steps = _steps_in(segments(d))
     assert steps == list(range(5, 51, 5))
-    last = [r.history for r in wandb_records(segments(d)[-1])
-            if r.WhichOneof("record_type") == "history"]
-    items = {it.nested_key[0] if it.nested_key else it.key: it.value_json for it in last[1].item}
-    assert json.loads(items["loss"]) == 1.0 / 40 and "probes/grad_norm/block" in items
+    last = [r["history"]["item"] for r in records(segments(d)[-1]) if r["type"] == "history"]
+    assert last[1]["loss"] == 1.0 / 40 and last[1]["probes/grad_norm/block.values"] == [0.5, 40]
 
 
 def test_run_names_and_job_types():
@@ -308,3 +301,36 @@ def test_bad_tracker_settings_are_bad_input(tmp_path):
     p = run_dw("train", *TINY, "train.steps=5", "tracker=wandb", "tracker.mode=sometimes",
                f"run.dir={tmp_path / 'r'}", env=wandb_env(tmp_path))
     assert "tracker.mode" in assert_bad_input(p)
+
+
+def test_a_segment_wandb_cannot_read_turns_the_mirror_off_loudly(tmp_path, monkeypatch):
+    """A .wandb file W&B's reader refuses (here: a foreign header, as a format change would
+    give) must not be guessed around: the mirror says so once and the run keeps its files."""
+    import pytest
+
+    from depthwidth.config.compose import compose
+    from depthwidth.track.tracker import make_tracker
+    from depthwidth.track.wandb_log import WandbLogError, last_history_step
+
+    for k in [k for k in os.environ if k.startswith("WANDB_")]:
+        monkeypatch.delenv(k)
+    for k, v in wandb_env(tmp_path).items():
+        if k.startswith("WANDB_") or k == "NETRC":
+            monkeypatch.setenv(k, v)
+    d = tmp_path / "run"
+    seg = d / "wandb" / "offline-run-20260101_000000-rid" / "run-rid.wandb"
+    seg.parent.mkdir(parents=True)
+    seg.write_bytes(b"NOTW&B\x00" + bytes(64))
+    with pytest.raises(WandbLogError, match="invalid W&B identifier"):
+        last_history_step([seg])
+    warnings = []
+    t = make_tracker(compose(["tracker=wandb", "run.sweep=unit"]), d, "rid", {"run": {"sweep": "unit"}},
+                     log=warnings.append)
+    t.rewind(10)
+    t.log({"step": 15, "tokens": 1, "loss": 1.0})
+    t.flush()
+    t.finish({"status": "done"})
+    assert len(warnings) == 1 and "W&B read of the earlier offline segments failed" in warnings[0]
+    assert "invalid W&B identifier" in warnings[0] and "continuing without W&B" in warnings[0]
+    assert [r["step"] for r in read_jsonl(d / "metrics.jsonl")] == [15]
+    assert len(segments(d)) == 1  # no new segment written beside the one it could not read

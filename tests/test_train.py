@@ -13,17 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, assert_bad_input, run_dw
+from tests.helpers import REPO, assert_bad_input, gate_env, run_dw
 
 TIMING = ("tokens_per_s", "mfu")  # wall-clock fields: the only ones allowed to differ
 TINY = [
     "model.depth=2", "model.width=64", "train.batch_size=8", "train.seq_len=64",
     "train.threads=1", "train.log_every=5", "probe.every=10",
 ]
-# Slow enough per step (~20 ms) that a signal lands mid-run, small enough for CI.
-SLOWER = ["model.depth=4", "model.width=128", "train.batch_size=16", "train.seq_len=64",
-          "train.threads=1", "train.log_every=5", "probe.every=10"]
-
 
 def _metrics(run_dir: Path) -> list[dict]:
     rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -34,8 +30,8 @@ def _summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def _spawn(args, **kw):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+def _spawn(args, env=None, **kw):
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "depthwidth", "train", "--quiet", *args],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
@@ -76,10 +72,12 @@ def test_train_writes_run_dir(tmp_path):
 
 def test_sigkill_then_resume_is_exact(tmp_path):
     ref, cut = tmp_path / "ref", tmp_path / "cut"
-    args = [*SLOWER, "train.steps=40", "train.ckpt_every=20"]
+    args = [*TINY, "train.steps=40", "train.ckpt_every=20"]
     assert run_dw("train", *args, f"run.dir={ref}").returncode == 0
-    proc = _spawn([*args, f"run.dir={cut}"])
-    _wait_for(cut / "ckpt" / "step_00000020" / "MANIFEST")  # the checkpoint is complete once renamed into place
+    gate = tmp_path / "gate"  # the run waits before step 25, past its step-20 checkpoint, to be killed there
+    proc = _spawn([*args, f"run.dir={cut}"], env=gate_env(gate, 25))
+    _wait_for(gate / f"at-25-{proc.pid}")
+    assert (cut / "ckpt" / "step_00000020" / "MANIFEST").exists()  # complete once renamed into place
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
@@ -96,17 +94,18 @@ def test_sigkill_then_resume_is_exact(tmp_path):
 
 def test_sigusr2_checkpoints_and_exits_for_requeue(tmp_path):
     ref, cut = tmp_path / "ref", tmp_path / "cut"
-    args = [*SLOWER, "train.steps=40", "train.ckpt_every=100"]
+    args = [*TINY, "train.steps=40", "train.ckpt_every=100"]
     assert run_dw("train", *args, f"run.dir={ref}").returncode == 0
-    proc = _spawn([*args, f"run.dir={cut}"])
-    _wait_for(cut / "probes.jsonl")  # step 10 done: the loop is running
+    gate = tmp_path / "gate"  # the run waits before step 10 until the signal reaches it
+    proc = _spawn([*args, f"run.dir={cut}"], env=gate_env(gate, 10))
+    _wait_for(gate / f"at-10-{proc.pid}")
     proc.send_signal(signal.SIGUSR2)
     proc.wait(timeout=120)
     assert proc.returncode == 3, proc.stderr.read()
     s = _summary(cut)
     assert s["status"] == "preempted" and "SIGUSR2" in s["reason"]
     ckpts = sorted((cut / "ckpt").glob("step_*"))
-    assert len(ckpts) == 1 and int(ckpts[0].name.split("_")[1]) == s["steps"] < 40
+    assert len(ckpts) == 1 and int(ckpts[0].name.split("_")[1]) == s["steps"] == 11
     p = run_dw("train", *args, f"run.dir={cut}")
     assert p.returncode == 0, p.stderr
     assert _metrics(cut) == _metrics(ref)

@@ -75,7 +75,7 @@ def _sensitivity(c, s: dict, quantum: int | None = None) -> None:
     from rich.table import Table
 
     from depthwidth.fit.identify import below_floor
-    from depthwidth.fit.sensitivity import summary_line
+    from depthwidth.fit.sensitivity import WIDTH_NOTE, summary_line
 
     fitted = [r for r in s["choices"] if "values" in r]
     t = Table(title="sensitivity: value under each fitting choice")
@@ -87,7 +87,7 @@ def _sensitivity(c, s: dict, quantum: int | None = None) -> None:
     for k, v in s["numbers"].items():
         vals = [v["values"].get(r["key"]) for r in fitted]
         t.add_row(esc(k), *["not identified" if below_floor(k, x, quantum) else _f(x) for x in vals],
-                  _f(v["spread"]), _f(v["ci_width"]),
+                  _f(v["spread"]), _f(v.get("compared_width", v["ci_width"])),
                   f"[red]spread > CI[/red] ({esc(_short_of(s, v['farthest']))})" if v["flagged"] else "")
     c.print(t)
     for r in fitted:
@@ -95,4 +95,5 @@ def _sensitivity(c, s: dict, quantum: int | None = None) -> None:
     for r in s["choices"]:
         if "skipped" in r:
             c.print(esc(f"  {r['short']}: skipped ({r['skipped']})"))
+    c.print(esc(f"  CI width: {WIDTH_NOTE}"))
     c.print(esc(summary_line(s)) + (f" ({s['note']})" if s.get("note") else ""))

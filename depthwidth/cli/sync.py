@@ -34,11 +34,12 @@ class Segment:
 
 
 def _finished(path: Path) -> bool:
-    from depthwidth.track.mirror import wandb_records
+    """The segment's run recorded its exit (W&B's reader; unreadable: not known to be finished)."""
+    from depthwidth.track.wandb_log import WandbLogError, finished
 
     try:
-        return any(r.WhichOneof("record_type") == "exit" for r in wandb_records(path))
-    except Exception:
+        return finished(path)
+    except WandbLogError:
         return False
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
@@ -44,10 +45,18 @@ class Range:
     lt: float | None = None
     choices: tuple = ()
     allowed: str | None = None  # the message's "allowed:" text, when the generated one would be unclear
+    pattern: str | None = None  # a string must match it whole (re.fullmatch)
 
 
-def setting(ge=None, gt=None, le=None, lt=None, choices=(), allowed=None):
-    return field(metadata={"range": Range(ge, gt, le, lt, tuple(choices), allowed)})
+def setting(ge=None, gt=None, le=None, lt=None, choices=(), allowed=None, pattern=None):
+    return field(metadata={"range": Range(ge, gt, le, lt, tuple(choices), allowed, pattern)})
+
+
+# W&B refuses these characters in project and entity names, and names over 128 characters
+WANDB_NAME = r"[^/\\#?%:]{1,128}"
+WANDB_NAME_ALLOWED = "1-128 characters, none of / \\ # ? % :"
+WANDB_ENTITY = r"[^/\\#?%:\s]{1,128}"  # a user or team name: no spaces either
+WANDB_ENTITY_ALLOWED = "1-128 characters, no spaces, none of / \\ # ? % :"
 
 
 # ---------------------------------------------------------------------------
@@ -158,8 +167,9 @@ class NoTracker:
 @dataclass
 class WandbTracker:
     name: str = setting(choices=("wandb",))
-    project: str = setting(allowed="a W&B project name (no '/'; the entity goes in tracker.entity)")
-    entity: Optional[str] = setting()
+    project: str = setting(pattern=WANDB_NAME, allowed=f"a W&B project name: {WANDB_NAME_ALLOWED} "
+                                                     "(the entity goes in tracker.entity)")
+    entity: Optional[str] = setting(pattern=WANDB_ENTITY, allowed=f"a W&B entity: {WANDB_ENTITY_ALLOWED}, or null")
     mode: str = setting(choices=("auto", "online", "offline"))
     init_timeout: float = setting(gt=0, allowed="seconds > 0")
     finish_timeout: float = setting(gt=0, allowed="seconds > 0")
@@ -263,9 +273,7 @@ def _ok(v: Any, tp: Any, r: Range) -> bool:
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     elif tp is str:
         ok = isinstance(v, str) and (not r.choices or v in r.choices) and (not r.allowed or v != "")
-        if ok and "no '/'" in (r.allowed or ""):
-            ok = "/" not in v
-        return ok
+        return ok and (r.pattern is None or re.fullmatch(r.pattern, v) is not None)
     elif tp is Time:
         return (isinstance(v, int) and not isinstance(v, bool) and v > 0) or (
             isinstance(v, str) and v.replace(":", "").replace("-", "").isdigit())

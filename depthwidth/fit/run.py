@@ -286,7 +286,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     if sensitivity:
         res["sensitivity"] = jsonable(sensitivity_fn(clean, lw, delta=delta, max_starts=max_starts, pins=pin_vals,
                                                      seed=seed, widths=widths, ci={**ci, **dci} if bootstrap else {},
-                                                     base=fr))
+                                                     base=fr, boot=(bootstrap, level)))
     if holdout_k is not None:
         res["holdout"] = holdout_fn(clean, lw, k=holdout_k, bootstrap_n=bootstrap, level=level, pins=pin_vals,
                                     delta=delta, seed=seed, max_starts=max_starts)

@@ -6,7 +6,7 @@ from depthwidth.fit.holdout import summary_line as holdout_line
 from depthwidth.fit.identify import below_floor, not_identified_line, rests_on
 from depthwidth.fit.isoflop import summary_lines as isoflop_lines
 from depthwidth.fit.prefer import preferred
-from depthwidth.fit.sensitivity import summary_line as sensitivity_line
+from depthwidth.fit.sensitivity import WIDTH_NOTE, summary_line as sensitivity_line
 from depthwidth.report.model import Col, Table
 
 
@@ -75,13 +75,14 @@ def rest_tables(fit) -> dict:
         for k, v in s["numbers"].items():
             vals = {r["key"]: v["values"].get(r["key"]) for r in fitted}
             rows.append({"number": k, **{c: "not identified" if below_floor(k, x, q) else x for c, x in vals.items()},
-                         "spread": v["spread"], "ci_width": v["ci_width"], "flagged": v["flagged"],
+                         "spread": v["spread"], "ci_width": v.get("compared_width", v["ci_width"]), "flagged": v["flagged"],
                          "farthest": v.get("farthest")})
         cols = ([Col("number", "number")] + [Col(r["key"], r["short"], "{:.4g}") for r in fitted]
                 + [Col("spread", "spread", "{:.4g}"), Col("ci_width", "CI width", "{:.4g}"), Col("flagged", "spread > CI"),
                    Col("farthest", "moved most by")])
         t = Table("fit_sensitivity", "Sensitivity: each number under each fitting choice", cols, rows)
         t.notes.append(sensitivity_line(s))
+        t.notes.append(f"CI width: {WIDTH_NOTE}")
         t.notes += [f"{r['short']}: skipped ({r['skipped']})" for r in s["choices"] if "skipped" in r]
         out["fit_sensitivity"] = t
     return out

@@ -7,7 +7,8 @@ so every restart continues the same W&B run.  Its files live in
 
 No step is sent twice and none is left out: at each start the mirror asks the
 destination what it already holds (online: the server's last step; offline:
-the newest history step in this run's earlier ``.wandb`` segments), sends the
+the newest history step in this run's earlier ``.wandb`` segments, read by
+W&B's own reader: wandb_log.py), sends the
 local rows between that step and the resume step again (backfill), and skips
 replayed rows it already holds.  Rows of one step (metrics + probes) go out as
 one W&B history row, in step order.
@@ -21,13 +22,12 @@ from __future__ import annotations
 
 import math
 import os
-import struct
 import time
-import zlib
 from pathlib import Path
 
 from depthwidth.core.atomic import read_jsonl
 from depthwidth.model.shapes import ALIASES
+from depthwidth.track.wandb_log import WandbLogError, finished, last_history_step
 
 FLUSH_S = 2.0  # W&B writes its .wandb file this often (its default, 15 s, loses more on a kill)
 OFFLINE_WAIT_S = 60.0  # the least an offline start waits for the local W&B service
@@ -73,69 +73,10 @@ def run_name(config: dict, seed_in_name: bool = False) -> str:
 # 2 first, 3 middle, 4 last), data.  A chunk header never straddles a block
 # end (the tail is zero padding).  Each reassembled record is a protobuf
 # ``wandb.proto.wandb_internal_pb2.Record``.
-_BLOCK = 32768
-
-
-_HDR = 7
-
-
-def wandb_records(path: str | os.PathLike):
-    """The protobuf records of a .wandb file, in order; stops quietly at a torn or
-    corrupt tail (a killed writer)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data = Path(path).read_bytes()
-    if data[:4] != b":W&B" or len(data) < _HDR:
-        return
-    pos, parts = _HDR, []
-    while pos + _HDR <= len(data):
-        room = _BLOCK - pos % _BLOCK
-        if room < _HDR:
-            pos += room
-            continue
-        crc, n, kind = struct.unpack("<IHB", data[pos:pos + _HDR])
-        if n == 0 and kind == 0:
-            pos += room  # zero padding to the block end
-            continue
-        chunk = data[pos + _HDR:pos + _HDR + n]
-        if len(chunk) < n or zlib.crc32(bytes([kind]) + chunk) != crc:
-            return
-        pos += _HDR + n
-        if kind == 1:
-            parts = [chunk]
-        elif kind in (2, 3):
-            parts = [chunk] if kind == 2 else parts + [chunk]
-            continue
-        elif kind == 4:
-            parts.append(chunk)
-        else:
-            return
-        rec = pb.Record()
-        try:
-            rec.ParseFromString(b"".join(parts))
-        except Exception:
-            return
-        parts = []
-        yield rec
-
-
 def offline_segments(run_dir: Path, run_id: str) -> list[Path]:
     """This run's offline .wandb files under RUN_DIR/wandb, oldest first."""
     d = Path(run_dir) / "wandb"
     return sorted(d.glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")) if d.is_dir() else []
-
-
-def last_history_step(files) -> int:
-    """The largest history step recorded in these .wandb files (-1: none)."""
-    last = -1
-    for f in files:
-        try:
-            for r in wandb_records(f):
-                if r.WhichOneof("record_type") == "history" and r.history.HasField("step"):
-                    last = max(last, int(r.history.step.num))
-        except OSError:
-            continue
-    return last
 
 
 def _settle(segs: list[Path], quiet_s: float = FLUSH_S + 1.0) -> None:
@@ -148,8 +89,11 @@ def _settle(segs: list[Path], quiet_s: float = FLUSH_S + 1.0) -> None:
             age = time.time() - segs[-1].stat().st_mtime
         except OSError:
             return
-        if age >= quiet_s or any(r.WhichOneof("record_type") == "exit" for r in wandb_records(segs[-1])):
-            return
+        try:
+            if age >= quiet_s or finished(segs[-1]):
+                return
+        except WandbLogError:
+            return  # start() reads the segments again and reports it
         time.sleep(quiet_s - age)
 
 
@@ -258,7 +202,10 @@ class WandbMirror:
             mode = env if env in ("online", "offline") else ("online" if credentials_configured() else "offline")
         segs = offline_segments(self.dir, self.run_id)
         _settle(segs)
-        offline_last = last_history_step(segs)
+        try:
+            offline_last = last_history_step(segs)  # what earlier starts already hold
+        except WandbLogError as e:
+            return self._fail("read of the earlier offline segments", e)
         _new_second(segs)
         try:
             try:

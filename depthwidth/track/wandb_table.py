@@ -16,13 +16,14 @@ from __future__ import annotations
 import math
 import re
 
+from depthwidth.config.schema import WANDB_ENTITY, WANDB_ENTITY_ALLOWED, WANDB_NAME, WANDB_NAME_ALLOWED
 from depthwidth.core.errors import BadInput, WorkFailed
 from depthwidth.model.shapes import ALIASES
 from depthwidth.track.table import TABLE_COLUMNS, mean_width
 
 # W&B run states -> dw status, for runs whose summary has no dw status
 _STATES = {"running": "running", "pending": "pending", "finished": "done"}
-_PROJECT = re.compile(r"[^/\s]+/[^/\s]+")
+_PROJECT = re.compile(f"{WANDB_ENTITY}/{WANDB_NAME}")
 
 
 def _num(x) -> float:
@@ -84,7 +85,8 @@ def run_table_from_wandb(project: str, group: str | None = None, api=None):
     import pandas as pd
 
     if not isinstance(project, str) or not _PROJECT.fullmatch(project):
-        raise BadInput(f"bad value for --project: {project!r} (allowed: ENTITY/PROJECT)")
+        raise BadInput(f"bad value for --project: {project!r} (allowed: ENTITY/PROJECT; "
+                       f"ENTITY {WANDB_ENTITY_ALLOWED}; PROJECT {WANDB_NAME_ALLOWED})")
     if api is None:
         try:
             import wandb

@@ -16,9 +16,9 @@ import pytest
 
 from depthwidth.launch import status as status_mod
 from depthwidth.core.atomic import read_jsonl
-from tests.helpers import run_dw
+from tests.helpers import at_gate, gate_env, run_dw
 from tests.test_launch import tiny_env, wait_for
-from tests.test_launch_slurm import logged_steps, status, submit
+from tests.test_launch_slurm import status, submit
 from tests.test_status import _fake_sweep
 
 FAILING = "#!/bin/sh\necho 'sacct: error: Problem talking to the database: Connection refused' >&2\nexit 1\n"
@@ -65,12 +65,12 @@ def test_status_says_unknown_not_lost(tmp_path, monkeypatch, sacct, why, ledger)
 def test_retry_failed_refuses_a_running_job_whose_state_is_unknown(slurm_cluster, tmp_path, ledger):
     """A run trains on the real cluster; sacct then fails (a failing sacct first on PATH).
     --retry-failed must not submit a second job into the same run directory."""
-    env = tiny_env(tmp_path, steps=400)
-    out = submit(env, "--only", "model.depth=1")
+    env = tiny_env(tmp_path, steps=100)
+    gate = tmp_path / "gate"  # the run waits before step 8, running, until the final scancel
+    out = submit({**env, **gate_env(gate, 8)}, "--only", "model.depth=1")
     (job,) = out["jobs"]
-    rid = out["submitted"][0]["run_id"]
     try:
-        wait_for(lambda: logged_steps(tmp_path / "runs" / "tiny" / rid, 8), 120, "the run training")
+        wait_for(lambda: at_gate(gate, 8) == 1, 120, "the run training, at step 8")
         broken = {**env, "PATH": _bin(tmp_path, FAILING) + os.pathsep + os.environ["PATH"]}
         assert status(broken)["runs"][0]["state"] == "unknown"
         p = run_dw("sweep", "tiny", "launcher=slurm", "--retry-failed", "--only", "model.depth=1", "--json", env=broken)

@@ -1,7 +1,8 @@
 """Three requeues of one run on the real cluster, one of them inside a WSD decay branch:
 one continuous metrics history, and the final numbers of the same run trained without
-preemption.  Each SIGUSR2 is sent only once the previous attempt is training again
-(an event: its metrics file grew past the step it resumed from)."""
+preemption, and one W&B run (tracker=wandb, offline; its four segments uploaded
+by the real ``wandb sync`` to tests/wandb_server.py hold every step once).  Each SIGUSR2 is sent while the run waits at a gate before that step
+(tests/gate: it goes on once the signal reached it), so no signal races the run."""
 
 from __future__ import annotations
 
@@ -9,40 +10,53 @@ import json
 
 import pytest
 
-from tests.helpers import run_dw
+from tests.helpers import at_gate, gate_env, run_dw
 from tests.test_launch import tiny_env, wait_for
-from tests.test_launch_slurm import logged_steps, metric_steps, status, submit, task_logs
+from tests.test_launch_slurm import metric_steps, status, submit, task_logs
+from tests.test_tracking import segments, wandb_env
+from tests.wandb_server import WandbServer
 
 pytestmark = pytest.mark.slurm
 TPS = 4 * 32  # tiny_env: batch 4 x seq 32
-# the budget of 400 steps decays over its last 200: its branch forks at step 200 of 500
-WSD = ["optim.schedule=wsd", "optim.warmup=4", "optim.decay_fraction=0.5", f"train.budgets=[{400 * TPS}]"]
+# the budget of 200 steps decays over its last 100: its branch forks at step 100 of 250
+WSD = ["optim.schedule=wsd", "optim.warmup=4", "optim.decay_fraction=0.5", f"train.budgets=[{200 * TPS}]"]
 
 
 def test_three_requeues_one_in_a_branch_give_the_unpreempted_run(slurm_cluster, tmp_path, ledger):
-    env = tiny_env(tmp_path, steps=500, widths="[128]", depths="[4]")
-    out = submit(env, *WSD)
+    env = tiny_env(tmp_path, steps=250, widths="[32]", depths="[2]")
+    env = wandb_env(tmp_path, **env)  # no W&B key: tracker=wandb logs offline
+    gate = tmp_path / "gate"
+    out = submit({**env, **gate_env(gate, 20, 100, 160)}, *WSD, "tracker=wandb")
     ((job,), (rid,)) = out["jobs"], [x["run_id"] for x in out["submitted"]]
     d = tmp_path / "runs" / "tiny" / rid
     starts = lambda: status(env)["runs"][0]["attempts"]  # noqa: E731
     try:
-        for k, at in enumerate((40, 200, 320)):  # 200: the fork's metrics line; the branch trains next
-            wait_for(lambda: starts() == k + 1 and logged_steps(d, at), 300, f"attempt {k + 1} at step {at}")
+        for k, at in enumerate((20, 100, 160)):  # 100: the fork; the gate holds the branch's first step
+            wait_for(lambda: at_gate(gate, at) == 1 and starts() == k + 1, 300, f"attempt {k + 1} at step {at}")
             slurm_cluster.sh("scancel", "--signal=USR2", job)
         st = wait_for(lambda: (s := status(env))["counts"]["done"] == 1 and s, 600, "the run done")
     finally:
         slurm_cluster.sh("scancel", job, check=False)
     text = task_logs(tmp_path)
     assert st["runs"][0]["attempts"] == 4 and text.count("exiting for requeue") == 3
-    assert "(in the decay branch to step 400); exiting for requeue" in text  # one stop inside the branch
-    assert "resuming the decay branch to step 400 at step" in text  # ... continued where it stopped
+    assert "(in the decay branch to step 200); exiting for requeue" in text  # one stop inside the branch
+    assert "resuming the decay branch to step 200 at step" in text  # ... continued where it stopped
 
     ref = tmp_path / "ref"
-    overrides = [o for o in st["runs"][0]["overrides"] if not o.startswith("run.dir=")]
+    overrides = [o for o in st["runs"][0]["overrides"] if not o.startswith(("run.dir=", "tracker="))]
     p = run_dw("train", *overrides, f"run.dir={ref}", env=env)
     assert p.returncode == 0, p.stderr
     steps, want = metric_steps(d), metric_steps(ref)
     ledger(faults=3, recovered=1, lost=len(set(want) - set(steps)), duplicates=len(steps) - len(set(steps)))
-    assert steps == want == list(range(4, 501, 4))  # one continuous history, no gap, no repeat
+    assert steps == want == list(range(4, 251, 4))  # one continuous history, no gap, no repeat
     a, b = (json.loads((x / "summary.json").read_text()) for x in (ref, d))
     assert b["budgets"] == a["budgets"] and b["final_val_loss"] == a["final_val_loss"]
+    # one W&B run across the four attempts: four offline segments of run id rid, uploaded in order
+    segs = segments(d)
+    assert len(segs) == 4 and {f.name for f in segs} == {f"run-{rid}.wandb"}
+    with WandbServer() as srv:
+        p = run_dw("sync", "tiny", env={**env, "WANDB_API_KEY": "0" * 40, "WANDB_BASE_URL": srv.url})
+    assert p.returncode == 0, p.stderr
+    assert srv.steps(rid) == want and set(srv.completed) == {rid}  # every step once, one run id
+    ledger(faults=0, recovered=0, lost=len(set(want) - set(srv.steps(rid))),
+           duplicates=len(srv.steps(rid)) - len(set(srv.steps(rid))))

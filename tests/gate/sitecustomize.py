@@ -1,0 +1,50 @@
+"""A gate in a training run, for tests that signal a run while it trains.
+
+A test that sends SIGUSR2 "once the run is past step N" races the run: on a fast
+machine it may finish before the signal lands.  With this directory first on
+PYTHONPATH and ``DW_TEST_GATE=DIR:STEP[,STEP...]`` in the environment of the job,
+every Python process that trains stops before step STEP (STEP steps done; in a
+decay branch too), writes ``DIR/at-STEP-<pid>`` and waits until a stop signal reaches that process
+(dw's own handler runs, sets its flag, and the step goes on as it would have
+mid-step) or ``DIR/open`` exists.  So a test waits for the gate files, sends the
+signal, and the run cannot have finished before it lands.  A gate that let a
+process through writes ``DIR/passed-STEP``: later attempts pass it.
+
+Nothing in dw knows about this: it wraps ``optim.lr_at`` (called once per step
+with the number of steps done) from outside, as tests/reliability/faults.py does.
+The test helpers are ``tests.helpers.gate_env`` and ``tests.helpers.open_gate``.
+"""
+
+import os
+
+_spec = os.environ.get("DW_TEST_GATE", "")
+if _spec:
+    import functools
+    import time
+    from pathlib import Path
+
+    _dir, _step = _spec.rsplit(":", 1)
+    _gate, _at = Path(_dir), {int(x) for x in _step.split(",")}
+
+    from depthwidth.train import optim as _optim
+    from depthwidth.train import signals as _signals
+
+    _real, _on_signal = _optim.lr_at, _signals.StopFlag._on_signal
+    _signalled = []
+
+    def _noted(self, signum, frame):
+        _signalled.append(signum)
+        return _on_signal(self, signum, frame)
+
+    @functools.wraps(_real)
+    def _gated(step, total, *a, **kw):
+        passed = _gate / f"passed-{step}"
+        if step in _at and not passed.exists() and not (_gate / "open").exists():
+            (_gate / f"at-{step}-{os.getpid()}").write_text(str(step))
+            while not _signalled and not (_gate / "open").exists():
+                time.sleep(0.05)
+            passed.write_text("")
+        return _real(step, total, *a, **kw)
+
+    _optim.lr_at = _gated
+    _signals.StopFlag._on_signal = _noted
