@@ -5,7 +5,9 @@ segment per start of the run, all with the same W&B run id.  ``dw sync``
 hands the segments that are not synced yet to ``wandb sync`` in one call:
 several runs at a time (``--parallel``), the segments of one run in start
 order, with W&B's progress display.  W&B marks each uploaded segment with a
-``run-ID.wandb.synced`` file next to it; those are skipped next time.  A
+``run-ID.wandb.synced`` file next to it; those are skipped next time.
+``wandb sync`` runs in the sweep's directory, so its own logs go to
+``runs/NAME/wandb/logs``, not to wherever dw was started.  A
 segment still being written (no exit record, modified in the last
 ``LIVE_S`` seconds) is left for later.
 """
@@ -65,10 +67,11 @@ def find_segments(name: str) -> list[Segment]:
     return out
 
 
-def wandb_sync(files: list[str], parallel: int) -> int:
-    """``wandb sync -n PARALLEL FILES`` in a subprocess (its progress on the terminal)."""
-    cmd = [sys.executable, "-m", "wandb", "sync", "-n", str(parallel), *files]
-    return subprocess.run(cmd).returncode
+def wandb_sync(files: list[str], parallel: int, cwd: Path) -> int:
+    """``wandb sync -n PARALLEL FILES`` in a subprocess (its progress on the terminal), run in
+    ``cwd`` (the sweep's directory): W&B writes its own logs to ``cwd/wandb/logs``."""
+    cmd = [sys.executable, "-m", "wandb", "sync", "-n", str(parallel), *(str(Path(f).absolute()) for f in files)]
+    return subprocess.run(cmd, cwd=cwd).returncode
 
 
 def sync_sweep(name: str, *, parallel: int = 4, dry_run: bool = False, syncer=wandb_sync) -> dict:
@@ -86,7 +89,9 @@ def sync_sweep(name: str, *, parallel: int = 4, dry_run: bool = False, syncer=wa
 
     if not credentials_configured():
         raise BadInput("no W&B API key or login configured: set WANDB_API_KEY or run `wandb login`, then dw sync again")
-    rc = syncer([s.path for s in todo], parallel)
+    from depthwidth.core.store import sweep_dir
+
+    rc = syncer([s.path for s in todo], parallel, sweep_dir(name).absolute())
     done = [s for s in todo if Path(s.path).with_suffix(".wandb.synced").exists()]
     out["synced_now"] = len(done)
     out["not_synced"] = [s.path for s in todo if s not in done]
