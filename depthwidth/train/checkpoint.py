@@ -20,10 +20,11 @@ kept.  (Before the stage layout, checkpoints were single ``step_N.pt`` files;
 their runs have other ids now and are not resumed.)
 
 Loading runs no code from the files: ``extra.pt`` and the full model of
-``read_model`` are read with ``weights_only=True`` (a tampered one is refused
-with a clear error).  DCP's own ``.metadata`` index is a plain pickle that
-``dcp.load`` unpickles; the only guard there is the manifest's checksum, so
-load checkpoints only from run directories you trust (your own runs store).
+``read_model`` are read with ``weights_only=True``, and DCP's own
+``.metadata`` index (a pickle that ``dcp`` unpickles as it is) is first read
+by an unpickler that knows only the index's own classes (``METADATA_GLOBALS``,
+torch dtypes): a tampered file of either kind is refused with a clear error
+before anything in it is built.
 """
 
 from __future__ import annotations
@@ -189,12 +190,48 @@ def latest(ckpt_dir: Path, world=None, warn=None) -> Path | None:
     return None
 
 
+# what DCP's .metadata may name: its index classes and the values they hold
+METADATA_GLOBALS = {
+    *(("torch.distributed.checkpoint.metadata", n) for n in (
+        "Metadata", "MetadataIndex", "StorageMeta", "TensorProperties", "TensorStorageMetadata",
+        "BytesStorageMetadata", "ChunkStorageMetadata", "_MEM_FORMAT_ENCODING")),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"), ("torch", "Size"),
+    ("torch.serialization", "_get_layout"), ("collections", "OrderedDict"),
+    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PureWindowsPath"),
+}
+
+
+def _refused(path: Path, why: str) -> WorkFailed:
+    why = " ".join(str(why).split())[:160]
+    return WorkFailed(f"checkpoint {path} holds objects that are not plain data (refused: {why}); "
+                      "move it aside to resume from an earlier one")
+
+
+def check_metadata(path: Path) -> None:
+    """Unpickle DCP's ``.metadata`` knowing only its own classes; refuse anything else."""
+    import torch
+
+    class Index(pickle.Unpickler):
+        def find_class(self, module, name):
+            if (module, name) in METADATA_GLOBALS or (
+                    module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.memory_format))):
+                return super().find_class(module, name)
+            raise pickle.UnpicklingError(f"{module}.{name} in .metadata")
+
+    try:
+        with open(path / ".metadata", "rb") as f:
+            Index(f).load()
+    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError) as e:
+        raise _refused(path, e) from None
+
+
 def load(path: Path, model, opt) -> dict:
     """Restore model and optimiser (resharded to this layout) in place; returns extra."""
     import torch
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+    check_metadata(path)
     msd, osd = get_state_dict(model, opt)
     state = {"model": msd, "optim": osd}
     with _quiet():
@@ -203,9 +240,7 @@ def load(path: Path, model, opt) -> dict:
     try:
         return torch.load(path / "extra.pt", map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # weights_only refused an object: never unpickle it
-        why = " ".join(str(e).split())[:160]
-        raise WorkFailed(f"checkpoint {path} holds objects that are not plain data (refused: {why}); "
-                         "move it aside to resume from an earlier one") from None
+        raise _refused(path, e) from None
 
 
 def read_model(path: Path) -> dict:
@@ -216,6 +251,7 @@ def read_model(path: Path) -> dict:
     import torch
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
+    check_metadata(path)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "full.pt"
         dcp_to_torch_save(str(path), str(out))

@@ -1,6 +1,7 @@
 """Safety: sweep names cannot leave the runs directory (``../``, absolute paths, a link
-out of it), and a checkpoint's extra.pt cannot run code when it is loaded
-(``weights_only``; DCP's .metadata is a plain pickle: see train/checkpoint.py)."""
+out of it), and neither file of a checkpoint that is a pickle can run code when it is
+loaded: extra.pt (``weights_only``) and DCP's .metadata (an unpickler that knows only
+DCP's index classes: train/checkpoint.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ class _Boom:
         return (open, (os.environ["DW_MARKER"], "w"))
 
 
-def test_a_tampered_checkpoint_runs_no_code(tmp_path):
+@pytest.mark.parametrize("name", ["extra.pt", ".metadata"])
+def test_a_tampered_checkpoint_runs_no_code(tmp_path, name):
     d = tmp_path / "run"
     args = [*TINY, "train.steps=10", "train.ckpt_every=5", "train.keep_ckpts=3", f"run.dir={d}"]
     assert run_dw("train", *args).returncode == 0
@@ -45,15 +47,15 @@ def test_a_tampered_checkpoint_runs_no_code(tmp_path):
     marker = tmp_path / "pwned"
     os.environ["DW_MARKER"] = str(marker)
     try:
-        (ck / "extra.pt").write_bytes(pickle.dumps({"x": _Boom()}))
+        (ck / name).write_bytes(pickle.dumps({"x": _Boom()}))
     finally:
         del os.environ["DW_MARKER"]
     # the attacker fixes the manifest too, so the checksum check alone would not stop it
-    lines = [ln for ln in (ck / "MANIFEST").read_text().splitlines() if not ln.endswith("  extra.pt")]
-    lines.append(f"{hashlib.sha256((ck / 'extra.pt').read_bytes()).hexdigest()}  extra.pt")
+    lines = [ln for ln in (ck / "MANIFEST").read_text().splitlines() if not ln.endswith(f"  {name}")]
+    lines.append(f"{hashlib.sha256((ck / name).read_bytes()).hexdigest()}  {name}")
     (ck / "MANIFEST").write_text("\n".join(sorted(lines, key=lambda s: s.split('  ')[1])) + "\n")
     p = run_dw("train", *args, env={"DW_MARKER": str(marker)})
-    assert not marker.exists()  # weights_only=True: the payload never ran
+    assert not marker.exists()  # the payload never ran
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert "dw: error: checkpoint" in p.stderr and "not plain data" in p.stderr
 
