@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 # The fault-injection suite (tests/reliability, also part of `make test`) in one line:
 # faults injected, runs recovered, records lost, duplicates.  Fails unless 0 lost, 0 duplicated

@@ -52,6 +52,15 @@ class SlurmCluster:
         )
 
 
+def pytest_collection_modifyitems(config, items):
+    """``make test`` runs on 2 workers (pytest-xdist, ``--dist loadgroup``): every test that
+    uses a SLURM test cluster runs on one of them, in order, so the clusters (session
+    fixtures, fixed directories) are started once and never shared by two workers."""
+    for item in items:
+        if item.get_closest_marker("slurm") or {"slurm_cluster", "slurm_cluster_2n"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
 def _slurm_required() -> bool:
     ci = os.environ.get("CI", "").strip().lower()
     return (ci not in ("", "0", "false", "no")) or os.environ.get("DW_REQUIRE_SLURM") == "1"

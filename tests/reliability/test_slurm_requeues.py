@@ -18,12 +18,12 @@ from tests.wandb_server import WandbServer
 
 pytestmark = pytest.mark.slurm
 TPS = 4 * 32  # tiny_env: batch 4 x seq 32
-# the budget of 200 steps decays over its last 100: its branch forks at step 100 of 250
+# the budget of 200 steps decays over its last 100: its branch forks at step 100 of 240
 WSD = ["optim.schedule=wsd", "optim.warmup=4", "optim.decay_fraction=0.5", f"train.budgets=[{200 * TPS}]"]
 
 
 def test_three_requeues_one_in_a_branch_give_the_unpreempted_run(slurm_cluster, tmp_path, ledger):
-    env = tiny_env(tmp_path, steps=250, widths="[32]", depths="[2]")
+    env = tiny_env(tmp_path, steps=240, widths="[32]", depths="[2]")
     env = wandb_env(tmp_path, **env)  # no W&B key: tracker=wandb logs offline
     gate = tmp_path / "gate"
     out = submit({**env, **gate_env(gate, 20, 100, 160)}, *WSD, "tracker=wandb")
@@ -48,7 +48,7 @@ def test_three_requeues_one_in_a_branch_give_the_unpreempted_run(slurm_cluster, 
     assert p.returncode == 0, p.stderr
     steps, want = metric_steps(d), metric_steps(ref)
     ledger(faults=3, recovered=1, lost=len(set(want) - set(steps)), duplicates=len(steps) - len(set(steps)))
-    assert steps == want == list(range(4, 251, 4))  # one continuous history, no gap, no repeat
+    assert steps == want == list(range(4, 241, 4))  # one continuous history, no gap, no repeat
     a, b = (json.loads((x / "summary.json").read_text()) for x in (ref, d))
     assert b["budgets"] == a["budgets"] and b["final_val_loss"] == a["final_val_loss"]
     # one W&B run across the four attempts: four offline segments of run id rid, uploaded in order
