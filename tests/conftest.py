@@ -53,12 +53,13 @@ class SlurmCluster:
 
 
 def pytest_collection_modifyitems(config, items):
-    """``make test`` runs on 2 workers (pytest-xdist, ``--dist loadgroup``): every test that
+    """``make test`` runs on 2 workers (pytest-xdist, ``--dist loadgroup``).  Every test that
     uses a SLURM test cluster runs on one of them, in order, so the clusters (session
-    fixtures, fixed directories) are started once and never shared by two workers."""
+    fixtures, fixed directories) are started once and never shared by two workers; the
+    other tests go file by file, so a module's expensive fixture is built once."""
     for item in items:
-        if item.get_closest_marker("slurm") or {"slurm_cluster", "slurm_cluster_2n"} & set(item.fixturenames):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
+        slurm = item.get_closest_marker("slurm") or {"slurm_cluster", "slurm_cluster_2n"} & set(item.fixturenames)
+        item.add_marker(pytest.mark.xdist_group("slurm" if slurm else item.nodeid.split("::")[0]))
 
 
 def _slurm_required() -> bool:
