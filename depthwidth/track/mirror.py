@@ -65,14 +65,6 @@ def run_name(config: dict, seed_in_name: bool = False) -> str:
     return name
 
 
-
-# -- the .wandb transaction log (LevelDB-style record log) ------------------------
-#
-# File header: b":W&B", magic 0xBEE1 (u16 LE), version (u8).  Then 32 KiB blocks of
-# chunks: crc32(type byte + data) (u32 LE), length (u16 LE), type (u8: 1 full,
-# 2 first, 3 middle, 4 last), data.  A chunk header never straddles a block
-# end (the tail is zero padding).  Each reassembled record is a protobuf
-# ``wandb.proto.wandb_internal_pb2.Record``.
 def offline_segments(run_dir: Path, run_id: str) -> list[Path]:
     """This run's offline .wandb files under RUN_DIR/wandb, oldest first."""
     d = Path(run_dir) / "wandb"
