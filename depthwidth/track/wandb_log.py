@@ -65,10 +65,13 @@ def finished(path: str | os.PathLike) -> bool:
 
 
 def last_history_step(files) -> int:
-    """The largest history step recorded in these .wandb files (-1: none; a file
-    that vanished counts as empty).  Raises WandbLogError where W&B cannot read one."""
-    last = -1
-    for f in files:
-        if Path(f).exists():
-            last = max([last, *history_steps(f)])
-    return last
+    """The largest history step recorded in these .wandb files, oldest first (-1: none; a
+    file that vanished counts as empty).  The mirror never sends a step at or below what
+    earlier segments hold, so the newest segment with any history holds the largest: the
+    files are read newest first and the first with history ends the search (one read per
+    restart, not one per segment).  Raises WandbLogError where W&B cannot read a file it needs."""
+    for f in reversed(list(files)):
+        steps = history_steps(f) if Path(f).exists() else []
+        if steps:
+            return max(steps)
+    return -1
