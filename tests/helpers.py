@@ -56,6 +56,13 @@ def gate_env(gate_dir: Path, *steps: int) -> dict:
             "DW_TEST_GATE": f"{gate_dir}:{','.join(map(str, steps))}"}
 
 
+def start_gate_env(gate_dir: Path, task: int) -> dict:
+    """Environment that holds SLURM array task ``task`` before its first run trains, with
+    submitit's signal handlers already installed (tests/gate/sitecustomize.py)."""
+    gate_dir.mkdir(parents=True, exist_ok=True)
+    return {"PYTHONPATH": f"{GATE_CODE}{os.pathsep}{REPO}", "DW_TEST_GATE_START": f"{gate_dir}:{task}"}
+
+
 def at_gate(gate_dir: Path, step: int | None = None) -> int:
     """How many processes wait (or waited) at the gate before ``step`` (any step: None)."""
     return len(list(gate_dir.glob(f"at-{'*' if step is None else step}-*")))

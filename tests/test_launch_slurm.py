@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.helpers import at_gate, gate_env, run_dw
+from tests.helpers import at_gate, gate_env, run_dw, start_gate_env
 from tests.test_launch import tiny_env, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -139,11 +139,12 @@ def test_pack_puts_four_runs_in_two_array_tasks(slurm_cluster, tmp_path):
     """Also: a SIGUSR2 while no run trains yet (task 0 still importing) is submitit's:
     it checkpoints the SweepTask call, requeues task 0 only, and the rerun completes."""
     env = tiny_env(tmp_path, steps=4, widths="[32, 64]")
-    out = submit(env, "pack=2")
+    gate = tmp_path / "gate"  # task 0 waits, with submitit's handlers installed, before its first run trains
+    out = submit({**env, **start_gate_env(gate, 0)}, "pack=2")
     assert len(out["submitted"]) == 4 and len(out["jobs"]) == 2
     array = out["jobs"][0].split("_")[0]
     log0 = sub_dir(tmp_path) / "submitit" / f"{array}_0_0_log.out"
-    wait_for(lambda: log0.exists() and "Loading pickle" in log0.read_text(), 120, "task 0 started")
+    wait_for(lambda: list(gate.glob("at-start-*")), 120, "task 0 started, before its first run")
     slurm_cluster.sh("scancel", "--signal=USR2", f"{array}_0")
     wait_for(lambda: status(env)["counts"]["done"] == 4, 180, "4 runs done")
     want = [(f"{array}_0", "COMPLETED"), (f"{array}_0", "REQUEUED"), (f"{array}_1", "COMPLETED")]

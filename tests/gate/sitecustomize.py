@@ -13,6 +13,12 @@ process through writes ``DIR/passed-STEP``: later attempts pass it.
 Nothing in dw knows about this: it wraps ``optim.lr_at`` (called once per step
 with the number of steps done) from outside, as tests/reliability/faults.py does.
 The test helpers are ``tests.helpers.gate_env`` and ``tests.helpers.open_gate``.
+
+``DW_TEST_GATE_START=DIR:TASK`` holds SLURM array task TASK before its first run
+starts training (inside the job's call, so submitit's own signal handlers are
+installed, and dw's are not yet): it writes ``DIR/at-start-<pid>`` and waits
+until something ends the process (submitit's SIGUSR2 handler requeues and
+exits) or ``DIR/open`` exists; its next attempt goes straight on.
 """
 
 import os
@@ -48,3 +54,24 @@ if _spec:
 
     _optim.lr_at = _gated
     _signals.StopFlag._on_signal = _noted
+
+_start = os.environ.get("DW_TEST_GATE_START", "")
+if _start:
+    import time as _time
+    from pathlib import Path as _Path
+
+    _sdir, _task_id = _start.rsplit(":", 1)
+    from depthwidth.launch import task as _task
+
+    _train = _task.train
+
+    def _held(*a, **kw):
+        g = _Path(_sdir)
+        if os.environ.get("SLURM_ARRAY_TASK_ID") == _task_id and not (g / "passed-start").exists():
+            (g / "passed-start").write_text("")  # the next attempt goes straight on
+            (g / f"at-start-{os.getpid()}").write_text("")
+            while not (g / "open").exists():
+                _time.sleep(0.05)
+        return _train(*a, **kw)
+
+    _task.train = _held
