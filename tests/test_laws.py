@@ -112,7 +112,7 @@ def test_smoothed_hinge_is_close_to_the_exact_one_away_from_the_kink():
 def test_dcrit_values_match_the_papers_extrapolations():
     law = get_law("depth-delusion")
     dc = law.dcrit({"kappa": 2.43}, [12288, 18432, 8192])
-    assert np.allclose(dc, [22.9, 23.9, 21.9], atol=0.06)  # SCIENCE.md §1: GPT-3, PaLM, Llama-3 70B
+    assert np.allclose(dc, [22.9, 23.9, 21.9], atol=0.06)  # docs/science.md §1: GPT-3, PaLM, Llama-3 70B
     pw = get_law("depth-delusion", dcrit="power")
     assert np.allclose(pw.dcrit({"c": 1.0, "p": 0.44}, [4096]), 4096 ** 0.44)
     batch = law.dcrit({"kappa": np.array([1.0, 2.0])}, [math.e, math.e ** 2])

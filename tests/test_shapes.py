@@ -8,7 +8,7 @@ from depthwidth.model import shapes
 from depthwidth.core.errors import BadInput
 from tests.helpers import assert_bad_input, run_dw
 
-# SCIENCE.md §2: reference ×-shape at 200M (V = 100263, h 640, L 16, k 12, ρ 0.3).
+# docs/science.md §2: reference ×-shape at 200M (V = 100263, h 640, L 16, k 12, ρ 0.3).
 REF_200M = [1152, 960, 832, 704, 608, 512, 448, 352, 320, 256, 224, 192, 288, 480, 736, 1152]
 
 
@@ -61,7 +61,7 @@ def test_family_geometry():
 
 
 def test_mean_width_of_x_is_about_089h():
-    # SCIENCE.md §2: mean width ≈ 0.89·h at every size
+    # docs/science.md §2: mean width ≈ 0.89·h at every size
     for h, L in [(640, 16), (960, 24), (1536, 24), (2048, 32)]:
         w = shapes.schedule("x", h, L)
         assert 0.86 < shapes.mean_width(w) / h < 0.92

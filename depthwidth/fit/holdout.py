@@ -54,7 +54,7 @@ def run_compute(table) -> tuple[np.ndarray | None, str]:
     size = None
     if "params" in cols:
         size = np.asarray(table["params"], dtype=float)
-    elif {"depth", "width"} <= cols:  # N ≈ 12·D·W² (SCIENCE.md §1)
+    elif {"depth", "width"} <= cols:  # N ≈ 12·D·W² (docs/science.md §1)
         size = 12.0 * np.asarray(table["depth"], dtype=float) * np.asarray(table["width"], dtype=float) ** 2
     if size is not None and "tokens" in cols:
         return 6.0 * size * np.asarray(table["tokens"], dtype=float), "FLOPs (6·N·T)"

@@ -1,4 +1,4 @@
-"""FLOPs to match the uniform loss (Variable-Width paper, SCIENCE.md §2).
+"""FLOPs to match the uniform loss (Variable-Width paper, docs/science.md §2).
 
 Per width shape, loss against training compute C is fitted as a power law
 with an irreducible term,
@@ -49,7 +49,7 @@ from depthwidth.fit.terms import Const, Power, coef, expo, irreducible_param
 SCHEMA = "dw.match/1"
 BASELINE = "uniform"
 NEEDS = "needs ≥2 sizes per shape"
-PAPER_MATCH = {  # Wu et al., Variable-Width Transformers; SCIENCE.md §2 "Efficiency accounting"
+PAPER_MATCH = {  # Wu et al., Variable-Width Transformers; docs/science.md §2 "Efficiency accounting"
     "shape": "x", "baseline": "uniform 2B (h 1600, L 40)", "loss": 2.751,
     "flops_fraction": 0.778, "mean_width_ratio": 0.851, "kv_ratio": 0.85,
 }

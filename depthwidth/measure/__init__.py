@@ -1,4 +1,4 @@
-"""What happens inside a trained model, layer by layer (SCIENCE.md §2 "Analyses").
+"""What happens inside a trained model, layer by layer (docs/science.md §2 "Analyses").
 
 Modules: ``stats`` (the three measures as tensor maths: normalised matrix
 entropy, MLP activation density, logit-lens statistics), ``inside`` (one

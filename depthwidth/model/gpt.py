@@ -1,6 +1,6 @@
 """The variable-width decoder: a GPT whose layers may differ in width.
 
-Symbols as in SCIENCE.md §2: layer i has width w_i, the token embedding and
+Symbols as in docs/science.md §2: layer i has width w_i, the token embedding and
 the LM head's input have width h (``spec.embed_width``), the residual stream
 is R = max(max_i w_i, h) wide.  How the stream changes width between layers
 is ``spec.resize``:
@@ -115,7 +115,7 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """One layer of width w_i; sees only a w_i-wide stream.
 
-    ``spec.stabiliser`` picks the residual wiring (SCIENCE.md §3, depth stabilisers):
+    ``spec.stabiliser`` picks the residual wiring (docs/science.md §3, depth stabilisers):
       none        pre-LN: x + f(norm(x))                       (both papers)
       post        post-LN: norm(x + f(x))                      (original Transformer)
       deepnorm    norm(α·x + f(x)), α = (2L)^¼, branch init × β = (8L)^-¼  (DeepNet)

@@ -1,6 +1,6 @@
 """A mixture of SwiGLU experts: the MLP of one layer of ``model.mlp=moe``.
 
-As in the VWT paper's MoE model (``configs/moe_1b3b.yml``, SCIENCE.md §2):
+As in the VWT paper's MoE model (``configs/moe_1b3b.yml``, docs/science.md §2):
 ``n_experts`` experts per layer (22), top-k routing (3), no shared expert;
 expert i of a layer of width w_i has hidden width round(w_i · expert_hidden / h)
 (512 at h = 1600), so the experts narrow with the layer.

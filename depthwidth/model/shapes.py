@@ -1,6 +1,6 @@
 """Width schedules: how wide each layer is.
 
-Five families (SCIENCE.md §2): ``uniform`` (baseline), ``increasing`` (<),
+Five families (docs/science.md §2): ``uniform`` (baseline), ``increasing`` (<),
 ``decreasing`` (>), ``diamond`` (◇, narrow ends, wide middle) and ``x``
 (×, "><former": wide ends, narrow bottleneck).
 
@@ -268,7 +268,7 @@ def mean_width(widths: Sequence[int]) -> float:
 
 
 def vwt_params(widths: Sequence[float], h: float, vocab: int, terms=DENSE_TERMS) -> float:
-    """Parameters in the reference (vwt) convention of SCIENCE.md §2."""
+    """Parameters in the reference (vwt) convention of docs/science.md §2."""
     K, G, D = terms
     w1, wL = widths[0], widths[-1]
     p = 2 * vocab * h + sum(K * w * w + G * w for w in widths)

@@ -20,7 +20,7 @@ NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu", "swiglu", "moe")  # moe: a mixture of SwiGLU experts per layer (model/moe.py)
 ATTN_SCALES = ("auto", "inv_sqrt", "inv")  # softmax scale 1/sqrt(head_dim) | 1/head_dim; auto: inv with µP
 RESIZES = ("carry", "zero", "proj")
-# Depth stabilisers (SCIENCE.md §3: never tried by the Depth-Delusion paper).
+# Depth stabilisers (docs/science.md §3: never tried by the Depth-Delusion paper).
 STABILISERS = ("none", "post", "deepnorm", "rezero", "normformer")
 
 

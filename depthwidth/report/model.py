@@ -3,7 +3,7 @@
 ``Data`` is one sweep or run table, gathered (load.py); a report is a dict
 ``{"schema", "source", "tables": {key: Table}, "notes", "figures"}`` whose
 tables (tables.py) keep raw values (``rows``: json, csv) and know how to
-display themselves (``Col``; render.py).  Published numbers (SCIENCE.md)
+display themselves (``Col``; render.py).  Published numbers (docs/science.md)
 appear in columns labelled *paper*, ours in columns labelled *measured*.
 """
 
@@ -169,5 +169,5 @@ def paper_loss(r) -> tuple:
         return num(ref.get("loss")), num(ref.get("params")), "sweep ref"
     if r.get("ref") is None and is_uniform(r) and (r["depth"], r["width"]) in PAPER_DD_LOSS:
         loss, params = PAPER_DD_LOSS[(r["depth"], r["width"])]
-        return loss, params, "SCIENCE.md"
+        return loss, params, "docs/science.md"
     return None, None, None
