@@ -92,7 +92,7 @@ def test_dcrit_at_reference_models_and_vectorised_over_replicates():
     out = derived_numbers(law, {**PLANTED["depth-delusion[log]"], "kappa": np.array([2.43, 3.0])}, [256, 512])
     assert out["dcrit[W=512]"] == pytest.approx([2.43 * math.log(512), 3.0 * math.log(512)])
     w, d = REFERENCE_MODELS["GPT-3"]
-    assert out["dcrit[GPT-3]"][0] == pytest.approx(22.9, abs=0.05)  # SCIENCE.md: 22.9
+    assert out["dcrit[GPT-3]"][0] == pytest.approx(22.9, abs=0.05)  # docs/science.md: 22.9
     assert out["depth_over_dcrit[GPT-3]"][0] == pytest.approx(96 / (2.43 * math.log(12288)))
     assert "dcrit[GPT-3]" not in derived_numbers(get_law("chinchilla"), PLANTED["chinchilla"], [256])
 
@@ -103,9 +103,17 @@ def test_profile_fit_recovers_tau_and_the_1_over_e_depth():
     g = 2.0 * np.exp(-dist / tau)
     f = profile_fit(g)
     assert f["tau"] == pytest.approx(tau) and f["r2"] == pytest.approx(1.0)
-    assert f["dcrit_1e"] == pytest.approx(tau) and f["censored"] is False
+    # D_crit is a depth: the bottom layer of a (tau + 1)-layer net sits at 1/e of the top's
+    assert f["dcrit_1e"] == pytest.approx(tau + 1) and f["censored"] is False
     short = profile_fit(g[-4:])  # 4 layers: never falls to 1/e
-    assert short["censored"] is True and short["dcrit_1e"] == 3
+    assert short["censored"] is True and short["dcrit_1e"] == 4
+
+
+def test_a_net_whose_bottom_layer_sits_at_1_over_e_has_dcrit_equal_to_its_depth():
+    """docs/science.md §4: a 16-layer model with its bottom layer at 1/e has D_crit = 16 (before: 15)."""
+    L = 16
+    g = np.exp(-((L - 1) - np.arange(L)) / (L - 1))  # bottom layer exactly at 1/e of the top
+    assert profile_fit(g)["dcrit_1e"] == pytest.approx(16.0)
     flat = profile_fit(np.ones(8))
     assert flat["tau"] == math.inf
 
@@ -128,7 +136,7 @@ def test_persistence_recovers_the_width_exponent():
     assert lo <= 0.44 <= hi and hi - lo < 0.1
     assert all(r["step"] == 990 for r in gp["runs"])  # the record nearest step 1000
     by_w = gp["dcrit_by_width"]
-    assert by_w["64"]["profiles"] == pytest.approx(0.5 * 64 ** 0.44, rel=0.05)
+    assert by_w["64"]["profiles"] == pytest.approx(0.5 * 64 ** 0.44 + 1, rel=0.05)
     law = get_law("depth-delusion")
     gp2 = persistence(profs[:3], step=1000, B=50, law=law, law_values={"kappa": 2.43})
     assert any("two or more widths" in w for w in gp2["warnings"])

@@ -41,7 +41,7 @@ def test_clean_table_small_spread_nothing_flagged(clean_fit):
     assert keys == ["baseline", "huber_delta=1e-4", "huber_delta=1e-2", "half_grid", "no_embeddings",
                     "drop_5_highest", "first_budget", "last_budget"]
     by = {r["key"]: r for r in s["choices"]}
-    assert "not below params" in by["no_embeddings"]["skipped"]  # the chinchilla design's depth/width are placeholders
+    assert "no params_non_embedding column" in by["no_embeddings"]["skipped"]  # no stand-in for the count
     assert by["drop_5_highest"]["n"] == 235 and by["first_budget"]["n"] == 80 == by["last_budget"]["n"]
     assert s["flagged"] == []
     for k, v in s["numbers"].items():
@@ -82,6 +82,7 @@ def test_counting_embeddings_moves_the_exponent_beyond_its_interval_and_is_flagg
     # embedding and head, 2·V·W (V = 50257), which dominate the small models.
     df = planted_table(CHIN, PLANTED["chinchilla"], kind="shapes", noise=0.002, run_noise=0.01, seed=3)
     truth = _nx(_fit(df, sensitivity=False, bootstrap=0))
+    df["params_non_embedding"] = df["params"]
     df["params"] = df["params"] + 2 * 50257 * df["width"]
     s = _fit(df)["sensitivity"]
     v = s["numbers"][NX]
@@ -95,7 +96,12 @@ def test_choices_that_do_not_apply_say_why():
     dd = get_law("depth-delusion")
     df = planted_table(dd, PLANTED["depth-delusion[log]"], seed=1)
     by = {c["key"]: c for c in choices(df, dd, 1e-3, 100)}
-    assert by["no_embeddings"]["skipped"] == "params already equal 12·D·W² (no embeddings counted)"
+    assert by["no_embeddings"]["skipped"] == "no params_non_embedding column at every row (map one with --columns)"
+    same = df.assign(params_non_embedding=df["params"])
+    by = {c["key"]: c for c in choices(same, dd, 1e-3, 100)}
+    assert by["no_embeddings"]["skipped"] == "params_non_embedding equals the fitted N at every row"
+    by = {c["key"]: c for c in choices(df.assign(params_total=df["params"]), dd, 1e-3, 100, convention="12DW2")}
+    assert by["with_embeddings"]["skipped"] == "params_total equals the fitted N at every row"
     assert by["half_grid"]["max_starts"] == 50 and by["baseline"]["max_starts"] == 100
     wd = get_law("width-depth")
     by = {c["key"]: c for c in choices(df, wd, 1e-2, 100)}
@@ -104,6 +110,20 @@ def test_choices_that_do_not_apply_say_why():
     one = df.groupby("run").head(1)
     by = {c["key"]: c for c in choices(one, dd, 1e-3, 100)}
     assert by["first_budget"]["skipped"] == "every run has a single token budget"
+
+
+def test_without_embeddings_uses_the_table_count_never_12DW2():
+    """A SwiGLU model's blocks hold 16·D·W² (4 attention + 3 MLP matrices at 4·W), not 12·D·W²:
+    the choice refits on the table's own params_non_embedding, or is skipped without it.
+    (Before: silently N = 12·D·W², a 4/3 error for SwiGLU.)"""
+    df = planted_table(CHIN, PLANTED["chinchilla"], kind="shapes", noise=0.002, seed=5)
+    df["params_non_embedding"] = 16.0 / 12.0 * df["params"]
+    df["params"] = df["params_non_embedding"] + 2 * 100263 * df["width"]
+    by = {c["key"]: c for c in choices(df, CHIN, 1e-3, 50)}
+    assert by["no_embeddings"]["table"]["params"].tolist() == df["params_non_embedding"].tolist()
+    assert by["no_embeddings"]["convention"] == "non-embedding"
+    by = {c["key"]: c for c in choices(df.drop(columns="params_non_embedding"), CHIN, 1e-3, 50)}
+    assert "skipped" in by["no_embeddings"] and "table" not in by["no_embeddings"]
 
 
 def test_without_bootstrap_no_flags_and_a_note(clean):

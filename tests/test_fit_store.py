@@ -63,7 +63,10 @@ def make_store(root, name="toy", seeds=2, diverged=True, probes=True):
 def test_run_table_has_one_row_per_budget_point(tmp_path):
     sweep = make_store(tmp_path)
     df = run_table(sweep)
-    assert list(df.columns[:10]) == ["run", "params", "tokens", "loss", "depth", "width", "flops", "seed", "shape", "status"]
+    assert list(df.columns[:12]) == ["run", "params", "params_non_embedding", "params_active", "tokens", "loss", "depth",
+                                     "width", "flops", "seed", "shape", "status"]
+    assert (df["params_non_embedding"].dropna() == df["params"].dropna()).all()  # the store wrote N for both
+    assert df["params_active"].isna().all() and not df["simulated"].any()  # summaries without them
     assert (df.groupby("run").size().drop(["boom", "nobudget"]) == 3).all()
     nb = df[df.run == "nobudget"]
     assert len(nb) == 1 and nb["loss"].iloc[0] > 0  # empty budgets: final_val_loss at tokens

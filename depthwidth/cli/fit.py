@@ -35,6 +35,8 @@ def fit_cmd(
     holdout: Optional[str] = typer.Option(None, "--holdout", help="largest[:K]: fit on all but the K largest runs by FLOPs (default 20%), predict theirs with prediction intervals; also the split of --compare's extrap. column"),
     sensitivity: bool = typer.Option(False, "--sensitivity", help="refit under Huber delta 1e-4/1e-3/1e-2, a halved start grid, params without embeddings, the 5 highest-loss points dropped, first/last token budget per run; flag derived numbers that move more than their bootstrap interval is wide"),
     approach: str = typer.Option("3", "--approach", help="3: the law on every point | isoflop: also per-budget parabola minima and their power laws in C (approach 2), compared with the law's"),
+    n_convention: Optional[str] = typer.Option(None, "--n-convention", help="which parameter count is N: total (params: every tensor) | non-embedding (params_non_embedding) | 12DW2 (12·D·W²); default: the law's own (chinchilla total, depth-delusion 12DW2, width-depth total). D*, W* solve the same count"),
+    c_ref: float = typer.Option(1e21, "--c-ref", help="compute (FLOPs) at which N*, D*, W* and the local exponents are reported"),
     isoflop_axis: str = typer.Option("auto", "--isoflop-axis", help="with --approach isoflop: params (model size at fixed C) | depth (shape at fixed params and tokens) | auto"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result JSON here (a sweep writes ROOT/NAME/fit.json)"),
     no_write: bool = typer.Option(False, "--no-write", help="do not write fit.json"),
@@ -43,6 +45,8 @@ def fit_cmd(
     """Fit a loss law robustly (Huber on log loss, multi-start L-BFGS), with bootstrap intervals.
 
     Example: dw fit depth_delusion --law depth-delusion --bootstrap 1000
+
+    Example: dw fit depth_delusion --law depth-delusion --n-convention total --c-ref 1e20
 
     Example: dw fit --runs gemstones.jsonl --columns loss=final_loss,params=params_active_precise,run=run_name --law width-depth
 
@@ -74,7 +78,8 @@ def fit_cmd(
         seed=seed, pins=pin, compare=compare, delta=huber_delta, level=level, root=root,
         probe_step=probe_step, out=out, write=not no_write, max_starts=max_starts,
         source=source, project=project, group=group, where=where, holdout=holdout,
-        sensitivity=sensitivity, approach=approach, isoflop_axis=isoflop_axis,
+        sensitivity=sensitivity, approach=approach, isoflop_axis=isoflop_axis, n_convention=n_convention,
+        c_ref=c_ref,
     )
     if as_json:
         emit_json(res)
@@ -151,7 +156,7 @@ def render(res: dict) -> None:
         ct.add_column("value", justify="right")
         ct.add_column("CI", justify="right")
         for k, v in co.items():
-            if k in ("ci", "constraint", "c_ref", "tie_break") or not isinstance(v, (int, float)):
+            if k in ("ci", "constraint", "c_ref", "tie_break", "n_convention") or not isinstance(v, (int, float)):
                 continue
             label = {"N_exponent": "N* ∝ C^x", "T_exponent": "T* ∝ C^y", "D_exponent": "D* ∝ C^a",
                      "W_exponent": "W* ∝ C^b"}.get(k, f"{k} at C = {co['c_ref']:.0e}")

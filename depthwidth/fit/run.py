@@ -21,7 +21,9 @@ from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.boot import bootstrap as boot_fn
 from depthwidth.fit.boot import bound_hits, param_samples, percentile_ci
 from depthwidth.fit.compare import compare_laws, label
-from depthwidth.fit.derived import derived_numbers, nest
+from depthwidth.fit.count import check_convention, count_model, with_convention
+from depthwidth.fit.count import warnings_for as count_warnings
+from depthwidth.fit.derived import C_REF, derived_numbers, nest
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.holdout import holdout as holdout_fn
 from depthwidth.fit.identify import identification
@@ -160,7 +162,8 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             root: str | None = None, probe_step: int = 1000, out=None, write: bool = True,
             max_starts: int = 4500, source: str = "store", project: str | None = None,
             group: str | None = None, where=None, holdout: str | None = None,
-            sensitivity: bool = False, approach: str = "3", isoflop_axis: str = "auto") -> dict:
+            sensitivity: bool = False, approach: str = "3", isoflop_axis: str = "auto",
+            n_convention: str | None = None, c_ref: float = C_REF) -> dict:
     t0 = time.perf_counter()
     names = _check(name, runs, bootstrap, delta, level, compare, dcrit, source, project)
     if approach not in APPROACHES:
@@ -169,6 +172,9 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         raise bad("--isoflop-axis", isoflop_axis, " | ".join(ISOFLOP_AXES))
     holdout_k = parse_holdout(holdout)
     lw = get_law(law, dcrit=dcrit, irreducible=irreducible)
+    n_conv = check_convention(n_convention, lw.name)
+    if not (isinstance(c_ref, (int, float)) and math.isfinite(c_ref) and c_ref > 0):
+        raise bad("--c-ref", c_ref, "a compute in FLOPs > 0, e.g. 1e21")
     pin_vals = parse_pins(pins, lw)
     if max_starts < 1:
         raise bad("--max-starts", max_starts, "an integer >= 1")
@@ -177,6 +183,15 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
 
     df, sweep_dir = load_table(name, runs, columns, root, source, project, group)
     df = apply_where(df, where)
+    try:
+        df, n_note = with_convention(df, n_conv)
+    except BadInput:
+        if "params" in lw.columns or n_convention is not None or not {"depth", "width"} <= set(map(str, df.columns)):
+            raise
+        # a law that does not read N (width-depth) still needs one for C = 6·N·T: say which
+        n_conv = "12DW2"
+        df, n_note = with_convention(df, n_conv)
+        n_note += ": the table has no params column for the compute constraint"
     if names:  # every compared law must find its columns too
         for n in names:
             for lv in ([get_law(n, "log", irreducible)] if n == "depth-delusion" else [get_law(n)]):
@@ -187,9 +202,10 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     if approach == "isoflop":
         isoflop_budgets(clean)
     fr = fit_law(clean, lw, pins=pin_vals, delta=delta, seed=seed, max_starts=max_starts)
-    warnings = list(fr.warnings) + notes
+    count = count_model(clean, n_conv)
+    warnings = list(fr.warnings) + notes + count_warnings(count, lw)
     widths = sorted(set(np.asarray(clean["width"], dtype=float).astype(int))) if "width" in clean else []
-    point = {k: float(v[0]) for k, v in derived_numbers(lw, fr.params, widths).items()}
+    point = {k: float(v[0]) for k, v in derived_numbers(lw, fr.params, widths, c_ref, count).items()}
 
     ci: dict = {p: None for p in fr.params}
     dci: dict = {k: None for k in point}
@@ -202,7 +218,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         boot_theta = b["theta"][b["ok"]]
         samples = param_samples(fr, b)
         ci = {k: ([fr.params[k]] * 2 if k in pin_vals else percentile_ci(v, level)) for k, v in samples.items()}
-        ds = derived_numbers(lw, samples, widths) if len(next(iter(samples.values()))) else {}
+        ds = derived_numbers(lw, samples, widths, c_ref, count) if len(next(iter(samples.values()))) else {}
         dci = {k: percentile_ci(v, level) for k, v in ds.items()}
         ok = int(b["ok"].sum())
         boot_info.update({"converged": ok, "runs": b["n_runs"], "level": level})
@@ -229,7 +245,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         if k.endswith("_exponent") and c is not None and c[0] <= 0 <= c[1]:
             warnings.append(f"{k}: {100 * level:.0f}% interval [{c[0]:.3g}, {c[1]:.3g}] contains 0")
 
-    derived = nest(point, dci, lw, widths)
+    derived = nest(point, dci, lw, widths, c_ref, count)
     if sweep_dir is not None:
 
         # tau(W) from the runs this fit is about: those --where kept, less failed and diverged
@@ -256,6 +272,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         "derived": derived,
         "formula": lw.formula,
         "options": dict(lw.options),
+        "n_convention": {"name": n_conv, "n": n_note, "count": count.to_dict() if count else None},
         "n_runs": fr.n_runs,
         "rmse_log": fr.rmse_log,
         "huber_delta": delta,
@@ -286,7 +303,8 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     if sensitivity:
         res["sensitivity"] = jsonable(sensitivity_fn(clean, lw, delta=delta, max_starts=max_starts, pins=pin_vals,
                                                      seed=seed, widths=widths, ci={**ci, **dci} if bootstrap else {},
-                                                     base=fr, boot=(bootstrap, level)))
+                                                     base=fr, boot=(bootstrap, level), convention=n_conv,
+                                                     count=count, c_ref=c_ref))
     if holdout_k is not None:
         res["holdout"] = holdout_fn(clean, lw, k=holdout_k, bootstrap_n=bootstrap, level=level, pins=pin_vals,
                                     delta=delta, seed=seed, max_starts=max_starts)

@@ -5,8 +5,9 @@ to the same ones; Epoch's Chinchilla refit drops the 5 highest-loss points):
 
 * Huber δ ∈ {1e-4, 1e-3, 1e-2} on log loss;
 * the full start grid vs a halved one (every other start of a fixed-seed subset);
-* parameters with vs without embeddings (``params_non_embedding`` when the
-  table has it, else N = 12·D·W², the Depth-Delusion convention);
+* the other parameter count: a fit on the total refitted without embeddings
+  (``params_non_embedding``), one without them refitted on the total (no
+  stand-in when the table lacks the column: 12·D·W² is not a SwiGLU count);
 * all points vs the ``DROP_HIGHEST`` highest-loss points dropped;
 * every token budget of a run vs only its first, or only its last.
 
@@ -36,7 +37,8 @@ import math
 import numpy as np
 
 from depthwidth.fit.boot import bootstrap, param_samples, percentile_ci
-from depthwidth.fit.derived import derived_numbers
+from depthwidth.fit.count import count_model
+from depthwidth.fit.derived import C_REF, derived_numbers
 from depthwidth.fit.engine import fit_law
 
 DELTAS = (1e-4, 1e-3, 1e-2)
@@ -45,20 +47,25 @@ WIDTH_NOTE = (f"the narrower of the baseline's bootstrap interval and that of th
               f"{DROP_HIGHEST} highest-loss points (a few extreme points widen the baseline's own)")
 
 
-def _non_embedding(table):
-    """(params without embeddings, how) or (None, why not)."""
+def _other_count(table, convention: str):
+    """(key, label, table with params in the other N convention, that convention) or (key, label, None, why not).
+
+    A fit on the total count is refitted without embeddings (``params_non_embedding``), one on
+    a count without them (non-embedding, 12·D·W²) with them (the total).  No stand-in: 12·D·W²
+    is not a SwiGLU model's count (16·D·W²), so a table without the column skips the choice.
+    """
     cols = set(map(str, table.columns))
-    if "params_non_embedding" in cols:
-        return np.asarray(table["params_non_embedding"], dtype=float), "params_non_embedding column"
-    if {"depth", "width"} <= cols:
-        n = 12.0 * np.asarray(table["depth"], dtype=float) * np.asarray(table["width"], dtype=float) ** 2
-        p = np.asarray(table["params"], dtype=float)
-        if np.allclose(n, p, rtol=1e-9):
-            return None, "params already equal 12·D·W² (no embeddings counted)"
-        if not (n < p).all():  # embeddings only add: the columns do not describe these params
-            return None, "12·D·W² is not below params at every row: depth and width do not account for params"
-        return n, "N = 12·D·W²"
-    return None, "no depth and width (or params_non_embedding) column to count params without embeddings"
+    if convention == "total":
+        key, label, col, other = "no_embeddings", "params without embeddings", "params_non_embedding", "non-embedding"
+    else:
+        key, label, col, other = "with_embeddings", "params with embeddings (total)", "params_total", "total"
+    if col not in cols or not np.isfinite(np.asarray(table[col], dtype=float)).all():
+        return key, label, None, f"no {col} column at every row (map one with --columns)"
+    t = table.copy()
+    t["params"] = np.asarray(table[col], dtype=float)
+    if np.allclose(t["params"], np.asarray(table["params"], dtype=float), rtol=1e-9):
+        return key, label, None, f"{col} equals the fitted N at every row"
+    return key, f"{label} ({col})", t, other
 
 
 def _per_run_budget(table, which: str):
@@ -76,7 +83,7 @@ def _e(x: float) -> str:
     return f"{x:.0e}".replace("e-0", "e-")
 
 
-def choices(table, law, delta: float, max_starts: int) -> list[dict]:
+def choices(table, law, delta: float, max_starts: int, convention: str = "total") -> list[dict]:
     """The grid of choices: key, label, and the table and fit options each one uses (or why it is skipped)."""
     grid_size = len(law.grid(max_starts=max_starts))
     out = [{"key": "baseline", "label": f"baseline (δ = {delta:g}, {grid_size} starts, all points)",
@@ -87,17 +94,14 @@ def choices(table, law, delta: float, max_starts: int) -> list[dict]:
                         "max_starts": max_starts})
     out.append({"key": "half_grid", "label": f"halved start grid ({max(1, grid_size // 2)} starts)", "table": table,
                 "delta": delta, "max_starts": max(1, grid_size // 2)})
-    c = {"key": "no_embeddings", "label": "params without embeddings", "delta": delta, "max_starts": max_starts}
+    key, label, t, other = _other_count(table, convention)
+    c = {"key": key, "label": label, "delta": delta, "max_starts": max_starts}
     if "params" not in law.columns:
         c["skipped"] = f"{law.name} does not read params"
+    elif t is None:
+        c["skipped"] = other
     else:
-        n, how = _non_embedding(table)
-        if n is None:
-            c["skipped"] = how
-        else:
-            t = table.copy()
-            t["params"] = n
-            c.update(table=t, label=f"params without embeddings ({how})")
+        c.update(table=t, convention=other)
     out.append(c)
     c = {"key": f"drop_{DROP_HIGHEST}_highest", "label": f"{DROP_HIGHEST} highest-loss points dropped",
          "delta": delta, "max_starts": max_starts}
@@ -122,17 +126,18 @@ def choices(table, law, delta: float, max_starts: int) -> list[dict]:
     return out
 
 
-def _intervals(fr, table, law, B: int, level: float, seed: int, widths) -> dict:
+def _intervals(fr, table, law, B: int, level: float, seed: int, widths, c_ref, count) -> dict:
     """Run-bootstrap intervals of one fit's parameters and derived numbers (as run_fit computes them)."""
     samples = param_samples(fr, bootstrap(fr, table, B, seed=seed, kind="runs"))
     out = {k: percentile_ci(v, level) for k, v in samples.items()}
     if len(next(iter(samples.values()))):
-        out.update({k: percentile_ci(v, level) for k, v in derived_numbers(law, samples, widths).items()})
+        out.update({k: percentile_ci(v, level) for k, v in derived_numbers(law, samples, widths, c_ref, count).items()})
     return out
 
 
 def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins=None, seed: int = 0,
-                widths=(), ci: dict | None = None, base=None, boot: tuple[int, float] | None = None) -> dict:
+                widths=(), ci: dict | None = None, base=None, boot: tuple[int, float] | None = None,
+                convention: str = "total", count=None, c_ref: float = C_REF) -> dict:
     """Refit under every choice; values, spreads and flags.
 
     ``ci``: flat {name: [lo, hi] or None} bootstrap intervals of the baseline
@@ -140,10 +145,12 @@ def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins
     ``base``: the baseline FitResult, when already fitted.
     ``boot``: (replicates, level) of those intervals: the drop-highest fit is
     bootstrapped alike, and the narrower interval is the one spreads are compared with.
+    ``convention``/``count``: the N the baseline reads and its N(D, W) (fit/count.py); the
+    other-count choice derives its shapes from its own count.
     """
     ci = ci or {}
     rows, values, ci_drop = [], {}, {}
-    for c in choices(table, law, delta, max_starts):
+    for c in choices(table, law, delta, max_starts, convention):
         row = {"key": c["key"], "label": c["label"], "short": _short(c["key"])}
         if "skipped" in c:
             row["skipped"] = c["skipped"]
@@ -151,12 +158,13 @@ def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins
             continue
         fr = base if (c["key"] == "baseline" and base is not None) else fit_law(
             c["table"], law, pins=pins, delta=c["delta"], seed=seed, max_starts=c["max_starts"])
+        cc = count_model(c["table"], c["convention"]) if "convention" in c else count
         nums = dict(fr.params)
-        nums.update({k: float(v[0]) for k, v in derived_numbers(law, fr.params, widths).items()})
+        nums.update({k: float(v[0]) for k, v in derived_numbers(law, fr.params, widths, c_ref, cc).items()})
         row.update(n=fr.n, n_runs=fr.n_runs, on_bound=fr.on_bound, values=nums)
         values[c["key"]] = nums
         if c["key"] == f"drop_{DROP_HIGHEST}_highest" and ci and boot and boot[0] > 0:
-            ci_drop = _intervals(fr, c["table"], law, boot[0], boot[1], seed, widths)
+            ci_drop = _intervals(fr, c["table"], law, boot[0], boot[1], seed, widths, c_ref, count)
         rows.append(row)
     names = list(next(iter(values.values())))
     derived = set(names) - set(law.names)
@@ -188,7 +196,7 @@ def _short(key: str) -> str:
     """A column header for a terminal table."""
     if key.startswith("huber_delta="):
         return "δ=" + key.split("=", 1)[1]
-    return {"baseline": "base", "half_grid": "½ grid", "no_embeddings": "no emb.",
+    return {"baseline": "base", "half_grid": "½ grid", "no_embeddings": "no emb.", "with_embeddings": "with emb.",
             f"drop_{DROP_HIGHEST}_highest": f"−top {DROP_HIGHEST}", "first_budget": "first T",
             "last_budget": "last T"}.get(key, key)
 

@@ -46,7 +46,7 @@ def optimal_tables(T: dict, fit: dict | None) -> dict:
         return {}
     rows = []
     for k, v in co.items():
-        if k in ("ci", "constraint", "c_ref", "tie_break") or not isinstance(v, (int, float)):
+        if k in ("ci", "constraint", "c_ref", "tie_break", "n_convention") or not isinstance(v, (int, float)):
             continue
         ok = opt.get(k, {}).get("identified", True)
         lo, hi = (co.get("ci") or {}).get(k) or (None, None)

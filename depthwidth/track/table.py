@@ -13,8 +13,8 @@ from pathlib import Path
 
 from depthwidth.core.atomic import read_jsonl
 
-TABLE_COLUMNS = ("run", "params", "tokens", "loss", "depth", "width", "flops", "seed", "shape", "status", "step",
-                 "mean_width", "kv_bytes_per_token")
+TABLE_COLUMNS = ("run", "params", "params_non_embedding", "params_active", "tokens", "loss", "depth", "width", "flops",
+                 "seed", "shape", "status", "step", "mean_width", "kv_bytes_per_token", "simulated")
 
 
 def _summaries(sweep_dir: str | Path):
@@ -54,9 +54,12 @@ def mean_width(widths, width) -> float:
 def run_table(sweep_dir: str | Path):
     """DataFrame with one row per token-budget point of every run in ``sweep_dir``.
 
-    Columns: run, params, tokens, loss, depth, width, flops (= flops_per_token
-    * tokens), seed, shape, status, step, mean_width (mean of the per-layer
-    widths w_i), kv_bytes_per_token.  Runs whose summary.json cannot be
+    Columns: run, params (every tensor: the total count), params_non_embedding
+    (total less the token embedding and an untied LM head), params_active (what
+    one token uses: the total for a dense model, router + top-k experts for MoE),
+    tokens, loss, depth, width, flops (= flops_per_token * tokens), seed, shape,
+    status, step, mean_width (mean of the per-layer widths w_i),
+    kv_bytes_per_token, simulated (a run written by ``dw simulate``, not trained).  Runs whose summary.json cannot be
     read are listed in ``df.attrs["unreadable"]``.
     """
     import pandas as pd
@@ -70,6 +73,8 @@ def run_table(sweep_dir: str | Path):
         base = {
             "run": str(s.get("run_id") or d.name),
             "params": _num(s.get("params")),
+            "params_non_embedding": _num(s.get("params_non_embedding")),
+            "params_active": _num(s.get("params_active")),  # summaries before it was recorded: NaN
             "depth": _num(s.get("depth")),
             "width": _num(s.get("width")),
             "seed": s.get("seed"),
@@ -77,6 +82,7 @@ def run_table(sweep_dir: str | Path):
             "status": s.get("status"),
             "mean_width": mean_width(s.get("widths"), s.get("width")),
             "kv_bytes_per_token": _num(s.get("kv_bytes_per_token")),
+            "simulated": bool((s.get("provenance") or {}).get("simulated")),
         }
         fpt = _num(s.get("flops_per_token"))
         budgets = s.get("budgets") or []

@@ -55,6 +55,8 @@ def rows_for_run(run_id: str, summary: dict, config: dict, state: str | None = N
     base = {
         "run": str(summary.get("run_id") or config.get("run_id") or run_id),
         "params": _num(pick("params", acc.get("params"))),
+        "params_non_embedding": _num(pick("params_non_embedding", acc.get("params_non_embedding"))),
+        "params_active": _num(pick("params_active", acc.get("params_active"))),
         "depth": _num(pick("depth", model.get("depth"))),
         "width": _num(pick("width", model.get("width"))),
         "seed": pick("seed", run_cfg.get("seed")),
@@ -62,6 +64,7 @@ def rows_for_run(run_id: str, summary: dict, config: dict, state: str | None = N
         "status": status,
         "mean_width": mean_width(summary.get("widths"), acc.get("mean_width", pick("width", model.get("width")))),
         "kv_bytes_per_token": _num(pick("kv_bytes_per_token", acc.get("kv_bytes_per_token"))),
+        "simulated": bool((summary.get("provenance") or config.get("provenance") or {}).get("simulated")),
     }
     fpt = _num(pick("flops_per_token", acc.get("flops_per_token")))
     budgets = summary.get("budgets") or []
