@@ -92,7 +92,7 @@ def test_every_table_present_and_numbers_are_the_stores(plotted):
         pytest.approx(gpt3) if gpt3 >= 1 else "not identified")
     dw = {r["width"]: r for r in rep["tables"]["dcrit_widths"]["rows"]}
     assert dw[64]["paper"] == pytest.approx(2.43 * math.log(64))
-    assert dw[64]["profiles"] == pytest.approx(rs.tau(64), rel=1e-6)  # 1/e crossing = tau for exact exponentials
+    assert dw[64]["profiles"] == pytest.approx(rs.tau(64) + 1, rel=1e-6)  # a depth: 1 + tau for exact exponentials
     paper = rep["tables"]["paper"]["rows"]
     assert [(r["config"], r["paper_loss"], r["measured_loss"]) for r in paper] == [("2L×64", 3.1, _final(runs["u2x64s1"]))]
     assert rep["tables"]["missing"]["rows"] == []
@@ -215,7 +215,7 @@ def test_run_table_input_matches_the_paper_and_needs_no_store(tmp_path):
     paper = {r["config"]: r for r in rep["tables"]["paper"]["rows"]}
     assert paper["16L×512"]["paper_loss"] == 3.435 and paper["16L×512"]["measured_loss"] == 3.50
     assert paper["16L×512"]["delta"] == pytest.approx(3.50 - 3.435)
-    assert paper["8L×512"]["from"] == "SCIENCE.md"
+    assert paper["8L×512"]["from"] == "docs/science.md"
     assert [r["loss"] for r in rep["tables"]["u_shape"]["rows"]] == [3.60, 3.50]
 
 

@@ -1,4 +1,4 @@
-"""Gradient persistence from probes.jsonl (SCIENCE.md §1).
+"""Gradient persistence from probes.jsonl (docs/science.md §1).
 
 Model: ||grad_l|| ~ ||grad_top|| · exp(-d_l / tau(W)), d_l = distance of layer
 l below the top layer (0 at the top).  Per run, tau = -1/slope of the least-
@@ -8,10 +8,14 @@ log tau = log k + p·log W gives tau(W) ∝ W^p with a run-bootstrap interval on
 (the paper: p = 0.44, R² = 0.98).
 
 D_crit by the 1/e rule, read directly off each profile without the
-exponential model: the distance below the top at which ||grad_l||/||grad_top||
-first falls to 1/e (log-linear interpolation between layers).  Under the
-exponential model this equals tau.  Runs whose bottom layer is still above
-1/e are censored (D_crit > depth - 1).
+exponential model, as a *depth* (docs/science.md §4, §5): the number of
+layers of a network whose bottom layer sits at 1/e of the top layer's
+gradient, i.e. 1 + the distance below the top at which ||grad_l||/||grad_top||
+first falls to 1/e (log-linear interpolation between layers).  A 16-layer
+network whose bottom layer is at 1/e has D_crit = 16; under the exponential
+model D_crit = tau + 1.  This is the quantity the law's D_crit(W) is (a
+depth), so the two are compared directly.  Runs whose bottom layer is still
+above 1/e are censored (D_crit > depth; reported as the depth).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ def _record_at(probes: list[dict], step: int):
 
 
 def profile_fit(g) -> dict:
-    """tau, R² and the 1/e crossing for one profile (index 0 = bottom layer)."""
+    """tau, R² and D_crit by the 1/e rule (a depth: 1 + the crossing's distance below the top) for one
+    profile (index 0 = bottom layer)."""
     g = np.asarray(g, dtype=float)
     L = len(g)
     d = (L - 1) - np.arange(L)  # distance below the top layer
@@ -56,7 +61,7 @@ def profile_fit(g) -> dict:
             if b <= -1.0:
                 cross = (k - 1) + ((-1.0 - a) / (b - a) if b != a else 0.0)
                 break
-        out["dcrit_1e"] = float(cross) if cross is not None else float(L - 1)
+        out["dcrit_1e"] = 1.0 + float(cross) if cross is not None else float(L)
         out["censored"] = cross is None
     return out
 

@@ -322,8 +322,9 @@ def _dcrit_tables(data: Data, cells) -> dict:
             Col("censored", "censored"), Col("paper", "D_crit paper (2.43·ln W)", "{:.3g}")]
     t = Table("dcrit_widths", f"D_crit at the sweep's widths (law form: {dc.get('formula', 'no D_crit in the fitted law')})",
               cols, rows)
-    t.notes.append("1/e: distance below the top layer where the gradient norm falls to 1/e of the top's; "
-                   "censored = runs whose bottom layer never got there (D_crit > depth − 1)")
+    t.notes.append("1/e: D_crit as a depth, like the law's: the depth of a network whose bottom layer's gradient norm "
+                   "is 1/e of the top layer's (1 + the distance below the top where a run's profile falls to 1/e); "
+                   "censored = runs whose bottom layer never got there (D_crit > depth)")
     mrows = []
     for m, paper in PAPER_DCRIT.items():
         v = (dc.get("reference") or {}).get(m) or {}
