@@ -87,12 +87,20 @@ def test_planted_dead_and_always_active_units_give_exactly_those_fractions(mlp):
         assert r["mlp_balance"] == pytest.approx(math.log(88) / math.log(128), abs=1e-12)
 
 
-def test_the_swiglu_threshold_is_the_stated_one_and_configurable():
+def test_the_swiglu_rule_is_the_stated_one_and_a_fixed_threshold_is_configurable():
     model = _planted("swiglu", dead=40, alive=88)
     x = torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(0))
-    assert analyse(model, x, x)["options"]["swiglu_threshold"] == 1e-3
+    doc = analyse(model, x, x)
+    assert doc["options"]["mlp_rule"] == "cett" and doc["options"]["cett_target"] == 0.2
+    assert doc["options"]["swiglu_threshold"] is None
+    # |a| is 0 or 1.76 on every token: dropping the zeros loses nothing, dropping the rest everything
+    assert [r["mlp_threshold"] for r in doc["layers"]] == [pytest.approx(1.76, abs=0.01)] * 2
     above = analyse(model, x, x, threshold=2.0)  # 1.76 is below it: every unit is dead now
     assert [r["mlp_dead"] for r in above["layers"]] == [1.0, 1.0]
+    assert above["options"]["mlp_rule"] == "fixed" and above["options"]["swiglu_threshold"] == 2.0
+    assert [r["mlp_threshold"] for r in above["layers"]] == [2.0, 2.0]
+    gelu = analyse(_planted("gelu", dead=40, alive=88), x, x)
+    assert gelu["options"]["mlp_rule"] == "gelu>0" and [r["mlp_threshold"] for r in gelu["layers"]] == [None] * 2
 
 
 # ---------------------------------------------------------------------------- logit lens
@@ -176,7 +184,7 @@ def _same(a: dict, b: dict):
     assert len(a["layers"]) == len(b["layers"])
     for ra, rb in zip(a["layers"], b["layers"]):
         for k, v in ra.items():
-            assert rb[k] == pytest.approx(v, rel=1e-6, abs=1e-9), k
+            assert rb[k] == (v if v is None else pytest.approx(v, rel=1e-6, abs=1e-9)), k
 
 
 def test_analyze_at_end_and_dw_analyze_give_the_library_numbers(run_dir):
@@ -212,19 +220,90 @@ def test_entropy_probe_records_the_profile_of_the_fixed_batch(run_dir):
     assert all(0 < h <= 1 for h in got)
 
 
+def _planted_run(run_dir, dest, dead: dict, big: dict, scale: float = 2.0 ** -12):
+    """A copy of ``run_dir`` whose newest checkpoint (step 13) holds the trained model with layer i's
+    hidden units ``dead[i]`` exactly 0 (their up-projection rows zeroed) and unit ``big[i]`` carrying
+    16× the output (its up row × 4, its c_proj column × 4); every up matrix × ``scale`` and c_proj ×
+    1/``scale`` (the same function at activations 4,096 times smaller, as at µP init scales)."""
+    from depthwidth.train import checkpoint
+    from depthwidth.train.analysis import load_model
+    from depthwidth.train.dist import World
+
+    shutil.copytree(run_dir, dest)
+    model, _, _ = load_model(dest)
+    with torch.no_grad():
+        for i, b in enumerate(model.blocks):
+            b.mlp.c_fc.weight[list(dead.get(i, []))] = 0.0
+            if i in big:
+                b.mlp.c_fc.weight[big[i]] *= 4.0
+                b.mlp.c_proj.weight[:, big[i]] *= 4.0
+            b.mlp.c_fc.weight.mul_(scale)
+            b.mlp.c_proj.weight.div_(scale)
+    checkpoint.save(dest / "ckpt", 13, World(), model, torch.optim.AdamW(model.parameters()), {}, keep=5)
+    return model
+
+
+def test_dw_analyze_reports_planted_dead_units_exactly(run_dir, tmp_path):
+    """x model (widths 40, 8, 40; SwiGLU hidden 160, 32, 160): units planted dead in layers 1 and 3 are
+    exactly the dead fraction `dw analyze` reports, every other unit is alive, a unit carrying a large
+    share of the output is active on most tokens; the old fixed |a| > 1e-3 would call (nearly) all dead."""
+    from depthwidth.data.source import make_source
+    from depthwidth.train.analysis import load_model
+
+    dead, big = {0: range(0, 40), 2: range(100, 116)}, {0: 50, 2: 7}
+    _planted_run(run_dir, tmp_path / "run", dead, big)
+    p = run_dw("analyze", str(tmp_path / "run"), "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["step"] == 13 and [r["mlp_dead"] for r in doc["layers"]] == [40 / 160, 0.0, 16 / 160]
+    assert doc["options"]["mlp_rule"] == "cett"
+    model, cfg, _ = load_model(tmp_path / "run")
+    x, _ = eval_set(make_source(cfg.data, 32), 32, 8192)
+    with torch.no_grad():
+        acts = {}
+        hs = [b.mlp.c_proj.register_forward_pre_hook(lambda _m, inp, i=i: acts.__setitem__(i, inp[0]))
+              for i, b in enumerate(model.blocks)]
+        model(torch.as_tensor(x))
+        for h in hs:
+            h.remove()
+    for i, r in enumerate(doc["layers"]):
+        a = acts[i].reshape(-1, acts[i].size(-1)).abs()
+        assert (a[:, list(dead.get(i, []))] == 0).all() and r["mlp_threshold"] > 0
+        on = (a >= r["mlp_threshold"]).double().mean(0)  # each unit's active fraction, as dw analyze counts
+        assert r["mlp_density"] == pytest.approx(float(on.mean()), abs=1e-12)
+        if i in big:  # 4× the activation, 16× the output: the layer's most active unit, on most tokens
+            assert float(on[big[i]]) == float(on.max()) and float(on[big[i]]) > 0.7 > 2 * r["mlp_density"]
+        assert float((a > 1e-3).double().mean()) < 0.01  # the old absolute rule: (nearly) nothing active
+
+
 def test_sweep_mode_analyses_only_finished_runs_without_an_analysis(run_dir, tmp_path):
     root = tmp_path / "runs"
-    for name in ("a", "b", "c"):
+    for name in ("a", "b", "c", "d"):
         shutil.copytree(run_dir, root / "sw" / name)
     (root / "sw" / "b" / "analysis.json").unlink()
     s = json.loads((root / "sw" / "c" / "summary.json").read_text())
     (root / "sw" / "c" / "analysis.json").unlink()
     (root / "sw" / "c" / "summary.json").write_text(json.dumps({**s, "status": "running"}))
+    older = json.loads((root / "sw" / "d" / "analysis.json").read_text())  # measured with older definitions
+    (root / "sw" / "d" / "analysis.json").write_text(json.dumps({**older, "schema": "dw.analysis/1"}))
     p = run_dw("analyze", "sw", "--root", str(root), "--json")
     assert p.returncode == 0, p.stderr
-    assert [d["run_dir"] for d in json.loads(p.stdout)] == [str(root / "sw" / "b")]
+    assert [d["run_dir"] for d in json.loads(p.stdout)] == [str(root / "sw" / "b"), str(root / "sw" / "d")]
     again = run_dw("analyze", "sw", "--root", str(root), "--json")
     assert json.loads(again.stdout) == [] and not (root / "sw" / "c" / "analysis.json").exists()
+
+
+def test_an_older_analysis_reads_with_the_current_lens_keys(tmp_path):
+    from depthwidth.measure import doc as adoc
+
+    old = {"schema": "dw.analysis/1", "options": {"mlp": "swiglu", "swiglu_threshold": 1e-3},
+           "embedding_lens": {"lens_ce": 4.0, "lens_target_prob": 0.05},
+           "layers": [{"layer": 1, "lens_ce": 2.0, "lens_target_prob": 0.3}]}
+    (tmp_path / "analysis.json").write_text(json.dumps(old))
+    d = adoc.read(tmp_path)
+    assert d["layers"][0]["lens_target_prob"] == math.exp(-2.0) and d["layers"][0]["lens_target_prob_mean"] == 0.3
+    assert d["embedding_lens"]["lens_target_prob"] == math.exp(-4.0)
+    assert d["options"]["mlp_rule"] == "fixed" and not adoc.current(tmp_path)
 
 
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(run_dir, tmp_path, capsys):
@@ -256,8 +335,9 @@ def test_sums_over_batches_do_not_depend_on_the_batching():
     assert one["eval"] == many["eval"]
     for a, b in zip(one["layers"], many["layers"]):
         for k, v in a.items():
-            assert b[k] == pytest.approx(v, rel=1e-5, abs=1e-7), k
-    assert set(one["embedding_lens"]) == {"lens_ce", "lens_target_prob", "lens_entropy", "lens_kl_final"}
+            assert b[k] == (v if v is None else pytest.approx(v, rel=1e-5, abs=1e-7)), k
+    assert set(one["embedding_lens"]) == {"lens_ce", "lens_target_prob", "lens_target_prob_mean", "lens_entropy",
+                                          "lens_kl_final"}
 
 
 def test_the_eval_set_depends_on_data_and_seq_len_only():

@@ -76,15 +76,25 @@ def _render(d: dict, out) -> None:
               caption=(f"H: normalised matrix entropy ({'centred' if o['centre'] else 'not centred'}, "
                        f"{e['entropy_tokens']:,} tokens) over the layer's own w_i coordinates and over the "
                        f"whole stream; MLP: mean density, dead (< {o['dead_below']:.1%} of tokens), balance "
-                       + (f"(SwiGLU active: |a| > {o['swiglu_threshold']:g}); " if o["mlp"] == "swiglu" else "(GELU active: a > 0); ")
-                       + "lens: CE and entropy in nats, KL(final‖l), KL(l‖l−1)"))
-    heads = ("layer", "w_i", "H prefix", "H stream", "MLP dens", "dead", "balance", "lens CE", "p(target)",
+                       f"{_rule(o)}; lens: CE and entropy in nats, p(target) = exp(−CE) (geometric mean), "
+                       "KL(final‖l), KL(l‖l−1)"))
+    heads = ("layer", "w_i", "H prefix", "H stream", "MLP dens", "dead", "balance", "MLP ε", "lens CE", "p(target)",
              "lens H", "KL final", "KL prev")
     for h in heads:
         t.add_column(h, justify="right")
     for r in d["layers"]:
         t.add_row(str(r["layer"]), str(r["width"]), _f(r["entropy_prefix"], ".3f"), _f(r["entropy_full"], ".3f"),
                   _f(r["mlp_density"], ".3f"), _f(r["mlp_dead"], ".3f"), _f(r["mlp_balance"], ".3f"),
-                  _f(r["lens_ce"], ".4f"), _f(r["lens_target_prob"], ".4f"), _f(r["lens_entropy"], ".3f"),
-                  _f(r["lens_kl_final"], ".4f"), _f(r["lens_kl_prev"], ".4f"))
+                  _f(r.get("mlp_threshold"), ".3g"), _f(r["lens_ce"], ".4f"), _f(r["lens_target_prob"], ".4f"),
+                  _f(r["lens_entropy"], ".3f"), _f(r["lens_kl_final"], ".4f"), _f(r["lens_kl_prev"], ".4f"))
     out.print(t)
+
+
+def _rule(o: dict) -> str:
+    """When an MLP unit counts as active, as the document's options say."""
+    if o.get("mlp_rule") == "cett":
+        return (f"(SwiGLU active: |a| ≥ ε, the layer's CETT threshold: dropping the units below it loses "
+                f"≤ {o['cett_target']:.0%} of the MLP output's norm, mean over {o['calibration_tokens']:,} tokens)")
+    if o.get("mlp_rule") == "fixed":
+        return f"(SwiGLU active: |a| ≥ ε = {o['swiglu_threshold']:g}, fixed)"
+    return "(GELU active: a > 0)"

@@ -87,6 +87,26 @@ def summarise(prof: dict) -> dict:
             "max_kl_prev": max(klp[1:]) if len(klp) > 1 else None, "eval_loss": prof["eval_loss"]}
 
 
+def mlp_rule(analyses: list[dict]) -> str:
+    """When an MLP unit counted as active in these analyses (their ``options``), in words."""
+    said = []
+    for a in analyses:
+        o = a["doc"].get("options") or {}
+        rule = o.get("mlp_rule")
+        if rule == "cett":
+            txt = (f"SwiGLU: |a| ≥ the layer's CETT threshold ε (the units below it carry ≤ "
+                   f"{o.get('cett_target', 0.2):.0%} of the MLP output's norm)")
+        elif rule == "fixed":
+            txt = f"SwiGLU: |a| above a fixed {o.get('swiglu_threshold', 1e-3):g} (older analyses: not comparable)"
+        elif rule == "gelu>0" or o.get("mlp") == "gelu":
+            txt = "GELU: a > 0"
+        else:
+            continue
+        if txt not in said:
+            said.append(txt)
+    return "; ".join(said) or "as each analysis.json's options say"
+
+
 def tables(analyses: list[dict]) -> dict:
     key, profs = by_shape(analyses)
     rows = []
@@ -104,7 +124,8 @@ def tables(analyses: list[dict]) -> dict:
     if rows:
         d0 = next(iter(profs.values()))
         t.notes.append(f"from analysis.json ({len(analyses)} runs analysed); H = normalised matrix entropy over "
-                       "each layer's own w_i coordinates; narrowest layer of uniform = the middle layer; middle "
+                       f"each layer's own w_i coordinates; MLP units active: {mlp_rule(analyses)}; dead: active "
+                       "on < 0.1% of the tokens; narrowest layer of uniform = the middle layer; middle "
                        f"layers = 2..L−1; per-layer values averaged over seeds ({d0['runs']} run(s) per shape here)")
     else:
         t.notes.append("no analysis.json in this sweep's finished runs (run: dw analyze NAME)")

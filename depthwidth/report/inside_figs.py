@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from depthwidth.report.inside import by_shape
+from depthwidth.report.inside import by_shape, mlp_rule
 from depthwidth.report.model import SHAPE_LABEL, SHAPES
 
 WIDTH_IN = 6.4
@@ -71,7 +71,7 @@ def mlp_dead(plt, data, rep, out):
     return _per_layer(plt, data, [("mlp_dead", "dead MLP units (fraction)", False),
                                   ("mlp_density", "mean activation density", False)], "mlp_dead.png",
                       "MLP units per layer: dead fraction and density",
-                      "dead: active on < 0.1% of the held-out tokens (GELU: > 0; SwiGLU: |a| > the stated threshold)")
+                      f"dead: active on < 0.1% of the held-out tokens ({mlp_rule(data.analyses)})")
 
 
 def logit_lens(plt, data, rep, out):

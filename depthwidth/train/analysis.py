@@ -23,7 +23,7 @@ from depthwidth.core.errors import BadInput, bad
 from depthwidth.core.store import runs_root
 from depthwidth.measure import doc as adoc
 from depthwidth.measure.inside import DEFAULT_TOKENS, analyse, eval_set
-from depthwidth.measure.stats import SWIGLU_THRESHOLD
+from depthwidth.measure.stats import CETT_TARGET
 from depthwidth.train import checkpoint
 
 
@@ -84,9 +84,11 @@ def load_model(run_dir, which="final", device="cpu"):
 
 
 def analyse_run(run_dir, checkpoint: str | int = "final", tokens: int = DEFAULT_TOKENS, *, centre: bool = False,
-                threshold: float = SWIGLU_THRESHOLD, write: bool = True, device="cpu") -> dict:
+                threshold: float | None = None, cett_target: float = CETT_TARGET, write: bool = True,
+                device="cpu") -> dict:
     """Every measure of one run's checkpoint (fp32, on ``device``); written to analysis.json
-    (or analysis_step_N.json)."""
+    (or analysis_step_N.json).  SwiGLU units: active when |a| >= the layer's CETT threshold at
+    ``cett_target`` (``measure.inside``), or >= ``threshold`` in every layer when one is given."""
     from depthwidth.data.source import make_source
 
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
@@ -96,7 +98,7 @@ def analyse_run(run_dir, checkpoint: str | int = "final", tokens: int = DEFAULT_
     T = int(cfg.train.seq_len)
     source = make_source(cfg.data, T)
     x, y = eval_set(source, T, tokens)
-    body = analyse(model, x, y, centre=centre, threshold=threshold)
+    body = analyse(model, x, y, centre=centre, threshold=threshold, cett_target=cett_target)
     spec = model.spec
     status = _status(run_dir)
     out = {"schema": adoc.SCHEMA, "run_id": cfg.get("run_id"), "run_dir": str(run_dir), "step": step,
@@ -130,23 +132,26 @@ def _status(run_dir: Path) -> str | None:
 
 
 def pending(name: str, root=None, checkpoint: str | int = "final") -> list[Path]:
-    """The finished (status done) run directories of sweep ``name`` with no analysis of ``checkpoint`` yet."""
+    """The finished (status done) run directories of sweep ``name`` with no analysis of ``checkpoint`` yet
+    (or only one of an older schema, measured with older definitions: ``measure.doc.current``)."""
     sweep = runs_root(root) / name
     if not sweep.is_dir():
         raise bad("RUN_DIR|SWEEP", name, f"a run directory or a sweep under {runs_root(root)} (set --root or DW_RUNS)")
     step = None if checkpoint in (None, "final") else int(checkpoint)
     return [d for d in sorted(p for p in sweep.iterdir() if p.is_dir())
-            if _status(d) == "done" and not adoc.path_for(d, step).exists()]
+            if _status(d) == "done" and not adoc.current(d, step)]
 
 
 def analyse_sweep(name: str, root=None, checkpoint: str | int = "final", tokens: int = DEFAULT_TOKENS, *,
-                  centre: bool = False, threshold: float = SWIGLU_THRESHOLD, progress=None, device="cpu") -> list[dict]:
-    """Analyse every finished run of a sweep that has none yet (rerun: only the rest).
+                  centre: bool = False, threshold: float | None = None, cett_target: float = CETT_TARGET,
+                  progress=None, device="cpu") -> list[dict]:
+    """Analyse every finished run of a sweep that has none yet, or only an older schema's (rerun: only the rest).
     ``progress(done, total, run_dir)`` is called after each run."""
     todo = pending(name, root, checkpoint)
     out = []
     for i, d in enumerate(todo):
-        out.append(analyse_run(d, checkpoint, tokens, centre=centre, threshold=threshold, device=device))
+        out.append(analyse_run(d, checkpoint, tokens, centre=centre, threshold=threshold, cett_target=cett_target,
+                               device=device))
         if progress is not None:
             progress(i + 1, len(todo), d)
     return out
