@@ -128,10 +128,11 @@ def width_depth_depth_optimum(values: dict, N):
 
 def isoflop_table(law: Law, values: dict, budgets=(1e18, 1e19, 1e20, 1e21), axis: str = "params", n: int = 7,
                   span: float = 1.5, offset: float = 0.3, noise: float = 0.003, seed: int = 0,
-                  tokens_per_param: float = 20.0):
+                  tokens_per_param: float = 20.0, grid=None):
     """An isoFLOP design with losses from ``law``: per budget C, ``n`` runs log-spaced over
     ±``span`` (in ln x) around the law's own optimum shifted by ``offset`` (so the grid is not
-    centred on the answer).  Axis ``params``: N varies, T = C/(6N).  Axis ``depth``: N and T
+    centred on the answer), or, with ``grid``, the same x values at every budget (as a sweep
+    file's fixed list of depths).  Axis ``params``: N varies, T = C/(6N).  Axis ``depth``: N and T
     fixed per budget (T = tokens_per_param·N, C = 6·N·T), D varies and W = sqrt(N/(12 D)).
     Returns (DataFrame, {C: true optimum})."""
     import pandas as pd
@@ -141,13 +142,15 @@ def isoflop_table(law: Law, values: dict, budgets=(1e18, 1e19, 1e20, 1e21), axis
     for C in budgets:
         if axis == "params":
             opt = float(chinchilla_optimum(values, C))
-            for i, x in enumerate(opt * np.exp(offset + np.linspace(-span, span, n))):
+            xs = opt * np.exp(offset + np.linspace(-span, span, n)) if grid is None else np.asarray(grid, dtype=float)
+            for i, x in enumerate(xs):
                 rows.append({"run": f"C{C:.0e}n{i}", "params": x, "tokens": C / (6 * x), "depth": 24, "width": 1024,
                              "flops": C})
         else:
             N = math.sqrt(C / (6.0 * tokens_per_param))
             opt = float(width_depth_depth_optimum(values, N))
-            for i, D in enumerate(opt * np.exp(offset + np.linspace(-span, span, n))):
+            ds = opt * np.exp(offset + np.linspace(-span, span, n)) if grid is None else np.asarray(grid, dtype=float)
+            for i, D in enumerate(ds):
                 rows.append({"run": f"C{C:.0e}d{i}", "params": N, "tokens": tokens_per_param * N, "depth": D,
                              "width": math.sqrt(N / (12.0 * D)), "flops": C})
         truth[C] = opt
@@ -155,3 +158,19 @@ def isoflop_table(law: Law, values: dict, budgets=(1e18, 1e19, 1e20, 1e21), axis
     df["loss"] = 1.0
     df["loss"] = law.predict(values, df) * np.exp(rng.normal(0.0, noise, len(df)))
     return df, truth
+
+
+def isoflop_exponents(values: dict, axis: str = "params", budgets=(1e18, 1e19, 1e20, 1e21),
+                      tokens_per_param: float = 20.0) -> dict:
+    """The planted law's exact exponents of its optima in C along ``isoflop_table``'s budgets.
+
+    Axis ``params`` (chinchilla): {"N": β/(α+β)}.  Axis ``depth`` (width-depth at N = sqrt(C/(6k))):
+    the slopes in ln C of ln D*(N) (``width_depth_depth_optimum``) and of ln W* = ln sqrt(N/(12 D*)).
+    """
+    if axis == "params":
+        return {"N": values["beta"] / (values["alpha"] + values["beta"])}
+    C = np.asarray(budgets, dtype=float)
+    N = np.sqrt(C / (6.0 * tokens_per_param))
+    D = width_depth_depth_optimum(values, N)
+    return {"D": float(np.polyfit(np.log(C), np.log(D), 1)[0]),
+            "W": float(np.polyfit(np.log(C), 0.5 * np.log(N / (12.0 * D)), 1)[0])}

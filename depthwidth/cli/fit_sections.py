@@ -44,23 +44,40 @@ def render(c, res: dict) -> None:
     s = res.get("sensitivity")
     if s:
         _sensitivity(c, s, (ident or {}).get("quantum"))
+    if res.get("planted"):
+        _planted(c, res["planted"])
+
+
+def _planted(c, p: dict) -> None:
+    from rich.markup import escape as esc
+    from rich.table import Table
+
+    from depthwidth.fit.planted import summary_line
+
+    t = Table(title=esc(f"planted truth ({p['world'].get('label')}): is it inside the interval?"))
+    for col in ("number", "planted", "fitted", "CI", "inside"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for k, v in p["numbers"].items():
+        ci = v.get("ci")
+        t.add_row(esc(k), _f(v["planted"]), _f(v["estimate"]), esc(f"[{ci[0]:.4g}, {ci[1]:.4g}]") if ci else "—",
+                  {True: "yes", False: "[red]NO[/red]", None: "—"}[v["covered"]])
+    c.print(t)
+    c.print(esc(summary_line(p)))
 
 
 def _isoflop(c, iso: dict) -> None:
     from rich.markup import escape as esc
     from rich.table import Table
 
-    from depthwidth.fit.isoflop import summary_lines
+    from depthwidth.fit.isoflop import ci_text, row_note, summary_lines
 
     lvl = f"{100 * iso['level']:.0f}%"
-    t = Table(title=esc(f"isoFLOP profiles: loss vs ln {iso['axis']} per budget (parabola minima)"))
+    t = Table(title=esc(f"isoFLOP profiles: loss vs ln {iso['axis']} per budget (fitted minima)"))
     for col in ("C (FLOPs)", "runs", f"{iso['axis']} range", f"{iso['axis']}*", f"{lvl} CI", "loss at min", ""):
         t.add_column(col, justify="right", no_wrap=True)
     for b in iso["budgets"]:
-        ci = b.get("x_opt_ci")
         t.add_row(f"{b['C']:.3g}", str(b["runs"]), f"{b['x_range'][0]:.4g}–{b['x_range'][1]:.4g}", _f(b.get("x_opt")),
-                  esc(f"[{ci[0]:.4g}, {ci[1]:.4g}]") if ci else "—", _f(b.get("loss_opt")),
-                  "" if b.get("identified") else esc(b.get("because", "")))
+                  esc(ci_text(b.get("x_opt_ci"))), _f(b.get("loss_opt")), esc(row_note(b, iso["level"])))
     c.print(t)
     for line in summary_lines(iso):
         c.print(esc(line))

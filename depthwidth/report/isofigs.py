@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from depthwidth.fit.isoflop import ci_text
+
 
 def draw(plt, iso: dict):
     """Two panels; returns the figure (the caller saves it)."""
@@ -18,17 +20,24 @@ def draw(plt, iso: dict):
         if not len(pts):
             continue
         a1.plot(pts[:, 0], pts[:, 1], "o", color=col, ms=4, label=f"C = {b['C']:.2g}")
-        if b.get("parabola_ln_x"):
-            u = np.linspace(math.log(pts[:, 0].min()), math.log(pts[:, 0].max()), 100)
+        u = np.linspace(math.log(pts[:, 0].min()), math.log(pts[:, 0].max()), 100)
+        if b.get("fit_ln_loss"):  # ln loss ≈ polynomial in ln x - centre
+            a1.plot(np.exp(u), np.exp(np.polyval(b["fit_ln_loss"], u - b["fit_centre"])), "-", color=col, lw=1)
+        elif b.get("parabola_ln_x"):  # fit.json from before: loss ≈ parabola in ln x
             a1.plot(np.exp(u), np.polyval(b["parabola_ln_x"], u), "-", color=col, lw=1)
         if b.get("identified"):
-            lo, hi = b["x_opt_ci"] or (b["x_opt"], b["x_opt"])
-            a1.errorbar([b["x_opt"]], [b["loss_opt"]], xerr=[[b["x_opt"] - lo], [hi - b["x_opt"]]], fmt="*",
-                        color=col, ms=11, mec="k", capsize=3)
+            x0, (lo, hi) = b["x_opt"], b.get("x_opt_ci") or (b["x_opt"], b["x_opt"])
+            # an open side (None) runs to the sampled range's edge, with an arrow: beyond it, unbounded
+            lo_x, hi_x = b["x_range"][0] if lo is None else lo, b["x_range"][1] if hi is None else hi
+            a1.errorbar([x0], [b["loss_opt"]], xerr=[[x0 - lo_x], [hi_x - x0]], fmt="*", color=col, ms=11, mec="k",
+                        capsize=3)
+            for edge, open_, m in ((lo_x, lo is None, "<"), (hi_x, hi is None, ">")):
+                if open_:
+                    a1.plot([edge], [b["loss_opt"]], m, color=col, ms=7)
     a1.set_xscale("log")
     a1.set_xlabel(f"{axis} (log)")
     a1.set_ylabel("loss (nats)")
-    a1.set_title(f"loss vs {axis} per budget; ★ minimum [{100 * iso['level']:.0f}% CI]")
+    a1.set_title(f"loss vs {axis} per budget; ★ minimum [{100 * iso['level']:.0f}% CI; ◂ ▸ open]")
     a1.legend(loc="best")
     good = [b for b in iso["budgets"] if b.get("identified")]
     for key, sym, mark in (("x_opt", "N" if axis == "params" else "D", "o"), ("width_opt", "W", "s")):
@@ -39,9 +48,9 @@ def draw(plt, iso: dict):
         line = a2.plot(C, x, mark, label=f"{sym}* (isoFLOP)")[0]
         p = iso["power_laws"].get(sym)
         if p:
-            ci = p["ci"]
+            ci = ci_text(p["ci"], "{:.3f}")
             a2.plot(C, p["prefactor"] * C ** p["exponent"], "-", color=line.get_color(),
-                    label=f"{sym}* ∝ C^{p['exponent']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
+                    label=f"{sym}* ∝ C^{p['exponent']:.3f}" + ("" if ci == "—" else f" {ci}"))
         law = iso.get("law_power_laws", {}).get(sym)
         if law:
             a2.plot(C, law["prefactor"] * C ** law["exponent"], "--", color=line.get_color(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from depthwidth.fit.holdout import summary_line as holdout_line
 from depthwidth.fit.identify import below_floor, not_identified_line, rests_on
-from depthwidth.fit.isoflop import summary_lines as isoflop_lines
+from depthwidth.fit.isoflop import ci_text, row_note, summary_lines as isoflop_lines
 from depthwidth.fit.prefer import preferred
 from depthwidth.fit.sensitivity import WIDTH_NOTE, summary_line as sensitivity_line
 from depthwidth.report.model import Col, Table
@@ -57,13 +57,14 @@ def rest_tables(fit) -> dict:
         rows = [{"C": b["C"], "runs": b["runs"], "x_lo": b["x_range"][0], "x_hi": b["x_range"][1],
                  "x_opt": b.get("x_opt") if b.get("identified") else None,
                  "ci_lo": (b.get("x_opt_ci") or [None, None])[0], "ci_hi": (b.get("x_opt_ci") or [None, None])[1],
-                 "law_x_opt": b.get("law_x_opt"), "note": None if b.get("identified") else b.get("because")}
+                 "ci": ci_text(b.get("x_opt_ci")), "law_x_opt": b.get("law_x_opt"),
+                 "note": row_note(b, iso["level"]) or None}
                 for b in iso["budgets"]]
         x = iso["axis"]
         cols = [Col("C", "C (FLOPs)", "{:.3g}"), Col("runs", "runs"), Col("x_lo", f"{x} min", "{:.4g}"),
                 Col("x_hi", f"{x} max", "{:.4g}"), Col("x_opt", f"{x}* (isoFLOP)", "{:.4g}"),
-                Col("ci_lo", "CI lo", "{:.4g}"), Col("ci_hi", "CI hi", "{:.4g}"), Col("law_x_opt", f"{x}* (law)", "{:.4g}"),
-                Col("note", "not identified because")]
+                Col("ci", f"{100 * iso['level']:.0f}% CI"), Col("law_x_opt", f"{x}* (law)", "{:.4g}"),
+                Col("note", "no minimum, no interval, or an open one")]
         t = Table("fit_isoflop", f"IsoFLOP profiles (approach 2): loss vs ln {x} per budget", cols, rows)
         t.notes += isoflop_lines(iso)
         out["fit_isoflop"] = t
