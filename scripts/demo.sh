@@ -15,16 +15,19 @@ BOOT=${DW_DEMO_BOOTSTRAP:-200}
 EXTRA=(${DW_DEMO_ARGS:-})
 t0=$(date +%s)
 
-echo "== 1/5 dw sweep demo launcher=local  (16 tiny models, 2 CPU workers, returns at once)"
+echo "== 1/6 dw sweep demo launcher=local  (16 tiny models, 2 CPU workers, returns at once)"
 $DW sweep demo launcher=local "${EXTRA[@]}"
-echo "== 2/5 dw status demo --watch  (live until every run has ended)"
+echo "== 2/6 dw status demo --watch  (live until every run has ended)"
 $DW status demo --watch --interval 2
-echo "== 3/5 dw analyze demo  (entropy, MLP density, logit lens: runs without analysis.json, e.g. trained before train.analyze_at_end)"
+echo "== 3/6 dw analyze demo  (entropy, MLP density, logit lens: runs without analysis.json, e.g. trained before train.analyze_at_end)"
 $DW analyze demo
-echo "== 4/5 dw fit demo --law depth-delusion --where shape=uniform --bootstrap $BOOT --compare chinchilla,width-depth"
+echo "== 4/6 dw fit demo --law depth-delusion --where shape=uniform --bootstrap $BOOT --compare chinchilla,width-depth"
 $DW fit demo --law depth-delusion --where shape=uniform --bootstrap "$BOOT" --compare chinchilla,width-depth
-echo "== 5/5 dw report demo --plots $OUT"
+echo "== 5/6 dw report demo --plots $OUT"
 $DW report demo --plots "$OUT"
+echo "== 6/6 dw simulate demo --name demo-planted  (the same grid, losses planted from the depth-delusion law near the paper's fit: could this grid identify D_crit at all?)"
+$DW simulate demo --name demo-planted --replace --seed 1 > /dev/null
+$DW fit demo-planted --law depth-delusion --where shape=uniform --bootstrap 100 --no-write | grep -E "^(D_crit identified|planted world)" || true
 
 t1=$(date +%s)
 echo "$((t1 - t0))" > "$OUT/demo_seconds"

@@ -82,14 +82,16 @@ def test_every_stage_is_a_folder_and_the_package_root_holds_no_stage_module():
     top = sorted(p.name for p in PKG.iterdir() if p.suffix == ".py")
     assert top == ["__init__.py", "__main__.py"]
     stages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert {"core", "config", "model", "data", "train", "track", "sweep", "launch", "fit", "report", "cli"} <= stages
+    assert {"core", "config", "model", "data", "train", "track", "sweep", "launch", "fit", "report", "cli",
+            "simulate"} <= stages
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["status", "--help"], ["fit", "--help"], ["report", "--help"],
-                                  ["sweep", "demo", "--dry-run"]])
-def test_light_commands_do_not_import_torch(argv):
+                                  ["sweep", "demo", "--dry-run"], ["simulate", "demo", "--root", "ROOT", "--json"]])
+def test_light_commands_do_not_import_torch(argv, tmp_path):
     code = ("import sys\nfrom depthwidth.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n")
+    argv = [str(tmp_path) if a == "ROOT" else a for a in argv]
     p = subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
 

@@ -18,7 +18,8 @@ def fit_cmd(
     law: str = typer.Option("chinchilla", "--law", help="chinchilla | depth-delusion | width-depth"),
     dcrit: str = typer.Option("log", "--dcrit", help="depth-delusion D_crit form: log (kappa*ln W) | power (c*W^p)"),
     irreducible: bool = typer.Option(False, "--irreducible", help="depth-delusion: add an irreducible loss E"),
-    bootstrap: int = typer.Option(200, "--bootstrap", help="run-level bootstrap replicates for intervals (0: none)"),
+    bootstrap: int = typer.Option(200, "--bootstrap", help="bootstrap replicates for intervals (0: none)"),
+    resample: str = typer.Option("noise", "--resample", help="noise: keep the design, draw each run's seed noise afresh at the scale the residuals show (covers 95% on planted grids) | runs: resample whole runs (conservative)"),
     pin: Optional[List[str]] = typer.Option(None, "--pin", help="fix parameters, e.g. --pin alpha=0.076 (repeatable or comma-separated)"),
     compare: Optional[str] = typer.Option(None, "--compare", help="laws to compare on held-out runs, e.g. chinchilla,depth-delusion,width-depth"),
     huber_delta: float = typer.Option(1e-3, "--huber-delta", help="Huber delta on log residuals"),
@@ -79,7 +80,7 @@ def fit_cmd(
         probe_step=probe_step, out=out, write=not no_write, max_starts=max_starts,
         source=source, project=project, group=group, where=where, holdout=holdout,
         sensitivity=sensitivity, approach=approach, isoflop_axis=isoflop_axis, n_convention=n_convention,
-        c_ref=c_ref,
+        c_ref=c_ref, resample=resample,
     )
     if as_json:
         emit_json(res)
@@ -91,10 +92,6 @@ def _f(x, fmt="{:.4g}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def _ci(c) -> str:
-    return "—" if not c else f"\\[{c[0]:.4g}, {c[1]:.4g}]"
-
-
 def render(res: dict) -> None:
     from rich.markup import escape as esc
     from rich.table import Table
@@ -103,10 +100,19 @@ def render(res: dict) -> None:
     if not c.is_terminal:  # piped output: do not squeeze the tables into 80 columns
         c.width = max(c.width, 120)
     lvl = res.get("bootstrap", {}).get("level", 0.95)
+    for line in res.get("underdetermined") or []:  # before any number (fit/intervals.py)
+        c.print(f"[bold yellow]before the numbers:[/bold yellow] {esc(line)}")
+    held = res.get("ci_withheld") or {}
+
+    def _ci(cc, key=None):
+        if key in held:
+            return "withheld"
+        return "—" if not cc else f"\\[{cc[0]:.4g}, {cc[1]:.4g}]"
+
     t = Table(title=esc(f"{res['law']}: {res['formula']}"))
     t.add_column("parameter")
     t.add_column("value", justify="right")
-    t.add_column(f"{100 * lvl:.0f}% CI (runs)", justify="right")
+    t.add_column(f"{100 * lvl:.0f}% CI ({res.get('bootstrap', {}).get('resample', 'runs')})", justify="right")
     if res.get("seed_ci"):
         t.add_column("CI (seeds)", justify="right")
     t.add_column("")
@@ -119,7 +125,9 @@ def render(res: dict) -> None:
         cc = res["ci"].get(k)
         if cc and cc[0] <= 0 <= cc[1] and k not in res.get("pinned", {}):
             flags.append("CI ∋ 0")
-        row = [k, _f(v), _ci(cc)]
+        if k in held:
+            flags.append("interval withheld: see warnings")
+        row = [k, _f(v), _ci(cc, k)]
         if res.get("seed_ci"):
             row.append(_ci(res["seed_ci"].get(k)))
         row.append(", ".join(flags))
@@ -142,11 +150,11 @@ def render(res: dict) -> None:
             return rng.get(key, {}).get("identified", True)
 
         for w, v in d["dcrit"]["widths"].items():
-            dt.add_row("sweep", w, "", f"{_f(v['value'])} {_ci(v['ci'])}" if ok(f"dcrit[W={w}]") else "not identified", "")
+            dt.add_row("sweep", w, "", f"{_f(v['value'])} {_ci(v['ci'], f'dcrit[W={w}]')}" if ok(f"dcrit[W={w}]") else "not identified", "")
         for m, v in d["dcrit"]["reference"].items():
             good = ok(f"dcrit[{m}]")
-            dt.add_row(m, str(v["width"]), str(v["depth"]), f"{_f(v['dcrit'])} {_ci(v['dcrit_ci'])}" if good else "not identified",
-                       f"{_f(v['depth_over_dcrit'])} {_ci(v['depth_over_dcrit_ci'])}" if good else "not identified")
+            dt.add_row(m, str(v["width"]), str(v["depth"]), f"{_f(v['dcrit'])} {_ci(v['dcrit_ci'], f'dcrit[{m}]')}" if good else "not identified",
+                       f"{_f(v['depth_over_dcrit'])} {_ci(v['depth_over_dcrit_ci'], f'depth_over_dcrit[{m}]')}" if good else "not identified")
         c.print(dt)
     if "compute_optimal" in d:
         co = d["compute_optimal"]
@@ -163,7 +171,7 @@ def render(res: dict) -> None:
             if not opt.get(k, {}).get("identified", True):  # e.g. fewer than one layer (fit/identify.py)
                 ct.add_row(label, "not identified", "")
                 continue
-            ct.add_row(label, _f(v), _ci(co["ci"].get(k)))
+            ct.add_row(label, _f(v), _ci(co["ci"].get(k), f"compute_optimal.{k}"))
         c.print(ct)
     gp = d.get("gradient_persistence")
     if gp and gp.get("tau_law"):
@@ -198,7 +206,10 @@ def render(res: dict) -> None:
         c.print(esc("excluded: " + "; ".join(f"{e['run']} ({e['points']} pts, {e['reason']})" for e in res["excluded"][:20])
                     + (" …" if len(res["excluded"]) > 20 else "")))
     for w in res.get("warnings", []):
-        c.print(f"[yellow]warning:[/yellow] {esc(w)}")
+        if w not in (res.get("underdetermined") or []):
+            c.print(f"[yellow]warning:[/yellow] {esc(w)}")
+    for k, why in held.items():
+        c.print(esc(f"withheld: the interval of {k}: {why}"))
     if res.get("written"):
         c.print(esc(f"wrote {res['written']}"))
 

@@ -30,6 +30,14 @@ def never_world_writable() -> None:
     os.umask(_umask() | 0o002)
 
 
+def make_temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
+    """A new directory in ``parent`` (to be renamed into place whole), with the mode a plain
+    mkdir would give under the umask, never world-writable (mkdtemp alone gives 0700)."""
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(d, 0o777 & ~_umask() & ~0o002)
+    return d
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,14 +1,27 @@
-"""Uncertainty for a fit: run-level bootstrap and a seed-noise bootstrap.
+"""Uncertainty for a fit: bootstrap refits, vectorised over replicates.
 
-``--bootstrap N`` resamples whole runs with replacement (every token-budget
-point of a drawn run comes with it, never single checkpoints) and refits from
-a small start grid: the optimum, the next-best optima of the full search and a
-few points of the law's grid.  All replicates x starts run as one batched
-problem with per-replicate point weights (the multiplicity of each run).
+``--resample noise`` (the default) keeps the design — the sweep's runs, as
+planned — and draws each run's seed noise afresh: replicate b refits the law
+to its fitted curve plus per-run and per-point Gaussian noise at the scales
+the fit's residuals show (``noise_scales``), each replicate's scales drawn
+from their chi-squared distributions (the scales are estimates too).  This is
+the sampling a researcher would see re-running the grid with new seeds, and
+on planted depth_delusion grids its 95% intervals cover the truth 94–99% of
+the time (README "Coverage").
 
-Where several runs share a configuration and differ only in seed, a second
+``--resample runs`` resamples whole runs with replacement (every token-budget
+point of a drawn run comes with it, never single checkpoints), as Epoch's
+refit does.  With a fixed design of a few high-leverage runs it is
+conservative: a replicate that misses the deep or the large runs loses what
+identifies a parameter (100% coverage of most numbers on the same grids).
+
+Every replicate is refitted from a small start grid: the optimum, the
+next-best optima of the full search and a few points of the law's grid; all
+replicates x starts run as one batched problem.
+
+Where several runs share a configuration and differ only in seed, a further
 bootstrap resamples seeds *within* each configuration: the design stays fixed
-and only seed-to-seed noise moves the fit.
+and the measured seed-to-seed spread moves the fit (``seed_ci``).
 
 Intervals are percentile intervals over the replicates that converged (the
 solver's own convergence flag for the replicate's best start).
@@ -16,11 +29,14 @@ solver's own convergence flag for the replicate's best start).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from depthwidth.fit.solver import FitResult, Problem, batched_lm, best_starts
 
 CONFIG_KEYS = ("params", "depth", "width", "shape")
+RESAMPLE = ("noise", "runs")  # --resample: the design fixed and seed noise drawn afresh | whole runs resampled
 _BLOCK = 64  # replicates per batched call
 
 
@@ -66,22 +82,72 @@ def seed_weights(codes: np.ndarray, n_runs: int, groups: list[np.ndarray], B: in
     return counts[:, codes]
 
 
-def refit_many(fr: FitResult, table, weights: np.ndarray, starts: np.ndarray | None = None,
-               max_iter: int = 500) -> dict:
-    """Refit ``fr.law`` under each row of ``weights`` (R, n); returns theta (R, P), F, ok."""
+def noise_scales(fr: FitResult, table) -> dict:
+    """Seed-to-seed (per run) and per-point noise of log loss, estimated from the fit's residuals.
+
+    The fit leaves residuals r = u_run + e_point.  With several points per run, e's scale comes from
+    the spread of residuals around their run's mean (n - R degrees of freedom) and u's from the
+    spread of run means less e's share; with one point per run the two are not separable and all of
+    it is per run.  Both are inflated for the k fitted parameters (R / (R - k)), and residuals beyond
+    4 robust standard deviations (1.4826 · MAD) are clipped first, so one outlier run does not set
+    the noise of all the others.
+    """
+    law = fr.law
+    y = np.log(np.asarray(table["loss"], dtype=float))
+    r = y - law.evaluate(fr.theta[None, :], law.data(table))[0]
+    codes, R = run_codes(table)
+    k = len(law.params) - len(fr.pins)
+    mad = 1.4826 * np.median(np.abs(r[r != 0])) if (r != 0).any() else 0.0
+    if mad > 0:
+        r = np.clip(r, -4 * mad, 4 * mad)
+    n_b = np.bincount(codes, minlength=R).astype(float)
+    mean = np.bincount(codes, weights=r, minlength=R) / n_b
+    n = len(r)
+    point = 0.0
+    if n > R:
+        point = math.sqrt(float(((r - mean[codes]) ** 2).sum()) / (n - R))
+    between = float((mean ** 2).sum()) / max(R - k, 1)
+    run = math.sqrt(max(between - point ** 2 * float(np.mean(1.0 / n_b)), 0.0))
+    return {"run": run, "point": point, "runs": R, "points": n, "df_run": max(R - k, 1), "df_point": max(n - R, 1)}
+
+
+def draw_noise(sc: dict, codes: np.ndarray, B: int, rng) -> np.ndarray:
+    """(B, n) seed noise at the scales ``sc`` (noise_scales), each replicate's scales drawn from their
+    chi-squared distributions: the scales are estimates, and the replicates carry that uncertainty."""
+    R = int(codes.max()) + 1
+    s_run = sc["run"] * np.sqrt(sc["df_run"] / rng.chisquare(sc["df_run"], B))
+    s_pt = sc["point"] * np.sqrt(sc["df_point"] / rng.chisquare(sc["df_point"], B))
+    u = rng.normal(0.0, 1.0, (B, R)) * s_run[:, None]
+    e = rng.normal(0.0, 1.0, (B, len(codes))) * s_pt[:, None]
+    return u[:, codes] + e
+
+
+def noise_targets(fr: FitResult, table, B: int, rng) -> np.ndarray:
+    """(B, n) log losses: the fitted curve plus fresh noise at the estimated scales (noise_scales):
+    the design as it is, the runs' seeds drawn again."""
+    law = fr.law
+    yhat = law.evaluate(fr.theta[None, :], law.data(table))[0]
+    codes, _ = run_codes(table)
+    return yhat[None, :] + draw_noise(noise_scales(fr, table), codes, B, rng)
+
+
+def refit_many(fr: FitResult, table, weights: np.ndarray | None = None, starts: np.ndarray | None = None,
+               max_iter: int = 500, ys: np.ndarray | None = None) -> dict:
+    """Refit ``fr.law`` under each row of ``weights`` (R, n), or to each row of targets ``ys``
+    (R, n log losses); returns theta (R, P), F, ok."""
     law = fr.law
     y = np.log(np.asarray(table["loss"], dtype=float))
     pb = Problem(law, law.data(table), y, fr.delta, fr.pins)
     st = pb.reduce(best_starts(fr, law) if starts is None else starts)
-    S0, R = len(st), len(weights)
+    S0, R = len(st), len(weights if ys is None else ys)
     theta = np.full((R, len(law.params)), np.nan)
     F = np.full(R, np.inf)
     ok = np.zeros(R, dtype=bool)
     for a in range(0, R, _BLOCK):
-        w = weights[a:a + _BLOCK]
-        r = len(w)
-        res = batched_lm(pb, np.tile(st, (r, 1)), weights=np.repeat(w, S0, axis=0), max_iter=max_iter,
-                         xtol=1e-7, ftol=1e-10)
+        r = min(_BLOCK, R - a)
+        w = None if weights is None else np.repeat(weights[a:a + r], S0, axis=0)
+        yb = None if ys is None else np.repeat(ys[a:a + r], S0, axis=0)
+        res = batched_lm(pb, np.tile(st, (r, 1)), weights=w, ys=yb, max_iter=max_iter, xtol=1e-7, ftol=1e-10)
         Fr = res["F"].reshape(r, S0)
         best = np.argmin(Fr, axis=1)
         tb = res["theta"].reshape(r, S0, -1)[np.arange(r), best]
@@ -96,17 +162,21 @@ def refit_many(fr: FitResult, table, weights: np.ndarray, starts: np.ndarray | N
 
 
 def bootstrap(fr: FitResult, table, B: int, seed: int = 0, kind: str = "runs") -> dict | None:
-    """``kind='runs'`` resamples runs; ``kind='seeds'`` resamples seeds within configurations."""
+    """``kind='noise'`` keeps the design and draws each run's seed noise afresh (noise_targets);
+    ``'runs'`` resamples whole runs; ``'seeds'`` resamples seeds within configurations."""
     rng = np.random.default_rng(seed)
     codes, n_runs = run_codes(table)
-    if kind == "runs":
-        W = run_weights(codes, n_runs, B, rng)
+    if kind == "noise":
+        out = refit_many(fr, table, ys=noise_targets(fr, table, B, rng))
     else:
-        groups = seed_groups(table)
-        if groups is None:
-            return None
-        W = seed_weights(codes, n_runs, groups, B, rng)
-    out = refit_many(fr, table, W)
+        if kind == "runs":
+            W = run_weights(codes, n_runs, B, rng)
+        else:
+            groups = seed_groups(table)
+            if groups is None:
+                return None
+            W = seed_weights(codes, n_runs, groups, B, rng)
+        out = refit_many(fr, table, W)
     out["kind"] = kind
     out["B"] = B
     out["n_runs"] = n_runs

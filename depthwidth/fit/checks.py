@@ -1,7 +1,8 @@
 """Plain-language checks on a fit the data may barely constrain.
 
 ``quality_warnings`` lists what a reader must know before trusting a fit:
-too few points or runs for the free parameters, parameters sitting on a bound,
+too few points for the free parameters (fewer runs than free parameters:
+fit/intervals.py, said before the numbers), parameters sitting on a bound,
 starts that did not converge, and for the depth-delusion law whether any
 point lies past the fitted D_crit and whether the penalty is supported at all
 (``penalty_support``: BIC against the same law with the penalty switched off).
@@ -23,8 +24,6 @@ def quality_warnings(fr: FitResult, table) -> list[str]:
     k = len(law.params) - len(fr.pins)
     if fr.n < 3 * k:
         out.append(f"only {fr.n} points for {k} free parameters: the fit is barely constrained")
-    if fr.n_runs is not None and fr.n_runs < k:
-        out.append(f"only {fr.n_runs} runs for {k} free parameters: run-level intervals will be wide")
     for name in fr.on_bound:
         p = law.param(name)
         out.append(f"{name} sits on a bound of its range ({_fmt(p.to_natural(p.lo))} .. {_fmt(p.to_natural(p.hi))}): the data do not pin it down")

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from depthwidth.core.errors import bad
-from depthwidth.fit.boot import bootstrap, run_codes
+from depthwidth.fit.boot import bootstrap, draw_noise, noise_scales, run_codes
 from depthwidth.fit.engine import fit_law
 
 DEFAULT_FRACTION = 0.2
@@ -85,7 +85,7 @@ def split_largest(table, k: int | None = None) -> dict | None:
 
 
 def holdout(table, law, *, k: int | None = None, bootstrap_n: int = 200, level: float = 0.95,
-            pins=None, delta: float = 1e-3, seed: int = 0, max_starts: int = 4500) -> dict:
+            pins=None, delta: float = 1e-3, seed: int = 0, max_starts: int = 4500, resample: str = "noise") -> dict:
     """Fit on all but the K largest runs; predict theirs with intervals; error and coverage."""
     sp = split_largest(table, k)
     if sp is None:
@@ -102,16 +102,20 @@ def holdout(table, law, *, k: int | None = None, bootstrap_n: int = 200, level: 
     samples = point[None, :]
     replicates = 0
     if bootstrap_n > 0:
-        b = bootstrap(fr, train, bootstrap_n, seed=seed)
+        b = bootstrap(fr, train, bootstrap_n, seed=seed, kind=resample)
         ok = b["ok"]
         replicates = int(ok.sum())
         if ok.any():
             samples = law.evaluate(b["theta"][ok], Xt)
     rng = np.random.default_rng(seed + 7)
-    # One residual per replicate and point; with no replicates, the residuals alone
-    # (many draws around the point prediction) still give the noise part.
+    # One noise draw per replicate and point; with no replicates, the noise alone
+    # (many draws around the point prediction) still gives the noise part.
     reps = samples if len(samples) > 1 else np.repeat(samples, 1000, axis=0)
-    noisy = reps + rng.choice(resid, size=reps.shape, replace=True)
+    if resample == "noise":  # fresh seed noise at the scales the training residuals show (fit/boot.py)
+        codes = run_codes(test)[0]
+        noisy = reps + draw_noise(noise_scales(fr, train), codes, len(reps), rng)
+    else:
+        noisy = reps + rng.choice(resid, size=reps.shape, replace=True)
     q = [50 * (1 - level), 50 * (1 + level)]
     ci = np.exp(np.percentile(samples, q, axis=0)) if len(samples) > 1 else None
     pi = np.exp(np.percentile(noisy, q, axis=0))

@@ -43,12 +43,12 @@ import math
 import numpy as np
 
 from depthwidth.core.errors import bad
+from depthwidth.fit.boot import RESAMPLE
 from depthwidth.fit.holdout import run_compute
 
 AXES = ("auto", "params", "depth")
 GRID = 401  # points of the law's own profile along each budget's curve
 SKEW_MIN = 5  # distinct x values a budget needs for the cubic (skew) term
-RESAMPLE = ("noise", "runs")
 MIN_SHARE = 0.25  # bounded replicates below which an exponent's interval is unbounded
 # Measured by benchmarks/calibration_isoflop.py (200 planted sweeps a case, 95% nominal), quoted by the warnings:
 COVERAGE = {"plain": "81-85.5%",  # x* of 4-run budgets (plain parabola) on the width-depth profile, ±1.2 in ln D

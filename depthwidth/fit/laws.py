@@ -274,24 +274,32 @@ def get_law(name: str, dcrit: str = "log", irreducible: bool = False) -> Law:
     return make(dcrit=dcrit, irreducible=irreducible)
 
 
-def parse_pins(spec: str | Sequence[str] | None, law: Law) -> dict[str, float]:
-    """``"alpha=0.076,E=1.7"`` (or a list of such) -> {name: natural value}."""
+def parse_values(spec: str | Sequence[str] | None, law: Law, option: str = "--pin") -> dict[str, float]:
+    """``"alpha=0.076,E=1.7"`` (or a list of such) -> {name: natural value}, each inside its bounds."""
     if not spec:
         return {}
     out: dict[str, float] = {}
-    for k, v in key_values(spec, "--pin", "NAME=VALUE, e.g. alpha=0.076"):
+    for k, v in key_values(spec, option, "NAME=VALUE, e.g. alpha=0.076"):
         p = law.param(k)
         try:
             x = float(v)
         except ValueError:
-            raise bad(f"--pin {k}", v, "a number") from None
+            raise bad(f"{option} {k}", v, "a number") from None
         if not math.isfinite(x):
-            raise bad(f"--pin {k}", v, "a finite number")
+            raise bad(f"{option} {k}", v, "a finite number")
+        if p.log and not x > 0:
+            raise bad(f"{option} {k}", v, f"{k} > 0 (it is fitted through its logarithm)")
         u = p.to_internal(x)
         if not p.lo <= u <= p.hi:
             lo, hi = p.to_natural(p.lo), p.to_natural(p.hi)
-            raise bad(f"--pin {k}", v, f"{lo:.4g} <= {k} <= {hi:.4g}")
+            raise bad(f"{option} {k}", v, f"{lo:.4g} <= {k} <= {hi:.4g}")
         out[k] = x
-    if len(out) >= len(law.params):
+    return out
+
+
+def parse_pins(spec: str | Sequence[str] | None, law: Law) -> dict[str, float]:
+    """``--pin alpha=0.076,E=1.7``: values to hold fixed, leaving at least one parameter free."""
+    out = parse_values(spec, law, "--pin")
+    if out and len(out) >= len(law.params):
         raise BadInput(f"bad value for --pin: {spec!r} (allowed: at least one free parameter of {law.name})")
     return out

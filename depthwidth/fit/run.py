@@ -19,7 +19,7 @@ from depthwidth.core.atomic import write_json
 from depthwidth.core.store import check_name
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.boot import bootstrap as boot_fn
-from depthwidth.fit.boot import bound_hits, param_samples, percentile_ci
+from depthwidth.fit.boot import RESAMPLE, bound_hits, param_samples, percentile_ci
 from depthwidth.fit.compare import compare_laws, label
 from depthwidth.fit.count import check_convention, count_model, with_convention
 from depthwidth.fit.count import warnings_for as count_warnings
@@ -27,6 +27,9 @@ from depthwidth.fit.derived import C_REF, derived_numbers, nest
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.holdout import holdout as holdout_fn
 from depthwidth.fit.identify import identification
+from depthwidth.fit.intervals import coverage_warnings, underdetermined
+from depthwidth.fit.intervals import measured as measured_coverage
+from depthwidth.fit.intervals import vet as vet_intervals
 from depthwidth.fit.isoflop import AXES as ISOFLOP_AXES
 from depthwidth.fit.isoflop import budgets as isoflop_budgets
 from depthwidth.fit.isoflop import isoflop as isoflop_fn
@@ -42,7 +45,9 @@ from depthwidth.fit.table import (
     read_table,
     runs_root,
 )
-from depthwidth.track.table import probe_profiles, run_table
+from depthwidth.fit.planted import compare as compare_planted
+from depthwidth.fit.planted import read_world
+from depthwidth.track.table import probe_profiles, refuse_mixed, run_table
 from depthwidth.track.wandb_table import run_table_from_wandb
 
 SCHEMA = "dw.fit/1"
@@ -105,6 +110,7 @@ def load_table(name=None, runs=None, columns=None, root=None, source="store", pr
     df = run_table(sweep_dir)
     if len(df) == 0:
         raise bad("sweep", name, f"a sweep with at least one run summary.json in {sweep_dir}")
+    refuse_mixed(df, f"sweep {name}")
     return apply_columns(df, mapping), sweep_dir
 
 
@@ -163,7 +169,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             max_starts: int = 4500, source: str = "store", project: str | None = None,
             group: str | None = None, where=None, holdout: str | None = None,
             sensitivity: bool = False, approach: str = "3", isoflop_axis: str = "auto",
-            n_convention: str | None = None, c_ref: float = C_REF) -> dict:
+            n_convention: str | None = None, c_ref: float = C_REF, resample: str = "noise") -> dict:
     t0 = time.perf_counter()
     names = _check(name, runs, bootstrap, delta, level, compare, dcrit, source, project)
     if approach not in APPROACHES:
@@ -173,6 +179,8 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     holdout_k = parse_holdout(holdout)
     lw = get_law(law, dcrit=dcrit, irreducible=irreducible)
     n_conv = check_convention(n_convention, lw.name)
+    if resample not in RESAMPLE:
+        raise bad("--resample", resample, " | ".join(RESAMPLE))
     if not (isinstance(c_ref, (int, float)) and math.isfinite(c_ref) and c_ref > 0):
         raise bad("--c-ref", c_ref, "a compute in FLOPs > 0, e.g. 1e21")
     pin_vals = parse_pins(pins, lw)
@@ -183,6 +191,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
 
     df, sweep_dir = load_table(name, runs, columns, root, source, project, group)
     df = apply_where(df, where)
+    data_fp = table_fingerprint(df)  # the input table as given, before N is chosen
     try:
         df, n_note = with_convention(df, n_conv)
     except BadInput:
@@ -210,11 +219,11 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     ci: dict = {p: None for p in fr.params}
     dci: dict = {k: None for k in point}
     seed_ci = None
-    boot_info = {"replicates": bootstrap, "unit": "run"}
+    boot_info = {"replicates": bootstrap, "unit": "run" if resample == "runs" else "seed noise", "resample": resample}
     samples = None
     boot_theta = np.empty((0, len(fr.theta)))
     if bootstrap > 0:
-        b = boot_fn(fr, clean, bootstrap, seed=seed, kind="runs")
+        b = boot_fn(fr, clean, bootstrap, seed=seed, kind=resample)
         boot_theta = b["theta"][b["ok"]]
         samples = param_samples(fr, b)
         ci = {k: ([fr.params[k]] * 2 if k in pin_vals else percentile_ci(v, level)) for k, v in samples.items()}
@@ -237,6 +246,19 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     else:
         warnings.append("--bootstrap 0: no intervals; point estimates alone can mislead")
 
+    ci_withheld: dict = {}
+    if bootstrap > 0:
+        ci, w1 = vet_intervals(fr.params, ci, boot_info.get("converged"), bootstrap)
+        dci, w2 = vet_intervals(point, dci, boot_info.get("converged"), bootstrap)
+        ci_withheld = {**w1, **w2}
+        if ci_withheld:
+            why = next(iter(ci_withheld.values()))
+            warnings.append(f"{len(ci_withheld)} interval(s) withheld ({', '.join(list(ci_withheld)[:6])}"
+                            + (" …" if len(ci_withheld) > 6 else "") + f"): e.g. {why}")
+    under = underdetermined(fr, clean)
+    if bootstrap > 0:
+        warnings += coverage_warnings(label(lw), [*ci, *dci], measured_coverage(label(lw), resample, level),
+                                      holdout=holdout_k is not None)
     for p in lw.params:
         c = ci.get(p.name)
         if p.exponent and p.name not in pin_vals and c is not None and c[0] <= 0 <= c[1]:
@@ -246,6 +268,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             warnings.append(f"{k}: {100 * level:.0f}% interval [{c[0]:.3g}, {c[1]:.3g}] contains 0")
 
     derived = nest(point, dci, lw, widths, c_ref, count)
+    world = read_world(sweep_dir) if "simulated" in clean and clean["simulated"].astype(bool).all() else None
     if sweep_dir is not None:
 
         # tau(W) from the runs this fit is about: those --where kept, less failed and diverged
@@ -281,11 +304,16 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         "starts": fr.starts,
         "bootstrap": boot_info,
         "seed_ci": seed_ci,
-        "warnings": warnings,
+        "ci_withheld": ci_withheld,
+        "underdetermined": under,
+        "warnings": under + warnings,
         "source": {"sweep": name, "dir": str(sweep_dir) if sweep_dir else None,
                    "runs": _runs_label(runs), "columns": columns},
-        "provenance": provenance.record(data=table_fingerprint(df)),
+        "provenance": provenance.record(data=data_fp),
     }
+    if world is not None:
+        res["planted"] = compare_planted(world, lw, fr.params, ci, point, dci, widths, c_ref, count, n_conv,
+                                         ci_withheld)
     if names:
 
         if lw.name not in names:  # the fitted law always takes part in its own comparison
@@ -299,15 +327,15 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
                                            quantum=sweep_quantum(sweep_dir, clean))
     if approach == "isoflop":
         res["isoflop"] = isoflop_fn(clean, axis=isoflop_axis, B=bootstrap, level=level, seed=seed, law=lw,
-                                    theta=np.vstack([fr.theta[None, :], boot_theta]))
+                                    theta=np.vstack([fr.theta[None, :], boot_theta]), resample=resample)
     if sensitivity:
         res["sensitivity"] = jsonable(sensitivity_fn(clean, lw, delta=delta, max_starts=max_starts, pins=pin_vals,
                                                      seed=seed, widths=widths, ci={**ci, **dci} if bootstrap else {},
                                                      base=fr, boot=(bootstrap, level), convention=n_conv,
-                                                     count=count, c_ref=c_ref))
+                                                     count=count, c_ref=c_ref, resample=resample))
     if holdout_k is not None:
         res["holdout"] = holdout_fn(clean, lw, k=holdout_k, bootstrap_n=bootstrap, level=level, pins=pin_vals,
-                                    delta=delta, seed=seed, max_starts=max_starts)
+                                    delta=delta, seed=seed, max_starts=max_starts, resample=resample)
     res["seconds"] = round(time.perf_counter() - t0, 3)
     res = jsonable(res)
     if write:

@@ -126,9 +126,9 @@ def choices(table, law, delta: float, max_starts: int, convention: str = "total"
     return out
 
 
-def _intervals(fr, table, law, B: int, level: float, seed: int, widths, c_ref, count) -> dict:
-    """Run-bootstrap intervals of one fit's parameters and derived numbers (as run_fit computes them)."""
-    samples = param_samples(fr, bootstrap(fr, table, B, seed=seed, kind="runs"))
+def _intervals(fr, table, law, B: int, level: float, seed: int, widths, c_ref, count, resample="noise") -> dict:
+    """Bootstrap intervals of one fit's parameters and derived numbers (as run_fit computes them)."""
+    samples = param_samples(fr, bootstrap(fr, table, B, seed=seed, kind=resample))
     out = {k: percentile_ci(v, level) for k, v in samples.items()}
     if len(next(iter(samples.values()))):
         out.update({k: percentile_ci(v, level) for k, v in derived_numbers(law, samples, widths, c_ref, count).items()})
@@ -137,7 +137,7 @@ def _intervals(fr, table, law, B: int, level: float, seed: int, widths, c_ref, c
 
 def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins=None, seed: int = 0,
                 widths=(), ci: dict | None = None, base=None, boot: tuple[int, float] | None = None,
-                convention: str = "total", count=None, c_ref: float = C_REF) -> dict:
+                convention: str = "total", count=None, c_ref: float = C_REF, resample: str = "noise") -> dict:
     """Refit under every choice; values, spreads and flags.
 
     ``ci``: flat {name: [lo, hi] or None} bootstrap intervals of the baseline
@@ -164,7 +164,7 @@ def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins
         row.update(n=fr.n, n_runs=fr.n_runs, on_bound=fr.on_bound, values=nums)
         values[c["key"]] = nums
         if c["key"] == f"drop_{DROP_HIGHEST}_highest" and ci and boot and boot[0] > 0:
-            ci_drop = _intervals(fr, c["table"], law, boot[0], boot[1], seed, widths, c_ref, count)
+            ci_drop = _intervals(fr, c["table"], law, boot[0], boot[1], seed, widths, c_ref, count, resample)
         rows.append(row)
     names = list(next(iter(values.values())))
     derived = set(names) - set(law.names)

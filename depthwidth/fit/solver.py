@@ -99,11 +99,12 @@ def _threads() -> int:
 
 def batched_lm(pb: Problem, starts: np.ndarray, weights=None, max_iter: int = 200,
                smooth: float = 0.0, xtol: float = 1e-8, ftol: float = 1e-13,
-               dtype=np.float64, threads: int | None = None) -> dict:
+               dtype=np.float64, threads: int | None = None, ys=None) -> dict:
     """Optimise every row of ``starts`` (S, P_free) at once.
 
     ``weights``: None, (n,) or (S, n) per-point weights (bootstrap
-    multiplicities, 0 for held-out points).  ``dtype=np.float32`` halves the
+    multiplicities, 0 for held-out points).  ``ys``: None, or (S, n) log
+    losses, one target per row (a residual bootstrap's replicates) instead of ``pb.y``.  ``dtype=np.float32`` halves the
     cost of a search whose optima are refined in float64 afterwards.  Chunks
     of starts run on ``threads`` threads (numpy releases the GIL in its loops).
     Returns theta (S, P_free), F (S,), converged (S,) and the iterations used.
@@ -112,6 +113,7 @@ def batched_lm(pb: Problem, starts: np.ndarray, weights=None, max_iter: int = 20
     S = len(starts)
     W = None if weights is None else np.asarray(weights, dtype=dtype)
     per_start = W is not None and W.ndim == 2
+    Y = None if ys is None else np.asarray(ys, dtype=dtype)
     work = pb if dtype == np.float64 else pb.astype(dtype)
     per_elem = 8 if dtype == np.float64 else 4
     chunk = max(8, (_ELEMS_PER_CHUNK * 8 // per_elem) // max(pb.n, 1))
@@ -123,7 +125,7 @@ def batched_lm(pb: Problem, starts: np.ndarray, weights=None, max_iter: int = 20
 
     def run(sl):
         w = W[sl] if per_start else W
-        return _lm_chunk(work, theta[sl], w, max_iter, smooth, xtol, ftol)
+        return _lm_chunk(work, theta[sl], w, max_iter, smooth, xtol, ftol, None if Y is None else Y[sl])
 
     if threads > 1 and len(slices) > 1:
         from concurrent.futures import ThreadPoolExecutor
@@ -139,15 +141,15 @@ def batched_lm(pb: Problem, starts: np.ndarray, weights=None, max_iter: int = 20
     return {"theta": theta, "F": F, "converged": conv, "iterations": iters}
 
 
-def _lm_chunk(pb: Problem, th, w, max_iter, smooth, xtol, ftol):
+def _lm_chunk(pb: Problem, th, w, max_iter, smooth, xtol, ftol, ys=None):
     d = pb.delta
-    y = pb.y
+    y = pb.y if ys is None else ys  # (n,) shared, or (S, n) one target per row
     S, Pf = th.shape
     lo, hi = pb.lo, pb.hi
     eye = np.eye(Pf)
     tiny = float(np.finfo(y.dtype).tiny)
 
-    def evaluate(t, wt):
+    def evaluate(t, wt, y):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             pred, J = pb.eval(t, jac=True, smooth=smooth)
             pred -= y
@@ -165,7 +167,7 @@ def _lm_chunk(pb: Problem, th, w, max_iter, smooth, xtol, ftol):
     idx = np.arange(S)  # working set -> original rows
     wt = None if w is None else w
     t = th.copy()
-    r, J, F = evaluate(t, wt)
+    r, J, F = evaluate(t, wt, y)
     lam = np.full(S, 1e-3)
     frozen = np.zeros(S, dtype=bool)  # finished rows not yet compacted away
     it = 0
@@ -197,7 +199,7 @@ def _lm_chunk(pb: Problem, th, w, max_iter, smooth, xtol, ftol):
         if frozen.any():
             step[frozen] = 0.0
         tt = np.clip(t + step, lo, hi)
-        rt, Jt, Ft = evaluate(tt, wt)
+        rt, Jt, Ft = evaluate(tt, wt, y)
         acc = Ft < F
         moved = np.abs(tt - t).max(axis=1)
         gain = np.where(acc, F - Ft, 0.0)
@@ -219,6 +221,8 @@ def _lm_chunk(pb: Problem, th, w, max_iter, smooth, xtol, ftol):
                 idx, t, r, J, F, lam, frozen = idx[keep], t[keep], r[keep], J[keep], F[keep], lam[keep], frozen[keep]
                 if wt is not None and wt.ndim == 2:
                     wt = wt[keep]
+                if y.ndim == 2:
+                    y = y[keep]
         if frozen.any():
             lam[frozen] = 1.0  # frozen rows take no step (below) and stay where they were recorded
     live = ~frozen

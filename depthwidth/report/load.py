@@ -19,7 +19,7 @@ from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.status import status
 from depthwidth.report.inside import read_analyses
 from depthwidth.report.model import Data, num
-from depthwidth.track.table import probe_profiles, run_table
+from depthwidth.track.table import probe_profiles, refuse_mixed, run_table
 from depthwidth.track.wandb_table import run_table_from_wandb
 
 
@@ -100,6 +100,8 @@ def _load_sweep(name: str, sweep_dir: Path, root) -> Data:
     import json
 
     df = run_table(sweep_dir)
+    refuse_mixed(df, f"sweep {name}")
+    simulated = bool(len(df)) and bool(df["simulated"].all())
     summ = {}
     for p in sorted(sweep_dir.glob("*/summary.json")):
         try:
@@ -120,6 +122,8 @@ def _load_sweep(name: str, sweep_dir: Path, root) -> Data:
                 pass
     else:
         notes.append("no manifest: run states come from each summary.json alone")
+    if simulated:
+        notes.insert(0, "simulated store: every loss here was planted by dw simulate (world.json), none was trained")
     ids = list(manifest) + [r for r in summ if r not in manifest]
     if not ids:
         raise bad("sweep", name, f"a sweep with a manifest or at least one run summary.json in {sweep_dir}")
@@ -159,6 +163,7 @@ def _table_data(df, path: str) -> Data:
         raise BadInput(f"missing column loss in {path} (table has: {', '.join(map(str, df.columns))[:300]}; map with --columns loss=COLUMN)")
     if "run" not in df.columns:
         df = df.assign(run=[f"row{i}" for i in range(len(df))])
+    refuse_mixed(df, path)
     points = _points(df)
     recs = []
     for rid, g in df.groupby("run", sort=False):

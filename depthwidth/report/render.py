@@ -9,7 +9,7 @@ from depthwidth.core.atomic import write_text
 from depthwidth.report.model import Table
 
 ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "router", "fit", "fit_compare", "fit_identification", "fit_optimal",
-         "fit_holdout", "fit_sensitivity", "fit_isoflop", "dcrit_widths", "dcrit_models", "flops_curves", "flops_match",
+         "fit_holdout", "fit_sensitivity", "fit_isoflop", "fit_planted", "dcrit_widths", "dcrit_models", "flops_curves", "flops_match",
          "paper", "inside", "inside_claims", "missing", "provenance")
 
 

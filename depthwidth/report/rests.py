@@ -5,6 +5,7 @@ from __future__ import annotations
 from depthwidth.fit.holdout import summary_line as holdout_line
 from depthwidth.fit.identify import below_floor, not_identified_line, rests_on
 from depthwidth.fit.isoflop import ci_text, row_note, summary_lines as isoflop_lines
+from depthwidth.fit.planted import summary_line as planted_line
 from depthwidth.fit.prefer import preferred
 from depthwidth.fit.sensitivity import WIDTH_NOTE, summary_line as sensitivity_line
 from depthwidth.report.model import Col, Table
@@ -28,6 +29,17 @@ def rest_tables(fit) -> dict:
     if not fit:
         return {}
     out = {}
+    p = fit.get("planted")
+    if p:
+        rows = [{"number": k, "planted": v["planted"], "estimate": v["estimate"],
+                 "ci_lo": (v.get("ci") or [None, None])[0], "ci_hi": (v.get("ci") or [None, None])[1],
+                 "inside": {True: "yes", False: "NO", None: None}[v["covered"]]} for k, v in p["numbers"].items()]
+        cols = [Col("number", "number"), Col("planted", "planted", "{:.4g}"), Col("estimate", "fitted", "{:.4g}"),
+                Col("ci_lo", "CI lo", "{:.4g}"), Col("ci_hi", "CI hi", "{:.4g}"), Col("inside", "inside")]
+        t = Table("fit_planted", f"Planted truth ({p['world'].get('label')}, dw simulate): is it inside the interval?",
+                  cols, rows)
+        t.notes.append(planted_line(p))
+        out["fit_planted"] = t
     ident = fit.get("identification")
     if ident:
         rows = [{"column": c, "min": v[0] if v else None, "max": v[1] if v else None}

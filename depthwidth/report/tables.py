@@ -282,7 +282,10 @@ def _fit_tables(fit) -> dict:
             Col("ci_lo", f"{100 * lvl:.0f}% CI lo", "{:.4g}"), Col("ci_hi", f"{100 * lvl:.0f}% CI hi", "{:.4g}"),
             Col("paper", "paper", "{:.4g}")]
     t = Table("fit", f"Fit: {fit.get('law')} — {fit.get('formula', '')}", cols, rows)
-    t.notes += [f"warning: {w}" for w in (fit.get("warnings") or [])[:8]]
+    under = fit.get("underdetermined") or []
+    t.notes += [f"before the numbers: {w}" for w in under]
+    t.notes += [f"interval withheld: {k}: {why}" for k, why in (fit.get("ci_withheld") or {}).items()][:8]
+    t.notes += [f"warning: {w}" for w in (fit.get("warnings") or []) if w not in under][:12]
     if dd:
         t.notes.append("paper (Depth Delusion): alpha 0.22 [−0.21, 0.65], kappa 2.43, R² 0.922, RMSE 0.113 nats on training loss")
     out["fit"] = t

@@ -154,6 +154,9 @@ def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry
     prior, why = {}, None
     if store.manifest_path(name).exists():
         st = status(name)
+        if any(r.get("launcher") == "simulate" for r in st["runs"]):
+            raise bad("sweep", name, f"a run store of trained runs: {store.sweep_dir(name)} holds runs dw simulate "
+                      "planted, which would count as done (move it away or simulate under another --name)")
         prior, why = {r["run_id"]: r for r in st["runs"]}, st.get("scheduler_unknown")
     todo, skipped, diverged = [], {}, []
     for r in runs:

@@ -97,6 +97,21 @@ def run_table(sweep_dir: str | Path):
     return df
 
 
+def refuse_mixed(df, what: str) -> None:
+    """A table that mixes simulated (``dw simulate``) and trained runs is bad input: planted numbers
+    would read as measured ones."""
+    from depthwidth.core.errors import BadInput
+
+    if "simulated" not in df or not len(df):
+        return
+    per_run = df.groupby("run")["simulated"].first()
+    sim = int(per_run.astype(bool).sum())
+    if 0 < sim < len(per_run):
+        raise BadInput(f"bad value for {what}: it mixes {sim} simulated run(s) (dw simulate) with "
+                       f"{len(per_run) - sim} trained run(s) (allowed: a store of trained runs only, or of "
+                       "simulated runs only: planted losses would read as measured ones)")
+
+
 def probe_profiles(sweep_dir: str | Path) -> list[dict]:
     """Per run with a probes.jsonl: {run, width, depth, seed, shape, status, probes: [records]}."""
     out = []

@@ -1,0 +1,162 @@
+"""Measured coverage of dw's intervals on planted worlds (the README's coverage table).
+
+For each world (a sweep file's runs with losses planted from a known law,
+``dw simulate``) and each of ``--sweeps`` seeds: simulate the store, run the
+real ``dw fit`` on it (library call, the same code path), and count, for every
+number the fit reports with an interval — each law parameter, D_crit at the
+sweep's widths and the reference models, the N/T/W/D exponents, N*, D*, W* at
+the reference compute — whether its nominal-95% interval contains the planted
+value.  With ``--holdout K`` the same fits also predict the K largest runs and
+count how many held-out losses fall inside their 95% prediction intervals.
+
+    python benchmarks/bench_calibration.py                      # 200 sweeps per world, 2 workers
+    python benchmarks/bench_calibration.py --sweeps 40 --worlds dd-log --bootstrap 100
+    python benchmarks/bench_calibration.py --json out.json
+
+Prints a table (number, nominal, measured, sweeps) per world, then one JSON
+line.  Target: 93–97% for each number; outside 90–98% a number must be fixed
+or carry a warning naming its measured coverage (fit/calibration.py holds the
+measured figures dw fit cites).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# world key -> (sweep file, simulate options, fit options)
+WORLDS = {
+    "dd-log": ("depth_delusion", {"law": "depth-delusion", "dcrit": "log"}, {"law": "depth-delusion", "dcrit": "log"}),
+    "dd-power": ("depth_delusion", {"law": "depth-delusion", "dcrit": "power"},
+                 {"law": "depth-delusion", "dcrit": "power"}),
+    "dd-log-3budgets": ("depth_delusion", {"law": "depth-delusion", "dcrit": "log", "budgets": "0.25,0.5,1"},
+                        {"law": "depth-delusion", "dcrit": "log"}),
+}
+
+
+def one(job: tuple) -> dict:
+    """Simulate one planted sweep and fit it; {number: covered (True/False/None)} and fit facts."""
+    key, seed, B, holdout, max_starts, sigma, resample = job
+    from depthwidth.fit.run import run_fit
+    from depthwidth.simulate import Noise, simulate
+
+    sweep, sim_kw, fit_kw = WORLDS[key]
+    with tempfile.TemporaryDirectory() as root:
+        name = f"cal-{key}-{seed}"
+        simulate(sweep, name=name, root=root, seed=seed, noise=Noise(sigma=sigma), **sim_kw)
+        res = run_fit(name, root=root, bootstrap=B, seed=seed, max_starts=max_starts, write=False, resample=resample,
+                      holdout=f"largest:{holdout}" if holdout else None, **fit_kw)
+    p = res["planted"]
+    out = {"label": p["world"]["label"], "numbers": {k: v["covered"] for k, v in p["numbers"].items()},
+           "converged": res["bootstrap"].get("converged"), "replicates": B,
+           "withheld": sorted((res.get("ci_withheld") or {}).keys()),
+           "identified": (res.get("identification") or {}).get("claim", {}).get("identified")}
+    if holdout:
+        h = res["holdout"]
+        out["holdout"] = {"inside": h["inside"], "points": len(h["points"])}
+    return out
+
+
+def coverage(worlds=("dd-log",), sweeps: int = 200, B: int = 200, workers: int = 2, holdout: int = 0,
+             max_starts: int = 4500, sigma: float = 0.005, seed0: int = 0, resample: str = "noise") -> dict:
+    """{world: {"numbers": {name: {covered, total, coverage}}, "holdout": {...}, ...}}."""
+    jobs = [(w, seed0 + s, B, holdout, max_starts, sigma, resample) for w in worlds for s in range(sweeps)]
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as ex:
+            results = list(ex.map(one, jobs, chunksize=1))
+    else:
+        results = [one(j) for j in jobs]
+    out = {}
+    for w in worlds:
+        rs = [r for j, r in zip(jobs, results) if j[0] == w]
+        nums: dict = {}
+        for r in rs:
+            for k, c in r["numbers"].items():
+                d = nums.setdefault(k, {"covered": 0, "total": 0, "no_interval": 0})
+                if c is None:
+                    d["no_interval"] += 1
+                else:
+                    d["total"] += 1
+                    d["covered"] += int(c)
+        for d in nums.values():
+            d["coverage"] = d["covered"] / d["total"] if d["total"] else None
+        doc = {"label": rs[0]["label"], "grid": WORLDS[w][0], "numbers": nums, "sweeps": len(rs), "bootstrap": B,
+               "sigma": sigma, "resample": resample,
+               "converged_share": sum(r["converged"] or 0 for r in rs) / max(1, sum(r["replicates"] for r in rs)),
+               "identified_share": sum(1 for r in rs if r["identified"]) / max(1, len(rs))}
+        if holdout:
+            ins = sum(r["holdout"]["inside"] for r in rs)
+            pts = sum(r["holdout"]["points"] for r in rs)
+            doc["holdout"] = {"k": holdout, "inside": ins, "points": pts, "coverage": ins / pts if pts else None}
+        out[w] = doc
+    return out
+
+
+def write_calibration(cov: dict, path: Path) -> None:
+    """The figures dw fit cites (fit/intervals.py): per fitted law, each number's measured coverage;
+    D_crit at the grid's widths also as ``dcrit[W]``, the lowest over them."""
+    worlds = {}
+    for doc in cov.values():
+        nums = {k: {"coverage": d["coverage"], "sweeps": d["total"]} for k, d in doc["numbers"].items()}
+        at_w = [d for k, d in nums.items() if k.startswith("dcrit[W=") and d["coverage"] is not None]
+        if at_w:
+            nums["dcrit[W]"] = min(at_w, key=lambda d: d["coverage"])
+        worlds[doc["label"]] = {k: doc[k] for k in ("grid", "sweeps", "bootstrap", "sigma", "resample")}
+        worlds[doc["label"]].update(numbers=nums, holdout=doc.get("holdout"))
+    doc = {"schema": "dw.calibration/1", "measured": time.strftime("%Y-%m-%d"), "by": "benchmarks/bench_calibration.py",
+           "worlds": worlds}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def _print(cov: dict) -> None:
+    for w, doc in cov.items():
+        print(f"\n{w}: {doc['sweeps']} planted sweeps, bootstrap {doc['bootstrap']} ({doc['resample']}), σ {doc['sigma']}, "
+              f"{100 * doc['converged_share']:.1f}% of refits converged, D_crit identified in "
+              f"{100 * doc['identified_share']:.0f}%")
+        print(f"{'number':34s} {'nominal':>8s} {'measured':>9s} {'sweeps':>7s}")
+        for k, d in doc["numbers"].items():
+            m = "—" if d["coverage"] is None else f"{100 * d['coverage']:.1f}%"
+            flag = "" if d["coverage"] is None or 0.90 <= d["coverage"] <= 0.98 else "  <- outside 90–98%"
+            print(f"{k:34s} {'95%':>8s} {m:>9s} {d['total']:>7d}{flag}")
+        if "holdout" in doc:
+            h = doc["holdout"]
+            print(f"{'hold-out PI (largest:' + str(h['k']) + ')':34s} {'95%':>8s} {100 * h['coverage']:8.1f}% {h['points']:>7d} points")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sweeps", type=int, default=200)
+    ap.add_argument("--bootstrap", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--worlds", default="dd-log,dd-power")
+    ap.add_argument("--holdout", type=int, default=3)
+    ap.add_argument("--max-starts", type=int, default=4500)
+    ap.add_argument("--sigma", type=float, default=0.005)
+    ap.add_argument("--resample", default="noise", help="noise (dw fit's default) | runs")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--write-calibration", action="store_true",
+                    help="write depthwidth/fit/calibration.json (the coverage dw fit's warnings cite)")
+    a = ap.parse_args()
+    t0 = time.perf_counter()
+    cov = coverage(tuple(a.worlds.split(",")), a.sweeps, a.bootstrap, a.workers, a.holdout, a.max_starts, a.sigma,
+                   resample=a.resample)
+    _print(cov)
+    doc = {"bench": "calibration", "seconds": round(time.perf_counter() - t0, 1), "worlds": cov}
+    if a.json:
+        Path(a.json).write_text(json.dumps(doc, indent=1))
+    if a.write_calibration:
+        write_calibration(cov, Path(__file__).resolve().parent.parent / "depthwidth" / "fit" / "calibration.json")
+    print(json.dumps(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

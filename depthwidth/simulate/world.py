@@ -1,0 +1,134 @@
+"""A planted world: a law with known parameters and a noise model (docs/science.md §5).
+
+``World`` is everything that decides a simulated run's losses: the law (any of
+fit/laws.py, both D_crit forms, with or without E), its parameters, which
+parameter count is its N (fit/count.py), and the noise:
+
+``sigma``        seed-to-seed noise: one Gaussian draw on log loss per run, shared by
+                 all of its token budgets (default 0.005, ≈ 0.017 nats at the
+                 depth_delusion grid's losses of ~3.4: inside the 0.01–0.03 nats a
+                 seed changes a run's loss by);
+``point``        an independent draw per token budget (checkpoint-to-checkpoint
+                 evaluation noise; default sigma / 5);
+``hetero``       σ of a run scales as (N / N_median)^(−hetero): smaller models noisier;
+``outliers``     the fraction of runs whose loss is multiplied by exp(``outlier_size``)
+                 (a bad run: a loss spike the fit should not follow).
+
+The default parameters (``PUBLISHED``) put the world near the paper's own
+fit: the depth-delusion law fitted by dw to the 13 losses "The Depth Delusion"
+publishes (docs/science.md §1.6; small models at 6.4B tokens, the 1B–7B pairs
+at 20 tokens per parameter up to 140B; N = 12·D·W²) with D_crit pinned at the
+paper's κ = 2.43 (log form) or c = 0.981, p = 0.44 (power form: D_crit(512) =
+15, τ ∝ W^0.44); it fits those losses to R² 0.99.  With E, E is pinned at 1.0
+nat and the rest refitted.  chinchilla: Besiroglu et al.'s refit of Hoffmann
+et al.  width-depth: the same 13 losses, E pinned at 1.0.  Each is dw's choice,
+stated here; ``--set NAME=VALUE`` overrides any parameter.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from depthwidth.core.errors import BadInput, bad
+from depthwidth.fit.count import check_convention
+from depthwidth.fit.compare import label
+from depthwidth.fit.laws import Law, get_law, parse_values
+
+_DD = {"A": 11.04, "alpha": 0.0837, "B": 32.21, "delta": 0.1552, "gamma": 0.7298, "mu": 0.3197}
+_DD_E = {"E": 1.0, "A": 23.77, "alpha": 0.1662, "B": 48.97, "delta": 0.1648, "gamma": 2.71, "mu": 0.4867}
+PUBLISHED = {
+    "depth-delusion[log]": {**_DD, "kappa": 2.43},
+    "depth-delusion[power]": {"A": 10.94, "alpha": 0.0820, "B": 21.88, "delta": 0.1405, "gamma": 0.7298,
+                              "mu": 0.3197, "c": 0.981, "p": 0.44},
+    "depth-delusion[log+E]": {**_DD_E, "kappa": 2.43},
+    "depth-delusion[power+E]": {**_DD_E, "c": 0.981, "p": 0.44},
+    "chinchilla": {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
+    "width-depth": {"E": 1.0, "A_w": 14.22, "a_w": 0.3757, "A_d": 1.354, "a_d": 1.577, "B": 43.03, "beta": 0.1613},
+}
+
+
+@dataclass(frozen=True)
+class Noise:
+    sigma: float = 0.005
+    point: float | None = None  # None: sigma / 5
+    hetero: float = 0.0
+    outliers: float = 0.0
+    outlier_size: float = 0.1
+
+    def checked(self) -> "Noise":
+        for k, opt in (("sigma", "--noise"), ("hetero", "--hetero"), ("outlier_size", "--outlier-size")):
+            v = getattr(self, k)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise bad(opt, v, "a finite number >= 0")
+        if self.point is not None and not (math.isfinite(self.point) and self.point >= 0):
+            raise bad("--point-noise", self.point, "a finite number >= 0")
+        if not 0 <= self.outliers <= 1:
+            raise bad("--outliers", self.outliers, "a fraction of runs in [0, 1]")
+        return self
+
+    @property
+    def per_point(self) -> float:
+        return self.sigma / 5 if self.point is None else self.point
+
+
+@dataclass(frozen=True)
+class World:
+    law: Law
+    values: dict
+    convention: str
+    noise: Noise = field(default_factory=Noise)
+
+    @property
+    def label(self) -> str:
+        return label(self.law)
+
+    def to_dict(self) -> dict:
+        return {"law": self.law.name, "label": self.label, "options": dict(self.law.options),
+                "formula": self.law.formula, "params": dict(self.values), "n_convention": self.convention,
+                "noise": {**asdict(self.noise), "point": self.noise.per_point}}
+
+
+def world(law: str = "depth-delusion", *, dcrit: str = "log", irreducible: bool = False, set_values=None,
+          n_convention: str | None = None, noise: Noise | None = None) -> World:
+    """The planted world: the law's ``PUBLISHED`` parameters, overridden by ``set_values`` ("k=v,...")."""
+    lw = get_law(law, dcrit=dcrit, irreducible=irreducible)
+    conv = check_convention(n_convention, lw.name)
+    values = dict(PUBLISHED[label(lw)])
+    values.update(parse_values(set_values, lw, "--set"))
+    missing = [n for n in lw.names if n not in values]
+    if missing:  # pragma: no cover - PUBLISHED names every parameter
+        raise BadInput(f"no planted value for {', '.join(missing)}")
+    return World(lw, {n: values[n] for n in lw.names}, conv, (noise or Noise()).checked())
+
+
+def losses(w: World, rows: dict, run_index: np.ndarray, seed: int) -> np.ndarray:
+    """Planted losses for ``rows`` (columns the law reads, one row per (run, budget) point),
+    ``run_index`` giving each row's run (0..R-1); deterministic in ``seed``."""
+    rng = np.random.default_rng(seed)
+    clean = w.law.predict(w.values, {**rows, "loss": np.ones(len(run_index))})
+    R = int(run_index.max()) + 1 if len(run_index) else 0
+    nz = w.noise
+    sig = np.full(R, nz.sigma)
+    if nz.hetero and "params" in rows:
+        n_run = np.zeros(R)
+        n_run[run_index] = np.asarray(rows["params"], dtype=float)
+        sig = sig * (n_run / np.median(n_run)) ** (-nz.hetero)
+    run_eps = rng.normal(0.0, 1.0, R) * sig
+    spike = (rng.random(R) < nz.outliers) * nz.outlier_size
+    point_eps = rng.normal(0.0, nz.per_point, len(run_index))
+    return clean * np.exp(run_eps[run_index] + spike[run_index] + point_eps)
+
+
+def gradient_profile(w: World, depth: int, width: float, rng) -> list[float] | None:
+    """Per-layer gradient norms (bottom first) decaying from the top with the planted D_crit:
+    ||g_l|| = exp(−(D − l) / τ), τ = D_crit(W) − 1 (D_crit is a depth: fit/persistence.py), 2% noise.
+    None for a law without D_crit."""
+    dc = w.law.dcrit(w.values, [width])
+    if dc is None:
+        return None
+    tau = max(float(dc[0]) - 1.0, 1e-3)
+    dist = (depth - 1) - np.arange(depth)
+    return [float(x) for x in np.exp(-dist / tau + rng.normal(0.0, 0.02, depth))]

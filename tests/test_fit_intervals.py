@@ -1,0 +1,102 @@
+"""Intervals a fit may not show (fit/intervals.py), and what it says before its numbers.
+
+Before: an interval that excluded its own estimate (alpha 0.7035 [0.709, 5] on a 6-run sweep) or that
+rested on half the bootstrap refits failing was printed like any other, with only a warning line
+at the end; these tests fail on that code."""
+
+import json
+
+import pytest
+
+from depthwidth.fit.intervals import MIN_CONVERGED, coverage_warnings, underdetermined, vet
+from depthwidth.fit.run import run_fit
+from tests.helpers import dw_in_process
+
+
+def test_an_interval_that_excludes_its_estimate_is_withheld_with_the_reason():
+    kept, held = vet({"alpha": 0.7035, "B": 57.33, "delta": 0.25}, {"alpha": [0.709, 5.0], "B": [47.08, 54.29],
+                                                                     "delta": [0.2, 0.3]}, 200, 200)
+    assert kept == {"alpha": None, "B": None, "delta": [0.2, 0.3]}
+    assert set(held) == {"alpha", "B"} and "does not contain the estimate 0.7035" in held["alpha"]
+
+
+def test_intervals_resting_on_failed_refits_are_withheld():
+    n = int(MIN_CONVERGED * 200) - 1
+    kept, held = vet({"a": 1.0, "b": 2.0}, {"a": [0.5, 1.5], "b": None}, n, 200)
+    assert kept == {"a": None, "b": None} and list(held) == ["a"] and f"only {n} of 200" in held["a"]
+    kept, held = vet({"a": 1.0}, {"a": [0.5, 1.5]}, int(MIN_CONVERGED * 200), 200)
+    assert kept == {"a": [0.5, 1.5]} and held == {}
+
+
+@pytest.fixture(scope="module")
+def six(tmp_path_factory):
+    """6 runs of a planted world (the demo grid's widths 64, 96 at depths 1, 2, 6; 3 budgets each)."""
+    from depthwidth.simulate import Noise, simulate
+    from depthwidth.track.table import run_table
+
+    root = tmp_path_factory.mktemp("six")
+    simulate("demo", name="six", root=root, seed=0, only="*grid*", noise=Noise(sigma=0.01))
+    df = run_table(root / "six")
+    return df[df.width.isin((64, 96)) & df.depth.isin((1, 2, 6))].reset_index(drop=True)
+
+
+def test_six_run_sweep_says_it_is_underdetermined_first_and_withholds_what_rests_on_failures(six, capsys, tmp_path):
+    res = run_fit(runs=six, law="depth-delusion", bootstrap=200, write=False, resample="runs")
+    assert res["n_runs"] == 6
+    assert res["underdetermined"] and res["underdetermined"][0].startswith("6 runs for 7 free parameters")
+    assert res["warnings"][0] == res["underdetermined"][0]
+    assert res["bootstrap"]["converged"] < MIN_CONVERGED * 200  # measured 152 of 200
+    assert all(c is None for c in res["ci"].values()) and set(res["ci_withheld"]) >= set(res["params"])
+    assert all(res["derived"]["dcrit"]["widths"][w]["ci"] is None for w in ("64", "96"))
+    for k, c in res["ci"].items():  # nothing shown that excludes its estimate
+        assert c is None or c[0] <= res["params"][k] <= c[1]
+    # the terminal says it before the parameter table, and marks the withheld intervals
+    p = tmp_path / "six.csv"
+    six.to_csv(p, index=False)
+    code, out, _ = dw_in_process(capsys, "fit", "--runs", str(p), "--law", "depth-delusion", "--bootstrap", "200",
+                                 "--resample", "runs")
+    assert code == 0
+    assert out.index("before the numbers: 6 runs for 7 free parameters") < out.index("depth-delusion: A/N^alpha")
+    assert "withheld" in out and "interval withheld: see warnings" in out
+
+
+def test_a_parameter_combination_the_data_cannot_move_is_named():
+    """Every run at the same token count: B/T^beta is one constant, so B and beta trade off exactly."""
+    import numpy as np
+    import pandas as pd
+
+    from depthwidth.fit.engine import fit_law
+    from depthwidth.fit.laws import get_law
+
+    N = np.geomspace(1e7, 1e10, 12)
+    df = pd.DataFrame({"run": [f"r{i}" for i in range(12)], "params": N, "tokens": 1e10,
+                       "loss": 1.8 + 400 / N ** 0.34 + 0.01 * np.cos(np.arange(12))})
+    fr = fit_law(df, get_law("chinchilla"), max_starts=200)
+    lines = underdetermined(fr, df)
+    assert any("pin at most" in x and "of the 5 free parameters" in x for x in lines), lines
+
+
+def test_measured_coverage_outside_90_98_is_named_in_a_warning():
+    m = {"grid": "depth_delusion", "sweeps": 200,
+         "numbers": {"kappa": {"coverage": 0.875}, "A": {"coverage": 0.995}, "alpha": {"coverage": 0.95},
+                     "dcrit[W]": {"coverage": 0.84}},
+         "holdout": {"coverage": 0.86}}
+    w = coverage_warnings("depth-delusion[power]", ["kappa", "A", "alpha", "dcrit[W=256]", "dcrit[W=512]"], m,
+                          holdout=True)
+    assert len(w) == 4
+    assert w[0].startswith("kappa: its 95% interval held the planted value in 88% of 200 planted depth_delusion")
+    assert "wider than it needs to be" in w[1] and "86%" in w[3]
+    assert w[2].startswith("D_crit at the sweep's widths (dcrit[W=256] … dcrit[W=512]): ") and "84%" in w[2]
+
+
+def test_the_shipped_calibration_names_what_dw_fit_warns_about():
+    """fit/calibration.json (benchmarks/bench_calibration.py --write-calibration) drives dw fit's warnings."""
+    from depthwidth.fit.intervals import CALIBRATION, measured
+
+    doc = json.loads(CALIBRATION.read_text())
+    for label in ("depth-delusion[log]", "depth-delusion[power]"):
+        m = measured(label, "noise", 0.95)
+        assert m["sweeps"] >= 200 and m["grid"] == "depth_delusion" and "dcrit[W]" in m["numbers"]
+    assert measured("depth-delusion[log]", "runs", 0.95) is None  # measured for the default resampling only
+    assert measured("depth-delusion[log]", "noise", 0.9) is None
+    assert doc["schema"] == "dw.calibration/1"
