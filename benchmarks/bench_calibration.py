@@ -65,6 +65,51 @@ def one(job: tuple) -> dict:
     return out
 
 
+def _raw(job: tuple) -> dict:
+    """One hard planted sweep (``study``) fitted with every interval shown, withheld ones too:
+    the share of converged refits and, per number, whether the raw interval held the truth."""
+    key, seed, B, resample = job
+    import depthwidth.fit.run as fr
+    from depthwidth.simulate import Noise, simulate, world
+    from depthwidth.track.table import run_table
+
+    fr.vet_intervals = lambda point, ci, converged, replicates: (ci, {}, {})  # show everything
+    ws, ds = STUDY[key]
+    with tempfile.TemporaryDirectory() as root:
+        simulate("demo", name="s", root=root, seed=seed, only="*grid*", noise=Noise(sigma=0.01))
+        df = run_table(Path(root) / "s")
+    sub = df[df.width.isin(ws) & df.depth.isin(ds)].reset_index(drop=True)
+    res = fr.run_fit(runs=sub, law="depth-delusion", bootstrap=B, seed=seed, write=False, resample=resample)
+    truth = world("depth-delusion").values  # what simulate planted (its defaults)
+    est, ci = res["params"], res["ci"]
+    covered = {k: (ci[k][0] <= truth[k] <= ci[k][1]) for k in est if ci.get(k)}
+    excl = {k: not (ci[k][0] <= est[k] <= ci[k][1]) for k in est if ci.get(k)}
+    return {"share": res["bootstrap"]["converged"] / B, "covered": covered, "excludes_estimate": excl}
+
+
+# the demo grid's uniform runs (widths 32-96, depths 1-6, 3 budgets): 6-run subsets that refits find hard
+STUDY = {"w64-96 d1-2-6": ((64, 96), (1, 2, 6)), "w32-96 d2-4-6": ((32, 96), (2, 4, 6)),
+         "w32-64 d1-2-6": ((32, 64), (1, 2, 6))}
+
+
+def failure_study(sweeps: int = 60, B: int = 200, workers: int = 2, resample: str = "runs") -> dict:
+    """Coverage of raw intervals by the share of converged refits: what FLAG_CONVERGED rests on."""
+    jobs = [(k, s, B, resample) for k in STUDY for s in range(sweeps)]
+    with ProcessPoolExecutor(workers) as ex:
+        rs = list(ex.map(_raw, jobs, chunksize=1))
+    from depthwidth.fit.intervals import FLAG_CONVERGED
+
+    out = {}
+    for lo, hi in ((0.0, 0.5), (0.5, FLAG_CONVERGED), (FLAG_CONVERGED, 0.95), (0.95, 1.01)):
+        g = [r for r in rs if lo <= r["share"] < hi]
+        cov = [c for r in g for c in r["covered"].values()]
+        ex_ = [r["covered"][k] for r in g for k, e in r["excludes_estimate"].items() if e]
+        out[f"converged {lo:.2f}–{min(hi, 1):.2f}"] = {
+            "sweeps": len(g), "intervals": len(cov), "coverage": sum(cov) / len(cov) if cov else None,
+            "excluding_estimate": len(ex_), "their_coverage": sum(ex_) / len(ex_) if ex_ else None}
+    return {"threshold": FLAG_CONVERGED, "resample": resample, "groups": out}
+
+
 def coverage(worlds=("dd-log",), sweeps: int = 200, B: int = 200, workers: int = 2, holdout: int = 0,
              max_starts: int = 4500, sigma: float = 0.005, seed0: int = 0, resample: str = "noise") -> dict:
     """{world: {"numbers": {name: {covered, total, coverage}}, "holdout": {...}, ...}}."""
@@ -101,18 +146,23 @@ def coverage(worlds=("dd-log",), sweeps: int = 200, B: int = 200, workers: int =
 
 
 def write_calibration(cov: dict, path: Path) -> None:
-    """The figures dw fit cites (fit/intervals.py): per fitted law, each number's measured coverage;
-    D_crit at the grid's widths also as ``dcrit[W]``, the lowest over them."""
-    worlds = {}
-    for doc in cov.values():
-        nums = {k: {"coverage": d["coverage"], "sweeps": d["total"]} for k, d in doc["numbers"].items()}
-        at_w = [d for k, d in nums.items() if k.startswith("dcrit[W=") and d["coverage"] is not None]
+    """The figures dw fit cites (fit/intervals.py): per fitted law and resampling, each number's
+    measured coverage; D_crit at the grid's widths also as ``dcrit[W]``, the lowest over them.
+    Entries of other laws or resamplings already in ``path`` are kept."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        doc = {}
+    worlds = doc.get("worlds") or {}
+    for d in cov.values():
+        nums = {k: {"coverage": x["coverage"], "sweeps": x["total"]} for k, x in d["numbers"].items()}
+        at_w = [x for k, x in nums.items() if k.startswith("dcrit[W=") and x["coverage"] is not None]
         if at_w:
-            nums["dcrit[W]"] = min(at_w, key=lambda d: d["coverage"])
-        worlds[doc["label"]] = {k: doc[k] for k in ("grid", "sweeps", "bootstrap", "sigma", "resample")}
-        worlds[doc["label"]].update(numbers=nums, holdout=doc.get("holdout"))
-    doc = {"schema": "dw.calibration/1", "measured": time.strftime("%Y-%m-%d"), "by": "benchmarks/bench_calibration.py",
-           "worlds": worlds}
+            nums["dcrit[W]"] = min(at_w, key=lambda x: x["coverage"])
+        entry = {k: d[k] for k in ("grid", "sweeps", "bootstrap", "sigma")}
+        entry.update(numbers=nums, holdout=d.get("holdout"), measured=time.strftime("%Y-%m-%d"))
+        worlds.setdefault(d["label"], {})[d["resample"]] = entry
+    doc = {"schema": "dw.calibration/2", "by": "benchmarks/bench_calibration.py", "worlds": worlds}
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
@@ -142,10 +192,16 @@ def main() -> int:
     ap.add_argument("--sigma", type=float, default=0.005)
     ap.add_argument("--resample", default="noise", help="noise (dw fit's default) | runs")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--failure-study", type=int, default=0, metavar="N",
+                    help="instead: N planted sweeps per hard 6-run design, coverage by the share of converged refits")
     ap.add_argument("--write-calibration", action="store_true",
                     help="write depthwidth/fit/calibration.json (the coverage dw fit's warnings cite)")
     a = ap.parse_args()
     t0 = time.perf_counter()
+    if a.failure_study:
+        doc = failure_study(a.failure_study, a.bootstrap, a.workers, a.resample)
+        print(json.dumps(doc, indent=1))
+        return 0
     cov = coverage(tuple(a.worlds.split(",")), a.sweeps, a.bootstrap, a.workers, a.holdout, a.max_starts, a.sigma,
                    resample=a.resample)
     _print(cov)

@@ -72,6 +72,14 @@ CASES = [
     ("fit", "--runs", "good.csv", "--pin", "nosuch=1"),
     ("fit", "--runs", "good.csv", "--dcrit", "cubic"),
     ("fit", "--runs", "good.csv", "--max-starts", "0"),
+    ("fit", "--runs", "good.csv", "--n-convention", "embedding"),
+    ("fit", "--runs", "good.csv", "--n-convention", "non-embedding"),  # good.csv has no params_non_embedding
+    ("fit", "--runs", "good.csv", "--resample", "rows"),
+    ("fit", "--runs", "good.csv", "--c-ref", "-1"),
+    # dw simulate
+    ("simulate", "demo", "--law", "nosuch"),
+    ("simulate", "demo", "--set", "kappa=0"),
+    ("simulate", "demo", "--name", "demo"),
     ("fit", "--source", "nosuch", "--runs", "good.csv"),
     ("fit", "--source", "wandb"),
     ("fit", "--source", "wandb", "--project", "me/proj/x"),

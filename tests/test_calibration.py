@@ -33,6 +33,6 @@ def test_calibration_file_keeps_the_lowest_width_coverage(cov, tmp_path):
 
     write_calibration({"dd-log": cov}, tmp_path / "c.json")
     doc = json.loads((tmp_path / "c.json").read_text())
-    w = doc["worlds"]["depth-delusion[log]"]
+    w = doc["worlds"]["depth-delusion[log]"]["noise"]
     at_w = [v["coverage"] for k, v in w["numbers"].items() if k.startswith("dcrit[W=")]
-    assert w["numbers"]["dcrit[W]"]["coverage"] == min(at_w) and w["resample"] == "noise" and w["sweeps"] == 16
+    assert w["numbers"]["dcrit[W]"]["coverage"] == min(at_w) and w["sweeps"] == 16

@@ -37,3 +37,7 @@ def test_short_demo_runs_end_to_end(tmp_path):
     assert [r["shape"] for r in rep["tables"]["inside"]["rows"]] == ["uniform", "increasing", "decreasing", "diamond", "x"]
     assert {"entropy.png", "mlp_dead.png", "logit_lens.png"} <= files
     assert "(loss_vs_depth.png)" in (out / "report.md").read_text()
+    # the last step plants the same grid (dw simulate) and asks whether it could identify D_crit at all
+    planted = json.loads((tmp_path / "runs" / "demo-planted" / "fit.json").read_text())
+    assert planted["planted"]["same_law"] and planted["n_runs"] == 12
+    assert "planted world (depth-delusion[log], seed 1)" in p.stdout and "D_crit identified: " in p.stdout

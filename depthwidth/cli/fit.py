@@ -127,6 +127,8 @@ def render(res: dict) -> None:
             flags.append("CI ∋ 0")
         if k in held:
             flags.append("interval withheld: see warnings")
+        elif k in (res.get("ci_flagged") or {}):
+            flags.append("interval flagged: few refits converged")
         row = [k, _f(v), _ci(cc, k)]
         if res.get("seed_ci"):
             row.append(_ci(res["seed_ci"].get(k)))

@@ -1,18 +1,20 @@
 """Which intervals a fit may show: the one place that withholds or flags them.
 
-A percentile interval from bootstrap refits is withheld (``null`` in fit.json,
-its reason in ``ci_withheld``) when
+An interval from bootstrap refits is **withheld** (``null`` in fit.json, its
+reason — with the interval itself — in ``ci_withheld``) when it does not
+contain its own point estimate: the refits settled somewhere else than the fit
+(another basin, a bound), so the interval describes those refits rather than
+the estimate (seen on a 6-run sweep: alpha 0.7035 [0.709, 5]).
 
-* it does not contain its own point estimate: the refits settled somewhere
-  else than the fit (another basin, a bound), so the interval describes those
-  refits, not the estimate's uncertainty (seen on a 6-run sweep: alpha 0.7035
-  [0.709, 5]);
-* it rests on too many failed refits: when fewer than ``MIN_CONVERGED`` of
-  the replicates converged, the survivors are a selected sample (the runs
-  that are easy to fit).  The threshold is what the coverage benchmark
-  supports: on planted depth_delusion grids, sweeps whose refits converged
-  less often covered worse (benchmarks/bench_calibration.py, README
-  "Coverage").
+It is **flagged** (``ci_flagged``) when fewer than ``FLAG_CONVERGED`` of the
+replicates converged: it then rests on the refits that were easy.  Measured
+on hard planted designs (6-run subsets of the demo grid, 180 sweeps a
+resampling; ``benchmarks/bench_calibration.py --failure-study``), such
+intervals still held the truth (95.3% with ``--resample runs``, 98.9% with
+``noise``, against 95.9% and 96.7% for sweeps above the threshold): wide, not
+wrong, so they are shown with the flag rather than withheld.  The intervals
+that excluded their estimate held it too (all 47 of them) — they ran to a
+bound — which is why the reason keeps the interval.
 
 ``underdetermined`` says, before any number is shown, when the data cannot pin
 the law's free parameters: fewer runs (or points) than free parameters, or a
@@ -34,27 +36,26 @@ from pathlib import Path
 
 import numpy as np
 
-MIN_CONVERGED = 0.8  # share of bootstrap refits that must converge for intervals to be shown
+FLAG_CONVERGED = 0.8  # intervals resting on fewer converged bootstrap refits than this share are flagged
 RANK_TOL = 1e-7  # singular values below this share of the largest (columns scaled to unit norm) are zero
 
 
-def vet(point: dict, ci: dict, converged: int | None, replicates: int) -> tuple[dict, dict]:
-    """(intervals kept, {key: reason} of those withheld)."""
-    kept, withheld = dict(ci), {}
+def vet(point: dict, ci: dict, converged: int | None, replicates: int) -> tuple[dict, dict, dict]:
+    """(intervals kept, {key: why withheld}, {key: why flagged})."""
+    kept, withheld, flagged = dict(ci), {}, {}
     share = (converged / replicates) if replicates and converged is not None else 1.0
     for k, c in ci.items():
         if not c:
             continue
         v = point.get(k)
-        if share < MIN_CONVERGED:
-            withheld[k] = (f"only {converged} of {replicates} bootstrap refits converged ({100 * share:.0f}% < "
-                           f"{100 * MIN_CONVERGED:.0f}%): the interval would rest on the refits that were easy")
-        elif isinstance(v, (int, float)) and math.isfinite(v) and not _inside(v, c):
+        if isinstance(v, (int, float)) and math.isfinite(v) and not _inside(v, c):
             withheld[k] = (f"the bootstrap interval [{c[0]:.4g}, {c[1]:.4g}] does not contain the estimate {v:.4g}: "
                            "the refits settled elsewhere (another optimum or a bound)")
-        if k in withheld:
             kept[k] = None
-    return kept, withheld
+        elif share < FLAG_CONVERGED:
+            flagged[k] = (f"rests on the {converged} of {replicates} bootstrap refits that converged "
+                          f"({100 * share:.0f}% < {100 * FLAG_CONVERGED:.0f}%): expect it wide")
+    return kept, withheld, flagged
 
 
 def _inside(v: float, c) -> bool:
@@ -105,11 +106,9 @@ def _calibration() -> dict:
 
 
 def measured(label: str, resample: str, level: float) -> dict | None:
-    """The benchmark's coverage figures for fits of ``label`` made as they were measured, or None."""
-    m = (_calibration().get("worlds") or {}).get(label)
-    if not m or m.get("resample") != resample or not math.isclose(level, NOMINAL):
-        return None
-    return m
+    """The benchmark's coverage figures for fits of ``label`` with ``resample`` at 95%, or None."""
+    m = ((_calibration().get("worlds") or {}).get(label) or {}).get(resample)
+    return m if m and math.isclose(level, NOMINAL) else None
 
 
 def coverage_warnings(label: str, keys, m: dict | None, holdout: bool = False) -> list[str]:

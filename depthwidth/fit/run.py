@@ -219,6 +219,8 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
     ci: dict = {p: None for p in fr.params}
     dci: dict = {k: None for k in point}
     seed_ci = None
+    ci_withheld: dict = {}
+    ci_flagged: dict = {}
     boot_info = {"replicates": bootstrap, "unit": "run" if resample == "runs" else "seed noise", "resample": resample}
     samples = None
     boot_theta = np.empty((0, len(fr.theta)))
@@ -234,7 +236,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         if ok < bootstrap:
             warnings.append(f"{bootstrap - ok} of {bootstrap} bootstrap refits failed to converge")
         if b["n_runs"] < 5:
-            warnings.append(f"only {b['n_runs']} runs: run-level bootstrap intervals are unreliable")
+            warnings.append(f"only {b['n_runs']} runs: bootstrap intervals are unreliable")
         for k, f in bound_hits(fr, b).items():
             if f >= 0.1:
                 warnings.append(f"{k} is on a bound in {100 * f:.0f}% of bootstrap refits: its interval is cut by the bound")
@@ -243,22 +245,19 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             ss = param_samples(fr, sb)
             seed_ci = {k: ([fr.params[k]] * 2 if k in pin_vals else percentile_ci(v, level)) for k, v in ss.items()}
             boot_info["seed_replicates"] = int(sb["ok"].sum())
-    else:
-        warnings.append("--bootstrap 0: no intervals; point estimates alone can mislead")
-
-    ci_withheld: dict = {}
-    if bootstrap > 0:
-        ci, w1 = vet_intervals(fr.params, ci, boot_info.get("converged"), bootstrap)
-        dci, w2 = vet_intervals(point, dci, boot_info.get("converged"), bootstrap)
-        ci_withheld = {**w1, **w2}
-        if ci_withheld:
-            why = next(iter(ci_withheld.values()))
-            warnings.append(f"{len(ci_withheld)} interval(s) withheld ({', '.join(list(ci_withheld)[:6])}"
-                            + (" …" if len(ci_withheld) > 6 else "") + f"): e.g. {why}")
-    under = underdetermined(fr, clean)
-    if bootstrap > 0:
+        # what may be shown (fit/intervals.py): withheld intervals, and measured coverage outside 90-98%
+        ci, w1, f1 = vet_intervals(fr.params, ci, ok, bootstrap)
+        dci, w2, f2 = vet_intervals(point, dci, ok, bootstrap)
+        ci_withheld, ci_flagged = {**w1, **w2}, {**f1, **f2}
+        for what, d in (("withheld", ci_withheld), ("flagged", ci_flagged)):
+            if d:
+                warnings.append(f"{len(d)} interval(s) {what} ({', '.join(list(d)[:6])}"
+                                + (" …" if len(d) > 6 else "") + f"): e.g. {next(iter(d.values()))}")
         warnings += coverage_warnings(label(lw), [*ci, *dci], measured_coverage(label(lw), resample, level),
                                       holdout=holdout_k is not None)
+    else:
+        warnings.append("--bootstrap 0: no intervals; point estimates alone can mislead")
+    under = underdetermined(fr, clean)
     for p in lw.params:
         c = ci.get(p.name)
         if p.exponent and p.name not in pin_vals and c is not None and c[0] <= 0 <= c[1]:
@@ -305,6 +304,7 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         "bootstrap": boot_info,
         "seed_ci": seed_ci,
         "ci_withheld": ci_withheld,
+        "ci_flagged": ci_flagged,
         "underdetermined": under,
         "warnings": under + warnings,
         "source": {"sweep": name, "dir": str(sweep_dir) if sweep_dir else None,

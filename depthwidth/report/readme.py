@@ -13,17 +13,20 @@ typed by hand but the prose around the numbers.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
 from pathlib import Path
 
 from depthwidth.core.atomic import write_text
+from depthwidth.core.store import runs_root
 from depthwidth.core.errors import BadInput, DwError
 from depthwidth.fit.prefer import preferred
 from depthwidth.report.load import load
 from depthwidth.report.model import Table
 from depthwidth.report.render import md_table
+from depthwidth.fit.planted import summary_line as planted_line
 from depthwidth.report.rests import truth_line
 from depthwidth.report.tables import build
 
@@ -31,8 +34,10 @@ BEGIN, END = "<!-- demo:begin -->", "<!-- demo:end -->"
 MAX_FIGURE_BYTES = 200_000
 
 
-def section(rep, figure_rel: str, seconds: str | None, entropy_rel: str | None = None, fit: dict | None = None) -> str:
-    """The demo section; ``fit``: the fit.json document, for the one line on what it does not identify."""
+def section(rep, figure_rel: str, seconds: str | None, entropy_rel: str | None = None, fit: dict | None = None,
+            planted: dict | None = None) -> str:
+    """The demo section; ``fit``: the fit.json document, for the one line on what it does not identify;
+    ``planted``: the fit.json of the demo grid planted by ``dw simulate`` (make demo's last step)."""
     T = rep["tables"]
     out = ["    make demo", ""]
     st = ", ".join(f"{n} {k}" for k, n in sorted(rep["states"].items()))
@@ -55,6 +60,11 @@ def section(rep, figure_rel: str, seconds: str | None, entropy_rel: str | None =
     line = truth_line(fit)
     if line:  # the claim is not identified: say so, and which law the figure draws (report/rests.py)
         out += [f"**{line[0].upper() + line[1:]}.**", ""]
+    if planted and planted.get("planted"):
+        v = (planted.get("identification") or {}).get("verdict")
+        out += [f"Is that the grid or the data? `dw simulate demo --name demo-planted` writes the same 16 runs with "
+                f"losses planted from the depth-delusion law near the paper's fit, and its fit answers: {v}; "
+                f"{planted_line(planted['planted'])}.", ""]
     pref = preferred(fit)
     alt = (f"Loss vs depth per width: {pref['law']} solid (held-out preferred), {pref['alternative']} dashed"
            if pref else "Loss vs depth per width, with the fitted law")
@@ -118,7 +128,11 @@ def main(argv=None) -> int:
             a.entropy_figure.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ent, a.entropy_figure)
             ent_rel = os.path.relpath(a.entropy_figure, a.readme.parent)
-        rewrite(a.readme, section(rep, rel, secs, ent_rel, fit=data.fit))
+        planted = None
+        pf = runs_root() / f"{a.sweep}-planted" / "fit.json"
+        if pf.is_file():
+            planted = json.loads(pf.read_text(encoding="utf-8"))
+        rewrite(a.readme, section(rep, rel, secs, ent_rel, fit=data.fit, planted=planted))
     except DwError as e:
         sys.stderr.write(f"report_readme: error: {' '.join(str(e).split())}\n")
         return e.exit_code

@@ -285,6 +285,9 @@ def _fit_tables(fit) -> dict:
     under = fit.get("underdetermined") or []
     t.notes += [f"before the numbers: {w}" for w in under]
     t.notes += [f"interval withheld: {k}: {why}" for k, why in (fit.get("ci_withheld") or {}).items()][:8]
+    flagged = fit.get("ci_flagged") or {}
+    if flagged:
+        t.notes.append(f"intervals flagged ({', '.join(list(flagged)[:8])}): {next(iter(flagged.values()))}")
     t.notes += [f"warning: {w}" for w in (fit.get("warnings") or []) if w not in under][:12]
     if dd:
         t.notes.append("paper (Depth Delusion): alpha 0.22 [−0.21, 0.65], kappa 2.43, R² 0.922, RMSE 0.113 nats on training loss")
