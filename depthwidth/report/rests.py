@@ -24,6 +24,17 @@ def truth_line(fit) -> str | None:
     return ident["verdict"] if (ident.get("claim") or {}).get("identified") is False else None
 
 
+def fit_notes(fit) -> list[str]:
+    """The fit table's notes: what is said before the numbers, withheld and flagged intervals, warnings."""
+    under = fit.get("underdetermined") or []
+    out = [f"before the numbers: {w}" for w in under]
+    out += [f"interval withheld: {k}: {why}" for k, why in (fit.get("ci_withheld") or {}).items()][:8]
+    flagged = fit.get("ci_flagged") or {}
+    if flagged:
+        out.append(f"intervals flagged ({', '.join(list(flagged)[:8])}): {next(iter(flagged.values()))}")
+    return out + [f"warning: {w}" for w in (fit.get("warnings") or []) if w not in under][:12]
+
+
 def rest_tables(fit) -> dict:
     """{key: Table} for the sections of ``fit`` that are present."""
     if not fit:

@@ -31,7 +31,7 @@ from depthwidth.report.inside import tables as inside_tables
 from depthwidth.report.matching import tables as match_tables
 from depthwidth.report.optima import optimal_tables
 from depthwidth.report.provenance import provenance_table
-from depthwidth.report.rests import rest_tables
+from depthwidth.report.rests import fit_notes, rest_tables
 from depthwidth.report.router import router_table
 
 # =============================================================================
@@ -282,13 +282,7 @@ def _fit_tables(fit) -> dict:
             Col("ci_lo", f"{100 * lvl:.0f}% CI lo", "{:.4g}"), Col("ci_hi", f"{100 * lvl:.0f}% CI hi", "{:.4g}"),
             Col("paper", "paper", "{:.4g}")]
     t = Table("fit", f"Fit: {fit.get('law')} — {fit.get('formula', '')}", cols, rows)
-    under = fit.get("underdetermined") or []
-    t.notes += [f"before the numbers: {w}" for w in under]
-    t.notes += [f"interval withheld: {k}: {why}" for k, why in (fit.get("ci_withheld") or {}).items()][:8]
-    flagged = fit.get("ci_flagged") or {}
-    if flagged:
-        t.notes.append(f"intervals flagged ({', '.join(list(flagged)[:8])}): {next(iter(flagged.values()))}")
-    t.notes += [f"warning: {w}" for w in (fit.get("warnings") or []) if w not in under][:12]
+    t.notes += fit_notes(fit)
     if dd:
         t.notes.append("paper (Depth Delusion): alpha 0.22 [−0.21, 0.65], kappa 2.43, R² 0.922, RMSE 0.113 nats on training loss")
     out["fit"] = t
