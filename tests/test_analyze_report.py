@@ -109,3 +109,15 @@ def test_the_inside_section_keeps_dw_report_torch_free(store):
     p = subprocess.run([sys.executable, "-c", code, str(store)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert '"inside_claims"' in p.stdout
+
+
+def test_a_dead_fraction_gap_of_a_few_units_is_no_finding(store):
+    """uniform 0.001 vs × 0.000 dead in the middle layers (the demo's numbers) is not "supported"
+    (before: any gap > 0 was); 1% of the units or more is."""
+    tiny = {**UNIFORM, "mlp_dead": [0.0, 0.001, 0.001, 0.0]}
+    write_json(store / "t" / "u4x64s1" / "analysis.json", _doc(tiny))
+    write_json(store / "t" / "shape-x" / "analysis.json", _doc({**X, "mlp_dead": [0.0] * 4}))
+    dead = _inside(store)[1][2]
+    assert dead["verdict"] == "not measurable on this sweep" and "a gap under 1% of the units" in dead["measured"]
+    write_json(store / "t" / "u4x64s1" / "analysis.json", _doc({**UNIFORM, "mlp_dead": [0.0, 0.02, 0.02, 0.0]}))
+    assert _inside(store)[1][2]["verdict"] == "supported"

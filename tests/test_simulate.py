@@ -184,3 +184,16 @@ def test_report_of_a_simulated_store_says_so_and_shows_the_planted_comparison(ro
     assert rep["notes"][0].startswith("simulated store: every loss here was planted by dw simulate")
     rows = {r["number"]: r for r in rep["tables"]["fit_planted"]["rows"]}
     assert rows["a_w"]["planted"] == 0.3757 and rows["a_w"]["inside"] in ("yes", "NO")
+
+
+def test_report_figures_predict_with_the_count_the_law_was_fitted_on(root, tmp_path):
+    """The law fitted with N = 12·D·W² (depth-delusion's default) must be drawn with that N, not the
+    table's total: the residual figure's RMSE is the fit's own.  (Before: drawn with the total.)"""
+    simulate("depth_delusion", name="figs", root=root, seed=4)
+    res = run_fit("figs", root=root, law="depth-delusion", bootstrap=0, max_starts=500)
+    assert res["n_convention"]["name"] == "12DW2"
+    p = run_dw("report", "figs", "--root", str(root), "--plots", str(tmp_path / "out"), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    figs = {f["file"]: f for f in json.loads((tmp_path / "out" / "report.json").read_text())["figures"]}
+    title = figs["fit_residuals.png"]["title"]
+    assert f"RMSE {res['rmse']:.3g} nats" in title, (title, res["rmse"])

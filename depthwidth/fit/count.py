@@ -55,6 +55,14 @@ def check_convention(convention: str | None, law_name: str) -> str:
     return c
 
 
+def n_column(rows, convention: str) -> np.ndarray:
+    """N in ``convention`` from a table or a dict of columns (``params``, ``params_non_embedding``, or
+    ``depth`` and ``width``): what a law fitted in that convention reads as ``params``."""
+    if convention == "12DW2":
+        return 12.0 * np.asarray(rows["depth"], dtype=float) * np.asarray(rows["width"], dtype=float) ** 2
+    return np.asarray(rows[COLUMN[convention]], dtype=float)
+
+
 def with_convention(df, convention: str):
     """The table with ``params`` = the convention's N (the total stays in ``params_total``), and a note."""
     import pandas as pd
@@ -67,9 +75,7 @@ def with_convention(df, convention: str):
         if not {"depth", "width"} <= cols:
             raise bad("--n-convention", convention, "a table with depth and width columns (N = 12·D·W²), "
                       "or total | non-embedding")
-        d = pd.to_numeric(df["depth"], errors="coerce")
-        w = pd.to_numeric(df["width"], errors="coerce")
-        df["params"] = 12.0 * d * w * w
+        df["params"] = n_column({c: pd.to_numeric(df[c], errors="coerce") for c in ("depth", "width")}, convention)
         return df, "N = 12·D·W² (--n-convention 12DW2)"
     col = COLUMN[convention]
     if col not in cols or pd.to_numeric(df[col], errors="coerce").isna().all():

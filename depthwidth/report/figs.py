@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from depthwidth.fit.count import COLUMN, n_column
 from depthwidth.fit.laws import get_law
 from depthwidth.fit.prefer import preferred
 from depthwidth.report import inside_figs, isofigs
@@ -97,10 +98,19 @@ def _law(fit):
     return get_law(fit["law"], dcrit=o.get("dcrit", "log"), irreducible=bool(o.get("irreducible", False)))
 
 
-def _predict(fit, rows: dict) -> np.ndarray:
+def _convention(fit) -> str:
+    """The N the fit read (fit.json before --n-convention: the total)."""
+    return ((fit or {}).get("n_convention") or {}).get("name") or "total"
+
+
+def _predict(fit, rows: dict, convention: str | None = None) -> np.ndarray:
+    """The law's loss at ``rows`` (columns as the run table has them: ``params`` the total), its N
+    taken in the convention the fit was made in (``convention``: the main fit's, for a compared law)."""
     law = _law(fit)
     n = len(next(iter(rows.values())))
-    table = {c: np.asarray(rows[c], dtype=float) for c in law.columns}
+    table = {c: np.asarray(rows[c], dtype=float) for c in law.columns if c in rows}
+    if "params" in law.columns:
+        table["params"] = n_column(rows, convention or _convention(fit))
     table["loss"] = np.zeros(n)
     return law.predict(fit["params"], table)
 
@@ -116,6 +126,8 @@ def loss_vs_depth(plt, data, rep, out):
         return "no finished uniform runs"
     pref = preferred(data.fit)
     main = pref["fit"] if pref else data.fit
+    conv = _convention(data.fit)  # a compared law was fitted on the same N (fit/compare.py)
+    nkey = COLUMN.get(conv, "params")  # the grid's count the curve runs along (12DW2: from depth, width)
     widths = sorted({r["width"] for r in grid})
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
     curves, missing = False, {}  # missing: width -> why its fitted curve is not drawn
@@ -127,21 +139,21 @@ def loss_vs_depth(plt, data, rep, out):
         ax.errorbar(d, y, yerr=sd if sd.any() else None, fmt="o", color=col, capsize=3, label=f"W = {w}")
         if data.fit and len(rs) < 2:
             missing[w] = "one depth only"
-        elif data.fit and not all(r["params"] for r in rs):
+        elif data.fit and not all(r.get(nkey) for r in rs):
             missing[w] = "runs without a parameter count"
         elif data.fit:
             try:
-                slope, icpt = np.polyfit(d, [r["params"] for r in rs], 1)  # params are linear in depth at fixed W
+                slope, icpt = np.polyfit(d, [r[nkey] for r in rs], 1)  # params are linear in depth at fixed W
                 dd = np.linspace(d.min(), d.max(), 200)
                 toks = max(r["tokens"] or 0 for r in rs) or 1.0
-                cols = {"params": icpt + slope * dd, "tokens": np.full_like(dd, toks), "depth": dd,
+                cols = {nkey: icpt + slope * dd, "tokens": np.full_like(dd, toks), "depth": dd,
                         "width": np.full_like(dd, w)}
-                pred = _predict(main, cols)
+                pred = _predict(main, cols, conv)
                 if not np.isfinite(pred).any():
                     raise ValueError("the law predicts no finite loss at these depths")
                 ax.plot(dd, pred, "-", color=col, lw=1.3, alpha=0.85)
                 if pref:
-                    ax.plot(dd, _predict(data.fit, cols), "--", color=col, lw=1.1, alpha=0.7)
+                    ax.plot(dd, _predict(data.fit, cols, conv), "--", color=col, lw=1.1, alpha=0.7)
                 curves = True
             except Exception as e:  # one width's curve must not lose the figure, nor hide why
                 missing[w] = f"{type(e).__name__}: {' '.join(str(e).split())[:100]}"
@@ -359,7 +371,8 @@ def fit_residuals(plt, data, rep, out):
     pts = [p for p in data.points if p["run"] in done and all(p.get(c) for c in law.columns)]
     if not pts:
         return "no finished points with the law's columns"
-    pred = _predict(data.fit, {c: [p[c] for p in pts] for c in law.columns})
+    cols = {c: [p.get(c) for p in pts] for c in (*law.columns, "params_non_embedding")}
+    pred = _predict(data.fit, cols)
     y = np.array([p["loss"] for p in pts])
     res = y - pred
     W = np.array([p["width"] or 0 for p in pts])

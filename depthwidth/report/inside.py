@@ -25,6 +25,7 @@ from depthwidth.measure import doc as adoc
 from depthwidth.report.model import SHAPES, Col, Table
 
 CONVERGED_NATS = 0.1  # lens CE within this of the final layer's: "the answer is there"
+DEAD_GAP = 0.01  # "more dead units" needs at least 1% of the units more: one seed's few units are not a finding
 VALLEY_NEAR_ZERO = 0.2  # a middle-layer entropy at or below this is a compression valley
 SUPPORTED, REFUTED, UNMEASURABLE = "supported", "not supported", "not measurable on this sweep"
 
@@ -163,9 +164,11 @@ def _claims(s: dict) -> Table:
     if not both or u["dead_middle"] is None:
         claim("uniform middle layers have more dead MLP units than the × model's", "—", UNMEASURABLE)
     else:
+        gap = u["dead_middle"] - x["dead_middle"]
         claim("uniform middle layers have more dead MLP units than the × model's",
-              f"dead fraction, middle layers: uniform {u['dead_middle']:.3f}, × {x['dead_middle']:.3f}",
-              SUPPORTED if u["dead_middle"] > x["dead_middle"] else REFUTED)
+              f"dead fraction, middle layers: uniform {u['dead_middle']:.3f}, × {x['dead_middle']:.3f}"
+              + (f" (a gap under {DEAD_GAP:.0%} of the units)" if 0 < gap < DEAD_GAP else ""),
+              SUPPORTED if gap >= DEAD_GAP else REFUTED if gap <= 0 else UNMEASURABLE)
     # 4./5. logit lens: x converges earlier and more smoothly
     if not both:
         claim("the × model's logit lens reaches the final answer at an earlier layer", "—", UNMEASURABLE)

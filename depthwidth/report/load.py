@@ -190,6 +190,7 @@ def _points(df) -> list[dict]:
             continue
         out.append({"run": str(r.get("run")), "loss": loss, "tokens": num(r.get("tokens")),
                     "flops": num(r.get("flops")), "params": num(r.get("params")),
+                    "params_non_embedding": num(r.get("params_non_embedding")),
                     "depth": num(r.get("depth")), "width": num(r.get("width")),
                     "shape": _shape(r.get("shape")), "status": r.get("status")})
     return out

@@ -154,6 +154,7 @@ def group_cells(runs, key=lambda r: (r["depth"], r["width"])) -> dict:
         toks = sorted({r["tokens"] for r in rs if r["tokens"] is not None})
         out[k] = {"loss": m, "sd": sd, "seeds": len(rs), "runs": [r["run"] for r in rs],
                   "params": mean_sd([r["params"] for r in rs])[0],
+                  "params_non_embedding": mean_sd([r.get("params_non_embedding") for r in rs])[0],
                   "flops_per_token": mean_sd([r["flops_per_token"] for r in rs])[0],
                   "kv_bytes_per_token": mean_sd([r["kv_bytes_per_token"] for r in rs])[0],
                   "flops": mean_sd([r["flops"] for r in rs])[0],

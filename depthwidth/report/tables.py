@@ -100,7 +100,8 @@ def _grid(uni, cells) -> Table:
             best[w] = d
     for (d, w), c in sorted(cells.items()):
         rows.append({"depth": d, "width": w, "loss": c["loss"], "sd": c["sd"], "seeds": c["seeds"],
-                     "params": c["params"], "tokens": c["tokens"], "best": best.get(w) == d, "state": "done"})
+                     "params": c["params"], "params_non_embedding": c["params_non_embedding"],
+                     "tokens": c["tokens"], "best": best.get(w) == d, "state": "done"})
     for r in uni:  # cells with no finished run: show what they are waiting for
         if r["depth"] is None or r["width"] is None or (r["depth"], r["width"]) in cells:
             continue
