@@ -28,7 +28,7 @@ import numpy as np
 from depthwidth.core import provenance
 from depthwidth.core.errors import bad
 from depthwidth.core.store import check_name, runs_root
-from depthwidth.fit.count import count_model, with_convention
+from depthwidth.fit.count import count_model, n_column, with_convention
 from depthwidth.fit.derived import C_REF, derived_numbers
 from depthwidth.model.accounting import account
 from depthwidth.model.resolve import from_config
@@ -53,12 +53,6 @@ def parse_budgets(spec) -> tuple[float, ...] | None:
     if not fr or not all(0 < f <= 1 for f in fr):
         raise bad("--budgets", spec, "sweep, or fractions of each run's tokens in (0, 1], e.g. 0.25,0.5,1")
     return tuple(fr)
-
-
-def _n_of(acc: dict, convention: str, depth: int, width: float) -> float:
-    if convention == "12DW2":
-        return 12.0 * depth * width * width
-    return float(acc["params"] if convention == "total" else acc["params_non_embedding"])
 
 
 def truth(w: World, table, widths, c_ref: float = C_REF) -> dict:
@@ -99,7 +93,8 @@ def simulate(sweep: str, overrides=(), *, name: str | None = None, root=None, la
             pts_r = [(b.tokens, b.steps) for b in check_run(r.cfg).budgets]
         else:
             pts_r = sorted({(int(round(x * f["tokens"])), max(1, int(round(x * f["steps"])))) for x in fractions})
-        N = _n_of(acc, w.convention, f["depth"], f["width"])
+        N = float(n_column({"params": acc["params"], "params_non_embedding": acc["params_non_embedding"],
+                            "depth": f["depth"], "width": f["width"]}, w.convention))
         for tok, _ in pts_r:
             rows.append({"run": r.run_id, "params": N, "tokens": float(tok), "depth": float(f["depth"]),
                          "width": float(f["width"])})
