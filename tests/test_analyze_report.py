@@ -121,3 +121,34 @@ def test_a_dead_fraction_gap_of_a_few_units_is_no_finding(store):
     assert dead["verdict"] == "not measurable on this sweep" and "a gap under 1% of the units" in dead["measured"]
     write_json(store / "t" / "u4x64s1" / "analysis.json", _doc({**UNIFORM, "mlp_dead": [0.0, 0.02, 0.02, 0.0]}))
     assert _inside(store)[1][2]["verdict"] == "supported"
+
+
+def test_figures_say_which_line_is_which_and_keep_their_axes_honest(store, tmp_path, monkeypatch):
+    """mlp_dead's fractions start at 0 (before: below 0), layer axes tick whole layers (before: 2.5),
+    every entropy_training line is named (before: 2 of them), loss_vs_flops labels each run L×W."""
+    from depthwidth import report
+    from depthwidth.report import figs, inside_figs
+    from depthwidth.report.load import load
+
+    kept = {}
+    real_save = figs._save
+
+    def keep(plt, fig, out, file, title, caption):
+        kept[file] = fig
+        return real_save(plt, fig, out, file, title, caption)
+
+    monkeypatch.setattr(figs, "_save", keep)
+    data = load("t", root=str(store))
+    rep = report.tables.build(data)
+    plt = figs._plt()
+    fig = inside_figs.mlp_dead(plt, data, rep, tmp_path)[0]
+    dead_ax = fig.axes[0]
+    assert dead_ax.get_ylim()[0] == 0.0 and all(float(t).is_integer() for t in dead_ax.get_xticks())
+    fig = inside_figs.entropy_training(plt, data, rep, tmp_path)[0]
+    for ax in fig.axes:
+        assert len(ax.get_legend().get_texts()) == len(ax.get_lines())
+    figs.loss_vs_flops(plt, data, rep, tmp_path)
+    labels = {t.get_text() for t in kept["loss_vs_flops.png"].axes[0].texts}
+    assert {"2×32", "4×64", "6×64"} <= labels
+    figs.shape_profiles(plt, data, rep, tmp_path)
+    assert all(float(t).is_integer() for t in kept["shape_profiles.png"].axes[0].get_xticks())

@@ -64,6 +64,18 @@ def test_a_dirty_tree_is_flagged(tmp_path):
     provenance.git_state.cache_clear()
     clean = provenance.git_state(str(repo))
     assert clean["commit"] and len(clean["commit"]) == 40 and clean["dirty"] is False
+    # the README's workflow: one's own sweep file and data, untracked -- not a change to the code
+    (repo / "sweeps").mkdir()
+    (repo / "sweeps" / "mydocs.yaml").write_text("groups: {}\n")
+    (repo / "data" / "mydocs").mkdir(parents=True)
+    (repo / "data" / "mydocs" / "meta.json").write_text("{}")
+    provenance.git_state.cache_clear()
+    assert provenance.git_state(str(repo))["dirty"] is False  # before: True for every run
+    (repo / "depthwidth").mkdir()
+    (repo / "depthwidth" / "new.py").write_text("y = 1\n")  # untracked code is a change
+    provenance.git_state.cache_clear()
+    assert provenance.git_state(str(repo))["dirty"] is True
+    (repo / "depthwidth" / "new.py").unlink()
     (repo / "f.py").write_text("x = 2\n")
     provenance.git_state.cache_clear()
     assert provenance.git_state(str(repo))["dirty"] is True

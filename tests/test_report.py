@@ -178,12 +178,17 @@ def test_csv_parses_into_the_same_tables(store):
 
 def test_rich_and_markdown_on_stdout(store):
     root, _ = store
-    p = run_dw("report", "t", "--root", str(root))
+    p = run_dw("report", "t", "--root", str(root), "--all")
     assert p.returncode == 0, p.stderr
     for title in ("depth × width", "U-shape", "Shallow-wide vs deep-narrow", "Width-shape families",
                   "Law comparison", "D_crit extrapolated", "Published numbers beside ours", "What is missing"):
         assert title in p.stdout
     assert "nothing: all 12 runs are done" in p.stdout
+    # without --all the terminal gets the headline tables and one line naming the others (before: every table)
+    brief = run_dw("report", "t", "--root", str(root))
+    assert brief.returncode == 0 and "depth × width" in brief.stdout and "What is missing" in brief.stdout
+    assert "more tables (dw report NAME --all" in brief.stdout
+    assert len(brief.stdout.splitlines()) < 0.8 * len(p.stdout.splitlines())
     md = run_dw("report", "t", "--root", str(root), "--format", "markdown")
     assert md.returncode == 0 and md.stdout.startswith("# dw report — sweep t")
 

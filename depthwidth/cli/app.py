@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def register(app: typer.Typer) -> typer.Typer:
     """Every command, registered here and only here (no import side effects)."""
-    from depthwidth.cli import analyze, data, fit, report, shapes, simulate, status, sweep, sync, train
+    from depthwidth.cli import analyze, data, fit, forget, report, shapes, simulate, status, sweep, sync, train
 
     raw = {"allow_extra_args": True, "ignore_unknown_options": True}  # Hydra overrides pass through
     app.command("shapes")(shapes.shapes_cmd)
@@ -97,6 +97,7 @@ def register(app: typer.Typer) -> typer.Typer:
     app.command("train", context_settings=raw)(train.train_cmd)
     app.command("sweep", context_settings=raw)(sweep.sweep_cmd)
     app.command("status")(status.status_cmd)
+    app.command("forget")(forget.forget_cmd)
     app.command("simulate", context_settings=raw)(simulate.simulate_cmd)
     app.command("fit")(fit.fit_cmd)
     app.command("sync")(sync.sync_cmd)

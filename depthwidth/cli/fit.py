@@ -41,6 +41,7 @@ def fit_cmd(
     isoflop_axis: str = typer.Option("auto", "--isoflop-axis", help="with --approach isoflop: params (model size at fixed C) | depth (shape at fixed params and tokens) | auto"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result JSON here (a sweep writes ROOT/NAME/fit.json)"),
     no_write: bool = typer.Option(False, "--no-write", help="do not write fit.json"),
+    force: bool = typer.Option(False, "--force", help="replace a sweep's fit.json that holds a fit of another law or --where filter (the one its report shows)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Fit a loss law robustly (Huber on log loss, multi-start L-BFGS), with bootstrap intervals.
@@ -80,7 +81,7 @@ def fit_cmd(
         probe_step=probe_step, out=out, write=not no_write, max_starts=max_starts,
         source=source, project=project, group=group, where=where, holdout=holdout,
         sensitivity=sensitivity, approach=approach, isoflop_axis=isoflop_axis, n_convention=n_convention,
-        c_ref=c_ref, resample=resample,
+        c_ref=c_ref, resample=resample, force=force,
     )
     if as_json:
         emit_json(res)

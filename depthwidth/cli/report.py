@@ -23,6 +23,7 @@ def report_cmd(
     source: str = typer.Option("store", "--source", help="store (a sweep NAME or --runs FILE) | wandb (the W&B API)"),
     project: Optional[str] = typer.Option(None, "--project", help="with --source wandb: ENTITY/PROJECT"),
     group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
+    show_all: bool = typer.Option(False, "--all", help="in the terminal, every table (default: the headline ones, the rest named; markdown, json, csv and --plots always hold every table)"),
 ) -> None:
     """Tables, figures and the papers' numbers beside ours, for a sweep (finished or not) or a run table.
 
@@ -66,6 +67,6 @@ def report_cmd(
         c = console()
         if not c.is_terminal:
             c.width = max(c.width, 160)
-        rp.render_rich(rep, c)
+        rp.render_rich(rep, c, brief=not show_all)
     if plots is not None:
         console(stderr=True).print(f"report: {len(rep['figures'])} figures, report.md, report.json and tables/ in {plots}/")

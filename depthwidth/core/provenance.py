@@ -38,8 +38,10 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 @functools.lru_cache(maxsize=8)
 def git_state(where: str | None = None) -> dict:
     """{commit, dirty, root} of the git checkout holding ``where`` (default: dw's own code).
-    ``dirty`` is true when tracked files differ from the commit or untracked,
-    not-ignored files exist."""
+    ``dirty`` is true when tracked files differ from the commit, or untracked,
+    not-ignored files sit where code or configuration lives (``CODE_PATHS``):
+    a researcher's own sweep file in ``sweeps/`` or data in ``data/`` (the
+    README's workflow) is not a change to the code that produced a run."""
     d = Path(where) if where else PACKAGE_DIR
     out = {"commit": None, "dirty": None, "root": None}
     try:
@@ -48,11 +50,27 @@ def git_state(where: str | None = None) -> dict:
         if top.returncode != 0:
             return out
         root, commit = top.stdout.split()[:2]
-        st = subprocess.run(["git", "-C", root, "status", "--porcelain"], capture_output=True, text=True, timeout=20)
-        out.update(commit=commit, root=root, dirty=bool(st.stdout.strip()) if st.returncode == 0 else None)
+        st = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=all"],
+                            capture_output=True, text=True, timeout=20)
+        out.update(commit=commit, root=root, dirty=_dirty(st.stdout) if st.returncode == 0 else None)
     except (OSError, subprocess.TimeoutExpired, ValueError):
         pass
     return out
+
+
+CODE_PATHS = ("depthwidth/", "conf/", "pyproject.toml")  # untracked files here change what a run runs
+
+
+def _dirty(porcelain: str) -> bool:
+    for line in porcelain.splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith("??"):
+            return True  # a tracked file differs from the commit
+        path = line[3:].strip().strip('"')
+        if path.startswith(CODE_PATHS):
+            return True
+    return False
 
 
 def _version(dist: str) -> str | None:

@@ -4,6 +4,7 @@
       {"event": "submit", "run_id", "overrides", "run_dir", "launcher", "job_id",
        "label", "ref", "tokens_total", "params", "index", "time"}
       {"event": "start", "run_id", "job_id", "restart", "host", "pid", "time"}  # each (re)start
+      {"event": "forget", "run_id", "reason", "time"}  # dw forget: no longer one of the sweep's runs
     runs/NAME/RUN_ID/         one run directory (docs/CONTRACTS.md)
     runs/NAME/jobs/SUB/       one submission (tasks.json, launcher state, logs)
 
@@ -59,6 +60,25 @@ def jobs_dir(name: str) -> Path:
     return sweep_dir(name) / "jobs"
 
 
+class SweepLock:
+    """Exclusive flock on runs/NAME/.lock: whatever reads the manifest's state and then appends to it
+    (a submission, ``dw forget``) holds it, so two of them never act on the same stale view."""
+
+    def __init__(self, name: str):
+        self.path = sweep_dir(name) / ".lock"
+
+    def __enter__(self):
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.f = open(self.path, "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()  # releases the lock
+
+
 def append_events(name: str, rows: Iterable[dict]) -> None:
     """Append events to the manifest (one write + fsync per batch; never rewritten)."""
     now = round(time.time(), 3)
@@ -74,16 +94,30 @@ def known_sweeps() -> list[str]:
     return sorted(p.parent.name for p in root.glob(f"*/{MANIFEST}")) if root.is_dir() else []
 
 
+def forgotten(events: list[dict]) -> set[str]:
+    """Run ids whose last submit/forget event is a ``forget`` (``dw forget``): the record keeps them,
+    status, tables, fits and reports leave them out; a later submission brings a run back."""
+    last: dict[str, str] = {}
+    for e in events:
+        if e.get("run_id") and e.get("event") in ("submit", "forget"):
+            last[e["run_id"]] = e["event"]
+    return {r for r, ev in last.items() if ev == "forget"}
+
+
 def manifest_runs(events: list[dict]) -> dict[str, dict]:
     """run_id -> {run_id, overrides, run_dir, label, ref, jobs, job_id (latest), launcher, attempts, started,
-    retry_of (the diverged run a ``--retry-diverged`` run replaces, if it is one)}."""
+    retry_of (the diverged run a ``--retry-diverged`` run replaces, if it is one)}; forgotten runs
+    (``forgotten``) are not among them."""
     runs: dict[str, dict] = {}
     starts: dict[str, list] = {}
     for e in events:
         rid = e.get("run_id")
         if not rid:
             continue
-        if e.get("event") == "submit":
+        if e.get("event") == "forget":
+            runs.pop(rid, None)
+            starts.pop(rid, None)
+        elif e.get("event") == "submit":
             r = runs.setdefault(rid, {"run_id": rid, "jobs": []})
             for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "launcher", "index",
                       "retry_of"):

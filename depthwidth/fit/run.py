@@ -8,6 +8,7 @@ All argument checks happen before anything is read or written.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -162,6 +163,27 @@ def sweep_quantum(sweep_dir, table=None) -> int | None:
     return min(qs) if qs else None
 
 
+def fit_identity(law_label: str, where) -> dict:
+    return {"law": law_label, "where": sorted(str(w) for w in (where or []))}
+
+
+def check_replace(path: Path, law_label: str, where) -> None:
+    """A sweep's fit.json is what its report shows: a fit of another law or filter replaces it only
+    with --force (bad input, before anything is fitted)."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    o = old.get("options") or {}
+    mine = fit_identity(law_label, where)
+    theirs = fit_identity(label(get_law(old.get("law", "chinchilla"), dcrit=o.get("dcrit", "log"),
+                                        irreducible=bool(o.get("irreducible")))), old.get("where"))
+    if mine != theirs:
+        w = ", ".join(theirs["where"]) or "every run"
+        raise BadInput(f"bad value for --law: {law_label!r} ({path} holds a {theirs['law']} fit of {w} that the "
+                       f"report shows; allowed: --force to replace it, --out FILE to write elsewhere, or --no-write)")
+
+
 def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, law: str = "chinchilla",
             dcrit: str = "log", irreducible: bool = False, bootstrap: int = 200, seed: int = 0,
             pins=None, compare: str | None = None, delta: float = 1e-3, level: float = 0.95,
@@ -169,7 +191,8 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             max_starts: int = 4500, source: str = "store", project: str | None = None,
             group: str | None = None, where=None, holdout: str | None = None,
             sensitivity: bool = False, approach: str = "3", isoflop_axis: str = "auto",
-            n_convention: str | None = None, c_ref: float = C_REF, resample: str = "noise") -> dict:
+            n_convention: str | None = None, c_ref: float = C_REF, resample: str = "noise",
+            force: bool = False) -> dict:
     t0 = time.perf_counter()
     names = _check(name, runs, bootstrap, delta, level, compare, dcrit, source, project)
     if approach not in APPROACHES:
@@ -190,6 +213,8 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         raise bad("--out", str(out), "a file path (not a directory)")
 
     df, sweep_dir = load_table(name, runs, columns, root, source, project, group)
+    if write and out is None and sweep_dir is not None and not force:
+        check_replace(sweep_dir / "fit.json", label(lw), where)
     df = apply_where(df, where)
     data_fp = table_fingerprint(df)  # the input table as given, before N is chosen
     try:
@@ -206,6 +231,12 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             for lv in ([get_law(n, "log", irreducible)] if n == "depth-delusion" else [get_law(n)]):
                 prepare(df, lv)
     clean, excluded, notes = prepare(df, lw)
+    if "shape" in clean:
+        sh = clean.groupby("run")["shape"].first().astype(str)
+        shaped = int((~sh.isin(["uniform", "None", "nan"])).sum())
+        if shaped:
+            notes.append(f"{shaped} of {len(sh)} runs have a non-uniform width shape and {lw.name} has no shape "
+                         "term: its parameters pool the shapes (fit --where shape=uniform for the uniform runs)")
     if holdout_k is not None:  # bad splits and tables without compute fail before any fit
         split_largest(clean, holdout_k)
     if approach == "isoflop":

@@ -327,6 +327,7 @@ def shape_profiles(plt, data, rep, out):
         plt.close(fig)
         return "no per-layer widths in the shape runs' summaries"
     ax.set_xlabel("layer i (1 = bottom)")
+    inside_figs.layer_ticks(ax, L)
     ax.set_ylabel("layer width w_i (hidden units)")
     ax.set_title(f"Width profiles of the shape families (h = {h}, L = {L})")
     ax.legend(loc="best")
@@ -348,10 +349,13 @@ def loss_vs_flops(plt, data, rep, out):
         by_run = {}
         for p in ps:
             by_run.setdefault(p["run"], []).append(p)
-        for rp in by_run.values():
+        for run, rp in by_run.items():
             rp.sort(key=lambda p: p["flops"])
             if len(rp) > 1:
                 ax.plot([p["flops"] for p in rp], [p["loss"] for p in rp], "-", color=f"C{i}", lw=0.8, alpha=0.6)
+            r = done[run]  # which line is which: depth × width at the run's last budget
+            ax.annotate(f"{r['depth']}×{r['width']}", (rp[-1]["flops"], rp[-1]["loss"]), xytext=(3, 2),
+                        textcoords="offset points", fontsize=6, color=f"C{i}")
         ax.scatter([p["flops"] for p in ps], [p["loss"] for p in ps], color=f"C{i}", s=22,
                    marker="o" if s == "uniform" else "D", label=SHAPE_LABEL.get(s, s), zorder=3)
     ax.set_xscale("log")
@@ -360,7 +364,8 @@ def loss_vs_flops(plt, data, rep, out):
     ax.set_title("Loss vs training compute per shape family")
     ax.legend(loc="best")
     return _save(plt, fig, out, "loss_vs_flops.png", "Loss vs training compute per shape family",
-                 "one point per run and token budget (lines join a run's budgets); FLOPs/token = 6N + attention")
+                 "one point per run and token budget (lines join a run's budgets, labelled L×W at the last); "
+                 "FLOPs/token = 6N + attention")
 
 
 def fit_residuals(plt, data, rep, out):

@@ -127,7 +127,9 @@ def tables(analyses: list[dict]) -> dict:
         t.notes.append(f"from analysis.json ({len(analyses)} runs analysed); H = normalised matrix entropy over "
                        f"each layer's own w_i coordinates; MLP units active: {mlp_rule(analyses)}; dead: active "
                        "on < 0.1% of the tokens; narrowest layer of uniform = the middle layer; middle "
-                       f"layers = 2..L−1; per-layer values averaged over seeds ({d0['runs']} run(s) per shape here)")
+                       f"layers = 2..L−1; per-layer values averaged over seeds ({d0['runs']} run(s) per shape here); "
+                       "eval loss: the analysis's own fixed held-out tokens (the same for every run of the "
+                       "sweep), so it differs from the loss grid's validation loss of the same run")
     else:
         t.notes.append("no analysis.json in this sweep's finished runs (run: dw analyze NAME)")
     return {"inside": t, "inside_claims": _claims({r["shape"]: r for r in rows})}

@@ -16,6 +16,16 @@ from depthwidth.report.model import SHAPE_LABEL, SHAPES
 WIDTH_IN = 6.4
 
 
+FRACTIONS = ("mlp_dead", "mlp_density")
+
+
+def layer_ticks(ax, L: int) -> None:
+    """Integer layer ticks (at most ~12 of them): a layer 2.5 does not exist."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(12, max(int(L), 1))))
+
+
 def _color(shape):
     return f"C{SHAPES.index(shape) if shape in SHAPES else len(SHAPES)}"
 
@@ -52,7 +62,10 @@ def _per_layer(plt, data, panels, file, title, caption):
                     label=SHAPE_LABEL.get(shape, shape))
         if log:
             ax.set_yscale("symlog", linthresh=1e-3)
+        elif k in FRACTIONS:  # a fraction of units or tokens: nothing below 0 (or above 1) to show
+            ax.set_ylim(0.0, max(0.05, min(1.0, ax.get_ylim()[1])))
         ax.set_xlabel("layer l (1 = bottom)")
+        layer_ticks(ax, key[1])
         ax.set_ylabel(label)
     axes[0][0].legend(loc="best", fontsize=7)
     full = f"{title} (h = {key[0]}, L = {key[1]})"
@@ -103,10 +116,11 @@ def entropy_training(plt, data, rep, out):
         for j, r in enumerate(recs):
             e = r["entropy"]
             ax.plot(np.arange(1, len(e) + 1), e, "-", lw=1.1, color=cmap(0.1 + 0.8 * j / max(1, len(recs) - 1)),
-                    label=f"step {r['step']}" if j in (0, len(recs) - 1) else None)
+                    label=f"step {r['step']}")  # every line named: the colour runs early (dark) to late
         ax.set_title(SHAPE_LABEL.get(s, s))
         ax.set_xlabel("layer l (1 = bottom)")
-        ax.legend(loc="best", fontsize=7)
+        layer_ticks(ax, key[1])
+        ax.legend(loc="best", fontsize=6, ncol=2 if len(recs) > 6 else 1)
     axes[0][0].set_ylabel("normalised matrix entropy H (0–1)")
     title = "Entropy profile over training"
     fig.suptitle(f"{title} (h = {key[0]}, L = {key[1]})", fontsize=10.5)

@@ -102,15 +102,16 @@ def _load_sweep(name: str, sweep_dir: Path, root) -> Data:
     df = run_table(sweep_dir)
     refuse_mixed(df, f"sweep {name}")
     simulated = bool(len(df)) and bool(df["simulated"].all())
+    events = read_jsonl(sweep_dir / store.MANIFEST)
+    manifest, gone = store.manifest_runs(events), store.forgotten(events)
     summ = {}
     for p in sorted(sweep_dir.glob("*/summary.json")):
         try:
             s = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(s, dict):
+        if isinstance(s, dict) and str(s.get("run_id") or p.parent.name) not in gone:
             summ[str(s.get("run_id") or p.parent.name)] = s
-    manifest = store.manifest_runs(read_jsonl(sweep_dir / store.MANIFEST))
     states = {}
     notes = []
     if manifest:

@@ -117,6 +117,11 @@ def mean_sd(xs):
     return m, sd
 
 
+def ci_pair(c):
+    """(lo, hi) of an interval ``[lo, hi]``, else (None, None)."""
+    return (c[0], c[1]) if isinstance(c, (list, tuple)) and len(c) == 2 else (None, None)
+
+
 def pm(m, sd, fmt="{:.4f}") -> str:
     if m is None:
         return "—"
@@ -142,6 +147,48 @@ def is_uniform(r) -> bool:
     return r["shape"] in (None, "uniform")
 
 
+# override keys that place a run in its cell (or are where and how it runs): everything else is its configuration
+CELL_KEYS = ("run.seed", "run.dir", "run.sweep", "model.depth", "model.width", "model.shape")
+
+
+def config_key(r) -> tuple | None:
+    """A run's configuration but for its seed and its cell (depth, width, shape): its other overrides."""
+    ov = r.get("overrides")
+    if not ov:
+        return None
+    return tuple(sorted(o for o in ov if str(o).split("=", 1)[0].lstrip("+") not in CELL_KEYS))
+
+
+def split_conflicts(runs) -> tuple[list, list]:
+    """(runs kept, runs apart).  Runs of one (depth, width, shape) cell are averaged only when they
+    differ in nothing but the seed: where a cell holds several configurations, the one most runs of
+    the sweep share is kept and the others are set apart, each with the overrides that differ
+    (a one-off ``train.steps=1000`` run is never averaged with the sweep's 300-step one)."""
+    from collections import Counter
+
+    freq = Counter(k for r in runs if (k := config_key(r)) is not None)
+    cells: dict = {}
+    for r in runs:
+        cells.setdefault((r["depth"], r["width"], r["shape"] or "uniform"), []).append(r)
+    kept, apart = [], []
+    for rs in cells.values():
+        keys = {k for r in rs if (k := config_key(r)) is not None}
+        if len(keys) <= 1:
+            kept += rs
+            continue
+        best = max(keys, key=lambda k: (freq[k], k))
+        for r in rs:
+            k = config_key(r)
+            if k is None or k == best:
+                kept.append(r)
+            else:
+                extra = [o for o in k if o not in best] or [f"not {o}" for o in best if o not in k]
+                apart.append({**r, "differs": ", ".join(extra)})
+    order = {id(r): i for i, r in enumerate(runs)}
+    kept.sort(key=lambda r: order[id(r)])
+    return kept, apart
+
+
 def group_cells(runs, key=lambda r: (r["depth"], r["width"])) -> dict:
     """key -> {loss, sd, seeds, params, ...} over the done runs of each cell."""
     groups: dict = {}
@@ -161,6 +208,16 @@ def group_cells(runs, key=lambda r: (r["depth"], r["width"])) -> dict:
                   "tokens": toks[-1] if toks else None, "widths": rs[0].get("widths"),
                   "depth": rs[0]["depth"], "width": rs[0]["width"], "shape": rs[0]["shape"] or "uniform"}
     return out
+
+
+PAPER_SWEEPS = ("depth_delusion", "vwt_shapes", "vwt_scaling", "isoflop_depth")  # the shipped grids of the papers
+
+
+def papers_grid(data) -> bool:
+    """Whether a report is of one of the papers' grids: a shipped paper sweep, or runs that carry a
+    published reference (their sweep file's ``ref: {source: published}``)."""
+    return data.source.get("sweep") in PAPER_SWEEPS or any(
+        (r.get("ref") or {}).get("source") == "published" for r in data.runs)
 
 
 def paper_loss(r) -> tuple:

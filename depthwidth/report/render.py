@@ -8,13 +8,28 @@ from pathlib import Path
 from depthwidth.core.atomic import write_text
 from depthwidth.report.model import Table
 
-ORDER = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "router", "fit", "fit_compare", "fit_identification", "fit_optimal",
+ORDER = ("loss_grid", "apart", "u_shape", "width_sweep", "pairs", "shapes", "router", "fit", "fit_compare", "fit_identification", "fit_optimal",
          "fit_holdout", "fit_sensitivity", "fit_isoflop", "fit_planted", "dcrit_widths", "dcrit_models", "flops_curves", "flops_match",
          "paper", "inside", "inside_claims", "missing", "provenance")
 
 
+# what the papers claim or published, beside this sweep's numbers: on a sweep that is not one of the
+# papers' grids these come last, under their own heading (report/tables.py sets rep["papers_grid"])
+PAPER_KEYS = ("dcrit_models", "paper", "inside_claims")
+PAPER_HEADING = "Beside the papers: their claims and published numbers (this sweep is not one of their grids)"
+
+
 def _tables(rep):
-    return [rep["tables"][k] for k in ORDER if k in rep["tables"]]
+    return [t for _, t in _sections(rep)]
+
+
+def _sections(rep) -> list[tuple[str | None, Table]]:
+    """(heading or None, table) in print order."""
+    keys = [k for k in ORDER if k in rep["tables"]]
+    if rep.get("papers_grid", True):
+        return [(None, rep["tables"][k]) for k in keys]
+    own = [(None, rep["tables"][k]) for k in keys if k not in PAPER_KEYS]
+    return own + [(PAPER_HEADING, rep["tables"][k]) for k in keys if k in PAPER_KEYS]
 
 
 def _title(rep) -> str:
@@ -43,12 +58,28 @@ def print_table(t: Table, console) -> None:
         console.print(f"  [dim]{escape(n)}[/dim]")
 
 
-def render_rich(rep, console) -> None:
+# the terminal's report without --all: the sweep's own headline tables; the rest are named in one line
+BRIEF = ("loss_grid", "apart", "shapes", "fit", "fit_identification", "fit_optimal", "fit_planted", "dcrit_widths",
+         "inside", "missing")
+
+
+def render_rich(rep, console, brief: bool = False) -> None:
+    """Every table on a rich console; ``brief``: the BRIEF ones, the others named at the end."""
     from rich.markup import escape
 
     console.print(f"[bold]{escape(_title(rep))}[/bold]")
-    for t in _tables(rep):
+    said, rest = None, []
+    for head, t in _sections(rep):
+        if brief and t.key not in BRIEF:
+            rest.append(t.title)
+            continue
+        if head and head != said:
+            console.print(f"\n[bold underline]{escape(head)}[/bold underline]")
+            said = head
         print_table(t, console)
+    if rest:
+        console.print(escape(f"{len(rest)} more tables (dw report NAME --all, or --plots DIR for report.md): "
+                             + "; ".join(rest)), style="dim")
     for n in rep["notes"]:
         console.print(f"[yellow]note:[/yellow] {escape(n)}")
     for f in rep["figures"]:
@@ -74,8 +105,12 @@ def md_table(t: Table) -> str:
 def render_markdown(rep, fig_base: str | None = None) -> str:
     """Markdown a person can paste into a draft; figures linked relative to ``fig_base``."""
     out = [f"# {_title(rep)}", ""]
-    for t in _tables(rep):
-        out += [f"## {t.title}", ""]
+    said = None
+    for head, t in _sections(rep):
+        if head and head != said:
+            out += [f"## {head}", ""]
+            said = head
+        out += [f"{'###' if head else '##'} {t.title}", ""]
         out += [md_table(t), ""] if t.rows else ["—", ""]
         out += [f"- {_md_note(n)}" for n in t.notes] + ([""] if t.notes else [])
     if rep["notes"]:

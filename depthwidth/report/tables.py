@@ -12,7 +12,6 @@ import math
 from depthwidth.core.errors import bad
 from depthwidth.report.model import (
     DONE,
-    PAPER_DCRIT,
     PAPER_FIT,
     PAPER_KAPPA,
     PAPER_TAU_EXPONENT,
@@ -22,14 +21,18 @@ from depthwidth.report.model import (
     Col,
     Data,
     Table,
+    ci_pair,
     group_cells,
+    split_conflicts,
     is_uniform,
     paper_loss,
+    papers_grid,
     pm,
 )
 from depthwidth.report.inside import tables as inside_tables
 from depthwidth.report.matching import tables as match_tables
 from depthwidth.report.optima import optimal_tables
+from depthwidth.report.papers import dcrit_tables, paper_table
 from depthwidth.report.provenance import provenance_table
 from depthwidth.report.rests import fit_notes, rest_tables
 from depthwidth.report.router import router_table
@@ -41,6 +44,11 @@ from depthwidth.report.router import router_table
 
 def build(data: Data, at_width: int | None = None, at_depth: int | None = None) -> dict:
     T = {}
+    data.runs, apart = split_conflicts(data.runs)  # never average runs that differ in more than the seed
+    if apart:
+        gone = {r["run"] for r in apart}
+        data.points = [p for p in data.points if p["run"] not in gone]
+        T["apart"] = _apart(apart, data.source.get("sweep"))
     uni = [r for r in data.runs if is_uniform(r)]
     cells = group_cells(uni)
     T["loss_grid"] = _grid(uni, cells)
@@ -57,10 +65,10 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     T["shapes"] = _shapes(data.runs)
     T.update(_fit_tables(data.fit))
     T.update(rest_tables(data.fit))
-    T.update(_dcrit_tables(data, cells))
+    T.update(dcrit_tables(data, cells))
     T.update(optimal_tables(T, data.fit))  # "not identified" for optima outside the meaningful range
     T.update(match_tables(data))  # FLOPs to match uniform (report/matching.py)
-    T["paper"] = _paper(data.runs)
+    T["paper"] = paper_table(data.runs)
     if (router := router_table(data.probes)) is not None:
         T["router"] = router
     if data.analyses:  # runs analysed by dw analyze (analysis.json)
@@ -77,7 +85,19 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     for r in data.runs:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
     return {"schema": SCHEMA, "source": data.source, "runs": len(data.runs), "states": counts,
+            "papers_grid": papers_grid(data),
             "at_width": w_star, "at_depth": d_star, "tables": T, "notes": notes, "figures": []}
+
+
+def _apart(apart, sweep) -> Table:
+    rows = [{"run": r["run"], "depth": r["depth"], "width": r["width"], "shape": r["shape"] or "uniform",
+             "state": r["state"], "loss": r["loss"], "differs": r["differs"]} for r in apart]
+    cols = [Col("run", "run"), Col("depth", "L"), Col("width", "W"), Col("shape", "shape"), Col("state", "state"),
+            Col("loss", "loss", "{:.4f}"), Col("differs", "differs from its cell by")]
+    t = Table("apart", "Runs set apart: they differ from the other runs of their cell in more than the seed", cols, rows)
+    t.notes.append("not averaged into any table or figure" + (f"; dw forget {sweep} RUN_ID… leaves them out of the "
+                                                              "sweep for good (nothing is deleted)" if sweep else ""))
+    return t
 
 
 def _pick(cells, axis, want, opt, what):
@@ -254,10 +274,6 @@ def _shapes(runs) -> Table:
     return t
 
 
-def _ci(c):
-    return (c[0], c[1]) if isinstance(c, (list, tuple)) and len(c) == 2 else (None, None)
-
-
 def _fit_tables(fit) -> dict:
     if fit is None:
         return {}
@@ -265,7 +281,7 @@ def _fit_tables(fit) -> dict:
     dd = fit.get("law") == "depth-delusion"
     rows = []
     for k, v in (fit.get("params") or {}).items():
-        lo, hi = _ci((fit.get("ci") or {}).get(k))
+        lo, hi = ci_pair((fit.get("ci") or {}).get(k))
         rows.append({"quantity": k, "measured": v, "ci_lo": lo, "ci_hi": hi,
                      "paper": (PAPER_FIT.get(k) if k == "alpha" else PAPER_KAPPA if k == "kappa" else None) if dd else None})
     rows.append({"quantity": "R²", "measured": fit.get("r2"), "paper": PAPER_FIT["r2"] if dd else None})
@@ -274,7 +290,7 @@ def _fit_tables(fit) -> dict:
     gp = (fit.get("derived") or {}).get("gradient_persistence") or {}
     tl = gp.get("tau_law")
     if tl:
-        lo, hi = _ci(tl.get("p_ci"))
+        lo, hi = ci_pair(tl.get("p_ci"))
         rows.append({"quantity": "τ(W) ∝ W^p: p", "measured": tl.get("p"), "ci_lo": lo, "ci_hi": hi,
                      "paper": PAPER_TAU_EXPONENT})
         rows.append({"quantity": "τ(W) fit R²", "measured": tl.get("r2"), "paper": PAPER_TAU_R2})
@@ -283,6 +299,12 @@ def _fit_tables(fit) -> dict:
             Col("ci_lo", f"{100 * lvl:.0f}% CI lo", "{:.4g}"), Col("ci_hi", f"{100 * lvl:.0f}% CI hi", "{:.4g}"),
             Col("paper", "paper", "{:.4g}")]
     t = Table("fit", f"Fit: {fit.get('law')} — {fit.get('formula', '')}", cols, rows)
+    o = fit.get("options") or {}
+    which = fit.get("law") + (f"[{o['dcrit']}{'+E' if o.get('irreducible') else ''}]" if "dcrit" in o else "")
+    t.notes.append(f"the fit shown: {which} of {', '.join(fit.get('where') or []) or 'every run'}, "
+                   f"N = {(fit.get('n_convention') or {}).get('name', 'total')}, made "
+                   f"{(fit.get('provenance') or {}).get('time', 'at an unknown time')} (its fit.json; a fit of another law "
+                   "or filter replaces it only with dw fit --force)")
     t.notes += fit_notes(fit)
     if dd:
         t.notes.append("paper (Depth Delusion): alpha 0.22 [−0.21, 0.65], kappa 2.43, R² 0.922, RMSE 0.113 nats on training loss")
@@ -302,81 +324,6 @@ def _fit_tables(fit) -> dict:
             ct.notes.append(f"D_crit form preferred by the data: {cmp['dcrit_preference'].get('prefers')}")
         out["fit_compare"] = ct
     return out
-
-
-def _dcrit_tables(data: Data, cells) -> dict:
-    fit = data.fit or {}
-    dc = (fit.get("derived") or {}).get("dcrit") or {}
-    gp = ((fit.get("derived") or {}).get("gradient_persistence") or {}).get("dcrit_by_width") or {}
-    prof = gp or _profile_dcrit(data)
-    widths = sorted({k[1] for k in cells} | {int(w) for w in (dc.get("widths") or {})} | {int(w) for w in prof})
-    rows = []
-    for w in widths:
-        v = (dc.get("widths") or {}).get(str(w)) or {}
-        lo, hi = _ci(v.get("ci"))
-        p = prof.get(str(w)) or {}
-        rows.append({"width": w, "law": v.get("value"), "ci_lo": lo, "ci_hi": hi, "profiles": p.get("profiles"),
-                     "censored": f"{p['censored']}/{p['runs']}" if "censored" in p else None,
-                     "paper": PAPER_KAPPA * math.log(w) if w > 1 else None})
-    cols = [Col("width", "width"), Col("law", "D_crit measured (law)", "{:.3g}"), Col("ci_lo", "CI lo", "{:.3g}"),
-            Col("ci_hi", "CI hi", "{:.3g}"), Col("profiles", "D_crit measured (1/e, profiles)", "{:.3g}"),
-            Col("censored", "censored"), Col("paper", "D_crit paper (2.43·ln W)", "{:.3g}")]
-    t = Table("dcrit_widths", f"D_crit at the sweep's widths (law form: {dc.get('formula', 'no D_crit in the fitted law')})",
-              cols, rows)
-    t.notes.append("1/e: D_crit as a depth, like the law's: the depth of a network whose bottom layer's gradient norm "
-                   "is 1/e of the top layer's (1 + the distance below the top where a run's profile falls to 1/e); "
-                   "censored = runs whose bottom layer never got there (D_crit > depth)")
-    mrows = []
-    for m, paper in PAPER_DCRIT.items():
-        v = (dc.get("reference") or {}).get(m) or {}
-        from depthwidth.fit.derived import REFERENCE_MODELS
-
-        w, d = REFERENCE_MODELS[m]
-        lo, hi = _ci(v.get("dcrit_ci"))
-        mrows.append({"model": m, "width": w, "depth": d, "measured": v.get("dcrit"), "ci_lo": lo, "ci_hi": hi,
-                      "depth_over_dcrit": v.get("depth_over_dcrit"), "paper": paper, "paper_ratio": d / paper})
-    mcols = [Col("model", "model"), Col("width", "width"), Col("depth", "depth used"),
-             Col("measured", "D_crit measured", "{:.3g}"), Col("ci_lo", "CI lo", "{:.3g}"), Col("ci_hi", "CI hi", "{:.3g}"),
-             Col("depth_over_dcrit", "depth/D_crit measured", "{:.3g}"), Col("paper", "D_crit paper", "{:.3g}"),
-             Col("paper_ratio", "depth/D_crit paper", "{:.3g}")]
-    mt = Table("dcrit_models", "D_crit extrapolated to production models", mcols, mrows)
-    if not dc:
-        mt.notes.append("measured column empty: the fit has no D_crit (dw fit NAME --law depth-delusion)")
-    mt.notes.append("paper: kappa = 2.43 from widths ≤ 6144; an extrapolation over two orders of magnitude")
-    return {"dcrit_widths": t, "dcrit_models": mt}
-
-
-def _profile_dcrit(data: Data) -> dict:
-    """D_crit by the 1/e rule per width straight from probes (when no fit.json carries it)."""
-    from depthwidth.fit.persistence import persistence
-
-    if not data.probes:
-        return {}
-    return persistence(data.probes, step=1000, B=0).get("dcrit_by_width") or {}
-
-
-def _paper(runs) -> Table:
-    rows = []
-    for r in runs:
-        pl, pp, src = paper_loss(r)
-        if pl is None:
-            continue
-        ref = r.get("ref") or {}
-        cfg = f"{r['depth']}L×{r['width']}" + ("" if is_uniform(r) else f" {r['shape']}")
-        rows.append({"config": cfg, "note": ref.get("note") or ref.get("scale"), "paper_loss": pl,
-                     "measured_loss": r["loss"] if r["state"] in DONE else None,
-                     "delta": (r["loss"] - pl) if r["state"] in DONE and r["loss"] is not None else None,
-                     "paper_params": pp, "measured_params": r["params"], "state": r["state"], "from": src,
-                     "run": r["run"]})
-    cols = [Col("config", "config"), Col("note", "note"), Col("paper_loss", "loss paper", "{:.3f}"),
-            Col("measured_loss", "loss measured", "{:.4f}"), Col("delta", "measured − paper", "{:+.4f}"),
-            Col("paper_params", "params paper", "{:.4g}"), Col("measured_params", "params measured", "{:.4g}"),
-            Col("state", "state"), Col("from", "paper value from")]
-    t = Table("paper", "Published numbers beside ours (configurations that match)", cols, rows)
-    t.notes.append("paper losses are the papers' (training loss on SlimPajama / DCLM); ours are held-out on this sweep's data")
-    if not rows:
-        t.notes.append("no run of this sweep matches a published configuration")
-    return t
 
 
 def _missing(data: Data, w_star, d_star) -> Table:

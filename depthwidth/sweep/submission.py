@@ -8,7 +8,7 @@
 ``dw sweep`` is this module behind argument parsing and rendering.  A run is
 submitted only when the manifest does not already show it done, running or
 pending (``retry_failed``: also failed, cancelled or lost), under an
-exclusive lock on ``runs/NAME/.lock``, so two submissions at once never
+exclusive lock on ``runs/NAME/.lock`` (``core.store.SweepLock``), so two submissions at once never
 submit one run twice.  A diverged run is never resubmitted as it was (the same
 config, seed and data diverge again): ``retry_diverged=[overrides]`` that
 change it (a lower ``optim.lr``) start it afresh under its new run id, linked
@@ -18,7 +18,6 @@ data opened once per distinct source) before anything is written.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import time
 from dataclasses import dataclass, field
@@ -127,7 +126,7 @@ def submit_planned(p: Planned, *, retry_failed: bool = False, retry: Retry | Non
     """The second half of ``submit``: ``p`` from ``plan(..., dry_run=False)``."""
     t0 = time.perf_counter() if t0 is None else t0
     name = p.sweep.name
-    with _SweepLock(name):
+    with store.SweepLock(name):
         sub = _submit(name, p.runs, p.launcher, store.runs_root().absolute(), retry_failed, show, retry)
     sub.seconds = round(time.perf_counter() - t0, 3)
     return sub
@@ -194,22 +193,6 @@ def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry
                      "retry once sacct answers (or after scancel)")
     return Submission(name, lcfg["name"], subs, sorted({x["job_id"] for x in subs}, key=job_key), skipped,
                       notes=notes)
-
-
-class _SweepLock:
-    """Exclusive flock on runs/NAME/.lock for the status check + submission."""
-
-    def __init__(self, name: str):
-        self.path = store.sweep_dir(name) / ".lock"
-
-    def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.f = open(self.path, "a")
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        self.f.close()  # releases the lock
 
 
 def job_key(j: str):

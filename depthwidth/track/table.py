@@ -12,18 +12,21 @@ import json
 from pathlib import Path
 
 from depthwidth.core.atomic import read_jsonl
+from depthwidth.core.store import MANIFEST, forgotten
 
 TABLE_COLUMNS = ("run", "params", "params_non_embedding", "params_active", "tokens", "loss", "depth", "width", "flops",
                  "seed", "shape", "status", "step", "mean_width", "kv_bytes_per_token", "simulated")
 
 
 def _summaries(sweep_dir: str | Path):
-    """(run_dir, summary dict or None) for every run directory, sorted by name."""
+    """(run_dir, summary dict or None) for every run directory, sorted by name; runs the manifest
+    says were forgotten (``dw forget``) are left out."""
     root = Path(sweep_dir)
     if not root.is_dir():
         return []
+    gone = forgotten(read_jsonl(root / MANIFEST)) if (root / MANIFEST).is_file() else set()
     out = []
-    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in gone):
         f = d / "summary.json"
         if not f.is_file():
             continue

@@ -1,0 +1,133 @@
+"""A researcher's first day (report, fit and store side): traps that misled a new user.
+
+The hand-written store of tests/report_store.py, plus what a one-off invocation leaves behind:
+a run of another configuration in a grid cell, and runs planned but never started."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from depthwidth.core.atomic import append_jsonl, write_json
+from tests import report_store as rs
+from tests.helpers import assert_bad_input, run_dw
+
+
+def _one_off(root, name="t"):
+    """``dw sweep t train.steps=1000 --only 'model.width=64'`` after the sweep: a 1000-step 2x64
+    run beside the 300-step one (same seed), and a never-started 6x64 run of that invocation."""
+    d = root / name
+    s = rs.summary("u2x64-long", 2, 64, 1)
+    s["final_val_loss"] = s["budgets"][-1]["val_loss"] = 1.5  # much lower: trained 3x longer
+    write_json(d / "u2x64-long" / "summary.json", s)
+    ovr = ["model.depth=2", "model.width=64", "model.shape=uniform", "run.seed=1", "train.steps=1000"]
+    append_jsonl(d / "manifest", [
+        {"event": "submit", "run_id": "u2x64-long", "overrides": ovr, "run_dir": str(d / "u2x64-long"),
+         "launcher": "local", "job_id": "local-y_0", "label": "grid", "ref": None, "tokens_total": 10000, "index": 0},
+        {"event": "start", "run_id": "u2x64-long", "job_id": "local-y_0", "restart": 0},
+        {"event": "submit", "run_id": "never", "overrides": [*ovr[:1], "model.width=64", "model.depth=6",
+                                                              "train.steps=1000"], "run_dir": str(d / "never"),
+         "launcher": "local", "job_id": "local-y_1", "label": "grid", "ref": None, "tokens_total": 10000, "index": 1},
+    ])
+    write_json(d / "jobs" / "y" / "task-0.json", {"job_id": "local-y_0", "state": "completed"})
+
+
+@pytest.fixture
+def store(tmp_path):
+    rs.build(tmp_path, "t")
+    _one_off(tmp_path)
+    return tmp_path
+
+
+def _report(root, name="t"):
+    from depthwidth import report
+
+    return report.build(name, root=str(root))
+
+
+def test_a_one_off_run_is_never_averaged_into_the_sweeps_cell(store):
+    rep = _report(store)
+    grid = {(r["depth"], r["width"]): r for r in rep["tables"]["loss_grid"].rows}
+    cell = grid[(2, 64)]
+    assert cell["seeds"] == 1 and cell["sd"] is None and cell["loss"] == rs.loss_of(2, 64, 1)  # before: averaged
+    assert grid[(6, 64)]["state"] == "done"  # the never-started one-off does not stand in for the done run
+    apart = rep["tables"]["apart"].rows
+    assert [(r["run"], r["state"], r["differs"]) for r in apart] == [("u2x64-long", "done", "train.steps=1000"),
+                                                                      ("never", "lost", "train.steps=1000")]
+    assert "dw forget t RUN_ID" in rep["tables"]["apart"].notes[0]
+
+
+def test_dw_forget_leaves_runs_out_and_keeps_the_record(store):
+    env = {"DW_RUNS": str(store)}
+    st = json.loads(run_dw("status", "t", "--json", env=env).stdout)
+    assert {r["run_id"]: r["state"] for r in st["runs"]}["never"] == "lost"
+    p = run_dw("forget", "t", "--state", "lost", "u2x64-long", "--reason", "one-off", env=env)
+    assert p.returncode == 0, p.stderr
+    assert "forgot 2 runs of t" in p.stdout
+    st = json.loads(run_dw("status", "t", "--json", env=env).stdout)
+    ids = {r["run_id"] for r in st["runs"]}
+    assert "never" not in ids and "u2x64-long" not in ids and st["counts"]["lost"] == 0
+    assert (store / "t" / "u2x64-long" / "summary.json").exists()  # nothing deleted
+    events = [json.loads(x) for x in (store / "t" / "manifest").read_text().splitlines()]
+    assert [e["run_id"] for e in events if e["event"] == "forget"] == ["u2x64-long", "never"]
+    assert "apart" not in _report(store)["tables"]  # the report no longer sees it either
+    from depthwidth.track.table import run_table
+
+    assert "u2x64-long" not in set(run_table(store / "t")["run"])  # nor dw fit
+
+
+def test_forget_refuses_what_may_still_run_and_unknown_ids(tmp_path):
+    rs.build(tmp_path, "t", pending=True)
+    env = {"DW_RUNS": str(tmp_path)}
+    line = assert_bad_input(run_dw("forget", "t", "p2x96", env=env))
+    assert "'p2x96'" in line and "pending" in line
+    assert "a run of sweep t" in assert_bad_input(run_dw("forget", "t", "nosuch", env=env))
+    assert "--state" in assert_bad_input(run_dw("forget", "t", "--state", "running", env=env))
+    assert "nothing" in assert_bad_input(run_dw("forget", "t", env=env))
+    assert not any('"forget"' in x for x in (tmp_path / "t" / "manifest").read_text().splitlines())
+
+
+def test_the_papers_sections_come_last_on_a_sweep_of_ones_own(tmp_path):
+    """A sweep with no published reference: GPT-3/PaLM D_crit rows, the published-loss table and the
+    VWT claims fold under one heading after the sweep's own tables."""
+    from depthwidth.report.render import PAPER_HEADING, render_markdown
+
+    rs.build(tmp_path, "mine")
+    ev = [json.loads(x) for x in (tmp_path / "mine" / "manifest").read_text().splitlines()]
+    for e in ev:
+        e["ref"] = None
+    (tmp_path / "mine" / "manifest").write_text("".join(json.dumps(e) + "\n" for e in ev))
+    rep = _report(tmp_path, "mine")
+    assert rep["papers_grid"] is False
+    md = render_markdown(rep)
+    head = md.index(f"## {PAPER_HEADING}")
+    assert md.index("Published numbers beside ours") > head and md.index("D_crit extrapolated") > head
+    assert md.index("## Held-out loss (nats/token), depth × width") < head  # the sweep's own numbers first
+    rs.build(tmp_path, "t")  # a published reference: the papers' grid, nothing folded
+    assert _report(tmp_path, "t")["papers_grid"] is True and PAPER_HEADING not in render_markdown(_report(tmp_path, "t"))
+
+
+def test_dw_fit_does_not_silently_replace_the_fit_the_report_shows(tmp_path):
+    from depthwidth.simulate import simulate
+
+    simulate("demo", name="mine", root=tmp_path, seed=0)
+    env = {"DW_RUNS": str(tmp_path)}
+    p = run_dw("fit", "mine", "--law", "depth-delusion", "--where", "shape=uniform", "--bootstrap", "0",
+               "--max-starts", "200", env=env)
+    assert p.returncode == 0, p.stderr
+    before = (tmp_path / "mine" / "fit.json").read_text()
+    # dw fit NAME with no --law: chinchilla on every run would replace it (before: silently)
+    line = assert_bad_input(run_dw("fit", "mine", "--bootstrap", "0", env=env))
+    assert "holds a depth-delusion[log] fit of shape=uniform" in line and "--force" in line
+    assert (tmp_path / "mine" / "fit.json").read_text() == before
+    # the same law and filter again replaces it; --force replaces it with another
+    assert run_dw("fit", "mine", "--law", "depth-delusion", "--where", "shape=uniform", "--bootstrap", "0",
+                  "--max-starts", "200", env=env).returncode == 0
+    p = run_dw("fit", "mine", "--bootstrap", "0", "--max-starts", "200", "--force", env=env)
+    assert p.returncode == 0 and "non-uniform width shape" in p.stdout  # chinchilla pools the shapes: said
+    assert json.loads((tmp_path / "mine" / "fit.json").read_text())["law"] == "chinchilla"
+    from depthwidth import report
+
+    note = report.build("mine", root=str(tmp_path))["tables"]["fit"].notes[0]
+    assert note.startswith("the fit shown: chinchilla of every run, N = total, made ")
