@@ -131,3 +131,13 @@ def test_dw_fit_does_not_silently_replace_the_fit_the_report_shows(tmp_path):
 
     note = report.build("mine", root=str(tmp_path))["tables"]["fit"].notes[0]
     assert note.startswith("the fit shown: chinchilla of every run, N = total, made ")
+
+
+def test_shapes_off_their_parameter_match_are_named_in_a_warning(tmp_path):
+    rs.build(tmp_path, "t")  # the store's shapes are not matched: 16·Σw² differs from the uniform 4×64
+    t = _report(tmp_path)["tables"]["shapes"]
+    ratios = {r["shape"]: r["params_ratio"] for r in t.rows if r["shape"] != "uniform"}
+    off = [s for s, x in ratios.items() if abs(x - 1) > 0.01]
+    assert off and t.notes[0].startswith("warning: not matched in parameters: ")
+    for s in off:
+        assert f"{s} {ratios[s]:.3f}×" in t.notes[0]

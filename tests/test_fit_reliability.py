@@ -67,7 +67,7 @@ def test_tau_law_honours_where_drops_failed_runs_and_matches_the_figure(failed_s
     fig_runs = {p["run"] for p in tau_points(load("t", root=str(root)))}
     assert fig_runs == healthy_uniform
 
-    res = run_fit("t", root=str(root), law="chinchilla", bootstrap=0, max_starts=30, where=["depth=4"])
+    res = run_fit("t", root=str(root), law="chinchilla", bootstrap=0, max_starts=30, where=["depth=4"], force=True)
     gp = res["derived"]["gradient_persistence"]
     depth4 = {r for r in healthy_uniform if runs[r]["depth"] == 4}
     assert {r["run"] for r in gp["runs"]} == depth4 and gp["tau_law"]["runs"] == len(depth4)

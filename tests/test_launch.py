@@ -216,3 +216,73 @@ def test_more_processes_than_gpus_per_node_is_refused():
     cfg = launch_config.launcher_config(["launcher=slurm", "launcher.nodes=2", "launcher.gpus_per_node=4"],
                                         need_scheduler=False)
     assert launch_config.processes(cfg) == 8  # 2 nodes x one process per GPU
+
+
+# -- Ctrl-C (SIGINT) on a sweep's runs: preempted with a checkpoint, never lost ---------------------
+
+def _rows(run_dir):
+    from tests.test_train import TIMING
+
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in read_jsonl(Path(run_dir) / "metrics.jsonl")]
+
+
+def _held(gate, step, timeout=120):
+    """The pid of the process the gate holds before ``step``."""
+    hit = wait_for(lambda: next(iter(gate.glob(f"at-{step}-*")), None), timeout, f"a run at the gate ({step})")
+    return int(hit.name.rsplit("-", 1)[1])
+
+
+def test_ctrl_c_on_a_local_worker_leaves_its_run_preempted_and_retry_failed_resumes_it(tmp_path):
+    from tests.helpers import gate_env
+
+    env = tiny_env(tmp_path, steps=16, depths="[2]")
+    ref = {**env, "DW_RUNS": str(tmp_path / "ref")}
+    assert run_dw("sweep", "tiny", env=ref).returncode == 0  # the same run, uninterrupted
+    gate = tmp_path / "gate"  # the worker's run waits before step 7 (checkpoint at 4) for the signal
+    p = run_dw("sweep", "tiny", "launcher=local", "launcher.workers=1", "--json", env={**env, **gate_env(gate, 6)})
+    assert p.returncode == 0, p.stderr
+    pid = _held(gate, 6)
+    sub = next((tmp_path / "runs" / "tiny" / "jobs").iterdir())
+    assert json.loads((sub / "worker-0.json").read_text())["pid"] == pid  # the run trains inside the worker
+    os.kill(pid, signal.SIGINT)  # the worker this test started
+    wait_for(lambda: not states.pid_alive(pid), 120, "the worker to exit")
+    st = status(env)
+    (r,) = st["runs"]
+    assert r["state"] == "preempted" and r["reason"] == "SIGINT at step 7", r
+    assert (Path(r["run_dir"]) / "ckpt" / "step_00000007" / "MANIFEST").exists()
+    assert (f"dw: interrupted run {r['run_id']} at step 7: checkpointed, summary preempted; "
+            "dw sweep tiny --retry-failed resumes it") in (sub / "worker-0.log").read_text()
+    again = json.loads(run_dw("sweep", "tiny", "--json", env=env).stdout)
+    assert again["submitted"] == [] and again["skipped"] == {"preempted": 1}
+    retry = json.loads(run_dw("sweep", "tiny", "--retry-failed", "--json", env=env).stdout)
+    assert [x["run_id"] for x in retry["submitted"]] == [r["run_id"]]
+    (done,) = status(env)["runs"]
+    assert done["state"] == "done" and done["attempts"] == 2
+    (want,) = status(ref)["runs"]
+    assert _rows(done["run_dir"]) == _rows(want["run_dir"])  # resumed at step 7: nothing lost or repeated
+    assert done["final_val_loss"] == want["final_val_loss"]
+
+
+def test_ctrl_c_on_a_debug_sweep_preempts_the_run_cancels_the_rest_and_exits_3(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO, gate_env
+
+    env = tiny_env(tmp_path, steps=16)  # two runs, one task each, trained in the dw process
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([sys.executable, "-m", "depthwidth", "sweep", "tiny"], cwd=REPO,
+                            env={**os.environ, **env, **gate_env(gate, 6)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert _held(gate, 6) == proc.pid
+    proc.send_signal(signal.SIGINT)  # as Ctrl-C on the terminal would
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    first, second = status(env)["runs"]
+    assert err.splitlines()[-1] == (f"dw: interrupted run {first['run_id']} at step 7: checkpointed, summary "
+                                    "preempted; dw sweep tiny --retry-failed resumes it")
+    assert "Traceback" not in err
+    assert (first["state"], first["reason"], second["state"]) == ("preempted", "SIGINT at step 7", "cancelled")
+    retry = json.loads(run_dw("sweep", "tiny", "--retry-failed", "--json", env=env).stdout)
+    assert len(retry["submitted"]) == 2
+    assert status(env)["counts"]["done"] == 2

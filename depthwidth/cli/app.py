@@ -80,11 +80,27 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         sys.stderr.write("dw: aborted\n")
         sys.exit(130)
-    except KeyboardInterrupt:
-        sys.stderr.write("dw: interrupted\n")
-        sys.exit(130)
+    except _ctrl_c() as e:
+        _interrupted(e)
+    if rv == 130:  # inside a command typer turns Ctrl-C's KeyboardInterrupt into a silent Exit(130)
+        _interrupted(KeyboardInterrupt())
     if isinstance(rv, int):
         sys.exit(rv)
+
+
+def _ctrl_c() -> tuple:
+    """What Ctrl-C raises: KeyboardInterrupt, or train.signals.Interrupted once dw has handled it
+    (imported only when an exception is on its way out)."""
+    from depthwidth.train.signals import Interrupted
+
+    return KeyboardInterrupt, Interrupted
+
+
+def _interrupted(e: BaseException) -> None:
+    """Ctrl-C: one line and exit 130; a handled one (``Interrupted``) says what it saved and
+    brings its own exit code (3: checkpointed)."""
+    sys.stderr.write(f"{_one_line(str(e)) or 'dw: interrupted'}\n")
+    sys.exit(getattr(e, "exit_code", 130))
 
 
 def register(app: typer.Typer) -> typer.Typer:

@@ -27,9 +27,13 @@ def status_cmd(
     Example: dw status demo --watch        (live until every run has ended)
 
     States: pending, running, done, failed, diverged, preempted (checkpointed,
-    waiting to be requeued), cancelled, lost (the scheduler no longer knows the
+    waiting to be requeued; a local or debug one resumes with dw sweep NAME
+    --retry-failed), cancelled, lost (the scheduler no longer knows the
     job and the run did not finish), unknown (the scheduler could not be asked:
     no sacct, or sacct failing).  One sacct call for the whole sweep.
+
+    L, W, shape: the run's depth, width and width shape (its summary.json, or
+    its overrides before it starts).  Sweeps are read from $DW_RUNS, else ./runs.
     """
     from depthwidth.core.errors import bad
     from depthwidth.launch import status as runs_status
@@ -56,8 +60,9 @@ def status_cmd(
         c.print(f"[yellow]problem:[/] {p}", highlight=False)
 
 
-COLS = ("run id", "label", "state", "progress", "tokens", "last loss", "attempts", "job")
-RIGHT = {"progress", "tokens", "last loss", "attempts"}
+COLS = ("run id", "label", "L", "W", "shape", "state", "progress", "tokens", "last loss", "attempts", "job")
+RIGHT = {"L", "W", "progress", "tokens", "last loss", "attempts"}
+STATE = COLS.index("state")
 # a run in one of these states will not change without a new `dw sweep` (local/debug never requeue preempted runs)
 TERMINAL = ("done", "failed", "diverged", "cancelled", "lost")
 
@@ -73,7 +78,8 @@ def _rows(st):
             label += f" (retry of {r['retry_of']})"
         if r.get("retried_as"):
             label += f" (retried as {r['retried_as']})"
-        rows.append((r["run_id"], label.strip(), r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"]))
+        shape = ["" if r.get(k) is None else str(r[k]) for k in ("depth", "width", "shape")]  # "": not known yet
+        rows.append((r["run_id"], label.strip(), *shape, r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"]))
     return rows
 
 
@@ -86,7 +92,7 @@ def _renderable(name, st):
         for col in COLS:
             t.add_column(col, justify="right" if col in RIGHT else "left", no_wrap=True)
         for row in rows:
-            t.add_row(*row[:2], f"[{STYLE[row[2]]}]{row[2]}[/]", *row[3:])
+            t.add_row(*row[:STATE], f"[{STYLE[row[STATE]]}]{row[STATE]}[/]", *row[STATE + 1:])
         return t
     return _plain_table(f"sweep {name}", COLS, rows, RIGHT)
 

@@ -110,6 +110,15 @@ def load_table(name=None, runs=None, columns=None, root=None, source="store", pr
         raise bad("sweep", name, f"a sweep directory under {runs_root(root)} (set --root or DW_RUNS)")
     df = run_table(sweep_dir)
     if len(df) == 0:
+        from depthwidth.core.atomic import read_jsonl  # fit may not import launch: the manifest's own view
+        from depthwidth.core.store import MANIFEST, manifest_runs
+
+        submitted = manifest_runs(read_jsonl(sweep_dir / MANIFEST)) if (sweep_dir / MANIFEST).is_file() else {}
+        started = sum(1 for r in submitted.values() if r.get("started"))
+        parts = [f"{n} {what}" for n, what in ((started, "started"), (len(submitted) - started, "pending")) if n]
+        if parts:
+            see = f"dw status {name}" if root is None else f"DW_RUNS={runs_root(root)} dw status {name}"
+            raise BadInput(f"sweep {name} has no finished run yet ({', '.join(parts)}: {see})")
         raise bad("sweep", name, f"a sweep with at least one run summary.json in {sweep_dir}")
     refuse_mixed(df, f"sweep {name}")
     return apply_columns(df, mapping), sweep_dir

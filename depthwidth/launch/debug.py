@@ -1,13 +1,20 @@
-"""launcher=debug: every task in this process, one after another, with a live progress bar."""
+"""launcher=debug: every task in this process, one after another, with a live progress bar.
+
+Ctrl-C: the run that trains finishes its step, checkpoints and ends ``preempted``;
+the tasks not yet run are ``cancelled``; ``dw sweep`` says so in one line and exits 3
+(``Interrupted``), and ``dw sweep NAME --retry-failed`` resumes them.  A second Ctrl-C
+within a few seconds exits at once (train/signals.py)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
 
 from depthwidth.core import store
 from depthwidth.launch.task import EXIT_PREEMPTED, ended, run_items, set_state
+from depthwidth.train.signals import BEFORE_HARD_EXIT, Interrupted, give_terminal_back, interrupted_line
 
 
 def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, *, show=None) -> None:
@@ -45,6 +52,10 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
 
         th = threading.Thread(target=poll, daemon=True)
         th.start()
+        hook = _terminal_hook(prog.console)
+        BEFORE_HARD_EXIT.extend([hook] if hook else [])
+        stopped: list = []  # (run, Preempted) of a run a signal stopped
+        i = 0
         try:
             for i, t in enumerate(tasks):
                 set_state(d, i, state="running", pid=os.getpid(), started=time.time())
@@ -53,7 +64,8 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
                     watch["it"] = it
                     prog.update(cur, completed=0, total=it.get("tokens_total") or 1, visible=True,
                                 description=f"  run {it['run_id']}")
-                    r = run_items(name, [it], job_ids[i], log=lines.append, in_process=True)
+                    r = run_items(name, [it], job_ids[i], log=lines.append, in_process=True,
+                                  on_preempt=lambda run, e: stopped.append((run, e)))
                     rc = r if r else rc
                     prog.advance(overall)
                     if r == EXIT_PREEMPTED:
@@ -61,7 +73,33 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
                 ended(d, i, rc)
                 if rc == EXIT_PREEMPTED:
                     break
+        except KeyboardInterrupt:  # Ctrl-C between two runs: nothing is lost; the task is not finished
+            set_state(d, i, state="cancelled", ended=time.time())
+            _cancel(d, i + 1, len(tasks))
+            raise
         finally:
             halt.set()
             th.join(timeout=1)
             prog.update(cur, visible=False)
+            if hook in BEFORE_HARD_EXIT:
+                BEFORE_HARD_EXIT.remove(hook)
+    if stopped:
+        _cancel(d, i + 1, len(tasks))
+    if stopped and stopped[-1][1].signal == "SIGINT":
+        run, e = stopped[-1]
+        raise Interrupted(interrupted_line(e.step, e.where, f"dw sweep {name} --retry-failed resumes it",
+                                           run=run["run_id"]), EXIT_PREEMPTED)
+
+
+def _terminal_hook(console):
+    """What gives the terminal back if a second Ctrl-C ends the process under the live display."""
+    try:
+        return functools.partial(give_terminal_back, console.file.fileno()) if console.is_terminal else None
+    except (AttributeError, OSError, ValueError):  # a console on a file without a descriptor
+        return None
+
+
+def _cancel(d: Path, start: int, stop: int) -> None:
+    """Tasks ``start..stop-1`` will not run in this submission (a stop signal): ``cancelled``, not lost."""
+    for j in range(start, stop):
+        set_state(d, j, state="cancelled", ended=time.time())

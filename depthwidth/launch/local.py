@@ -4,6 +4,11 @@ One worker per visible GPU (each with its own ``CUDA_VISIBLE_DEVICES``) or
 ``workers`` CPU workers; each claims whole tasks with an O_EXCL claim file and
 runs them (``python -m depthwidth.launch worker TASKS.json SLOT``), so every
 task is run by exactly one worker.
+
+SIGTERM or SIGINT to a worker (``kill -INT PID``): the run it trains finishes
+its step, checkpoints and ends ``preempted`` (train's own handler; a torchrun of
+several GPUs gets the signal passed on), and the worker claims no further task.
+``dw sweep NAME --retry-failed`` resumes the run from its checkpoint.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from depthwidth.core import store
 from depthwidth.core.atomic import write_json
 from depthwidth.launch.task import EXIT_PREEMPTED, ended, run_task, set_state
 from depthwidth.train.dist import free_port
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def _python(cfg: dict) -> str:
@@ -79,10 +86,11 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
     me = d / f"worker-{slot}.json"
     write_json(me, {**(store.read_json(me) or {}), "pid": os.getpid(), "slot": slot, "state": "running"})
     stop: dict = {}
-    signal.signal(signal.SIGTERM, lambda s, f: stop.setdefault("sig", s))
+    for sig in STOP_SIGNALS:  # between runs; while one trains, train()'s handler has these
+        signal.signal(sig, lambda s, f: _stop(stop, s))
     try:
         for i in range(len(doc["tasks"])):
-            if stop:
+            if "sig" in stop:
                 break
             try:
                 fd = os.open(d / f"task-{i}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -91,7 +99,7 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
             os.write(fd, str(os.getpid()).encode())
             os.close(fd)
             set_state(d, i, state="running", pid=os.getpid(), slot=slot, started=time.time())
-            rc = _run(tf, i)
+            rc = _run(tf, i, stop)
             ended(d, i, rc)
             if rc == EXIT_PREEMPTED:
                 break
@@ -100,11 +108,35 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
     return 0
 
 
-def _run(tasks_file: Path, index: int) -> int:
+def _stop(stop: dict, sig: int) -> None:
+    """A stop signal reached the worker: no further task; a torchrun child gets it passed on."""
+    stop.setdefault("sig", sig)
+    child = stop.get("child")
+    if child is not None and child.poll() is None:
+        child.send_signal(sig)
+
+
+def _run(tasks_file: Path, index: int, stop: dict) -> int:
     """Task ``index`` on this worker's GPUs: in this process, or as one torchrun of G processes."""
     g = int(os.environ.get("DW_GPUS_PER_RUN", "1"))
     if g <= 1:
-        return run_task(tasks_file, index, log=lambda m: print(m, flush=True), in_process=True)
+        return run_task(tasks_file, index, log=lambda m: print(m, flush=True), in_process=True,
+                        stopped=lambda: "sig" in stop)
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={g}", f"--master_port={free_port()}",
            "-m", "depthwidth.launch", "task", str(tasks_file), str(index)]
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL).returncode
+    stop["child"] = child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+    if "sig" in stop:  # it came while the child started
+        child.send_signal(stop["sig"])
+    try:
+        rc = child.wait()
+    finally:
+        stop.pop("child", None)
+    # torchrun reports its ranks' exit 3 as a failure of its own: the summaries say what happened
+    return EXIT_PREEMPTED if rc and "sig" in stop and _preempted(tasks_file, index) else rc
+
+
+def _preempted(tasks_file: Path, index: int) -> bool:
+    """Whether a run of task ``index`` ended ``preempted`` (and none failed)."""
+    runs = json.loads(Path(tasks_file).read_text())["tasks"][index]
+    got = [(store.read_json(Path(it["run_dir"]) / "summary.json") or {}).get("status") for it in runs]
+    return "preempted" in got and not {"failed", "diverged"} & set(got)

@@ -52,7 +52,8 @@ def status(name: str) -> dict:
     problems = [f"manifest: {len(bad_lines)} unreadable line(s) skipped (line "
                 + ", ".join(map(str, bad_lines[:5])) + (", ..." if len(bad_lines) > 5 else "") + ")"] if bad_lines else []
     if not events:
-        raise BadInput(f"no sweep {name!r} in {runs_root()} (sweeps with a manifest: {', '.join(known_sweeps()) or 'none'})")
+        raise BadInput(f"no sweep {name!r} in {runs_root().absolute()} (DW_RUNS chooses the runs directory, "
+                       f"else ./runs; sweeps with a manifest there: {', '.join(known_sweeps()) or 'none'})")
     runs = manifest_runs(events)
     slurm = [r["job_id"] for r in runs.values() if r.get("launcher") == "slurm"]
     raw, why = {}, None
@@ -90,7 +91,7 @@ def status(name: str) -> dict:
             "final_val_loss": (summ or {}).get("final_val_loss"), "attempts": r["attempts"],
             "job_id": r["job_id"], "jobs": r["jobs"], "scheduler_state": sched_raw, "launcher": r.get("launcher"),
             "label": r.get("label"), "reason": (summ or {}).get("reason"), "run_dir": str(rd),
-            "params": r.get("params"), "overrides": r.get("overrides"),
+            "params": r.get("params"), "overrides": r.get("overrides"), **shape_of(summ, r.get("overrides")),
             "retry_of": r.get("retry_of"), "retried_as": retried_as.get(r["run_id"]),
         })
     counts = {s: 0 for s in STATES}
@@ -98,6 +99,28 @@ def status(name: str) -> dict:
         counts[row["state"]] += 1
     return {"sweep": name, "total": len(rows), "counts": counts, "runs": rows, "scheduler_unknown": why,
             "problems": problems}
+
+
+SHAPE_KEYS = {"model.depth": "depth", "model.width": "width", "model.shape": "shape"}
+
+
+def shape_of(summary: dict | None, overrides) -> dict:
+    """{depth, width, shape}: the run's summary.json once it has one, else what its overrides set
+    (None where they leave it to the model config; ``model.widths=[...]``: shape ``custom``)."""
+    out: dict = {"depth": None, "width": None, "shape": None}
+    custom = False
+    for o in overrides or []:
+        key, _, val = str(o).lstrip("+").partition("=")
+        if key in SHAPE_KEYS:
+            out[SHAPE_KEYS[key]] = int(val) if key != "model.shape" and val.isdigit() else val
+        elif key == "model.widths":
+            custom = val not in ("", "null", "None", "[]")
+    if custom:  # as summary.json says it
+        out["shape"] = "custom"
+    for k in out:
+        if (summary or {}).get(k) is not None:
+            out[k] = summary[k]
+    return out
 
 
 def _torn(path: Path) -> bool:

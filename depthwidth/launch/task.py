@@ -4,13 +4,16 @@
 ``train(compose(overrides))``; the exit code is 0 (all done), 1 (a run
 failed or diverged) or ``EXIT_PREEMPTED`` (3: checkpointed on a signal).
 
-Preemption: train() checkpoints on SIGUSR2/SIGTERM and raises Preempted.  On
+Preemption: train() checkpoints on SIGUSR2/SIGTERM/SIGINT and raises Preempted.  On
 SIGUSR2 (the time limit's warning ``--signal=USR2@signal_delay_s``, or
 ``scancel --signal=USR2 JOB``; both reach the python processes under srun) the
 task requeues only itself with ``scontrol requeue ARRAY_i``; on SIGTERM the
 scheduler is already requeueing (preemption, ``scontrol requeue``) or
 cancelling the job, so the task only exits.  A requeued task reruns the same
 call and each run resumes from its checkpoint in the same run directory.
+SIGINT (Ctrl-C, ``kill -INT``) is a stop, not a requeue: the run ends
+``preempted`` with its checkpoint and the task says, in its log, how to resume it
+(``dw sweep NAME --retry-failed``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from depthwidth.config.compose import compose
 from depthwidth.core import store
 from depthwidth.core.atomic import never_world_writable, write_json
 from depthwidth.core.errors import BadInput
+from depthwidth.train.signals import interrupted_line
 from depthwidth.train.trainer import EXIT_PREEMPTED, Preempted, train
 
 
@@ -45,20 +49,24 @@ def _distributed_env() -> None:
         e.setdefault("LOCAL_RANK", e.get("SLURM_LOCALID", "0"))
 
 
-def run_task(tasks_file: str | os.PathLike, index: int, *, log=print, in_process: bool = False) -> int:
+def run_task(tasks_file: str | os.PathLike, index: int, *, log=print, in_process: bool = False, **kw) -> int:
     """Train every run of task ``index``; returns an exit code (0 ok, 1 a run failed, 3 preempted)."""
     doc = json.loads(Path(tasks_file).read_text())
-    return run_items(doc["sweep"], doc["tasks"][index], _current_job_id(doc, index), log=log, in_process=in_process)
+    return run_items(doc["sweep"], doc["tasks"][index], _current_job_id(doc, index), log=log, in_process=in_process,
+                     **kw)
 
 
-def run_items(name: str, runs: list[dict], job_id: str, *, log=print, in_process: bool = False) -> int:
-    """Train ``runs`` one after another as job ``job_id``; the task's exit code."""
+def run_items(name: str, runs: list[dict], job_id: str, *, log=print, in_process: bool = False,
+              stopped=None, on_preempt=None) -> int:
+    """Train ``runs`` one after another as job ``job_id``; the task's exit code.
+    ``stopped()``: a stop signal reached the caller between runs (the next one is not started:
+    EXIT_PREEMPTED); ``on_preempt(run, Preempted)``: told which run stopped, where, on which signal."""
     never_world_writable()  # a job is not started through the CLI: the same rule for what it writes
     _distributed_env()
     prev = os.environ.get("DW_JOB_ID")
     os.environ["DW_JOB_ID"] = job_id  # provenance: the job that trained the run
     try:
-        return _train_each(name, runs, job_id, log, in_process)
+        return _train_each(name, runs, job_id, log, in_process, stopped or (lambda: False), on_preempt)
     finally:
         if prev is None:
             os.environ.pop("DW_JOB_ID", None)
@@ -66,10 +74,12 @@ def run_items(name: str, runs: list[dict], job_id: str, *, log=print, in_process
             os.environ["DW_JOB_ID"] = prev
 
 
-def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool) -> int:
+def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool, stopped, on_preempt) -> int:
     rank0 = os.environ.get("RANK", "0") == "0"
     rc = 0
     for it in runs:
+        if stopped():
+            return EXIT_PREEMPTED
         if rank0:
             store.append_events(name, [{"event": "start", "run_id": it["run_id"], "job_id": job_id,
                                         "restart": int(os.environ.get("SLURM_RESTART_COUNT", "0")),
@@ -79,8 +89,12 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool)
             if s.get("status") != "done":
                 rc = 1
         except Preempted as e:
-            if str(e).startswith("SIGUSR2") and rank0 and not in_process:
+            if e.signal == "SIGUSR2" and rank0 and not in_process:
                 _requeue(log)
+            if e.signal == "SIGINT":
+                log(interrupted_line(e.step, e.where, f"dw sweep {name} --retry-failed resumes it", run=it["run_id"]))
+            if on_preempt:
+                on_preempt(it, e)
             return EXIT_PREEMPTED
         except BadInput as e:  # validated at submission; a changed conf/ can still break it
             log(f"[{it['run_id']}] bad input: {e}")

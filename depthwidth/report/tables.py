@@ -237,6 +237,9 @@ def _pairs(cells, paper, lo=0.5, hi=2.0, limit=12) -> Table:
     return t
 
 
+MATCH_TOLERANCE = 0.01  # a shape more than 1% off the uniform model's parameters is not "matched"
+
+
 def _shapes(runs) -> Table:
     cells = group_cells(runs, key=lambda r: (r["width"], r["depth"], r["shape"] or "uniform"))
     groups = {}
@@ -268,6 +271,11 @@ def _shapes(runs) -> Table:
             Col("kv_bytes_per_token", "KV bytes/token", "{:.4g}"), Col("kv_ratio", "KV ×unif", "{:.3f}"),
             Col("mean_width_over_h", "mean width / h", "{:.3f}")]
     t = Table("shapes", "Width-shape families at matched parameters (vs the uniform model of the same h, L)", cols, rows)
+    off = [r for r in rows if r["params_ratio"] is not None and abs(r["params_ratio"] - 1) > MATCH_TOLERANCE]
+    if off:
+        t.notes.insert(0, "warning: not matched in parameters: " + ", ".join(
+            f"{r['shape']} {r['params_ratio']:.3f}× (h {r['width']}, L {r['depth']})" for r in off)
+            + " the uniform model's: their Δloss mixes shape and size (model.match=exact matches within 0.5%)")
     t.notes.append("paper (Wu et al., 500M): × 3.099 vs uniform 3.138 nats; mean width ≈ 0.89·h, ≈ 10% less KV cache")
     if not rows:
         t.notes.append("no finished non-uniform runs")

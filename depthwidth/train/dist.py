@@ -85,15 +85,3 @@ def mean(world: World, t, op: str = "mean"):
     dist.all_reduce(t)
     return t / world.size
 
-
-def any_flag(world: World, flag: bool, device=None) -> bool:
-    """True on every rank if any rank has the flag (a preemption signal).
-    ``device``: where the collective runs (NCCL needs a CUDA tensor)."""
-    if not world.distributed:
-        return flag
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())

@@ -1,8 +1,9 @@
 """summary.json: what a run is and how it ended (docs/CONTRACTS.md).
 
 Written atomically at the start (status ``running``), and at every end:
-``done``, ``diverged``, ``failed`` or ``preempted``.  Readers (``dw status``,
-the run table, ``dw report``) need nothing else from the run directory."""
+``done``, ``diverged``, ``failed`` or ``preempted`` (``abandoned``: after a second
+Ctrl-C).  Readers (``dw status``, the run table, ``dw report``) need nothing else
+from the run directory."""
 
 from __future__ import annotations
 
@@ -53,3 +54,20 @@ def write_summary(trainer, status: str, wall: float, reason: str | None = None, 
     if trainer.world.main:
         write_json(summary_path(p.run_dir), s)
     return s
+
+
+def abandoned(trainer, wall: float | None, checkpoint_step: int | None) -> str:
+    """A second Ctrl-C: the summary now (``preempted`` when this step's checkpoint is on disk,
+    else ``failed``, naming the step a rerun resumes from) and the one line that says what was
+    not saved.  ``wall`` None: the run has not started training (nothing to write)."""
+    st = getattr(trainer, "state", None)
+    if wall is None or st is None:
+        return "dw: interrupted again: exiting before training started; nothing is lost"
+    step = st.step
+    if checkpoint_step == step:
+        write_summary(trainer, "preempted", wall, reason=f"SIGINT at step {step}")
+        return f"dw: interrupted again: exiting at once; the checkpoint at step {step} is saved, rerun to resume"
+    since = "the start" if checkpoint_step is None else f"step {checkpoint_step}"
+    write_summary(trainer, "failed", wall, reason=f"SIGINT twice at step {step}: exited without a checkpoint; "
+                  f"a rerun resumes from {since}")
+    return f"dw: interrupted again: exiting without a checkpoint; steps since {since.removeprefix('step ')} are lost"

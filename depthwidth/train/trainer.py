@@ -18,9 +18,10 @@ goes on.
 The loop (``Trainer.run``) is a few lines; each concern is a piece of its
 own: when to log/evaluate/checkpoint/probe (schedule.py), preemption signals
 (signals.py), WSD decay branches (branch.py), NaN watch and throughput
-(meter.py), the summary (summary.py).  SIGUSR2 / SIGTERM make the run finish
-its current step, write a checkpoint and raise ``Preempted``; ``dw train``
-then exits with ``EXIT_PREEMPTED`` (3), which launchers treat as "requeue me".
+(meter.py), the summary (summary.py).  SIGUSR2 / SIGTERM / SIGINT (Ctrl-C) make
+the run finish its current step, write a checkpoint and raise ``Preempted``;
+``dw train`` then exits with ``EXIT_PREEMPTED`` (3), which launchers treat as
+"requeue me".  A second Ctrl-C soon after exits at once (130, summary.abandoned).
 """
 
 from __future__ import annotations
@@ -45,15 +46,11 @@ from depthwidth.train.meter import LossWatch, Throughput, describe_device, peak_
 from depthwidth.train.plan import check, precision_for
 from depthwidth.train.probes import GradProbe
 from depthwidth.train.schedule import Schedule
-from depthwidth.train.signals import StopFlag
+from depthwidth.train.signals import Preempted, StopFlag
 from depthwidth.train.state import TrainState, extra_state, restore
-from depthwidth.train.summary import summary_path, write_summary
+from depthwidth.train.summary import abandoned, summary_path, write_summary
 
 EXIT_PREEMPTED = 3
-
-
-class Preempted(Exception):
-    """The run checkpointed on a preemption signal and should be requeued."""
 
 
 @dataclass
@@ -124,8 +121,10 @@ def _existing_run_id(run_dir: Path) -> str | None:
         return None
 
 
-def train(cfg, *, handle_signals: bool = True, log=print) -> dict:
-    """Train (or resume, or find finished) the run ``cfg`` describes; returns its summary."""
+def train(cfg, *, handle_signals: bool = True, log=print, progress=None) -> dict:
+    """Train (or resume, or find finished) the run ``cfg`` describes; returns its summary.
+    ``progress``: ``begin(step, steps, tokens_per_step)`` once, ``update(step, loss)`` every
+    step (it keeps its own pace)."""
     plan = prepare(cfg)
     if plan.spec.extra.get("warning"):
         log(f"warning: {plan.spec.extra['warning']}")
@@ -135,16 +134,18 @@ def train(cfg, *, handle_signals: bool = True, log=print) -> dict:
         if prev.get("status") in ("done", "diverged") and prev.get("run_id") == plan.run_id:
             log(f"run {plan.run_id} is already {prev['status']}; nothing to do")
             return prev
-    return Trainer(plan, log).run(handle_signals)
+    return Trainer(plan, log, progress).run(handle_signals)
 
 
 class Trainer:
-    def __init__(self, plan: Plan, log):
+    def __init__(self, plan: Plan, log, progress=None):
         self.p = plan
         self.cfg = plan.cfg
         self.world = dist.world_from_env()
         self.log = log if self.world.main else (lambda m: None)
-        self._saved_at = None  # the step of this attempt's latest checkpoint
+        self.progress = progress if self.world.main else None
+        self._saved_at = None  # the step of the newest checkpoint on disk (resumed from, or saved)
+        self._wall = None  # seconds trained, once the loop runs
 
     # -- set-up ---------------------------------------------------------------
     def setup(self) -> None:
@@ -181,6 +182,7 @@ class Trainer:
             if extra.get("run_id") != p.run_id:
                 raise BadInput(f"checkpoint in {p.run_dir}/ckpt belongs to run {extra.get('run_id')}, not {p.run_id}")
             self.state = restore(extra, self.sampler)
+            self._saved_at = self.state.step
             self.log(f"resuming run {p.run_id} from step {self.state.step}")
         self.autocast = parallel.autocast(self.device, p.precision, self.layout.mode)
         self.provenance = provenance.record(device=describe_device(self.device), precision=p.precision,
@@ -310,25 +312,32 @@ class Trainer:
 
     # -- the loop -------------------------------------------------------------
     def run(self, handle_signals: bool) -> dict:
-        self.setup()
+        again = lambda: abandoned(self, self._wall and self._wall(), self._saved_at)  # noqa: E731  (2nd Ctrl-C)
+        with StopFlag(handle_signals, on_again=again, escalate=not self.world.distributed) as stop:
+            self.setup()  # a Ctrl-C while it loads: the run stops after its first step
+            return self._loop(stop)
+
+    def _loop(self, stop: StopFlag) -> dict:
         p, st = self.p, self.state
         t0 = time.perf_counter()
         wall = lambda: st.wall_before + time.perf_counter() - t0  # noqa: E731
         write_summary(self, "running", wall())
+        self._wall = wall
         sched = Schedule(self.cfg.train, self.cfg.probe, p.steps, p.budgets)
         watch = LossWatch(self.world, st.last_finite)
         meter = Throughput(st.step * p.tokens_per_step, p.accounting["flops_per_token"], peak_flops(self.device))
+        if self.progress:
+            self.progress.begin(st.step, p.steps, p.tokens_per_step)
         try:
-            with StopFlag(handle_signals) as stop:
-                while st.step < p.steps:
-                    out = self._step(sched, watch, meter, stop, wall)
-                    if out is not None:
-                        return out
-                ended = None if self._saved_at == st.step else self._checkpoint(wall())
-                if ended is None and self.cfg.train.analyze_at_end and self.world.main:
-                    ended = self._end("done", wall())
-                    analysis.at_end(p.run_dir, self.log, self.device)  # from the final checkpoint, as dw analyze would
-                return ended or self._end("done", wall())
+            while st.step < p.steps:
+                out = self._step(sched, watch, meter, stop, wall)
+                if out is not None:
+                    return out
+            ended = None if self._saved_at == st.step else self._checkpoint(wall())
+            if ended is None and self.cfg.train.analyze_at_end and self.world.main:
+                ended = self._end("done", wall())
+                analysis.at_end(p.run_dir, self.log, self.device)  # from the final checkpoint, as dw analyze would
+            return ended or self._end("done", wall())
         except (Preempted, BadInput):
             raise
         except Exception as e:
@@ -381,6 +390,8 @@ class Trainer:
             self._record(ev.budget, self.evaluate())
         if ev.log:
             self.tracker.flush()
+        if self.progress:
+            self.progress.update(st.step, st.last_finite)
         if ev.checkpoint:
             ended = self._checkpoint(wall())
             if ended is not None:
@@ -390,18 +401,17 @@ class Trainer:
         return None
 
     def stop_agreed(self, stop: StopFlag) -> bool:
-        """Whether to stop after this step; every rank stops at the same step."""
-        if self.world.distributed and dist.any_flag(self.world, stop.requested, self.device):
-            stop.set()
-        return stop.requested
+        """Whether to stop after this step; every rank stops at the same step (StopFlag.agree)."""
+        return stop.agree(self.world, self.device)
 
     def _preempt(self, stop: StopFlag, wall, where: str = ""):
         """Checkpoint (unless this step's is on disk), write the summary, raise ``Preempted``."""
         step = self.state.step
         if self._saved_at != step and (ended := self._checkpoint(wall())) is not None:
             return ended  # diverged
-        at = f"at step {step}" + (f" ({where})" if where else "")
-        self.log(f"{stop.name}: checkpointed {at}; exiting for requeue")
-        self._end("preempted", wall(), reason=f"{stop.name} {at}")
-        raise Preempted(f"{stop.name} {at}")
+        e = Preempted(stop.name, step, where)
+        if stop.name != "SIGINT":  # Ctrl-C: whoever called train() says it in one line (signals.interrupted_line)
+            self.log(f"{stop.name}: checkpointed at step {step}{f' ({where})' if where else ''}; exiting for requeue")
+        self._end("preempted", wall(), reason=str(e))
+        raise e
 

@@ -14,6 +14,13 @@ Nothing in dw knows about this: it wraps ``optim.lr_at`` (called once per step
 with the number of steps done) from outside, as tests/reliability/faults.py does.
 The test helpers are ``tests.helpers.gate_env`` and ``tests.helpers.open_gate``.
 
+``DW_TEST_GATE_SIGNALS=N`` (default 1) holds the process at the gate until N
+stop signals have reached it, writing ``DIR/signal-K-<pid>`` once dw's handler
+has run for the K-th; with N > 1 it also makes dw's "again within
+AGAIN_WITHIN_S" window unbounded, so a test that sends the second Ctrl-C after
+seeing ``signal-1-<pid>`` tests "a second Ctrl-C exits at once" without racing
+a clock.
+
 ``DW_TEST_GATE_START=DIR:TASK`` holds SLURM array task TASK before its first run
 starts training (inside the job's call, so submitit's own signal handlers are
 installed, and dw's are not yet): it writes ``DIR/at-start-<pid>`` and waits
@@ -37,17 +44,22 @@ if _spec:
 
     _real, _on_signal = _optim.lr_at, _signals.StopFlag._on_signal
     _signalled = []
+    _need = int(os.environ.get("DW_TEST_GATE_SIGNALS", "1"))
+    if _need > 1:
+        _signals.AGAIN_WITHIN_S = float("inf")
 
     def _noted(self, signum, frame):
         _signalled.append(signum)
-        return _on_signal(self, signum, frame)
+        out = _on_signal(self, signum, frame)
+        (_gate / f"signal-{len(_signalled)}-{os.getpid()}").write_text(str(signum))
+        return out
 
     @functools.wraps(_real)
     def _gated(step, total, *a, **kw):
         passed = _gate / f"passed-{step}"
         if step in _at and not passed.exists() and not (_gate / "open").exists():
             (_gate / f"at-{step}-{os.getpid()}").write_text(str(step))
-            while not _signalled and not (_gate / "open").exists():
+            while len(_signalled) < _need and not (_gate / "open").exists():
                 time.sleep(0.05)
             passed.write_text("")
         return _real(step, total, *a, **kw)
