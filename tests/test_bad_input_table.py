@@ -22,7 +22,7 @@ TABLES = {
 }
 SWEEPS = {  # sweep files with one mistake each
     "unknown_key.yaml": "groups: {model: vwt, data: pydoc}\nfixed: {model.width: 64}\naxes: {model.depth: [2]}\nbogus: 1\n",
-    "axis_not_list.yaml": "groups: {model: vwt, data: pydoc}\naxes: {model.depth: 2}\n",
+    "axis_bad_range.yaml": "groups: {model: vwt, data: pydoc}\naxes: {model.depth: {start: 4, stop: 1}}\n",
     "bad_value.yaml": "groups: {model: vwt, data: pydoc}\nfixed: {optim.lr: -1}\naxes: {model.depth: [2]}\n",
     "bad_group.yaml": "groups: {model: nosuch, data: pydoc}\naxes: {model.depth: [2]}\n",
     "not_yaml.yaml": "groups: [unclosed\n",

@@ -208,7 +208,7 @@ def test_prepare_text_dir_and_file_roundtrip(tmp_path, capsys):
     for i, d in enumerate(docs):
         (tmp_path / "corpus" / f"{i:03d}.txt").write_text(d)
     code, out, err = _dw(capsys, "data", "prepare", "--source", str(tmp_path / "corpus"), "--out",
-                         str(tmp_path / "d16"), "--val-fraction", "0.2", "--shard-tokens", "500")
+                         str(tmp_path / "d16"), "--val-fraction", "0.2", "--shard-tokens", "500", "--val-min-tokens", "0")
     assert code == 0, err
     meta = json.loads((tmp_path / "d16" / "meta.json").read_text())
     assert meta["dtype"] == "uint16" and meta["vocab_size"] == 257 and meta["eot"] == 256
@@ -232,13 +232,13 @@ def test_prepare_text_dir_and_file_roundtrip(tmp_path, capsys):
     # the same command again is a no-op; a different dataset into the same --out is refused
     before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "d16").iterdir()}
     code, out, _ = _dw(capsys, "data", "prepare", "--source", str(tmp_path / "corpus"), "--out", str(tmp_path / "d16"),
-                       "--val-fraction", "0.2", "--shard-tokens", "500")
+                       "--val-fraction", "0.2", "--shard-tokens", "500", "--val-min-tokens", "0")
     assert code == 0 and "already prepared" in out
     assert before == {p.name: p.stat().st_mtime_ns for p in (tmp_path / "d16").iterdir()}
     # a single text file: documents separated by blank lines; uint32 shards
     (tmp_path / "one.txt").write_text("\n\n\n".join(docs) + "\n")
     code, _, err = _dw(capsys, "data", "prepare", "--source", str(tmp_path / "one.txt"), "--out", str(tmp_path / "d32"),
-                       "--val-fraction", "0.2", "--dtype", "uint32", "--limit-docs", "50", "--json")
+                       "--val-fraction", "0.2", "--dtype", "uint32", "--limit-docs", "50", "--json", "--val-min-tokens", "0")
     assert code == 0, err
     meta = json.loads((tmp_path / "d32" / "meta.json").read_text())
     assert meta["dtype"] == "uint32" and meta["docs"]["train"] + meta["docs"]["val"] == 50
@@ -266,7 +266,8 @@ def test_prepare_saved_hf_dataset_and_tokenizer_json(tmp_path, capsys):
     tk.save(str(tmp_path / "tokenizer.json"))
     eot = tk.token_to_id("<|endoftext|>")
     code, _, err = _dw(capsys, "data", "prepare", "--source", str(tmp_path / "hf"), "--tokenizer", str(tmp_path / "tokenizer.json"),
-                       "--text-column", "body", "--out", str(tmp_path / "out"), "--val-fraction", "0.25")
+                       "--text-column", "body", "--out", str(tmp_path / "out"), "--val-fraction", "0.25",
+                       "--val-min-tokens", "0")
     assert code == 0, err
     meta = json.loads((tmp_path / "out" / "meta.json").read_text())
     assert meta["eot"] == eot and meta["vocab_size"] == tk.get_vocab_size() and meta["source"]["kind"] == "hf_disk"
@@ -279,10 +280,12 @@ def test_prepare_saved_hf_dataset_and_tokenizer_json(tmp_path, capsys):
         assert all(t in docs for t in texts) and len(texts) == meta["docs"][split]
     # the DatasetDict's other split, through the real `dw` executable
     proc = run_dw("data", "prepare", "--source", str(tmp_path / "hf"), "--split", "test", "--text-column", "body",
-                  "--out", str(tmp_path / "test"), "--val-fraction", "0.5", "--json",
+                  "--out", str(tmp_path / "test"), "--val-fraction", "0.5", "--json", "--val-min-tokens", "0",
                   env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["docs"]["train"] + json.loads(proc.stdout)["docs"]["val"] == 10
+    m = json.loads(proc.stdout)
+    cut = m["val_split"]["moved"]["cut_tokens"] > 0  # a document cut to reach the goal counts in both splits
+    assert m["docs"]["train"] + m["docs"]["val"] - cut == 10
 
 
 # ---------------------------------------------------------------------------
@@ -308,7 +311,7 @@ def test_make_source_bad_inputs(tmp_path):
     (tmp_path / "a.txt").write_text("\n\n".join(f"document number {i}" for i in range(40)))
     from depthwidth.data.prepare import prepare
 
-    meta = prepare(str(tmp_path / "a.txt"), "byte", d, val_fraction=0.3)
+    meta = prepare(str(tmp_path / "a.txt"), "byte", d, val_fraction=0.3, val_min_tokens=0)
     with pytest.raises(BadInput, match=r"data.vocab_size 50257 does not match .*vocab_size 257"):
         make_source({"name": "memmap", "path": str(d), "vocab_size": 50257}, 8)
     n_val = meta["tokens"]["val"]
@@ -324,6 +327,7 @@ def test_make_source_bad_inputs(tmp_path):
 
 def test_prepare_bad_inputs_exit_2_one_line_nothing_written(tmp_path, capsys):
     (tmp_path / "c.txt").write_text("\n\n".join(f"doc {i} " * 5 for i in range(30)))
+    (tmp_path / "blank.txt").write_text("\n  \n\n\t\n")  # no document at all
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("not a dataset")
     code, _, _ = _dw(capsys, "data", "prepare", "--source", str(tmp_path / "c.txt"), "--out", str(tmp_path / "other"),
@@ -335,7 +339,8 @@ def test_prepare_bad_inputs_exit_2_one_line_nothing_written(tmp_path, capsys):
         (["--source", str(tmp_path / "c.txt"), "--val-fraction", "1.5", "--out", str(tmp_path / "o3")], "1.5"),
         (["--source", str(tmp_path / "c.txt"), "--val-fraction", "0.2", "--out", str(tmp_path / "other")], "different dataset"),
         (["--source", str(tmp_path / "c.txt"), "--out", str(tmp_path / "full")], "not empty"),
-        (["--source", str(tmp_path / "c.txt"), "--val-fraction", "1e-9", "--out", str(tmp_path / "o4")], "split is empty"),
+        (["--source", str(tmp_path / "blank.txt"), "--out", str(tmp_path / "o4")], "split is empty"),
+        (["--source", str(tmp_path / "c.txt"), "--val-min-tokens", "-5", "--out", str(tmp_path / "o7")], "--val-min-tokens"),
         (["--source", str(tmp_path / "c.txt"), "--shard-tokens", "many", "--out", str(tmp_path / "o5")], "--shard-tokens"),
     ]
     listing = sorted(p.name for p in tmp_path.iterdir())

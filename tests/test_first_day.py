@@ -141,3 +141,44 @@ def test_shapes_off_their_parameter_match_are_named_in_a_warning(tmp_path):
     assert off and t.notes[0].startswith("warning: not matched in parameters: ")
     for s in off:
         assert f"{s} {ratios[s]:.3f}×" in t.notes[0]
+
+
+def test_from_another_folder_dw_finds_the_checkouts_store_instead_of_starting_a_second(tmp_path):
+    """Sweep files and conf/ are found from any folder; the store is ./runs.  A sweep whose store
+    lies in the checkout's runs/ is not silently started again elsewhere (it would retrain every run)."""
+    import os
+    import shutil
+    import uuid
+
+    from tests.helpers import REPO
+    from tests.test_launch import tiny_env
+
+    name = f"co-{uuid.uuid4().hex[:8]}"
+    env = tiny_env(tmp_path)
+    (tmp_path / "sweeps" / f"{name}.yaml").write_text((tmp_path / "sweeps" / "tiny.yaml").read_text())
+    env.pop("DW_RUNS")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    there = REPO / "runs" / name  # the checkout's own store of this sweep (runs/ is git-ignored)
+    there.mkdir(parents=True)
+    try:
+        append_jsonl(there / "manifest", {"event": "submit", "run_id": "r0", "job_id": "1", "ts": 0})
+        clean = {k: v for k, v in os.environ.items() if k != "DW_RUNS"}
+        full = {**clean, **env}
+        import subprocess
+        import sys
+
+        def dw(*a):
+            return subprocess.run([sys.executable, "-m", "depthwidth", *a], cwd=elsewhere, env=full,
+                                  capture_output=True, text=True, timeout=300)
+
+        line = assert_bad_input(dw("sweep", name))
+        assert f"sweep {name} has its store at {there}; submitting from here would start a second one in " \
+               f"{elsewhere / 'runs'}" in line and f"DW_RUNS={REPO / 'runs'}" in line
+        assert not (elsewhere / "runs").exists()  # nothing written
+        dry = dw("sweep", name, "--dry-run")
+        assert dry.returncode == 0 and f"has its store at {there}" in dry.stderr
+        line = assert_bad_input(dw("status", name))
+        assert f"no sweep {name!r} in {elsewhere / 'runs'}; its store is {there}: run dw from {REPO}" in line
+    finally:
+        shutil.rmtree(there)

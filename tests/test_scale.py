@@ -24,8 +24,8 @@ MODELS = {
     # MoE with its auxiliary loss: the expert counts are summed over processes, so two processes
     # train the model one does.  Micro-batches see only their own tokens' counts (as in lm-engine):
     # with accumulation only the routed computation can match, hence moe_noaux.
-    "moe": ["model=vwt", "model.depth=4", "model.width=64", "model.quantum=16", "model.heads=4", "model.mlp=moe",
-            "model.n_experts=4", "model.top_k=2", "model.expert_hidden=32"],
+    "moe": ["model=vwt", "model.shape=x", "model.depth=4", "model.width=64", "model.quantum=16", "model.heads=4",
+            "model.mlp=moe", "model.n_experts=4", "model.top_k=2", "model.expert_hidden=32"],
 }
 MODELS["moe_noaux"] = [*MODELS["moe"], "model.aux_loss_coef=0"]
 

@@ -186,13 +186,15 @@ def _loaded_modules(argv):
 
 def test_dry_run_json_lists_each_runs_exact_overrides_without_torch(tmp_path, monkeypatch):
     monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
-    mods, out = _loaded_modules(["sweep", "depth_delusion", "--dry-run", "--json"])
+    mods, out = _loaded_modules(["sweep", "depth_delusion", "--dry-run", "--no-data-check", "--json"])
     assert "torch" not in mods.split(",")
     doc = json.loads(out.split("MODS")[0])
     assert len(doc["runs"]) == 30 and doc["mfu"] == 0.4
     r = doc["runs"][6]
     assert (r["depth"], r["width"], r["ref"]["loss"]) == (16, 512, 3.435)
-    assert r["gpu_hours"] == pytest.approx(r["flops"] / (0.4 * 989e12) / 3600)
+    cuda = r["plan"]["device"] == "cuda"  # launcher=debug: a GPU here, or the CPU (CPU-hours, at --cpu-peak)
+    assert r["device_hours"] == pytest.approx(r["flops"] / (0.4 * (989e12 if cuda else 1e11)) / 3600)
+    assert r["gpu_hours" if cuda else "cpu_hours"] == r["device_hours"] and r["cpu_hours" if cuda else "gpu_hours"] == 0
     assert f"run.dir={tmp_path / 'runs' / 'depth_delusion' / r['run_id']}" in r["overrides"]
     # the override list reproduces the run by hand (`dw train OVERRIDES`)
     assert run_id(compose(r["overrides"])) == r["run_id"]
@@ -200,7 +202,7 @@ def test_dry_run_json_lists_each_runs_exact_overrides_without_torch(tmp_path, mo
 
 
 def test_dry_run_table(tmp_path):
-    p = run_dw("sweep", "vwt_shapes", "--dry-run", env={"DW_RUNS": str(tmp_path)})
+    p = run_dw("sweep", "vwt_shapes", "launcher=slurm", "--dry-run", "--no-data-check", env={"DW_RUNS": str(tmp_path)})
     assert p.returncode == 0, p.stderr
     for word in ("uniform", "increasing", "decreasing", "diamond", "GPU-hours", "3.099", "published"):
         assert word in p.stdout

@@ -134,12 +134,14 @@ def test_mup_is_refused_with_a_depth_stabiliser():
 
 def test_options_at_their_off_values_keep_existing_run_ids():
     # ids of these configs before µP, MoE and the power schedule existed (commit 2b53bb0)
-    before = {(): "8395b0d05173", ("model=vwt",): "7b63d76da498",
+    # (model=vwt then defaulted to the × shape and the vwt convention: pinned here)
+    vwt = ("model=vwt", "model.shape=x", "model.match=vwt")
+    before = {(): "8395b0d05173", vwt: "7b63d76da498",
               ("optim.schedule=wsd", "model.shape=x"): "72b92de545b4"}
     for o, rid in before.items():
         assert run_id(compose([*o, "train.precision=fp32"])) == rid
-    on = run_id(compose(["model=vwt", "model.mup=true", "train.precision=fp32"]))
-    assert on != before[("model=vwt",)]
+    on = run_id(compose([*vwt, "model.mup=true", "train.precision=fp32"]))
+    assert on != before[vwt]
 
 
 # ---- the power schedule -------------------------------------------------------------------------
@@ -218,7 +220,7 @@ def test_load_balancing_loss_equals_its_formula_on_a_planted_routing():
 
 def _moe_x_spec():
     return from_config(compose(["model=vwt", "model.mlp=moe", "model.n_experts=4", "model.top_k=2",
-                                "model.expert_hidden=64", "model.depth=4", "model.width=128"]).model)
+                                "model.expert_hidden=64", "model.depth=4", "model.width=128", "model.shape=x"]).model)
 
 
 def test_moe_accounting_counts_the_built_tensors_total_and_active():
@@ -245,7 +247,7 @@ def test_shapes_prints_total_and_active_parameters_of_the_moe_preset():
     assert "active params" in p.stdout
 
 
-MOE_RUN = ["model=vwt", "model.mlp=moe", "model.mup=true", "model.n_experts=4", "model.top_k=2",
+MOE_RUN = ["model=vwt", "model.shape=x", "model.mlp=moe", "model.mup=true", "model.n_experts=4", "model.top_k=2",
            "model.expert_hidden=64", "model.depth=4", "model.width=128", "model.init_std=0.1", "optim=vwt",
            "train.batch_size=8", "train.seq_len=64", "train.threads=1", "train.log_every=5", "probe.every=10",
            "train.steps=40", "train.ckpt_every=20"]
@@ -308,7 +310,7 @@ def test_prepare_with_a_local_cl100k_file_and_without_tiktoken(tmp_path):
 
 
 def test_vwt_scaling_dry_run_lists_the_four_sizes_by_two_shapes_with_flops_and_plans():
-    p = run_dw("sweep", "vwt_scaling", "--dry-run", "launcher=slurm", "--json")
+    p = run_dw("sweep", "vwt_scaling", "--dry-run", "--no-data-check", "launcher=slurm", "--json")
     assert p.returncode == 0, p.stderr
     runs = json.loads(p.stdout)["runs"]
     assert len(runs) == 8 and all(r["error"] is None for r in runs)

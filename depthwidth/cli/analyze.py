@@ -14,7 +14,7 @@ from depthwidth.measure.inside import DEFAULT_TOKENS
 def analyze_cmd(
     target: str = typer.Argument(..., help="a run directory, or a sweep name under the run store"),
     ckpt: str = typer.Option("final", "--checkpoint", help="final (the newest valid checkpoint) or a step"),
-    tokens: int = typer.Option(DEFAULT_TOKENS, "--tokens", help="evaluation tokens (whole windows of the run's seq_len, from the validation split)"),
+    tokens: int = typer.Option(DEFAULT_TOKENS, "--tokens", help="evaluation tokens (whole windows of the run's seq_len, from the validation split; a smaller split gives the distinct tokens it holds, and says so)"),
     centre: bool = typer.Option(False, "--centre", help="centre each layer's stream before its matrix entropy"),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda: where the model is rebuilt and measured (fp32)"),
     as_json: bool = typer.Option(False, "--json", help="print the analysis document(s) instead of tables"),
@@ -47,7 +47,7 @@ def analyze_cmd(
         return
     out = wide_console()
     for d in docs:
-        _render(d, out)
+        _render(d, out, tokens)
     if sweep:
         console(stderr=True).print(f"analyze: {len(docs)} run(s) analysed in sweep {target}")
 
@@ -67,12 +67,21 @@ def _f(v, fmt):
     return "—" if v is None else format(v, fmt)
 
 
-def _render(d: dict, out) -> None:
+def _evaluated(e: dict, asked: int) -> str:
+    """What the eval set was: its distinct tokens, and why there are fewer than asked."""
+    n = f"{e['tokens']:,} {e['source']} val tokens"
+    if e["tokens"] < asked:  # the split holds fewer disjoint windows (measure.inside.eval_windows)
+        n += (f" (the most the val split holds in disjoint windows of {e['seq_len']}, "
+              f"{e['sequences']:,} of them: fewer than the {asked:,} asked)")
+    return n
+
+
+def _render(d: dict, out, asked: int = DEFAULT_TOKENS) -> None:
     from rich.table import Table
 
     e, o = d["eval"], d["options"]
     t = Table(title=(f"run {d['run_id']} · {d['shape']} {d['depth']}L × {d['width']} · step {d['step']} · "
-                     f"{e['tokens']:,} {e['source']} val tokens · eval loss {d['eval_loss']:.4f}"),
+                     f"{_evaluated(e, asked)} · eval loss {d['eval_loss']:.4f}"),
               caption=(f"H: normalised matrix entropy ({'centred' if o['centre'] else 'not centred'}, "
                        f"{e['entropy_tokens']:,} tokens) over the layer's own w_i coordinates and over the "
                        f"whole stream; MLP: mean density, dead (< {o['dead_below']:.1%} of tokens), balance "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import typer
@@ -26,7 +27,8 @@ def prepare_cmd(
     out: str = typer.Option(..., "--out", help="output directory (new or empty; rerunning with the same settings is a no-op)"),
     text_column: str = typer.Option("text", "--text-column", help="column holding the text (HF datasets)"),
     split: str = typer.Option("train", "--split", help="split to read (HF datasets)"),
-    val_fraction: float = typer.Option(0.01, "--val-fraction", help="fraction of documents held out for validation, in (0, 1)"),
+    val_fraction: float = typer.Option(0.01, "--val-fraction", help="validation holds at least this fraction of the tokens, in (0, 1): documents whose text hash falls below it, topped up by the lowest-hash others"),
+    val_min_tokens: Optional[int] = typer.Option(None, "--val-min-tokens", help="validation holds at least this many tokens too (default 100,000: data/valsplit.py), but never more than half the corpus for it (a smaller corpus: a warning); 0: no minimum"),
     shard_tokens: int = typer.Option(1 << 26, "--shard-tokens", help="tokens per .bin shard (memory used while writing ~ one shard)"),
     limit_docs: Optional[int] = typer.Option(None, "--limit-docs", help="stop after this many documents"),
     dtype: str = typer.Option("auto", "--dtype", help="auto (uint16 if the vocabulary fits, else uint32) | uint16 | uint32"),
@@ -42,7 +44,11 @@ def prepare_cmd(
 
     with _Progress() as bar:
         meta = prepare(source, tokenizer, out, text_column=text_column, split=split, val_fraction=val_fraction,
-                       shard_tokens=shard_tokens, limit_docs=limit_docs, dtype=dtype, progress=bar.update)
+                       shard_tokens=shard_tokens, limit_docs=limit_docs, dtype=dtype, progress=bar.update,
+                       **({} if val_min_tokens is None else {"val_min_tokens": val_min_tokens}))
+    warning = (meta.get("val_split") or {}).get("warning")
+    if warning:
+        sys.stderr.write(f"warning: {warning}\n")  # one line, never wrapped
     if as_json:
         emit_json(meta)
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import typer
@@ -15,27 +16,33 @@ def shapes_cmd(
     depth: Optional[int] = typer.Option(None, "--depth", "-d", help="L: number of layers; default: the preset's"),
     ratio: float = typer.Option(0.3, "--ratio", "-r", help="ρ = narrowest width / h, in (0, 1]"),
     turn: Optional[int] = typer.Option(None, "--turn", "-k", help="turning layer k in [1, L] (default 0.75·L for x, 0.5·L for diamond)"),
-    match: str = typer.Option("vwt", "--match", help="vwt (reference convention) | exact (true parameter count)"),
+    match: Optional[str] = typer.Option(None, "--match", help="exact (true parameter count) | vwt (the paper's convention: no embeddings, norms or rounding); default: the preset's (exact for vwt, depth_delusion; vwt for the paper presets)"),
     vocab: int = typer.Option(100263, "--vocab", help="vocabulary size V (cl100k = 100263, GPT-2 = 50257)"),
     preset: str = typer.Option("vwt", "--preset", help="model preset from conf/model (vwt | depth_delusion | vwt_200m | vwt_500m | vwt_1b | vwt_2b | moe_1b3b)"),
     symmetric: Optional[bool] = typer.Option(None, "--symmetric/--asymmetric", help="force w_1 = w_L (default on for x, diamond)"),
     quantum: Optional[int] = typer.Option(None, "--quantum", "-q", help="round widths to a multiple of q (default: the preset's)"),
+    heads: Optional[int] = typer.Option(None, "--heads", "-H", help="fixed head count per layer (must divide every width); default: the preset's"),
+    head_dim: Optional[int] = typer.Option(None, "--head-dim", help="fixed head size instead (widths then multiples of it)"),
     seq_len: int = typer.Option(4096, "--seq-len", help="context length for attention FLOPs"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of a table"),
 ) -> None:
     """Per-layer widths of FAMILY matched in parameters to a uniform DEPTH × WIDTH model.
 
-    Example: dw shapes x --width 640 --depth 16 --vocab 100263 --match vwt
+    Matched exactly (the true parameter count) unless the preset or --match says vwt; a
+    shape more than 1% off the uniform model's count gets a warning naming the ratio.
+
+    Example: dw shapes x -w 96 -d 6 -q 8 -H 4 --vocab 256   (the demo sweep's × shape)
+             dw shapes x --width 640 --depth 16 --vocab 100263 --match vwt   (the paper's widths)
              dw shapes x --preset moe_1b3b        (total and active parameters of the MoE model)
     """
     from depthwidth.model.figures import shape_report
 
     rep = shape_report(
         family, width=width, depth=depth, ratio=ratio, turn=turn, match=match, vocab=vocab,
-        preset=preset, symmetric=symmetric, quantum=quantum, seq_len=seq_len,
+        preset=preset, symmetric=symmetric, quantum=quantum, seq_len=seq_len, heads=heads, head_dim=head_dim,
     )
     if rep.get("warning"):
-        console(stderr=True).print(f"dw: warning: {rep['warning']}")
+        sys.stderr.write(f"dw: warning: {rep['warning']}\n")  # one line, never wrapped
     if as_json:
         emit_json(rep)
         return
@@ -55,7 +62,9 @@ def _render(rep: dict) -> None:
         t.add_row(str(i), str(w), f"{w / rep['width']:.2f}")
     c.print(t)
     s, u = rep["shaped"], rep["uniform"]
-    cmp = Table(title=f"against the uniform baseline (V={rep['vocab']}, preset {rep['preset']}, seq {rep['seq_len']})")
+    heads = f"{rep['heads']} heads" if rep.get("heads") else f"head size {rep['head_dim']}"
+    cmp = Table(title=f"against the uniform baseline (V={rep['vocab']}, preset {rep['preset']}, {heads}, "
+                      f"q={rep['quantum']}, seq {rep['seq_len']})")
     for col in ("", "uniform", rep["family"], "ratio"):
         cmp.add_column(col, justify="right")
     rows = [

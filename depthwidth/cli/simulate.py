@@ -10,7 +10,7 @@ from depthwidth.cli.render import emit_json, wide_console
 
 
 def simulate_cmd(
-    sweep: str = typer.Argument(..., help="sweep file: sweeps/SWEEP.yaml (planned as dw sweep SWEEP --dry-run plans it)"),
+    sweep: str = typer.Argument(..., help="sweep file: sweeps/SWEEP.yaml (planned as dw sweep SWEEP --dry-run --no-data-check plans it: no data needed)"),
     overrides: Optional[List[str]] = typer.Argument(None, help="overrides for every run, as for dw sweep"),
     name: Optional[str] = typer.Option(None, "--name", help="the store to write, ROOT/NAME (default SWEEP-sim)"),
     law: str = typer.Option("depth-delusion", "--law", help="planted law: chinchilla | depth-delusion | width-depth"),

@@ -13,21 +13,27 @@ def sweep_cmd(
     name: str = typer.Argument(..., help="sweep name: a file sweeps/NAME.yaml"),
     overrides: Optional[List[str]] = typer.Argument(
         None, help="overrides for every run (train.steps=20) and the launcher (launcher=local, launcher.workers=2, pack=4)"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="list the runs with params, FLOPs, tokens and GPU-hours; submit nothing"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="check every run as the submission does (the data too) and list them with params, "
+        "FLOPs, GPU- or CPU-hours, requeues, nodes, calendar time and checkpoint disk; submit nothing"),
+    no_data_check: bool = typer.Option(
+        False, "--no-data-check", help="with --dry-run: plan even where the data are missing or do not match "
+        "(e.g. before preparing them); each problem is a warning, the submission still refuses it"),
     as_json: bool = typer.Option(False, "--json", help="one JSON document (each run's exact override list)"),
     only: Optional[str] = typer.Option(None, "--only", help="glob on run id, label or an override, e.g. 'model.depth=16'"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="also resubmit failed, cancelled and lost runs"),
     retry_diverged: Optional[List[str]] = typer.Option(
         None, "--retry-diverged", metavar="OVERRIDE",
         help="start diverged runs afresh with this override (repeatable; it must change the run, e.g. optim.lr=3e-4)"),
-    mfu: float = typer.Option(0.40, "--mfu", help="model FLOPs utilisation assumed for GPU-hours"),
+    mfu: float = typer.Option(0.40, "--mfu", help="model FLOPs utilisation assumed for GPU- and CPU-hours"),
     peak: float = typer.Option(989e12, "--peak", help="peak FLOP/s per GPU assumed for GPU-hours (H100 bf16 dense)"),
+    cpu_peak: float = typer.Option(1e11, "--cpu-peak", help="peak FLOP/s per CPU process assumed for CPU-hours (fp32)"),
 ) -> None:
     """Run a named sweep (sweeps/NAME.yaml): validate every run, then submit those not done or running.
 
     Examples:
 
-      dw sweep depth_delusion --dry-run
+      dw sweep depth_delusion launcher=slurm --dry-run --no-data-check   (plan before the data exist)
 
       dw sweep demo launcher=local launcher.workers=2
 
@@ -38,24 +44,37 @@ def sweep_cmd(
       dw sweep demo --retry-diverged optim.lr=3e-4   (diverged runs, afresh under new run ids)
 
     Returns as soon as the jobs are submitted (launcher=debug runs them here, blocking).
+    The dry run refuses what the submission refuses (missing data included; --no-data-check
+    plans anyway), except that sbatch need not be on PATH.
     Exit codes: 0 ok; 2 bad input (nothing submitted); 1 submission failed.
     """
     import time
 
     from depthwidth.core import store
+    from depthwidth.core.errors import bad
+    from depthwidth.sweep import plan_costs
     from depthwidth.sweep import submission as api
     from depthwidth.sweep.expand import dry_run_rows
 
     t0 = time.perf_counter()
+    if no_data_check and not dry_run:
+        raise bad("--no-data-check", True, "only with --dry-run (the submission always checks the data)")
     if dry_run:
-        p = api.plan(name, overrides or [], only=only, mfu=mfu, peak=peak)
+        data = "warn" if no_data_check else "refuse"
+        p = api.plan(name, overrides or [], only=only, mfu=mfu, peak=peak, cpu_peak=cpu_peak, data=data)
+        again = api.plan_retry(name, overrides or [], retry_diverged or [], only=only, dry_run=True, data=data)
+        pre = api.preflight(p, retry_failed=retry_failed, retry=again)
         keep = {r.index for r in p.runs}
         rows = [row for row in dry_run_rows(p.sweep, store.runs_root().absolute()) if row["index"] in keep]
+        s = plan_costs.summarize(name, p.runs, rows)
+        s["warnings"] = p.warnings + s["warnings"]
+        doc = {"sweep": name, "description": p.sweep.description, "mfu": mfu, "peak_flops": peak,
+               "cpu_peak_flops": cpu_peak, "device": _devices(rows, p.device), **s,
+               "submit": pre.to_dict() if store.manifest_path(name).exists() else None, "runs": rows}
         if as_json:
-            emit_json({"sweep": name, "description": p.sweep.description, "mfu": mfu, "peak_flops": peak,
-                       "device": _devices(rows, p.device), "runs": rows, "seconds": round(time.perf_counter() - t0, 3)})
+            emit_json({**doc, "seconds": round(time.perf_counter() - t0, 3)})
         else:
-            _render_dry(p.sweep, rows, mfu, peak, time.perf_counter() - t0)
+            _render_dry(p.sweep, doc, time.perf_counter() - t0)
         return
     err = console(stderr=True)
     p = api.plan(name, overrides or [], only=only, dry_run=False)
@@ -106,32 +125,41 @@ def _si(x: float, unit: str = "") -> str:
     return f"{x:.3g}{unit}"
 
 
-def _render_dry(s, rows, mfu, peak, secs) -> None:
+def _render_dry(s, doc, secs) -> None:
+    import sys
+
     from rich.table import Table
 
+    from depthwidth.sweep.plan_costs import lines, short
+
+    rows, hu = doc["runs"], doc["hours_unit"]
+    hcol = {"GPU": "GPU-h", "CPU": "CPU-h"}.get(hu, "dev-h")
+    requeue = any(r.get("requeues") is not None for r in rows)
     t = Table(title=f"sweep {s.name} · {len(rows)} runs (dry run)", caption=s.description or None)
     for col, j in (("#", "right"), ("run id", "left"), ("label", "left"), ("L", "right"), ("W", "right"),
                    ("shape", "left"), ("prec", "left"), ("params", "right"), ("tokens", "right"), ("FLOPs", "right"),
-                   ("procs", "right"), ("layout", "left"), ("GiB/dev", "right"), ("GPU-h", "right"),
-                   ("wall-h", "right"), ("ref loss", "right"), ("ref", "left")):
+                   ("procs", "right"), ("layout", "left"), ("GiB/dev", "right"), (hcol, "right"),
+                   ("wall-h", "right"), *((("requeues", "right"),) if requeue else ()), ("ckpt GiB", "right"),
+                   ("ref loss", "right"), ("ref", "left")):
         t.add_column(col, justify=j, no_wrap=True)
     iso = any((r.get("ref") or {}).get("budget") for r in rows)
     if iso:  # isoFLOP sweeps: each run's FLOPs against its budget C, its params against the target
         t.add_column("C err", justify="right", no_wrap=True)
         t.add_column("N err", justify="right", no_wrap=True)
-    tot_f = tot_h = 0.0
+    tot_f = 0.0
     for r in rows:
         ref = r.get("ref") or {}
         loss = ref.get("loss")
         tot_f += r["flops"]
-        tot_h += r["gpu_hours"]
         p = r["plan"]
         layout = f"{p['mode']} {p['micro_batch']}×{p['accum']}" + (" AC" if p["activation_checkpointing"] else "")
         mem = f"{p['total'] / 2 ** 30:.1f}" if p["capacity"] else "—"
+        hours = short(r["device_hours"]) + ("" if hu != "device" else f" {'GPU' if p['device'] == 'cuda' else 'CPU'}")
         cells = [str(r["index"]), r["run_id"], r.get("label") or "", str(r["depth"]), str(r["width"]), r["shape"],
                  r.get("precision") or "", _si(r["params"]), _si(r["tokens"]), f"{r['flops']:.3g}",
-                 str(p["processes"]), layout, mem, f"{r['gpu_hours']:,.1f}", f"{r['wall_hours']:,.1f}",
-                 "" if loss is None else f"{loss:.3f}", ref.get("source", "")]
+                 str(p["processes"]), layout, mem, hours, short(r["wall_hours"]),
+                 *(("" if r.get("requeues") is None else f"{r['requeues']:,}",) if requeue else ()),
+                 short(r["ckpt_disk_bytes"] / 2 ** 30), "" if loss is None else f"{loss:.3f}", ref.get("source", "")]
         if iso:
             c_err = f"{r['flops'] / ref['budget'] - 1:+.1%}" if ref.get("budget") else ""
             n_err = f"{ref['params_error']:+.1%}" if ref.get("params_error") is not None else ""
@@ -139,7 +167,25 @@ def _render_dry(s, rows, mfu, peak, secs) -> None:
         t.add_row(*cells)
     c = wide_console()
     c.print(t)
-    c.print(f"total {tot_f:.3g} FLOPs ≈ {tot_h:,.0f} GPU-hours at MFU {mfu:.0%} of {peak:.3g} FLOP/s per GPU "
-            f"(FLOPs = training FLOPs/token × tokens, 6N + attention; params include embeddings) · {secs:.2f} s")
-    c.print("layout: parallel mode, micro-batch × accumulation steps per process, AC = activation checkpointing; "
-            "GiB/dev: the memory plan's peak per device (— on the CPU: not checked); wall-h = GPU-h / procs")
+    dh = doc["device_hours"]
+    at = {"cuda": f"{short(dh.get('cuda', 0))} GPU-hours at MFU {doc['mfu']:.0%} of {doc['peak_flops']:.3g} FLOP/s per GPU",
+          "cpu": f"{short(dh.get('cpu', 0))} CPU-hours at MFU {doc['mfu']:.0%} of {doc['cpu_peak_flops']:.3g} FLOP/s "
+                 "per CPU process (--cpu-peak)"}
+    c.print(f"total {tot_f:.3g} FLOPs ≈ {' + '.join(at[d] for d in sorted(dh, reverse=True))} "
+            f"(FLOPs = training FLOPs/token × tokens, 6N + attention; params include embeddings) · {secs:.2f} s",
+            highlight=False, soft_wrap=True)
+    for line in lines(doc, rows):
+        c.print(line, highlight=False, soft_wrap=True)
+    if doc.get("submit"):
+        sub = doc["submit"]
+        skip = ", ".join(f"{n} {k}" for k, n in sub["skipped"].items())
+        c.print(f"submitting now: {sub['would_submit']} of {len(rows)} runs" + (f" (skipped: {skip})" if skip else ""),
+                highlight=False, soft_wrap=True)
+    if doc.get("advice"):
+        c.print(f"advice: {doc['advice']}", highlight=False, soft_wrap=True)
+    c.print(f"layout: parallel mode, micro-batch × accumulation steps per process, AC = activation checkpointing; "
+            f"GiB/dev: the memory plan's peak per device (— on the CPU: not checked); wall-h = {hcol} / procs"
+            + ("; requeues: ceil(wall-h / launcher.time) − 1" if requeue else "")
+            + "; ckpt GiB: the checkpoints a run keeps", highlight=False, soft_wrap=True)
+    for w in doc["warnings"]:  # one line each, unwrapped
+        sys.stderr.write(f"dw: warning: {w}\n")

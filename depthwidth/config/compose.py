@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from depthwidth.core.errors import BadInput
+from depthwidth.core.errors import BadInput, did_you_mean
 
 
 def conf_dir() -> Path:
@@ -22,6 +22,29 @@ def conf_dir() -> Path:
         return Path(env)
     beside = Path(__file__).resolve().parents[2] / "conf"
     return beside if beside.is_dir() else Path("conf")
+
+
+def unknown_key(key: str, tree) -> BadInput:
+    """An override's key the config does not have: the closest existing key under the same
+    parent (or anywhere, when the parent is the typo), else the parent's keys.  ``tree``: the
+    composed config as nested mappings."""
+    leaves = list(_dotted(tree))
+    parent = key.rpartition(".")[0]
+    siblings = [k for k in leaves if k.rpartition(".")[0] == parent] if parent else []
+    hint = did_you_mean(key, siblings or (leaves if parent else list(tree)))
+    if hint:
+        return BadInput(f"unknown config key {key!r}: {hint.strip()}")
+    if siblings:
+        return BadInput(f"unknown config key {key!r} (keys of {parent}: {', '.join(k.rpartition('.')[2] for k in siblings)})")
+    return BadInput(f"unknown config key {key!r} (groups: {', '.join(sorted({k.split('.')[0] for k in leaves}))})")
+
+
+def _dotted(tree, prefix: str = ""):
+    for k, v in tree.items():
+        if hasattr(v, "items"):
+            yield from _dotted(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}"
 
 
 def group_options(group: str) -> list[str]:
@@ -35,30 +58,55 @@ def load_group(group: str, name: str) -> Any:
 
     path = conf_dir() / group / f"{name}.yaml"
     if not path.is_file():
-        raise BadInput(f"unknown {group} {name!r} (available: {', '.join(group_options(group))})")
+        opts = group_options(group)
+        raise BadInput(f"unknown {group} {name!r}: {did_you_mean(name, opts)}(available: {', '.join(opts)})")
     return OmegaConf.load(path)
 
 
 def compose(overrides: Sequence[str] = ()) -> Any:
     """Compose conf/config.yaml with Hydra overrides; bad overrides -> BadInput."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-            cfg = hydra_compose(config_name="config", overrides=list(overrides))
+        cfg = _hydra(overrides)
     except Exception as e:  # hydra raises several types; all are the user's input
-        msg = " ".join(str(e).split())
-        if "Could not override" in msg or "Key '" in msg:
-            msg = msg.split(" To append to your config")[0]
-        raise BadInput(f"bad override: {msg}") from None
-    finally:
-        GlobalHydra.instance().clear()
+        raise _explain(" ".join(str(e).split()), overrides) from None
     try:
         OmegaConf.resolve(cfg)
     except Exception as e:
         raise BadInput(f"config does not resolve: {' '.join(str(e).split())}") from None
     return cfg
+
+
+def _hydra(overrides: Sequence[str]) -> Any:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+            return hydra_compose(config_name="config", overrides=list(overrides))
+    finally:
+        GlobalHydra.instance().clear()
+
+def _explain(msg: str, overrides: Sequence[str]) -> BadInput:
+    """Hydra's message as dw's one line: an unknown key or group option with its closest
+    spelling (the same words ``dw sweep``'s own composer uses), never Hydra's search path."""
+    import re
+
+    if m := re.search(r"Could not find '([\w-]+)/([^']+)'", msg):
+        try:
+            load_group(m.group(1), m.group(2))
+        except BadInput as bad:
+            return bad
+    if m := re.search(r"Could not override '([^']+)'", msg):
+        from omegaconf import OmegaConf
+
+        groups = [o for o in overrides if "=" in o and "." not in o.split("=")[0]]  # the tree they choose
+        try:
+            tree = OmegaConf.to_container(_hydra(groups), resolve=False)
+        except Exception:
+            tree = OmegaConf.to_container(_hydra([]), resolve=False)
+        return unknown_key(m.group(1).lstrip("+"), tree)
+    return BadInput(f"bad override: {msg.split(' To append to your config')[0]}")

@@ -16,8 +16,8 @@ import math
 import re
 from typing import Any, Sequence
 
-from depthwidth.config.compose import conf_dir, group_options, load_group
-from depthwidth.core.errors import BadInput, bad
+from depthwidth.config.compose import conf_dir, group_options, load_group, unknown_key
+from depthwidth.core.errors import BadInput, bad, did_you_mean
 
 # ---------------------------------------------------------------------------
 # override strings (round-trip through Hydra's override grammar)
@@ -128,9 +128,8 @@ def _base(groups: tuple) -> Any:
             raise BadInput(f"conf/{g}/{opt}.yaml has its own defaults list; dw sweep supports flat groups only")
         cfg = OmegaConf.merge(cfg, OmegaConf.create({g: node}))
     for g, opt in chosen.items():
-        raise BadInput(
-            f"unknown config group {g!r} (groups: {', '.join(sorted(in_defaults))}; config keys need a dot, e.g. {g}.key=value)"
-        )
+        raise BadInput(f"unknown config group {g!r}: {did_you_mean(g, in_defaults)}(groups: "
+                       f"{', '.join(sorted(in_defaults))}; config keys need a dot, e.g. {g}.key=value)")
     OmegaConf.set_struct(cfg, True)
     _BASE[key] = cfg
     return cfg
@@ -184,10 +183,10 @@ def compose_fast(groups: dict, keys: dict) -> Node:
         node = cfg
         for i, p in enumerate(parents):
             if not isinstance(node, dict) or (p not in node and not add):
-                raise BadInput(f"unknown config key {k!r} (to add a new key use +{k}=...)")
+                raise unknown_key(k, json.loads(_PLAIN_BASE[bkey]))
             node = node.setdefault(p, {})
         if not isinstance(node, dict) or (leaf not in node and not add):
-            raise BadInput(f"unknown config key {k!r} (to add a new key use +{k}=...)")
+            raise unknown_key(k, json.loads(_PLAIN_BASE[bkey]))
         v = json.loads(json.dumps(v))
         if isinstance(v, dict) and isinstance(node.get(leaf), dict):
             node[leaf] = _merge(node[leaf], v)

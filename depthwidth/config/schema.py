@@ -28,7 +28,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from depthwidth.core.errors import BadInput, bad
+from depthwidth.core.errors import BadInput, bad, did_you_mean
 
 Time = typing.NewType("Time", str)  # SLURM time: minutes (int) or [D-]HH:MM:SS
 IntOrAuto = typing.NewType("IntOrAuto", str)  # an integer >= 1, or "auto"
@@ -226,7 +226,9 @@ def check_group(group: str, node: Mapping) -> None:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in node.keys():
         if key not in fields:
-            raise BadInput(f"unknown setting {group}.{key} (allowed: {', '.join(f'{group}.{k}' for k in fields)})")
+            names = [f"{group}.{k}" for k in fields]
+            raise BadInput(f"unknown setting {group}.{key}: {did_you_mean(f'{group}.{key}', names)}"
+                           f"(allowed: {', '.join(names)})")
     for name, f in fields.items():
         if name not in node.keys():
             raise BadInput(f"missing setting {group}.{name}")

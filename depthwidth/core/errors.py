@@ -27,6 +27,15 @@ def bad(name: str, value, allowed: str) -> BadInput:
     return BadInput(f"bad value for {name}: {value!r} (allowed: {allowed})")
 
 
+def did_you_mean(word: str, options) -> str:
+    """``"did you mean X? "`` for the closest of ``options`` to a mistyped ``word`` (difflib's
+    ratio >= 0.6, the one home of every "did you mean" dw prints), else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
+    return f"did you mean {close[0]}? " if close else ""
+
+
 def number(name: str, value, allowed: str = "a number") -> float:
     """``float(value)``, or BadInput naming the setting (never a ValueError traceback)."""
     if isinstance(value, bool):

@@ -33,6 +33,21 @@ def runs_root(root: str | os.PathLike | None = None) -> Path:
     return Path(root or os.environ.get("DW_RUNS") or "runs")
 
 
+
+def checkout_store(name: str) -> Path | None:
+    """The store of sweep ``name`` in the checkout's own ``runs/`` (beside the package, where
+    sweeps/ and conf/ are found from any folder) when ``runs_root()`` points elsewhere and
+    $DW_RUNS is unset: dw run from another folder would start a second store of the same
+    sweep there (and retrain every run).  None when there is no such other store."""
+    if os.environ.get("DW_RUNS"):
+        return None
+    there = Path(__file__).resolve().parents[2] / "runs" / name
+    here = (runs_root() / name).absolute()
+    if not (there / MANIFEST).is_file() or there.resolve() == here.resolve() or (here / MANIFEST).is_file():
+        return None
+    return there
+
+
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 

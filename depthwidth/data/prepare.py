@@ -9,9 +9,13 @@ Sources (``--source``):
   * a hub dataset name (``owner/name``, or ``hf:NAME`` to force it), loaded
     with ``datasets.load_dataset(name, split=..., streaming=True)``.
 
-Each document is tokenised and followed by the end-of-text id.  Split: a
-document goes to ``val`` iff blake2b-64(text) / 2^64 < val_fraction, so the
-split does not depend on order and duplicate documents never straddle it.
+Each document is tokenised and followed by the end-of-text id.  Split
+(valsplit.py, rule dw-split/2): a document goes to ``val`` iff
+blake2b-64(text) / 2^64 < val_fraction (so the split does not depend on order
+and duplicate documents never straddle it); if val then holds fewer than
+max(ceil(val_fraction * T), min(val_min_tokens, T // 2)) of the T tokens, the
+lowest-hash train documents move to val until it does (one cut if need be),
+and a corpus too small for ``--val-min-tokens`` gets one ``warning:`` line.
 Shards are ``{split}_{i:06d}.bin`` of at most ``shard_tokens`` tokens, raw
 little-endian uint16 or uint32.
 
@@ -24,7 +28,6 @@ one that holds anything else is refused.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -41,6 +44,7 @@ from depthwidth.core.errors import BadInput, WorkFailed, bad
 from depthwidth.data.base import SPLITS
 from depthwidth.data.memmap import DTYPES, MEMMAP_FORMAT
 from depthwidth.data.tokenizer import load_tokenizer
+from depthwidth.data.valsplit import DEFAULT_VAL_MIN_TOKENS, SPLIT_RULE, TrainIndex, by_hash, doc_hash, top_up
 
 TEXT_SUFFIXES = (".txt", ".text", ".md")
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -167,8 +171,9 @@ class ShardWriter:
         self.shards: list[dict] = []
         self.tokens = self.docs = 0
 
-    def add(self, ids: np.ndarray) -> None:
-        self.docs += 1
+    def add(self, ids: np.ndarray, doc: bool = True) -> None:
+        """Append ``ids``; ``doc``: they begin a document (False: they continue the last one)."""
+        self.docs += bool(doc)
         pos = 0
         while pos < len(ids):
             if self.fill == len(self.buf) and len(self.buf) < self.cap:  # grow up to one shard
@@ -188,11 +193,6 @@ class ShardWriter:
         self.shards.append({"file": name, "tokens": int(self.fill)})
         self.tokens += self.fill
         self.fill = 0
-
-
-def _in_val(text: str, val_fraction: float) -> bool:
-    h = int.from_bytes(hashlib.blake2b(text.encode("utf-8", errors="replace"), digest_size=8).digest(), "little")
-    return h < val_fraction * 2.0**64
 
 
 def _batched(it: Iterable[str], n: int) -> Iterator[list[str]]:
@@ -222,6 +222,12 @@ def _check_out(out: Path, settings: dict) -> dict | None:
             meta = None
         if isinstance(meta, dict) and meta.get("settings") == settings:
             return meta
+        older = meta.get("settings") if isinstance(meta, dict) else None
+        if isinstance(older, dict) and "val_min_tokens" not in older and older == {
+                k: v for k, v in settings.items() if k != "val_min_tokens"}:
+            raise BadInput(f"--out {str(out)!r} holds this dataset split by an older dw (no --val-min-tokens: "
+                           f"{meta.get('split_rule', 'hash rule only')}); remove it or choose another --out to "
+                           "prepare it with the current split rule")
         src = meta.get("source") if isinstance(meta, dict) else None
         what = (f"{src.get('kind')} {src.get('path') or src.get('name')}" if isinstance(src, dict)
                 else "an unreadable meta.json")
@@ -233,13 +239,18 @@ def _check_out(out: Path, settings: dict) -> dict | None:
 
 def prepare(source: str, tokenizer: str, out: str | os.PathLike, text_column: str = "text", split: str = "train",
             val_fraction: float = 0.01, shard_tokens: int = 1 << 26, limit_docs: int | None = None,
-            dtype: str = "auto", progress: Callable[..., Any] | None = None) -> dict:
+            dtype: str = "auto", progress: Callable[..., Any] | None = None,
+            val_min_tokens: int = DEFAULT_VAL_MIN_TOKENS) -> dict:
     """Tokenise ``source`` into ``out``; returns the meta.json written (``existing: True`` if already there).
 
-    ``progress(docs, tokens, total_docs)`` is called after every batch of documents.
+    ``progress(docs, tokens, total_docs)`` is called after every batch of documents.  A split
+    smaller than asked (a small corpus) is meta.json's ``val_split.warning`` (None otherwise).
     """
     if isinstance(val_fraction, bool) or not 0.0 < val_fraction < 1.0:
         raise bad("--val-fraction", val_fraction, "a number in (0, 1)")
+    if isinstance(val_min_tokens, bool) or not isinstance(val_min_tokens, (int, np.integer)) or val_min_tokens < 0:
+        raise bad("--val-min-tokens", val_min_tokens, "an integer >= 0")
+    val_min_tokens = int(val_min_tokens)
     if shard_tokens < 1:
         raise bad("--shard-tokens", shard_tokens, "an integer >= 1")
     if limit_docs is not None and limit_docs < 1:
@@ -255,7 +266,8 @@ def prepare(source: str, tokenizer: str, out: str | os.PathLike, text_column: st
     desc, docs, total = open_source(source, text_column, split)
     tdesc = tok.describe()
     settings = {"source": desc, "tokenizer": {k: tdesc.get(k) for k in ("kind", "sha256", "vocab_size", "eot")},
-                "val_fraction": val_fraction, "limit_docs": limit_docs, "dtype": dtype, "shard_tokens": shard_tokens}
+                "val_fraction": val_fraction, "val_min_tokens": val_min_tokens, "limit_docs": limit_docs,
+                "dtype": dtype, "shard_tokens": shard_tokens}
     existing = _check_out(out, settings)
     if existing is not None:
         return {**existing, "existing": True}
@@ -271,6 +283,7 @@ def prepare(source: str, tokenizer: str, out: str | os.PathLike, text_column: st
         t0 = time.time()
         writers = {s: ShardWriter(stage, s, DTYPES[dtype], shard_tokens) for s in SPLITS}
         eot = np.array([tok.eot], dtype=np.int64)
+        index = TrainIndex()  # (hash, tokens) of each train document: the top-up's candidates
         n_docs = 0
         for batch in _batched(docs, ENCODE_BATCH):
             if limit_docs is not None:
@@ -278,24 +291,29 @@ def prepare(source: str, tokenizer: str, out: str | os.PathLike, text_column: st
             n_docs += len(batch)
             batch = [d for d in batch if d.strip()]  # empty documents are skipped
             for text, ids in zip(batch, tok.encode_batch(batch)):
-                w = writers["val" if _in_val(text, val_fraction) else "train"]
-                w.add(np.concatenate([ids, eot]))
+                h = doc_hash(text)
+                if by_hash(h, val_fraction):
+                    writers["val"].add(np.concatenate([ids, eot]))
+                else:
+                    writers["train"].add(np.concatenate([ids, eot]))
+                    index.add(h, len(ids) + 1)
             if progress:
                 progress(n_docs, sum(w.tokens + w.fill for w in writers.values()), total)
             if limit_docs is not None and n_docs >= limit_docs:
                 break
+        val_split = top_up(writers["train"], writers["val"], index, val_fraction, val_min_tokens)
         for w in writers.values():
             w.flush()
         for s, w in writers.items():
             if w.tokens == 0:
-                raise BadInput(f"the {s} split is empty ({n_docs} documents, --val-fraction {val_fraction}); "
-                               "give more documents or change --val-fraction")
+                raise BadInput(f"the {s} split is empty ({n_docs} documents, {val_split['total_tokens']:,} tokens, "
+                               f"--val-fraction {val_fraction}); give more documents or change --val-fraction")
         meta = {
             "format": MEMMAP_FORMAT, "vocab_size": tok.vocab_size, "dtype": dtype, "eot": tok.eot,
             "tokenizer": tdesc, "source": desc, "settings": settings,
             "tokens": {s: w.tokens for s, w in writers.items()},
             "docs": {s: w.docs for s, w in writers.items()},
-            "split_rule": "document -> val iff blake2b-64(utf-8 text) / 2^64 < val_fraction; eot after every document",
+            "split_rule": SPLIT_RULE, "val_split": val_split,
             "splits": {s: {"tokens": w.tokens, "docs": w.docs, "shards": w.shards} for s, w in writers.items()},
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.time() - t0, 3),
             "python": sys.version.split()[0],

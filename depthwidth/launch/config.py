@@ -10,6 +10,7 @@ train (cuda | cpu), which decides ``train.precision=auto``.
 
 from __future__ import annotations
 
+import math
 import shutil
 from typing import Sequence
 
@@ -34,11 +35,15 @@ def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     return runs, launcher
 
 
-def launcher_config(overrides: Sequence[str] = (), *, need_scheduler: bool = True, defaults=None) -> dict:
+def launcher_config(overrides: Sequence[str] = (), *, need_scheduler: bool = True, defaults=None,
+                    check_gpus: bool | None = None) -> dict:
     """The chosen launcher's settings as a plain dict; bad names/keys -> BadInput.
     ``defaults``: {launcher name: {key: value}} from a sweep file, applied over
     conf/launcher/NAME.yaml and under the overrides.
-    ``need_scheduler``: launcher=slurm requires sbatch on PATH (not for a dry run)."""
+    ``need_scheduler``: launcher=slurm requires sbatch on PATH (not for a dry run, which may
+    plan a cluster from anywhere).  ``check_gpus`` (default: ``need_scheduler``): launcher=local's
+    ``gpus_per_run`` must not exceed this machine's visible GPUs (the dry run checks it too:
+    local runs train here)."""
     from omegaconf import OmegaConf
 
     groups, keys = parse_cli_overrides(list(overrides))
@@ -70,7 +75,7 @@ def launcher_config(overrides: Sequence[str] = (), *, need_scheduler: bool = Tru
             cfg[top][short.split(".", 1)[1]] = v
         else:
             cfg[short] = v
-    _check(cfg, need_scheduler)
+    _check(cfg, need_scheduler, need_scheduler if check_gpus is None else check_gpus)
     return cfg
 
 
@@ -84,14 +89,14 @@ def _default_launcher() -> str:
     return "debug"
 
 
-def _check(cfg: dict, need_scheduler: bool = True) -> None:
+def _check(cfg: dict, need_scheduler: bool = True, check_gpus: bool = True) -> None:
     schema.check_group("launcher", cfg)
     gpn, tpn = int(cfg.get("gpus_per_node") or 0), cfg.get("tasks_per_node")
     if cfg["name"] == "slurm" and gpn and tpn is not None and int(tpn) > gpn:  # a process per GPU, at most
         raise bad("launcher.tasks_per_node", tpn, f"at most launcher.gpus_per_node={gpn} (one process per GPU)")
     if cfg["name"] == "slurm" and need_scheduler and shutil.which("sbatch") is None:
         raise BadInput("launcher=slurm but there is no sbatch on PATH (use launcher=local or launcher=debug here)")
-    if cfg["name"] == "local" and need_scheduler and cfg.get("gpus") == "auto" and int(cfg["gpus_per_run"]) > 1:
+    if cfg["name"] == "local" and check_gpus and cfg.get("gpus") == "auto" and int(cfg["gpus_per_run"]) > 1:
         from depthwidth.launch.local import visible_gpus
 
         n = len(visible_gpus())
@@ -125,3 +130,33 @@ def capacity(cfg: dict, device: str) -> int | None:
     if device != "cuda":
         return None
     return int(float(cfg.get("gpu_memory") or 80) * 2 ** 30)
+
+
+def parallel_tasks(cfg: dict) -> int:
+    """Tasks this launcher runs at once: slurm ``array_parallelism`` (per job array); local one
+    worker per ``gpus_per_run`` visible GPUs, else ``workers`` (as ``local.spawn_workers``); debug 1."""
+    if cfg["name"] == "slurm":
+        return max(1, int(cfg.get("array_parallelism") or 1))
+    if cfg["name"] == "local":
+        gpus = visible_gpus() if cfg.get("gpus", "auto") == "auto" else []
+        return len(gpus) // max(1, int(cfg.get("gpus_per_run") or 1)) or max(1, int(cfg.get("workers") or 1))
+    return 1
+
+
+def time_minutes(t) -> int:
+    """launcher.time (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S) -> the whole minutes submitit asks
+    SLURM for, rounded up (``slurm.minutes`` is this), here without importing submitit, so that
+    the dry run stays light."""
+    if isinstance(t, int) and not isinstance(t, bool):
+        return t
+    days, _, rest = str(t).rpartition("-")
+    try:
+        parts = [int(x) for x in rest.split(":")]
+        if days:
+            h, m, s = (parts + [0, 0])[:3]
+        else:
+            h, m, s = {1: (0, parts[0], 0), 2: (0, *parts), 3: tuple(parts)}[len(parts)]
+        total = (int(days or 0) * 24 + h) * 60 + m + s / 60
+    except (ValueError, KeyError, TypeError):
+        raise bad("launcher.time", t, "minutes (int) or [D-]HH:MM:SS") from None
+    return max(1, math.ceil(total))

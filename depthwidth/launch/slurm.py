@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 import os
 import re
 import shlex
@@ -66,15 +65,9 @@ class SweepTask(submitit.helpers.Checkpointable):
 
 def minutes(t) -> int:
     """SLURM time (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S) -> whole minutes, rounded up."""
-    if isinstance(t, int):
-        return t
-    days, _, rest = str(t).rpartition("-")
-    parts = [int(x) for x in rest.split(":")]
-    if days:
-        h, m, s = (parts + [0, 0])[:3]
-    else:
-        h, m, s = {1: (0, parts[0], 0), 2: (0, *parts), 3: tuple(parts)}[len(parts)]
-    return max(1, math.ceil(((int(days or 0) * 24 + h) * 60 + m) + s / 60))
+    from depthwidth.launch.config import time_minutes  # the one home of the rule (light for the dry run)
+
+    return time_minutes(t)
 
 
 def parameters(name: str, cfg: dict) -> dict:

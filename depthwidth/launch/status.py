@@ -8,6 +8,7 @@ from pathlib import Path
 
 from depthwidth.core.errors import BadInput
 from depthwidth.core.store import (
+    checkout_store,
     known_sweeps,
     last_jsonl,
     manifest_runs,
@@ -52,6 +53,9 @@ def status(name: str) -> dict:
     problems = [f"manifest: {len(bad_lines)} unreadable line(s) skipped (line "
                 + ", ".join(map(str, bad_lines[:5])) + (", ..." if len(bad_lines) > 5 else "") + ")"] if bad_lines else []
     if not events:
+        if (other := checkout_store(name)) is not None:
+            raise BadInput(f"no sweep {name!r} in {runs_root().absolute()}; its store is {other}: run dw from "
+                           f"{other.parent.parent}, or set DW_RUNS={other.parent}")
         raise BadInput(f"no sweep {name!r} in {runs_root().absolute()} (DW_RUNS chooses the runs directory, "
                        f"else ./runs; sweeps with a manifest there: {', '.join(known_sweeps()) or 'none'})")
     runs = manifest_runs(events)

@@ -4,7 +4,10 @@ The evaluation set (``eval_set``) is ``ceil(tokens / seq_len)`` windows of the
 run's ``seq_len`` at evenly spaced offsets of the data's validation split
 (``TokenSource.val_batches``): it depends on the data and seq_len only, never
 on a run or its seed, so every run of a sweep is measured on the same tokens
-(``eval.sha`` in the document lets a reader check).  Default size
+(``eval.sha`` in the document lets a reader check).  A validation split too
+small for that many windows without overlap gives as many as it holds
+(``eval_windows``): ``eval.tokens`` counts distinct tokens, never more than the
+split has, and may be fewer than asked.  Default size
 ``DEFAULT_TOKENS``; the entropy's matrix uses at most ``ENTROPY_TOKENS`` of
 them, evenly spaced (an eigendecomposition of a min(n, d)² Gram matrix).
 
@@ -67,10 +70,18 @@ ENTROPY_PROBE_TOKENS = 512  # probe.entropy_every: eval_set(source, seq_len, 512
 LENS_KEYS = ("ce", "target_prob_mean", "entropy", "kl_final", "kl_prev")  # summed over tokens
 
 
+def eval_windows(source, seq_len: int, tokens: int = DEFAULT_TOKENS) -> int:
+    """How many windows ``eval_set`` takes: ceil(tokens / seq_len), but no more than the validation
+    split holds without overlap ((n − 1) // seq_len: n tokens give that many disjoint windows of
+    seq_len + 1 tokens less one shared at each seam), so every evaluation token is a distinct one."""
+    want = max(1, math.ceil(int(tokens) / int(seq_len)))
+    return max(1, min(want, (int(source.n_tokens("val")) - 1) // int(seq_len)))
+
+
 def eval_set(source, seq_len: int, tokens: int = DEFAULT_TOKENS):
-    """(x, y) int64 arrays (sequences, seq_len): the fixed held-out evaluation set."""
-    n = max(1, math.ceil(int(tokens) / int(seq_len)))
-    return source.val_batches(n, int(seq_len), 1)[0]
+    """(x, y) int64 arrays (sequences, seq_len): the fixed held-out evaluation set, ``eval_windows``
+    windows; y's positions are distinct tokens of the split, so x.size never exceeds its size."""
+    return source.val_batches(eval_windows(source, seq_len, tokens), int(seq_len), 1)[0]
 
 
 def lens_logits(model, x, layer: int):

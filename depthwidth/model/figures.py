@@ -29,26 +29,49 @@ def figures(spec: ModelSpec, seq_len: int) -> dict:
     return out
 
 
-def shape_report(family, *, width, depth, ratio=0.3, turn=None, match="vwt", vocab=100263,
-                 preset="vwt", symmetric=None, quantum=None, seq_len=4096) -> dict:
+def shape_report(family, *, width, depth, ratio=0.3, turn=None, match=None, vocab=100263,
+                 preset="vwt", symmetric=None, quantum=None, seq_len=4096, heads=None, head_dim=None) -> dict:
+    """``dw shapes``: FAMILY's widths against the uniform DEPTH x WIDTH model of ``preset``.
+
+    ``match`` None: the preset's (exact for vwt and depth_delusion, vwt for the paper
+    presets); ``heads`` / ``head_dim`` replace the preset's head rule.  ``warning``: a
+    shape more than ``shapes.MATCH_TOLERANCE`` off the uniform model's true count.
+    """
     fam = shapes.canonical_family(family)
     if vocab < 1:
         raise bad("--vocab", vocab, "an integer >= 1")
     if seq_len < 1:
         raise bad("--seq-len", seq_len, "an integer >= 1")
+    if heads is not None and head_dim is not None:
+        raise bad("--heads", heads, "either --heads (fixed head count) or --head-dim (fixed head size), not both")
+    for name, v in (("--heads", heads), ("--head-dim", head_dim)):
+        if v is not None and v < 1:
+            raise bad(name, v, "an integer >= 1")
     m = load_group("model", preset)
     width = int(m.width) if width is None else width
     depth = int(m.depth) if depth is None else depth
+    match = str(m.get("match", "exact")) if match is None else match
     m.vocab_size = vocab
     m.depth, m.width, m.shape, m.ratio, m.turn, m.match = depth, width, fam, ratio, turn, match
     m.symmetric = symmetric
     if quantum is not None:
         m.quantum = quantum
+    if heads is not None:
+        m.heads, m.head_dim = heads, None
+    if head_dim is not None:
+        m.heads, m.head_dim = None, head_dim
     m.widths = None
     # Validate the baseline first: a width the heads cannot divide is the user's error.
     uniform = from_config({**_plain(m), "shape": "uniform"})
     shaped = from_config(_plain(m))
     k = turn if turn is not None else shapes.default_turn(fam, depth)
+    fu, fs = figures(uniform, seq_len), figures(shaped, seq_len)
+    r = fs["params"] / fu["params"]
+    warning = shaped.extra.get("warning")
+    if abs(r - 1) > shapes.MATCH_TOLERANCE:
+        warning = (f"params ×uniform {r:.3f}: {fam} is {100 * abs(r - 1):.1f}% off the uniform {width} × {depth} "
+                   f"model's true parameter count (more than {100 * shapes.MATCH_TOLERANCE:g}%), not matched; "
+                   + ("--match exact matches the true count" if match == "vwt" else "lower --quantum"))
     return {
         "family": fam,
         "width": width,
@@ -58,14 +81,17 @@ def shape_report(family, *, width, depth, ratio=0.3, turn=None, match="vwt", voc
         "symmetric": (fam in ("x", "diamond")) if symmetric is None else bool(symmetric and fam in ("x", "diamond")),
         "match": match,
         "quantum": int(m.quantum),
+        "heads": shaped.n_head,
+        "head_dim": shaped.head_dim,
         "vocab": vocab,
         "preset": preset,
         "seq_len": seq_len,
         "moe": shaped.mlp == "moe",
         "widths": list(shaped.widths),
-        "warning": shaped.extra.get("warning"),
-        "uniform": figures(uniform, seq_len),
-        "shaped": figures(shaped, seq_len),
+        "params_ratio": r,
+        "warning": warning,
+        "uniform": fu,
+        "shaped": fs,
     }
 
 

@@ -1,9 +1,10 @@
 """A ``model`` config group -> a validated ``ModelSpec``: widths from the shape
 family (shapes.py), matched in parameters to the uniform model, counted by
-accounting.py under the chosen convention (``match: vwt | exact``)."""
+accounting.py under the chosen convention (``match: exact | vwt``; exact when unset)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -64,22 +65,49 @@ def from_config(m: Any) -> ModelSpec:
         if len(widths) != depth:
             raise bad("model.widths", list(widths), f"a list of model.depth={depth} widths")
     else:
+        at_h = replace(template, embed_width=width)
+
         def count(ws):
-            e = ws[0] if embed == "first" else width
-            return total_params_for_widths(ws, replace(template, embed_width=e))
+            return total_params_for_widths(ws, replace(template, embed_width=ws[0]) if embed == "first" else at_h)
 
         widths = shapes.schedule(
             g("shape", "uniform"), width, depth,
             ratio=number("model.ratio", g("ratio", 0.3)), turn=g("turn"), symmetric=g("symmetric"),
-            quantum=int(g("quantum", 32)), match=g("match", "vwt"), count=count, strict=False,
+            quantum=int(g("quantum", 32)), match=g("match", "exact"), count=count, strict=False,
             vwt_terms=(shapes.moe_terms(template.n_experts, template.expert_hidden / width)
                        if template.mlp == "moe" else shapes.DENSE_TERMS),
         )
-        if g("match", "vwt") == "exact" and len(set(widths)) > 1:
+        if g("match", "exact") == "exact" and len(set(widths)) > 1:
             off = shapes.exact_mismatch(widths, width, count)
             if off > shapes.EXACT_TOLERANCE:  # small models: a step of q is a large share of a width
                 warning = (f"model.match=exact: widths rounded to multiples of {g('quantum', 32)} leave the "
                            f"parameters {100 * off:.2f}% off the uniform model (0.5% wanted); lower model.quantum")
     spec = replace(template, widths=tuple(widths), embed_width=widths[0] if embed == "first" else width,
                    extra={"warning": warning} if warning else {})
+    check_heads(spec, quantum=None if explicit or len(set(widths)) == 1 else int(g("quantum", 32)))
     return spec.validate()
+
+
+def check_heads(spec: ModelSpec, quantum: int | None = None) -> None:
+    """A fixed head count must split every layer's width into whole, even (RoPE) heads: name
+    the first width that fails and the head counts (or the quantum) that would fit."""
+    n = spec.n_head
+    if (n is None or not isinstance(n, int) or n < 1 or spec.head_dim is not None
+            or any(not isinstance(w, int) or w < 1 for w in spec.widths)):
+        return  # spec.validate() words the other cases
+    pair = 2 if spec.rope else 1
+    for i, w in enumerate(spec.widths):
+        if w % n == 0 and (w // n) % pair == 0:
+            continue
+        fits = [h for h in range(1, min(spec.widths) + 1)
+                if all(x % h == 0 and (x // h) % pair == 0 for x in spec.widths)]
+        fits = sorted(sorted(fits, key=lambda h: abs(math.log(h / n)))[:3], reverse=True)  # the nearest to n
+        need = f"a multiple of the head count {n}"
+        if pair > 1:
+            need += f" with an even head size (RoPE), i.e. of {pair * n}"
+        says = ", ".join(map(str, fits[:-1])) + (" or " if len(fits) > 1 else "") + str(fits[-1]) if fits else ""
+        hint = (f"--heads (model.heads) {says} would fit every width" if fits
+                else "no head count fits every width" + (" (RoPE needs an even head size)" if pair > 1 else ""))
+        if quantum is not None:
+            hint += f", or a --quantum (model.quantum) that is a multiple of {pair * n}"
+        raise bad(f"width of layer {i + 1}", w, f"{need}; {hint}")

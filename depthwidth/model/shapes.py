@@ -29,7 +29,15 @@ Two conventions for "parameters":
 ``exact``  the instantiated model's true total parameter count, every tensor
            included (a counting function is passed in; see ``accounting``),
            solved numerically; after rounding the total is within 0.5% of the
-           uniform model's or the call fails with the quantum to lower.
+           uniform model's or the call fails with the quantum to lower.  The
+           default of ``dw shapes`` and of the generic presets: at small sizes
+           the terms ``vwt`` leaves out (embeddings, norms, rounding to a
+           head-sized quantum) are large, and a ``vwt``-matched shape can be
+           10% off the uniform model's true count.
+
+A shape more than ``MATCH_TOLERANCE`` (1%) off the uniform model's true count
+is not "matched": ``dw shapes`` and ``dw report`` warn (this is the one home of
+that tolerance).
 
 No torch and no scipy here: ``dw shapes`` and ``dw sweep --dry-run`` use it.
 """
@@ -51,6 +59,7 @@ ALIASES = {
 }
 MATCHES = ("vwt", "exact")
 EXACT_TOLERANCE = 0.005  # relative parameter mismatch allowed by `exact`
+MATCH_TOLERANCE = 0.01  # a shape more than 1% off the uniform model's true count is not "matched" (warned)
 
 # A counting function for the `exact` convention: total parameters of the
 # model with these (possibly fractional) widths.
@@ -130,18 +139,31 @@ def _solve_h1_vwt(m: Sequence[float], h: float, depth: int, terms=DENSE_TERMS) -
 
 
 def _solve_h1_exact(m: Sequence[float], target: float, count: Counter) -> float:
-    """Bisect h_1 so that count(h_1·m) = target (count grows with h_1)."""
+    """h_1 with count(h_1·m) = target.  For fixed multipliers the count is a quadratic in h_1
+    (every matrix is w_i·w_j or w_i·V, norms and biases are linear), so three evaluations give
+    it and one more checks its root; a count that is not (a caller's own) is bisected."""
+    def f(t: float) -> float:
+        return count([t * x for x in m]) - target
+
+    t0, t1, t2 = 1.0, 2.0, 4.0
+    y0, y1, y2 = f(t0), f(t1), f(t2)
+    d01, d12 = (y1 - y0) / (t1 - t0), (y2 - y1) / (t2 - t1)
+    a = (d12 - d01) / (t2 - t0)
+    b = d01 - a * (t0 + t1)
+    c = y0 - a * t0 * t0 - b * t0
+    disc = b * b - 4 * a * c
+    if a > 0 and disc >= 0:
+        root = (-b + math.sqrt(disc)) / (2 * a)
+        if root > 0 and abs(f(root)) <= 1e-9 * target:
+            return root
     lo, hi = 1e-6, 1.0
-    while count([hi * x for x in m]) < target:
+    while f(hi) < 0:
         hi *= 2.0
         if hi > 1e9:
             raise BadInput("parameter matching (exact) diverged; check vocab and width")
-    for _ in range(200):
+    while hi - lo > 1e-12 * hi:
         mid = 0.5 * (lo + hi)
-        if count([mid * x for x in m]) < target:
-            lo = mid
-        else:
-            hi = mid
+        lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
     return 0.5 * (lo + hi)
 
 
@@ -221,7 +243,7 @@ def schedule(
         hi *= 2.0
         if abs(hi) > 64:
             raise bad("ratio", ratio, "a value this family can reach at this depth and turn")
-    for _ in range(200):
+    while abs(hi - lo) > 1e-12:  # log g to ~1e-12: far below any rounding of a width
         mid = 0.5 * (lo + hi)
         if narrowest(math.exp(mid))[0] > target_w:
             lo = mid
@@ -236,13 +258,15 @@ def schedule(
         if w < 1:
             raise bad(f"width of layer {i + 1}", w, f"a positive multiple of {quantum}; raise --ratio or lower --quantum")
     if match == "exact":
-        widths = _fix_exact(widths, h1, m, quantum, count, target, strict)
+        widths = _fix_exact(widths, h1, m, quantum, count, target, strict, (family, k, sym))
     return widths
 
 
-def _fix_exact(widths, h1, m, q, count, target, strict=True):
-    """Rounding to q can move the true count off target; nudge h_1 (every width
-    recomputed from the same multipliers, so the shape's constraints hold)."""
+def _fix_exact(widths, h1, m, q, count, target, strict=True, shape=None):
+    """Rounding to q can move the true count off target.  First nudge h_1 (every
+    width recomputed from the same multipliers); where that cannot reach 0.5%
+    (few, coarse layers), step single layers by ±q, greedily, keeping the shape:
+    its monotone runs, the turn, w_1 = w_L when symmetric, the narrowest layer."""
     def err(ws):
         return abs(count(ws) - target) / target
 
@@ -252,8 +276,49 @@ def _fix_exact(widths, h1, m, q, count, target, strict=True):
             ws = [round_to((h1 + d) * x, q) for x in m]
             if min(ws) >= 1 and err(ws) < err(best):
                 best = ws
+    if err(best) > EXACT_TOLERANCE and shape is not None:
+        best = _step_layers(best, q, err, *shape)
     if err(best) > EXACT_TOLERANCE and strict:
         raise bad("quantum", q, f"a smaller rounding multiple: parameters are {100 * err(best):.2f}% off the uniform model (limit 0.5%)")
+    return best
+
+
+def _keeps_shape(ws: Sequence[int], family: str, k: int, sym: bool) -> bool:
+    def rising(seq):
+        return all(a <= b for a, b in zip(seq, seq[1:]))
+
+    if sym and ws[0] != ws[-1]:
+        return False
+    if family == "increasing":
+        return rising(ws)
+    if family == "decreasing":
+        return rising(ws[::-1])
+    if family == "x":  # narrowing to layer k, widening after it
+        return rising(ws[:k][::-1]) and rising(ws[k - 1:])
+    return rising(ws[:k]) and rising(ws[k - 1:][::-1])  # diamond
+
+
+def _step_layers(widths, q, err, family, k, sym):
+    """Greedy ±q steps of one layer (or of the tied ends) while the error drops."""
+    L = len(widths)
+    units = ([(0, L - 1)] + [(i,) for i in range(1, L - 1)]) if sym else [(i,) for i in range(L)]
+    frozen = _narrowest_index(family, L, k, widths)
+    units = [u for u in units if frozen not in u]  # the bottleneck stays at ρ·h
+    best, e = list(widths), err(widths)
+    for _ in range(4 * L):
+        if e <= EXACT_TOLERANCE:
+            break
+        step = None
+        for u in units:
+            for s in (q, -q):
+                ws = [w + s if i in u else w for i, w in enumerate(best)]
+                if min(ws) >= q and _keeps_shape(ws, family, k, sym):
+                    ew = err(ws)
+                    if ew < e and (step is None or ew < step[0]):
+                        step = (ew, ws)
+        if step is None:
+            break
+        e, best = step
     return best
 
 

@@ -78,8 +78,9 @@ def section(rep, figure_rel: str, seconds: str | None, entropy_rel: str | None =
                 md_table(T["inside_claims"]), ""]
         if entropy_rel:
             out += [f"![Residual-stream matrix entropy per layer, one line per shape]({entropy_rel})", ""]
-    out += ["Next steps: the same commands drive a real sweep. `dw sweep depth_delusion --dry-run` lists its 30 runs "
-            "with parameters, FLOPs and GPU-hours; `dw sweep depth_delusion launcher=slurm launcher.partition=gpu` "
+    out += ["Next steps: the same commands drive a real sweep. `dw sweep depth_delusion launcher=slurm --dry-run "
+            "--no-data-check` plans its 30 runs (parameters, FLOPs, GPU-hours, requeues, nodes, calendar time, "
+            "checkpoint disk) before the data exist; `dw sweep depth_delusion launcher=slurm launcher.partition=gpu` "
             "submits one SLURM job array and returns (see docs/slurm.md); `dw status depth_delusion --watch`, "
             "`dw fit` and `dw report depth_delusion --plots out/dd` follow. On a GPU machine, install the CUDA "
             "build of torch first (\"GPU install\" below)."]

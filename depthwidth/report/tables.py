@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from depthwidth.core.errors import bad
+from depthwidth.model.shapes import MATCH_TOLERANCE  # a shape more than 1% off the uniform model's is not "matched"
 from depthwidth.report.model import (
     DONE,
     PAPER_FIT,
@@ -235,9 +236,6 @@ def _pairs(cells, paper, lo=0.5, hi=2.0, limit=12) -> Table:
         sw = sum(r["winner"] == "shallow-wide" for r in rows)
         t.notes.append(f"shallow-wide wins {sw} of {len(rows)} pairs")
     return t
-
-
-MATCH_TOLERANCE = 0.01  # a shape more than 1% off the uniform model's parameters is not "matched"
 
 
 def _shapes(runs) -> Table:

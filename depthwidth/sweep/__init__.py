@@ -5,7 +5,9 @@
     s = submit("demo", ["train.steps=50"], launcher="local")   # returns once queued: s.jobs
 
 Modules: file.py (reading a sweep file into points), expand.py (points ->
-composed, identified, validated runs), submission.py (plan and submit).
+composed, identified, validated runs), plan_costs.py (what the dry run says a
+sweep costs: device-hours, requeues, nodes, calendar time, checkpoint disk),
+submission.py (plan and submit).
 """
 
 from depthwidth.sweep.submission import Planned, Submission, plan, submit

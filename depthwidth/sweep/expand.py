@@ -6,8 +6,9 @@ the result equals a full Hydra compose of the run's override list), so a
 30-run dry-run takes milliseconds and never imports Hydra or torch.
 
 Validation: every run passes ``train.plan.check`` — the gate ``dw train``
-uses — so a sweep rejects exactly what ``dw train`` would, before anything
-is written or submitted.  ``train.precision=auto`` is resolved for the
+uses — and its data are opened (``check_data``, once per distinct source), so
+a sweep (submitted or dry-run) rejects exactly what ``dw train`` would, before
+anything is written or submitted.  ``train.precision=auto`` is resolved for the
 launcher's device and pinned in the run's override list (it is part of the
 run's identity).
 """
@@ -30,15 +31,14 @@ from depthwidth.model.figures import figures
 from depthwidth.model.resolve import from_config
 from depthwidth.sweep.file import RESERVED, load_file, points
 from depthwidth.sweep.isoflop import with_blocks
+from depthwidth.sweep.plan_costs import DEFAULT_CPU_PEAK, checkpoint_figures, hours
 from depthwidth.train import memory
 from depthwidth.train.plan import check as check_run
 from depthwidth.train.plan import precision_for
 
-# Stated assumptions for the GPU-hour estimate (dry-run); override with --mfu/--peak.
+# Stated assumptions for the device-hour estimate (dry-run); override with --mfu/--peak/--cpu-peak.
 DEFAULT_MFU = 0.40
-
-
-DEFAULT_PEAK = 989e12  # H100 SXM dense bf16 FLOP/s
+DEFAULT_PEAK = 989e12  # H100 SXM dense bf16 FLOP/s, per GPU
 
 
 @dataclass
@@ -72,7 +72,8 @@ class Sweep:
 
 
 def expand(name: str, cli_overrides: Sequence[str] = (), *, launcher_overrides: Sequence[str] = (),
-           need_scheduler: bool = False, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK) -> Sweep:
+           need_scheduler: bool = False, check_gpus: bool | None = None, mfu: float = DEFAULT_MFU,
+           peak: float = DEFAULT_PEAK, cpu_peak: float = DEFAULT_CPU_PEAK) -> Sweep:
     """The sweep's runs, composed, identified, validated and planned.  File-level errors
     raise BadInput; per-run errors are kept in ``run.error`` (see ``check``).
     Each run's launcher is conf/launcher ← the sweep file's ``launcher`` defaults ←
@@ -89,7 +90,7 @@ def expand(name: str, cli_overrides: Sequence[str] = (), *, launcher_overrides: 
         lkey = json.dumps(pt["launcher"], sort_keys=True, default=str)
         if lkey not in launchers:  # launcher errors are the sweep's, not one run's: raised here
             launchers[lkey] = launcher_config(launcher_overrides, need_scheduler=need_scheduler,
-                                              defaults=pt["launcher"])
+                                              check_gpus=check_gpus, defaults=pt["launcher"])
         lcfg = launchers[lkey]
         device = target_device(lcfg)
         groups = {**pt["groups"], **cli_groups}
@@ -105,8 +106,8 @@ def expand(name: str, cli_overrides: Sequence[str] = (), *, launcher_overrides: 
             if cfg.train.get("precision") == "auto":
                 keys["train.precision"] = cfg.train.precision = precision_for("auto", run_device)
             r.cfg = cfg
-            r.figures = validate(cfg, mfu=mfu, peak=peak, device=run_device, processes=processes(lcfg),
-                                 capacity=capacity(lcfg, run_device))
+            r.figures = validate(cfg, mfu=mfu, peak=peak, cpu_peak=cpu_peak, device=run_device,
+                                 processes=processes(lcfg), capacity=capacity(lcfg, run_device))
             r.run_id = run_id(cfg)
         except BadInput as e:
             r.error = str(e)
@@ -146,11 +147,12 @@ def _tokens(rule: Any, cfg: Any) -> int:
     return int(round(t))
 
 
-def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, device: str = "cpu",
-             processes: int = 1, capacity: int | None = None) -> dict:
-    """Everything `dw train` would reject, short of touching the data (``train.plan.check``),
-    the memory plan on ``processes`` devices of ``capacity`` bytes (BadInput if it cannot
-    fit), and the dry-run figures of the run.  No torch."""
+def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, cpu_peak: float = DEFAULT_CPU_PEAK,
+             device: str = "cpu", processes: int = 1, capacity: int | None = None) -> dict:
+    """Everything `dw train` would reject, short of touching the data (``train.plan.check``;
+    ``check_data`` opens it), the memory plan on ``processes`` devices of ``capacity`` bytes
+    (BadInput if it cannot fit), and the dry-run figures of the run (plan_costs.py: device-hours
+    at ``mfu`` of ``peak`` per GPU or ``cpu_peak`` per CPU process, checkpoint bytes).  No torch."""
     rp = check_run(cfg, processes=processes)
     spec, t = rp.spec, cfg.train
     mb = t.micro_batch_size
@@ -164,14 +166,14 @@ def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, 
     f = figures(spec, t.seq_len)
     tokens = rp.steps * rp.tokens_per_step
     flops = f["flops_per_token"] * tokens
-    gpu_hours = flops / (mfu * peak) / 3600.0
     return {
         "depth": spec.depth, "width": int(cfg.model.width),
         "shape": "custom" if cfg.model.get("widths") else str(cfg.model.shape),
         "widths": list(spec.widths), "params": f["params"], "params_non_embedding": f["params_non_embedding"],
         "flops_per_token": f["flops_per_token"], "tokens": tokens, "steps": rp.steps, "flops": flops,
-        "gpu_hours": gpu_hours, "wall_hours": gpu_hours / processes, "seed": int(cfg.run.seed),
-        "precision": t.precision, "plan": lay.to_dict(),
+        **hours(flops, device=device, processes=processes, mfu=mfu, peak=peak, cpu_peak=cpu_peak),
+        **checkpoint_figures(spec, steps=rp.steps, ckpt_every=int(t.ckpt_every), keep=int(t.keep_ckpts)),
+        "seed": int(cfg.run.seed), "precision": t.precision, "plan": lay.to_dict(),
     }
 
 
@@ -208,14 +210,14 @@ def _axis_keys(sw: Sweep) -> set:
     return keys or set(seen)
 
 
-def check_data(sw: Sweep, runs: list[Run] | None = None) -> None:
-    """Build each distinct data source once (files exist, vocabulary matches);
-    failures become run errors.  Not in the dry-run: planning needs no data."""
-    import json
-
+def check_data(sw: Sweep, runs: list[Run] | None = None, *, mark: bool = True) -> dict:
+    """Build each distinct data source once (files exist, vocabulary matches), as the submission
+    and ``dw sweep --dry-run`` do; {error: [runs]} of the failures, which become run errors
+    (``mark``; ``dw sweep --dry-run --no-data-check`` only warns of them)."""
     from depthwidth.data.source import make_source
 
     seen: dict = {}
+    failed: dict = {}
     for r in sw.runs if runs is None else runs:
         if r.error:
             continue
@@ -227,7 +229,10 @@ def check_data(sw: Sweep, runs: list[Run] | None = None) -> None:
             except BadInput as e:
                 seen[key] = str(e)
         if seen[key]:
-            r.error = seen[key]
+            failed.setdefault(seen[key], []).append(r)
+            if mark:
+                r.error = seen[key]
+    return failed
 
 
 def select(runs: Iterable[Run], pattern: str | None) -> list[Run]:

@@ -36,7 +36,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from depthwidth.core.errors import BadInput, bad
+from depthwidth.core.errors import BadInput, bad, did_you_mean
 
 TOP_KEYS = ("description", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher", "blocks", "isoflop")
 
@@ -72,7 +72,7 @@ def load_file(name: str) -> dict:
         raise bad("sweep name", name, ", ".join(available()) or "a file in sweeps/")
     path = sweeps_dir() / f"{name}.yaml"
     if not path.is_file():
-        raise BadInput(f"unknown sweep {name!r} (available: {', '.join(available()) or 'none'})")
+        raise BadInput(f"unknown sweep {name!r}: {did_you_mean(name, available())}(available: {', '.join(available()) or 'none'})")
     try:
         doc = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except Exception as e:
@@ -81,7 +81,8 @@ def load_file(name: str) -> dict:
         raise BadInput(f"sweep file {path} must hold a mapping (keys: {', '.join(TOP_KEYS)})")
     unknown = [k for k in doc if k not in TOP_KEYS]
     if unknown:
-        raise BadInput(f"sweep {name}: unknown key {unknown[0]!r} (allowed: {', '.join(TOP_KEYS)})")
+        raise BadInput(f"sweep {name}: unknown key {unknown[0]!r}: {did_you_mean(unknown[0], TOP_KEYS)}"
+                       f"(allowed: {', '.join(TOP_KEYS)})")
     return doc
 
 
@@ -140,7 +141,8 @@ def points(name: str, doc: dict) -> list[dict]:
             raise bad(f"sweep {name}: block {bi + 1}", blk, "a mapping")
         unknown = [k for k in blk if k not in BLOCK_KEYS]
         if unknown:
-            raise BadInput(f"sweep {name}: block {bi + 1}: unknown key {unknown[0]!r} (allowed: {', '.join(BLOCK_KEYS)})")
+            raise BadInput(f"sweep {name}: block {bi + 1}: unknown key {unknown[0]!r}: "
+                           f"{did_you_mean(unknown[0], BLOCK_KEYS)}(allowed: {', '.join(BLOCK_KEYS)})")
         fixed = {**(doc.get("fixed") or {}), **(blk.get("fixed") or {})}
         groups = {**(doc.get("groups") or {}), **(blk.get("groups") or {})}
         tokens = blk.get("tokens", doc.get("tokens"))

@@ -13,7 +13,9 @@ submit one run twice.  A diverged run is never resubmitted as it was (the same
 config, seed and data diverge again): ``retry_diverged=[overrides]`` that
 change it (a lower ``optim.lr``) start it afresh under its new run id, linked
 to the old one in the manifest (``retry_of``) and in ``dw status``.  Every run is validated (``train.plan.check``, and the
-data opened once per distinct source) before anything is written.
+data opened once per distinct source) before anything is written.  ``dw sweep --dry-run`` checks
+exactly what the submission checks (``plan(..., data="refuse")`` and ``preflight``), except that
+sbatch be on PATH: a cluster's sweep may be planned anywhere.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Callable, Sequence
 
 from depthwidth.config.fast import fmt_value
 from depthwidth.core import store
-from depthwidth.core.errors import bad
+from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.config import launcher_config, split_overrides, target_device
 from depthwidth.launch.status import RETRYABLE, status
 from depthwidth.launch.submit import submit as launch_submit
@@ -39,6 +41,10 @@ from depthwidth.sweep.expand import (
     expand,
     select,
 )
+from depthwidth.sweep.plan_costs import DEFAULT_CPU_PEAK
+
+NO_DATA_HINT = "to plan without the data: dw sweep NAME --dry-run --no-data-check"
+DATA_MODES = ("auto", "refuse", "warn", "skip")
 
 
 @dataclass
@@ -47,6 +53,7 @@ class Planned:
     runs: list  # the selected (``only``) runs, all valid
     launcher: dict
     device: str
+    warnings: list = field(default_factory=list)  # data problems a dry run with data="warn" let through
 
 
 @dataclass
@@ -79,21 +86,47 @@ def _launcher_overrides(launcher) -> list[str]:
 
 
 def plan(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str | None = None,
-         mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, dry_run: bool = True) -> Planned:
+         mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, cpu_peak: float = DEFAULT_CPU_PEAK,
+         dry_run: bool = True, data: str = "auto") -> Planned:
     """Expand and validate sweep ``name`` with ``overrides`` (BadInput naming every bad run).
-    ``dry_run``: no scheduler is needed and the data are not opened."""
+    ``dry_run``: no scheduler (sbatch) is needed.  ``data``: refuse runs whose data cannot be
+    opened (``refuse``, what the submission does), list them in ``Planned.warnings`` (``warn``),
+    or leave the data alone (``skip``); ``auto``: refuse unless ``dry_run``, else skip (``dw
+    sweep --dry-run`` refuses; ``dw simulate`` plans without data)."""
     if not 0 < mfu <= 1:
         raise bad("--mfu", mfu, "a fraction in (0, 1]")
     if not peak > 0:
         raise bad("--peak", peak, "FLOP/s > 0")
+    if not cpu_peak > 0:
+        raise bad("--cpu-peak", cpu_peak, "FLOP/s > 0")
+    if data not in DATA_MODES:
+        raise bad("data", data, "|".join(DATA_MODES))
+    mode = ("skip" if dry_run else "refuse") if data == "auto" else data
     run_ovr, launch_ovr = split_overrides([*_launcher_overrides(launcher), *(overrides or [])])
-    lcfg = launcher_config(launch_ovr, need_scheduler=not dry_run)
-    sw = expand(name, run_ovr, launcher_overrides=launch_ovr, need_scheduler=not dry_run, mfu=mfu, peak=peak)
+    # launcher=local's runs train here: its GPUs are checked in a dry run too
+    lcfg = launcher_config(launch_ovr, need_scheduler=not dry_run, check_gpus=True)
+    sw = expand(name, run_ovr, launcher_overrides=launch_ovr, need_scheduler=not dry_run, check_gpus=True,
+                mfu=mfu, peak=peak, cpu_peak=cpu_peak)
     runs = select(sw.runs, only)
-    if not dry_run:
-        check_data(sw, runs)
-    check(sw, runs)
-    return Planned(sw, runs, lcfg, target_device(lcfg))
+    warnings = []
+    failed = check_data(sw, runs, mark=mode == "refuse") if mode != "skip" else {}
+    try:
+        check(sw, runs)
+    except BadInput as e:
+        if dry_run and failed:  # the submission's own line, and how to plan before the data exist
+            raise BadInput(f"{e}; {NO_DATA_HINT.replace('NAME', name)}") from None
+        raise
+    for err, rs in failed.items():
+        warnings.append(f"{len(rs)} of {len(runs)} runs would be refused by the submission (planned anyway: "
+                        f"--no-data-check): {err}")
+    if (other := store.checkout_store(name)) is not None:  # a second store of the same sweep
+        said = (f"sweep {name} has its store at {other}; submitting from here would start a second one in "
+                f"{store.runs_root().absolute()} and train every run again: run dw from {other.parent.parent}, or "
+                f"set DW_RUNS={other.parent} (or DW_RUNS={store.runs_root().absolute()} to start one here on purpose)")
+        if not dry_run:
+            raise BadInput(said)
+        warnings.append(said)
+    return Planned(sw, runs, lcfg, target_device(lcfg), warnings)
 
 
 def submit(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str | None = None,
@@ -114,11 +147,12 @@ class Retry:
 
 
 def plan_retry(name: str, overrides: Sequence[str], retry_diverged: Sequence[str], *, launcher=None,
-               only: str | None = None) -> Retry | None:
+               only: str | None = None, dry_run: bool = False, data: str = "auto") -> Retry | None:
     if not retry_diverged:
         return None
     ovr = list(retry_diverged)
-    return Retry(ovr, plan(name, [*(overrides or []), *ovr], launcher=launcher, only=only, dry_run=False))
+    return Retry(ovr, plan(name, [*(overrides or []), *ovr], launcher=launcher, only=only, dry_run=dry_run,
+                           data=data))
 
 
 def submit_planned(p: Planned, *, retry_failed: bool = False, retry: Retry | None = None,
@@ -149,7 +183,26 @@ def _fresh(diverged: list, retry: Retry, prior: dict, skipped: dict) -> list:
     return out
 
 
-def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry | None = None) -> Submission:
+@dataclass
+class Preflight:
+    """What a submission now would do with the planned runs (read-only: the manifest as it is)."""
+    todo: list  # (run, old run id or None)
+    skipped: dict  # state -> count
+    prior: dict
+    why: str | None  # why the scheduler's state is unknown, if it is
+
+    def to_dict(self) -> dict:
+        return {"would_submit": len(self.todo), "skipped": dict(sorted(self.skipped.items()))}
+
+
+def preflight(p: Planned, *, retry_failed: bool = False, retry: Retry | None = None) -> Preflight:
+    """The submission's checks against the run store, and which runs it would submit or skip;
+    BadInput as the submission raises it (a store of planted runs, a --retry-diverged that
+    changes nothing).  ``dw sweep --dry-run`` and ``submit_planned`` both call it."""
+    return _preflight(p.sweep.name, p.runs, retry_failed, retry)
+
+
+def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight:
     prior, why = {}, None
     if store.manifest_path(name).exists():
         st = status(name)
@@ -171,6 +224,12 @@ def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry
             skipped[state] = skipped.get(state, 0) + 1
     if diverged:
         todo += _fresh(diverged, retry, prior, skipped)
+    return Preflight(todo, skipped, prior, why)
+
+
+def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry | None = None) -> Submission:
+    pf = _preflight(name, runs, retry_failed, retry)
+    todo, skipped, why = pf.todo, pf.skipped, pf.why
     groups: dict = {}  # runs whose launcher settings differ go in separate submissions (arrays)
     for r, old in todo:
         key = json.dumps(r.launcher, sort_keys=True, default=str)
