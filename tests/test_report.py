@@ -288,3 +288,22 @@ def test_readme_demo_rewrites_only_between_the_markers(plotted, tmp_path, monkey
     assert fig.read_bytes() == (out / "loss_vs_depth.png").read_bytes() and fig.stat().st_size < 200_000
     readme.write_text("no markers\n")
     assert report_readme.main(["--readme", str(readme), "--report", str(out), "--figure", str(fig), "--sweep", "t"]) == 2
+
+
+def test_status_watch_into_a_log_prints_a_line_when_a_run_ends_not_at_every_start(monkeypatch, capsys):
+    from depthwidth.cli import status as cli_status
+    from depthwidth.launch import status as runs_status
+
+    def st(**counts):
+        runs = [{"run_id": f"r{i}", "label": "", "state": k, "tokens": 0, "tokens_total": 1, "last_loss": None, "progress": None,
+                 "attempts": 1, "job_id": "j", "launcher": "local"}
+                for i, (k, n) in enumerate((k, n) for k, n in counts.items() for _ in range(n))]
+        return {"sweep": "w", "total": 3, "runs": runs, "counts": {k: counts.get(k, 0) for k in runs_status.STATES},
+                "problems": []}
+
+    seq = iter([st(pending=3), st(pending=2, running=1), st(pending=1, running=2), st(pending=1, running=1, done=1),
+                st(running=2, done=1), st(running=1, done=2), st(running=1, done=2), st(done=3)])
+    monkeypatch.setattr(runs_status, "status", lambda name: next(seq))
+    cli_status._watch("w", 0, None)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("w: 3 runs")]
+    assert len(lines) == 4, lines  # the first look, then each of the three runs ending

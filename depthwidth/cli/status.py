@@ -152,10 +152,11 @@ def _watch(name, interval, timeout) -> None:
         return
     last: list = [None]
 
-    def line_on_change(s) -> None:  # a pipe: one line per change of the summary
-        if runs_status.summary_line(s) != last[0]:
+    def line_on_change(s) -> None:  # a pipe (a log): one line when a run ends, not at every start
+        ended = sorted((k, n) for k, n in s["counts"].items() if k in TERMINAL or k == "preempted")
+        if ended != last[0]:
             c.print(_progress_line(s, t0))
-            last[0] = runs_status.summary_line(s)
+            last[0] = ended
 
     _print_table(c, name, poll(line_on_change))
 
