@@ -152,3 +152,21 @@ def test_figures_say_which_line_is_which_and_keep_their_axes_honest(store, tmp_p
     assert {"2×32", "4×64", "6×64"} <= labels
     figs.shape_profiles(plt, data, rep, tmp_path)
     assert all(float(t).is_integer() for t in kept["shape_profiles.png"].axes[0].get_xticks())
+
+
+def test_a_one_off_run_of_another_config_is_not_averaged_into_the_inside_table(store):
+    """``dw sweep t train.steps=1000 --only ...`` after the sweep: its 4x64 run is set apart in the
+    loss tables, and its analysis.json is not averaged with the sweep's 4x64 one either."""
+    from depthwidth.core.atomic import append_jsonl
+
+    d = store / "t"
+    write_json(d / "u4x64-long" / "summary.json", rs.summary("u4x64-long", 4, 64, 1))
+    write_json(d / "u4x64-long" / "analysis.json", _doc({**UNIFORM, "entropy_prefix": [0.9, 0.6, 0.6, 0.9]}))
+    append_jsonl(d / "manifest", [
+        {"event": "submit", "run_id": "u4x64-long", "run_dir": str(d / "u4x64-long"), "launcher": "local",
+         "overrides": ["model.depth=4", "model.width=64", "model.shape=uniform", "run.seed=1", "train.steps=1000"],
+         "job_id": "local-y_0", "label": "grid", "ref": None, "tokens_total": 10000, "index": 0},
+        {"event": "start", "run_id": "u4x64-long", "job_id": "local-y_0", "restart": 0}])
+    write_json(d / "jobs" / "y" / "task-0.json", {"job_id": "local-y_0", "state": "completed"})
+    rows, _ = _inside(store)
+    assert (rows["uniform"]["runs"], rows["uniform"]["min_entropy"]) == (1, 0.1)  # before: 2 runs, 0.35

@@ -117,6 +117,7 @@ def test_dw_fit_does_not_silently_replace_the_fit_the_report_shows(tmp_path):
                "--max-starts", "200", env=env)
     assert p.returncode == 0, p.stderr
     before = (tmp_path / "mine" / "fit.json").read_text()
+    _production_models_dw_fit_cannot_reach_are_one_line(json.loads(before))
     # dw fit NAME with no --law: chinchilla on every run would replace it (before: silently)
     line = assert_bad_input(run_dw("fit", "mine", "--bootstrap", "0", env=env))
     assert "holds a depth-delusion[log] fit of shape=uniform" in line and "--force" in line
@@ -182,3 +183,42 @@ def test_from_another_folder_dw_finds_the_checkouts_store_instead_of_starting_a_
         assert f"no sweep {name!r} in {elsewhere / 'runs'}; its store is {there}: run dw from {REPO}" in line
     finally:
         shutil.rmtree(there)
+
+
+def test_dw_fit_says_which_runs_have_not_ended(store, tmp_path):
+    from depthwidth.core.errors import BadInput
+    from depthwidth.fit.run import run_fit
+
+    write_json(store / "t" / "u2x64-long" / "summary.json", {**rs.summary("u2x64-long", 2, 64, 1), "status": "running"})
+    res = run_fit("t", root=str(store), law="chinchilla", bootstrap=0, max_starts=5, write=False)
+    assert (f"fitted on the runs that have ended; not yet in this fit: 1 started, 1 not started: "
+            f"DW_RUNS={store} dw status t (refit when they end)") in res["warnings"]
+    d = tmp_path / "early" / "e"  # nothing ended yet
+    append_jsonl(d / "manifest", [{"event": "submit", "run_id": r, "run_dir": str(d / r), "overrides": [],
+                                   "launcher": "local", "job_id": f"j_{i}"} for i, r in enumerate(("a", "b"))])
+    append_jsonl(d / "manifest", [{"event": "start", "run_id": "a", "job_id": "j_0", "restart": 0}])
+    with pytest.raises(BadInput, match=r"^sweep e has no finished run yet \(1 started, 1 not started: DW_RUNS="):
+        run_fit("e", root=str(tmp_path / "early"), law="chinchilla", bootstrap=0, write=False)
+
+
+def _production_models_dw_fit_cannot_reach_are_one_line(res):
+    """dw fit's D_crit table on one's own small grid: the papers' production models it cannot reach
+    are named in one caption line, not as rows of "not identified" (before: a row per model)."""
+    import io
+
+    from rich.console import Console
+
+    from depthwidth.cli import fit as cli_fit
+
+    for m in ("GPT-3", "PaLM-540B"):
+        res["identification"]["dcrit_range"][f"dcrit[{m}]"] = {"identified": False}
+    buf = io.StringIO()
+    real = cli_fit.console
+    cli_fit.console = lambda *a, **k: Console(file=buf, width=200)
+    try:
+        cli_fit.render(res)
+    finally:
+        cli_fit.console = real
+    out = " ".join(buf.getvalue().split())
+    assert "not identified this far from the sweep's widths: GPT-3, PaLM-540B (fit.json keeps them)" in out
+    assert "Llama-3-70B" in out and not [ln for ln in buf.getvalue().splitlines() if "GPT-3" in ln and "12288" in ln]

@@ -280,7 +280,8 @@ def test_ctrl_c_on_a_debug_sweep_preempts_the_run_cancels_the_rest_and_exits_3(t
     assert proc.returncode == 3, err
     first, second = status(env)["runs"]
     assert err.splitlines()[-1] == (f"dw: interrupted run {first['run_id']} at step 7: checkpointed, summary "
-                                    "preempted; dw sweep tiny --retry-failed resumes it")
+                                    "preempted; dw sweep tiny --retry-failed resumes it (and the 1 run not "
+                                    "started, cancelled)")
     assert "Traceback" not in err
     assert (first["state"], first["reason"], second["state"]) == ("preempted", "SIGINT at step 7", "cancelled")
     retry = json.loads(run_dw("sweep", "tiny", "--retry-failed", "--json", env=env).stdout)

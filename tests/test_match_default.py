@@ -108,3 +108,18 @@ def test_a_training_config_gets_the_same_hint():
                              "model.quantum=8"]).model)
     msg = str(e.value)
     assert "width of layer 1: 144" in msg and "model.heads" in msg and "\n" not in msg
+
+
+def test_a_shape_off_its_match_is_warned_before_anything_trains(tmp_path):
+    """The dry run and the submission say what dw train would warn of a run (here: a quantum too
+    coarse for exact matching), in one line naming the runs, before anything trains."""
+    from tests.helpers import run_dw
+
+    (tmp_path / "off.yaml").write_text(
+        "groups: {model: vwt, data: synthetic}\n"
+        "fixed: {model.heads: 4, model.quantum: 32, train.steps: 4, train.seq_len: 32, train.batch_size: 4}\n"
+        "axes:\n  model.shape: [uniform, x]\n  model.width: [64]\n  model.depth: [4]\n")
+    env = {"DW_SWEEPS": str(tmp_path), "DW_RUNS": str(tmp_path / "runs")}
+    said = [ln for ln in run_dw("sweep", "off", "--dry-run", env=env).stderr.splitlines() if "warning" in ln]
+    assert said == ["dw: warning: 1 of 2 runs (run 1): model.match=exact: widths rounded to multiples of 32 leave "
+                    "the parameters 24.20% off the uniform model (0.5% wanted); lower model.quantum"]

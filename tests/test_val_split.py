@@ -71,9 +71,9 @@ def test_a_corpus_too_small_for_the_minimum_gives_half_of_it_and_one_warning_lin
     total = meta["tokens"]["train"] + meta["tokens"]["val"]
     assert meta["tokens"]["val"] == total // 2 == 25_775
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("warning: ") and "Traceback" not in err
+    assert len(lines) == 1 and lines[0].startswith("dw: warning: ") and "Traceback" not in err
     assert "25,775" in lines[0] and "51,551" in lines[0] and "100,000" in lines[0] and "--val-min-tokens" in lines[0]
-    assert lines[0] == f"warning: {meta['val_split']['warning']}"
+    assert lines[0] == f"dw: warning: {meta['val_split']['warning']}"
     # one document is cut (its tail in val); every token is still there exactly once
     assert meta["val_split"]["moved"]["cut_tokens"] > 0
     src_ = make_source({"name": "memmap", "path": str(tmp_path / "d"), "vocab_size": 257}, 8)
@@ -86,7 +86,7 @@ def test_a_corpus_too_small_for_the_minimum_gives_half_of_it_and_one_warning_lin
     assert got == want
     # the same command on the prepared directory: a no-op that says it again
     code, out, err = dw_in_process(capsys, "data", "prepare", "--source", str(src), "--out", str(tmp_path / "d"))
-    assert code == 0 and "already prepared" in out and err.startswith("warning: ") and len(err.splitlines()) == 1
+    assert code == 0 and "already prepared" in out and err.startswith("dw: warning: ") and len(err.splitlines()) == 1
 
 
 def test_the_split_is_reproducible_byte_for_byte_with_shards_rewritten(corpus, tmp_path, capsys):

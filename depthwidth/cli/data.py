@@ -48,7 +48,7 @@ def prepare_cmd(
                        **({} if val_min_tokens is None else {"val_min_tokens": val_min_tokens}))
     warning = (meta.get("val_split") or {}).get("warning")
     if warning:
-        sys.stderr.write(f"warning: {warning}\n")  # one line, never wrapped
+        sys.stderr.write(f"dw: warning: {warning}\n")  # one line, never wrapped
     if as_json:
         emit_json(meta)
         return

@@ -154,10 +154,15 @@ def render(res: dict) -> None:
 
         for w, v in d["dcrit"]["widths"].items():
             dt.add_row("sweep", w, "", f"{_f(v['value'])} {_ci(v['ci'], f'dcrit[W={w}]')}" if ok(f"dcrit[W={w}]") else "not identified", "")
+        far = []  # production models this sweep cannot reach: one caption line, not rows of "not identified"
         for m, v in d["dcrit"]["reference"].items():
-            good = ok(f"dcrit[{m}]")
-            dt.add_row(m, str(v["width"]), str(v["depth"]), f"{_f(v['dcrit'])} {_ci(v['dcrit_ci'], f'dcrit[{m}]')}" if good else "not identified",
-                       f"{_f(v['depth_over_dcrit'])} {_ci(v['depth_over_dcrit_ci'], f'depth_over_dcrit[{m}]')}" if good else "not identified")
+            if not ok(f"dcrit[{m}]"):
+                far.append(m)
+                continue
+            dt.add_row(m, str(v["width"]), str(v["depth"]), f"{_f(v['dcrit'])} {_ci(v['dcrit_ci'], f'dcrit[{m}]')}",
+                       f"{_f(v['depth_over_dcrit'])} {_ci(v['depth_over_dcrit_ci'], f'depth_over_dcrit[{m}]')}")
+        if far:
+            dt.caption = f"not identified this far from the sweep's widths: {', '.join(far)} (fit.json keeps them)"
         c.print(dt)
     if "compute_optimal" in d:
         co = d["compute_optimal"]

@@ -32,7 +32,7 @@ def forget_cmd(
         emit_json(res)
         return
     n = len(res["forgotten"])
-    console().print(f"forgot {n} run{'s' * (n != 1)} of {name} "
-                    + (f"({', '.join(r['run_id'] + ' ' + r['state'] for r in res['forgotten'][:8])}"
+    console().print(f"forgot {n} run{'s' * (n != 1)} of {name}"
+                    + (f" ({', '.join(r['run_id'] + ' ' + r['state'] for r in res['forgotten'][:8])}"
                        + (" …" if n > 8 else "") + ")" if n else "")
                     + f"; {res['remaining']} remain (dw status {name})", highlight=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import List, Optional
 
 import typer
@@ -79,6 +80,8 @@ def sweep_cmd(
     err = console(stderr=True)
     p = api.plan(name, overrides or [], only=only, dry_run=False)
     again = api.plan_retry(name, overrides or [], retry_diverged or [], only=only)
+    for w in p.warnings:  # one line each, before anything trains
+        sys.stderr.write(f"dw: warning: {w}\n")
     if p.launcher["name"] == "debug" and not as_json:
         err.print("[dim]dw[/dim] launcher=debug: training the runs here, one after another")
     sub = api.submit_planned(p, retry_failed=retry_failed, retry=again, show=err, t0=t0)
@@ -126,8 +129,6 @@ def _si(x: float, unit: str = "") -> str:
 
 
 def _render_dry(s, doc, secs) -> None:
-    import sys
-
     from rich.table import Table
 
     from depthwidth.sweep.plan_costs import lines, short

@@ -41,7 +41,7 @@ def memmap_source(cfg: Mapping, seq_len: int) -> StreamSource:
         raise bad("data.path", raw, "the directory written by dw data prepare")
     d = Path(os.path.expandvars(os.path.expanduser(str(raw))))
     if not d.exists():
-        raise BadInput(f"data.path {str(raw)!r} does not exist (prepare it with: dw data prepare --out {raw})")
+        raise BadInput(f"data.path {str(raw)!r} does not exist (prepare it with: dw data prepare --source TEXT_DIR_OR_DATASET --out {raw})")
     meta = read_meta(d)
     vocab = cfg.get("vocab_size")
     if vocab != meta.get("vocab_size"):

@@ -110,18 +110,29 @@ def load_table(name=None, runs=None, columns=None, root=None, source="store", pr
         raise bad("sweep", name, f"a sweep directory under {runs_root(root)} (set --root or DW_RUNS)")
     df = run_table(sweep_dir)
     if len(df) == 0:
-        from depthwidth.core.atomic import read_jsonl  # fit may not import launch: the manifest's own view
-        from depthwidth.core.store import MANIFEST, manifest_runs
-
-        submitted = manifest_runs(read_jsonl(sweep_dir / MANIFEST)) if (sweep_dir / MANIFEST).is_file() else {}
-        started = sum(1 for r in submitted.values() if r.get("started"))
-        parts = [f"{n} {what}" for n, what in ((started, "started"), (len(submitted) - started, "pending")) if n]
-        if parts:
-            see = f"dw status {name}" if root is None else f"DW_RUNS={runs_root(root)} dw status {name}"
-            raise BadInput(f"sweep {name} has no finished run yet ({', '.join(parts)}: {see})")
+        if (going := unfinished(name, sweep_dir, root)) is not None:
+            raise BadInput(f"sweep {name} has no finished run yet ({going})")
         raise bad("sweep", name, f"a sweep with at least one run summary.json in {sweep_dir}")
     refuse_mixed(df, f"sweep {name}")
     return apply_columns(df, mapping), sweep_dir
+
+
+def unfinished(name: str, sweep_dir: Path, root=None) -> str | None:
+    """"K started, M pending: dw status NAME" for the sweep's runs that have not ended (the
+    manifest's own view: fit may not import launch), or None when every run has ended."""
+    from depthwidth.core.atomic import read_jsonl
+    from depthwidth.core.store import MANIFEST, manifest_runs, read_json
+
+    submitted = manifest_runs(read_jsonl(sweep_dir / MANIFEST)) if (sweep_dir / MANIFEST).is_file() else {}
+    going = [r for r in submitted.values()
+             if (read_json(Path(r.get("run_dir") or sweep_dir / r["run_id"]) / "summary.json") or {}).get("status")
+             in (None, "running")]
+    started = sum(1 for r in going if r.get("started"))
+    parts = [f"{n} {what}" for n, what in ((started, "started"), (len(going) - started, "not started")) if n]
+    if not parts:
+        return None
+    see = f"dw status {name}" if root is None else f"DW_RUNS={runs_root(root)} dw status {name}"
+    return f"{', '.join(parts)}: {see}"
 
 
 def _runs_label(runs):
@@ -189,8 +200,10 @@ def check_replace(path: Path, law_label: str, where) -> None:
                                         irreducible=bool(o.get("irreducible")))), old.get("where"))
     if mine != theirs:
         w = ", ".join(theirs["where"]) or "every run"
-        raise BadInput(f"bad value for --law: {law_label!r} ({path} holds a {theirs['law']} fit of {w} that the "
-                       f"report shows; allowed: --force to replace it, --out FILE to write elsewhere, or --no-write)")
+        me = ", ".join(mine["where"]) or "every run"
+        raise BadInput(f"{path} holds a {theirs['law']} fit of {w} that the report shows; this {law_label} fit "
+                       f"of {me} (--law: chinchilla when not given; --where) would replace it: --force to "
+                       "replace it, --out FILE to write elsewhere, or --no-write")
 
 
 def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, law: str = "chinchilla",
@@ -240,6 +253,8 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
             for lv in ([get_law(n, "log", irreducible)] if n == "depth-delusion" else [get_law(n)]):
                 prepare(df, lv)
     clean, excluded, notes = prepare(df, lw)
+    if sweep_dir is not None and (going := unfinished(name, sweep_dir, root)) is not None:
+        notes.insert(0, f"fitted on the runs that have ended; not yet in this fit: {going} (refit when they end)")
     if "shape" in clean:
         sh = clean.groupby("run")["shape"].first().astype(str)
         shaped = int((~sh.isin(["uniform", "None", "nan"])).sum())

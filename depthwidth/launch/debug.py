@@ -87,7 +87,9 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
         _cancel(d, i + 1, len(tasks))
     if stopped and stopped[-1][1].signal == "SIGINT":
         run, e = stopped[-1]
-        raise Interrupted(interrupted_line(e.step, e.where, f"dw sweep {name} --retry-failed resumes it",
+        rest = sum(len(t) for t in tasks[i + 1:])  # never started in this submission: cancelled, resumed alike
+        also = f" (and the {rest} run{'s' * (rest != 1)} not started, cancelled)" if rest else ""
+        raise Interrupted(interrupted_line(e.step, e.where, f"dw sweep {name} --retry-failed resumes it{also}",
                                            run=run["run_id"]), EXIT_PREEMPTED)
 
 

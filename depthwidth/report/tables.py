@@ -273,7 +273,7 @@ def _shapes(runs) -> Table:
     if off:
         t.notes.insert(0, "warning: not matched in parameters: " + ", ".join(
             f"{r['shape']} {r['params_ratio']:.3f}× (h {r['width']}, L {r['depth']})" for r in off)
-            + " the uniform model's: their Δloss mixes shape and size (model.match=exact matches within 0.5%)")
+            + " the uniform model's: their Δloss mixes shape and size (lower model.quantum: exact matching reaches 0.5% where the quantum leaves room)")
     t.notes.append("paper (Wu et al., 500M): × 3.099 vs uniform 3.138 nats; mean width ≈ 0.89·h, ≈ 10% less KV cache")
     if not rows:
         t.notes.append("no finished non-uniform runs")

@@ -174,6 +174,7 @@ def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, 
         **hours(flops, device=device, processes=processes, mfu=mfu, peak=peak, cpu_peak=cpu_peak),
         **checkpoint_figures(spec, steps=rp.steps, ckpt_every=int(t.ckpt_every), keep=int(t.keep_ckpts)),
         "seed": int(cfg.run.seed), "precision": t.precision, "plan": lay.to_dict(),
+        "model_warning": spec.extra.get("warning"),  # what dw train would warn (e.g. shapes off their match)
     }
 
 

@@ -272,8 +272,8 @@ def lines(s: dict, rows: list) -> list[str]:
         keep = sorted({x["keep_ckpts"] for x in rows})
         big = next(x for x in rows if x["index"] == d["max_run"])
         n_kept = str(kept[0]) if len(kept) == 1 else f"{kept[0]}–{kept[-1]}"
-        out.append(f"checkpoints: 12 bytes per parameter (fp32 weights + AdamW's two moments) × {n_kept} kept "
-                   f"(train.keep_ckpts={'/'.join(map(str, keep))}; 0 keeps every save): up to "
+        out.append(f"checkpoints: 12 bytes per parameter (fp32 weights + AdamW's two moments) × {n_kept} on disk "
+                   f"at once (the saves a run makes, at most train.keep_ckpts={'/'.join(map(str, keep))}; 0 keeps every save): up to "
                    f"{_size(d['max_run_bytes'])} for {_run(big)}, {_size(d['total_bytes'])} in all "
                    f"({_plural(len(rows), 'run')}); a save holds one more until it deletes the oldest")
     return out

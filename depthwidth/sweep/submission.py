@@ -119,6 +119,13 @@ def plan(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str |
     for err, rs in failed.items():
         warnings.append(f"{len(rs)} of {len(runs)} runs would be refused by the submission (planned anyway: "
                         f"--no-data-check): {err}")
+    said_of: dict = {}
+    for r in runs:  # what dw train would warn of each run, said before it trains
+        if (w := r.figures.get("model_warning")):
+            said_of.setdefault(w, []).append(r.index)
+    for w, idx in said_of.items():
+        warnings.append(f"{len(idx)} of {len(runs)} runs (run {', '.join(map(str, idx[:6]))}"
+                        f"{', …' if len(idx) > 6 else ''}): {w}")
     if (other := store.checkout_store(name)) is not None:  # a second store of the same sweep
         said = (f"sweep {name} has its store at {other}; submitting from here would start a second one in "
                 f"{store.runs_root().absolute()} and train every run again: run dw from {other.parent.parent}, or "

@@ -1,8 +1,8 @@
 """summary.json: what a run is and how it ended (docs/CONTRACTS.md).
 
 Written atomically at the start (status ``running``), and at every end:
-``done``, ``diverged``, ``failed`` or ``preempted`` (``abandoned``: after a second
-Ctrl-C).  Readers (``dw status``, the run table, ``dw report``) need nothing else
+``done``, ``diverged``, ``failed`` or ``preempted`` (a second Ctrl-C: ``abandoned``
+writes preempted when that step's checkpoint is on disk, else failed).  Readers (``dw status``, the run table, ``dw report``) need nothing else
 from the run directory."""
 
 from __future__ import annotations
