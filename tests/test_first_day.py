@@ -222,3 +222,30 @@ def _production_models_dw_fit_cannot_reach_are_one_line(res):
     out = " ".join(buf.getvalue().split())
     assert "not identified this far from the sweep's widths: GPT-3, PaLM-540B (fit.json keeps them)" in out
     assert "Llama-3-70B" in out and not [ln for ln in buf.getvalue().splitlines() if "GPT-3" in ln and "12288" in ln]
+
+
+def test_the_report_says_when_runs_ended_after_the_fit_it_shows(tmp_path):
+    import os
+    import time
+
+    from depthwidth.fit.run import run_fit
+
+    rs.build(tmp_path, "t")
+    run_fit("t", root=str(tmp_path), law="chinchilla", bootstrap=0, max_starts=5)
+    assert not _report(tmp_path)["tables"]["fit"].notes[0].startswith("warning: ")
+    later = time.time() + 3600  # this run's summary.json written after the fit: it ended since
+    os.utime(tmp_path / "t" / "u4x64s1" / "summary.json", (later, later))
+    note = _report(tmp_path)["tables"]["fit"].notes[0]
+    assert note.startswith("warning: 1 run ended after this fit was made (") and note.endswith("refit with dw fit t")
+
+
+def test_too_few_points_yet_says_which_runs_are_still_to_come(tmp_path):
+    from depthwidth.core.errors import BadInput
+    from depthwidth.fit.run import run_fit
+
+    d = tmp_path / "e"
+    append_jsonl(d / "manifest", [{"event": "submit", "run_id": r, "run_dir": str(d / r), "overrides": [],
+                                   "launcher": "local", "job_id": f"j_{i}"} for i, r in enumerate(("a", "b"))])
+    write_json(d / "a" / "summary.json", rs.summary("a", 2, 32, 1))  # one run ended: too few points
+    with pytest.raises(BadInput, match=r"^bad value for points: \d+ \(allowed: .*\); not yet ended: 1 not started: "):
+        run_fit("e", root=str(tmp_path), law="chinchilla", bootstrap=0, write=False)

@@ -271,3 +271,15 @@ def test_sweep_file_errors_are_bad_input(tmp_path, monkeypatch):
     write_sweep(tmp_path, "dir", "runs: [{run.dir: /tmp/x}]\n")
     with pytest.raises(BadInput, match="run.dir"):
         sweep.expand("dir")
+
+
+def test_a_block_of_one_empty_run_is_one_run_and_an_empty_block_is_refused(tmp_path, monkeypatch):
+    from depthwidth.core.errors import BadInput
+    from depthwidth.sweep.file import load_file, points
+
+    (tmp_path / "one.yaml").write_text("blocks:\n  - label: base\n    fixed: {model.width: 64}\n    runs: [{}]\n")
+    (tmp_path / "none.yaml").write_text("blocks:\n  - label: base\n    fixed: {model.width: 64}\n")
+    monkeypatch.setenv("DW_SWEEPS", str(tmp_path))
+    assert len(points("one", load_file("one"))) == 1  # before: "block 1 has no runs, axes, zip or seeds"
+    with pytest.raises(BadInput, match="block 1 has no runs, axes, zip or seeds"):
+        points("none", load_file("none"))

@@ -252,8 +252,12 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         for n in names:
             for lv in ([get_law(n, "log", irreducible)] if n == "depth-delusion" else [get_law(n)]):
                 prepare(df, lv)
-    clean, excluded, notes = prepare(df, lw)
-    if sweep_dir is not None and (going := unfinished(name, sweep_dir, root)) is not None:
+    going = unfinished(name, sweep_dir, root) if sweep_dir is not None else None
+    try:
+        clean, excluded, notes = prepare(df, lw)
+    except BadInput as e:  # e.g. too few points yet: say which runs are still to come
+        raise BadInput(f"{e}; not yet ended: {going}") if going else e from None
+    if going:
         notes.insert(0, f"fitted on the runs that have ended; not yet in this fit: {going} (refit when they end)")
     if "shape" in clean:
         sh = clean.groupby("run")["shape"].first().astype(str)
@@ -265,7 +269,10 @@ def run_fit(name: str | None = None, *, runs=None, columns: str | None = None, l
         split_largest(clean, holdout_k)
     if approach == "isoflop":
         isoflop_budgets(clean)
-    fr = fit_law(clean, lw, pins=pin_vals, delta=delta, seed=seed, max_starts=max_starts)
+    try:
+        fr = fit_law(clean, lw, pins=pin_vals, delta=delta, seed=seed, max_starts=max_starts)
+    except BadInput as e:
+        raise BadInput(f"{e}; not yet ended: {going}") if going else e from None
     count = count_model(clean, n_conv)
     warnings = list(fr.warnings) + notes + count_warnings(count, lw)
     widths = sorted(set(np.asarray(clean["width"], dtype=float).astype(int))) if "width" in clean else []

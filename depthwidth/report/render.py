@@ -36,7 +36,9 @@ def _title(rep) -> str:
     s = rep["source"]
     what = f"sweep {s['sweep']}" if s.get("sweep") else f"run table {s.get('runs')}"
     st = ", ".join(f"{n} {k}" for k, n in sorted(rep["states"].items()))
-    return f"dw report — {what}: {rep['runs']} runs ({st or 'none'})"
+    apart = len(rep["tables"]["apart"].rows) if "apart" in rep.get("tables", {}) else 0
+    more = f"; {apart} more set apart" if apart else ""
+    return f"dw report — {what}: {rep['runs']} runs ({st or 'none'}{more})"
 
 
 def print_table(t: Table, console) -> None:

@@ -65,6 +65,8 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     T["pairs"] = _pairs(cells, paper_by_cell)
     T["shapes"] = _shapes(data.runs)
     T.update(_fit_tables(data.fit))
+    if "fit" in T and (late := ended_after(data, data.fit)):
+        T["fit"].notes.insert(0, late)
     T.update(rest_tables(data.fit))
     T.update(dcrit_tables(data, cells))
     T.update(optimal_tables(T, data.fit))  # "not identified" for optima outside the meaningful range
@@ -96,7 +98,7 @@ def _apart(apart, sweep) -> Table:
     cols = [Col("run", "run"), Col("depth", "L"), Col("width", "W"), Col("shape", "shape"), Col("state", "state"),
             Col("loss", "loss", "{:.4f}"), Col("differs", "differs from its cell by")]
     t = Table("apart", "Runs set apart: they differ from the other runs of their cell in more than the seed", cols, rows)
-    t.notes.append("not averaged into any table or figure" + (f"; dw forget {sweep} RUN_ID… leaves them out of the "
+    t.notes.append("not averaged into any cell of the tables or figures (dw fit uses them: its law has the tokens)" + (f"; dw forget {sweep} RUN_ID… leaves them out of the "
                                                               "sweep for good (nothing is deleted)" if sweep else ""))
     return t
 
@@ -278,6 +280,30 @@ def _shapes(runs) -> Table:
     if not rows:
         t.notes.append("no finished non-uniform runs")
     return t
+
+
+def ended_after(data, fit) -> str | None:
+    """A warning when runs of the sweep ended after the fit shown was made (its fit.json is older
+    than their summary.json): the report's tables have them, the fit does not."""
+    import datetime as dt
+    import os
+
+    made, d = (fit.get("provenance") or {}).get("time"), data.source.get("dir")
+    try:
+        t = dt.datetime.strptime(made, "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except (TypeError, ValueError):
+        return None
+    late = []
+    for r in data.runs:
+        try:
+            if r["state"] == "done" and os.path.getmtime(os.path.join(d, str(r["run"]), "summary.json")) > t:
+                late.append(r["run"])
+        except (OSError, TypeError):
+            continue
+    if not late:
+        return None
+    return (f"warning: {len(late)} run{'s' * (len(late) != 1)} ended after this fit was made ({made}): "
+            f"it does not have them; refit with dw fit {data.source.get('sweep') or 'NAME'}")
 
 
 def _fit_tables(fit) -> dict:

@@ -154,7 +154,8 @@ def points(name: str, doc: dict) -> list[dict]:
         seed_axis = [{"run.seed": s} for s in _values(name, "seeds", seeds)] if seeds is not None else [{}]
         if len(seed_axis) > 1:  # W&B names runs -s{seed} when seeds vary (not part of the run id)
             seed_axis = [{**s, "tracker.seed_in_name": True} for s in seed_axis]
-        if not (runs != [{}] or axes or zips or seeds is not None):
+        listed = blk.get("runs", doc.get("runs") if "blocks" not in doc else None) is not None  # runs: [{}] is one run
+        if not (listed or axes or zips or seeds is not None):
             raise BadInput(f"sweep {name}: block {bi + 1} has no runs, axes, zip or seeds")
         for p in runs:
             if not isinstance(p, dict):
