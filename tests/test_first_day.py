@@ -249,3 +249,36 @@ def test_too_few_points_yet_says_which_runs_are_still_to_come(tmp_path):
     write_json(d / "a" / "summary.json", rs.summary("a", 2, 32, 1))  # one run ended: too few points
     with pytest.raises(BadInput, match=r"^bad value for points: \d+ \(allowed: .*\); not yet ended: 1 not started: "):
         run_fit("e", root=str(tmp_path), law="chinchilla", bootstrap=0, write=False)
+
+
+def test_an_exponent_of_a_column_the_sweep_never_varies_is_not_identified():
+    import pandas as pd
+
+    from depthwidth.fit.identify import identification
+    from depthwidth.fit.laws import get_law
+
+    law = get_law("chinchilla")
+    t = pd.DataFrame({"run": list("abcde"), "params": [1e6, 2e6, 4e6, 8e6, 16e6], "tokens": [20480.0] * 5,
+                      "loss": [4.0, 3.8, 3.6, 3.5, 3.4]})
+    got = identification(t, law, {"alpha": 1.97, "beta": 0.455}, ci={"alpha": [1.0, 3.0], "beta": [0.2, 0.9]})
+    assert got["verdict"] == ("alpha and beta identified: no, because every point has the same tokens (2.05e+04): "
+                              "beta cannot be told from the constant")  # before: "yes ... intervals clear of 0"
+
+
+def test_status_knows_a_pending_runs_shape_from_its_submission(tmp_path):
+    """A pending uniform run's shape column: before, blank until its summary.json (the preset's
+    default shape is in no override); now from the submission's manifest event."""
+    from tests.helpers import gate_env, open_gate
+    from tests.test_launch import status, tiny_env, wait_for
+
+    env = tiny_env(tmp_path)  # two runs on one local worker: the second waits while the gate holds the first
+    gate = tmp_path / "gate"
+    p = run_dw("sweep", "tiny", "launcher=local", "launcher.workers=1", "--json", env={**env, **gate_env(gate, 2)})
+    assert p.returncode == 0, p.stderr
+    try:
+        wait_for(lambda: any(gate.glob("at-2-*")), 120, "the first run at the gate")
+        runs = {r["state"]: r for r in status(env)["runs"]}
+        assert runs["pending"]["shape"] == "uniform" and runs["pending"]["depth"] == 2 and runs["pending"]["width"] == 32
+    finally:
+        open_gate(gate)
+    wait_for(lambda: status(env)["counts"]["done"] == 2, 300, "both runs done")

@@ -2,7 +2,7 @@
 
     runs/NAME/manifest        append-only JSONL log, one line per event:
       {"event": "submit", "run_id", "overrides", "run_dir", "launcher", "job_id",
-       "label", "ref", "tokens_total", "params", "index", "time"}
+       "label", "ref", "tokens_total", "params", "index", "depth", "width", "shape", "time"}
       {"event": "start", "run_id", "job_id", "restart", "host", "pid", "time"}  # each (re)start
       {"event": "forget", "run_id", "reason", "time"}  # dw forget: no longer one of the sweep's runs
     runs/NAME/RUN_ID/         one run directory (docs/CONTRACTS.md)
@@ -135,6 +135,7 @@ def manifest_runs(events: list[dict]) -> dict[str, dict]:
         elif e.get("event") == "submit":
             r = runs.setdefault(rid, {"run_id": rid, "jobs": []})
             for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "launcher", "index",
+                      "depth", "width", "shape",
                       "retry_of"):
                 if k in e:
                     r[k] = e[k]

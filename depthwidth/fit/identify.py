@@ -29,6 +29,7 @@ import numpy as np
 
 MIN_RUNS_PER_SIDE = 2
 CLAIMS = {"chinchilla": ("alpha", "beta"), "width-depth": ("a_w", "a_d")}
+CLAIM_COLUMNS = {"alpha": "params", "beta": "tokens", "a_w": "width", "a_d": "depth"}  # what each exponent scales
 
 
 def ranges(table, law) -> dict[str, list[float]]:
@@ -72,9 +73,17 @@ def _dcrit_claim(table, law, params, on_bound, support) -> dict:
     return out
 
 
-def _exponent_claim(law, params, on_bound, ci) -> dict:
+def _exponent_claim(law, params, on_bound, ci, table=None) -> dict:
     names = CLAIMS[law.name]
-    bad = [f"{k} is on a bound" for k in names if k in on_bound]
+    bad = []
+    for k in names:  # a column the sweep never varies: its power is the constant E, whatever the interval says
+        col = CLAIM_COLUMNS.get(k)
+        if table is not None and col in table:
+            v = np.asarray(table[col], dtype=float)
+            v = v[np.isfinite(v)]
+            if len(v) and v.max() <= v.min() * 1.01:
+                bad.append(f"every point has the same {col} ({v.min():.3g}): {k} cannot be told from the constant")
+    bad += [f"{k} is on a bound" for k in names if k in on_bound]
     for k in names:
         c = (ci or {}).get(k)
         if c is not None and c[0] <= 0 <= c[1]:
@@ -151,7 +160,7 @@ def identification(table, law, params: dict, *, on_bound=(), ci: dict | None = N
     if "dcrit" in law.options:
         claim = _dcrit_claim(table, law, params, set(on_bound), support)
     elif law.name in CLAIMS:
-        claim = _exponent_claim(law, params, set(on_bound), ci)
+        claim = _exponent_claim(law, params, set(on_bound), ci, table)
     else:  # pragma: no cover - every law names its claim
         claim = {"parameter": None, "identified": None, "because": "no claim-carrying parameter declared"}
     out["claim"] = claim

@@ -95,7 +95,7 @@ def status(name: str) -> dict:
             "final_val_loss": (summ or {}).get("final_val_loss"), "attempts": r["attempts"],
             "job_id": r["job_id"], "jobs": r["jobs"], "scheduler_state": sched_raw, "launcher": r.get("launcher"),
             "label": r.get("label"), "reason": (summ or {}).get("reason"), "run_dir": str(rd),
-            "params": r.get("params"), "overrides": r.get("overrides"), **shape_of(summ, r.get("overrides")),
+            "params": r.get("params"), "overrides": r.get("overrides"), **shape_of(summ, r.get("overrides"), r),
             "retry_of": r.get("retry_of"), "retried_as": retried_as.get(r["run_id"]),
         })
     counts = {s: 0 for s in STATES}
@@ -108,10 +108,11 @@ def status(name: str) -> dict:
 SHAPE_KEYS = {"model.depth": "depth", "model.width": "width", "model.shape": "shape"}
 
 
-def shape_of(summary: dict | None, overrides) -> dict:
-    """{depth, width, shape}: the run's summary.json once it has one, else what its overrides set
-    (None where they leave it to the model config; ``model.widths=[...]``: shape ``custom``)."""
-    out: dict = {"depth": None, "width": None, "shape": None}
+def shape_of(summary: dict | None, overrides, planned: dict | None = None) -> dict:
+    """{depth, width, shape}: the run's summary.json once it has one, else what the submission
+    planned (its manifest event), else what its overrides set (None where they leave it to the
+    model config; ``model.widths=[...]``: shape ``custom``)."""
+    out: dict = {k: (planned or {}).get(k) for k in ("depth", "width", "shape")}
     custom = False
     for o in overrides or []:
         key, _, val = str(o).lstrip("+").partition("=")

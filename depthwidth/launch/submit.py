@@ -89,5 +89,6 @@ def _register(name, tasks, job_ids, kind):
         for it in t:
             rows.append({"event": "submit", "run_id": it["run_id"], "job_id": j, "launcher": kind,
                          **{k: it.get(k) for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "index")},
+                         **{k: it[k] for k in ("depth", "width", "shape") if it.get(k) is not None},
                          **({"retry_of": it["retry_of"]} if it.get("retry_of") else {})})
     store.append_events(name, rows)

@@ -243,7 +243,8 @@ def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry
         groups.setdefault(key, (r.launcher, []))[1].append(
             {"run_id": r.run_id, "index": r.index, "label": r.label, "ref": r.ref,
              "run_dir": str(root / name / r.run_id), "overrides": r.full_overrides(name, root / name / r.run_id),
-             "tokens_total": r.figures["tokens"], "params": r.figures["params"], "retry_of": old})
+             "tokens_total": r.figures["tokens"], "params": r.figures["params"], "retry_of": old,
+             **{k: r.figures.get(k) for k in ("depth", "width", "shape")}})
     subs = []
     for cfg, items in groups.values():
         subs += launch_submit(name, items, cfg, show=show)
