@@ -282,3 +282,17 @@ def test_status_knows_a_pending_runs_shape_from_its_submission(tmp_path):
     finally:
         open_gate(gate)
     wait_for(lambda: status(env)["counts"]["done"] == 2, 300, "both runs done")
+
+
+def test_optima_derived_from_an_unidentified_claim_say_so():
+    from depthwidth.report.optima import optimal_tables
+
+    fit = {"derived": {"compute_optimal": {"N_exponent": 0.008, "T_exponent": 0.992, "c_ref": 1e21, "ci": {},
+                                           "constraint": "C = 6NT"}},
+           "identification": {"optimum": {}, "dcrit_range": {},
+                              "claim": {"parameter": "alpha and beta", "identified": False, "because": "x"}}}
+    t = optimal_tables({}, fit)["fit_optimal"]
+    assert t.notes[0] == ("warning: derived from alpha and beta, which the fit does not identify (x): these optima "
+                          "are not identified either")
+    fit["identification"]["claim"]["identified"] = True
+    assert not optimal_tables({}, fit)["fit_optimal"].notes

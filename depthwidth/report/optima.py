@@ -58,4 +58,8 @@ def optimal_tables(T: dict, fit: dict | None) -> dict:
     t = Table("fit_optimal", f"Compute-optimal allocation derived from the law ({co.get('constraint')})", cols, rows)
     if co.get("tie_break"):
         t.notes.append(f"tie-break: {co['tie_break']}")
+    claim = (fit.get("identification") or {}).get("claim") or {}
+    if claim.get("identified") is False:  # every optimum is derived from the law's claim-carrying parameters
+        t.notes.insert(0, f"warning: derived from {claim.get('parameter')}, which the fit does not identify "
+                          f"({claim.get('because')}): these optima are not identified either")
     return {"fit_optimal": t}

@@ -296,7 +296,8 @@ def ended_after(data, fit) -> str | None:
     late = []
     for r in data.runs:
         try:
-            if r["state"] == "done" and os.path.getmtime(os.path.join(d, str(r["run"]), "summary.json")) > t:
+            # the fit's time is whole seconds: a second's slack for summaries written just before it
+            if r["state"] == "done" and os.path.getmtime(os.path.join(d, str(r["run"]), "summary.json")) > t + 1:
                 late.append(r["run"])
         except (OSError, TypeError):
             continue
