@@ -33,7 +33,7 @@ def status_cmd(
     no sacct, or sacct failing).  One sacct call for the whole sweep.
 
     L, W, shape: the run's depth, width and width shape (its summary.json, or
-    its overrides before it starts).  Sweeps are read from $DW_RUNS, else ./runs.
+    what its submission planned before it starts).  Sweeps are read from $DW_RUNS, else ./runs.
     """
     from depthwidth.core.errors import bad
     from depthwidth.launch import status as runs_status

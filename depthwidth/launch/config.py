@@ -18,7 +18,7 @@ from depthwidth.config import schema
 from depthwidth.config.compose import conf_dir
 from depthwidth.config.fast import parse_cli_overrides
 from depthwidth.core.errors import BadInput, bad
-from depthwidth.launch.local import visible_gpus
+from depthwidth.launch.local import visible_gpus, worker_slots
 
 LAUNCHERS = schema.LAUNCHERS
 
@@ -97,8 +97,6 @@ def _check(cfg: dict, need_scheduler: bool = True, check_gpus: bool = True) -> N
     if cfg["name"] == "slurm" and need_scheduler and shutil.which("sbatch") is None:
         raise BadInput("launcher=slurm but there is no sbatch on PATH (use launcher=local or launcher=debug here)")
     if cfg["name"] == "local" and check_gpus and cfg.get("gpus") == "auto" and int(cfg["gpus_per_run"]) > 1:
-        from depthwidth.launch.local import visible_gpus
-
         n = len(visible_gpus())
         if n < int(cfg["gpus_per_run"]):
             raise bad("launcher.gpus_per_run", cfg["gpus_per_run"], f"at most the {n} visible GPUs")
@@ -133,13 +131,12 @@ def capacity(cfg: dict, device: str) -> int | None:
 
 
 def parallel_tasks(cfg: dict) -> int:
-    """Tasks this launcher runs at once: slurm ``array_parallelism`` (per job array); local one
-    worker per ``gpus_per_run`` visible GPUs, else ``workers`` (as ``local.spawn_workers``); debug 1."""
+    """Tasks this launcher runs at once: slurm ``array_parallelism`` (per job array); local its
+    workers (``local.worker_slots``); debug 1."""
     if cfg["name"] == "slurm":
         return max(1, int(cfg.get("array_parallelism") or 1))
     if cfg["name"] == "local":
-        gpus = visible_gpus() if cfg.get("gpus", "auto") == "auto" else []
-        return len(gpus) // max(1, int(cfg.get("gpus_per_run") or 1)) or max(1, int(cfg.get("workers") or 1))
+        return max(1, len(worker_slots(cfg)))
     return 1
 
 

@@ -62,11 +62,16 @@ def gpu_slots(gpus: list[str], per_run: int) -> list[dict]:
             for i in range(0, len(gpus) - per_run + 1, per_run)]
 
 
-def spawn_workers(d: Path, tasks_file: Path, cfg: dict) -> None:
+def worker_slots(cfg: dict) -> list[dict]:
+    """Each worker's own environment: one per group of ``gpus_per_run`` visible GPUs, else
+    ``workers`` CPU workers (the dry run's schedule counts these too)."""
     gpus = visible_gpus() if cfg.get("gpus", "auto") == "auto" else []
-    slots = gpu_slots(gpus, int(cfg.get("gpus_per_run") or 1)) or [
+    return gpu_slots(gpus, int(cfg.get("gpus_per_run") or 1)) or [
         {"CUDA_VISIBLE_DEVICES": ""} for _ in range(int(cfg["workers"]))]
-    for slot, extra in enumerate(slots):
+
+
+def spawn_workers(d: Path, tasks_file: Path, cfg: dict) -> None:
+    for slot, extra in enumerate(worker_slots(cfg)):
         env = _env_pythonpath({**os.environ, **extra, "DW_RUNS": str(store.runs_root().absolute())})
         log = open(d / f"worker-{slot}.log", "ab")
         p = subprocess.Popen(

@@ -18,7 +18,7 @@ from depthwidth.core.atomic import read_jsonl
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.status import status
 from depthwidth.report.inside import read_analyses
-from depthwidth.report.model import Data, num, split_conflicts
+from depthwidth.report.model import Data, num
 from depthwidth.track.table import probe_profiles, refuse_mixed, run_table
 from depthwidth.track.wandb_table import run_table_from_wandb
 
@@ -149,7 +149,7 @@ def _load_sweep(name: str, sweep_dir: Path, root) -> Data:
     _attach_final(recs, points)
 
     return Data({"sweep": name, "dir": str(sweep_dir), "runs": None}, recs, points, None,
-                probe_profiles(sweep_dir), notes, read_analyses(sweep_dir, split_conflicts(recs)[0]))  # as the tables: runs set apart are not averaged
+                probe_profiles(sweep_dir), notes, read_analyses(sweep_dir, recs))
 
 
 def _load_table(path, columns) -> Data:

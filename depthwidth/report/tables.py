@@ -49,6 +49,7 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     if apart:
         gone = {r["run"] for r in apart}
         data.points = [p for p in data.points if p["run"] not in gone]
+        data.analyses = [a for a in data.analyses if a["run"] not in gone]  # the inside table averages none either
         T["apart"] = _apart(apart, data.source.get("sweep"))
     uni = [r for r in data.runs if is_uniform(r)]
     cells = group_cells(uni)
