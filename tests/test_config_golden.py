@@ -1,0 +1,88 @@
+"""Golden configs: every shipped preset and every sweep composes to the same resolved
+config, and every sweep run keeps its run id, as when the golden file was written
+(tests/golden/configs.json, made by the code before settings moved into the typed schema).
+
+A preset is one option of a group (``model=vwt_500m``) on top of the root config; it is
+checked through both composers (Hydra's and dw sweep's own).  A sweep run is checked by
+its run id and the hash of its whole resolved config (launcher and tracker included).
+Regenerate only on purpose: ``DW_WRITE_GOLDEN=1 pytest tests/test_config_golden.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden" / "configs.json"
+GROUPS = ("model", "data", "optim", "launcher", "tracker")
+
+
+def _plain(cfg) -> dict:
+    if isinstance(cfg, dict):
+        return json.loads(json.dumps(cfg))
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def _digest(d: dict) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _presets() -> dict:
+    from depthwidth.config.compose import compose, conf_dir
+
+    out = {"": _plain(compose([]))}
+    for g in GROUPS:
+        for p in sorted((conf_dir() / g).glob("*.yaml")):
+            out[f"{g}={p.stem}"] = _plain(compose([f"{g}={p.stem}"]))
+    return out
+
+
+def _sweeps() -> dict:
+    from depthwidth.config.compose import conf_dir
+    from depthwidth.sweep.expand import expand
+
+    out = {}
+    for p in sorted((conf_dir().parent / "sweeps").glob("*.yaml")):
+        sw = expand(p.stem, check_gpus=False)
+        out[p.stem] = [{"overrides": r.overrides, "run_id": r.run_id, "error": r.error,
+                        "config": _digest(_plain(r.cfg)) if r.cfg is not None else None} for r in sw.runs]
+    return out
+
+
+def _write() -> dict:
+    doc = {"presets": _presets(), "sweeps": _sweeps()}
+    GOLDEN.parent.mkdir(exist_ok=True)
+    GOLDEN.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return doc
+
+
+@pytest.fixture(scope="module")
+def golden() -> dict:
+    if os.environ.get("DW_WRITE_GOLDEN"):
+        return _write()
+    return json.loads(GOLDEN.read_text())
+
+
+def test_every_preset_composes_as_before_through_hydra_and_the_fast_composer(golden):
+    from depthwidth.config.fast import compose_fast
+
+    now = _presets()
+    assert sorted(now) == sorted(golden["presets"]), "a preset was added or removed: regenerate on purpose"
+    for name, want in golden["presets"].items():
+        assert now[name] == want, f"{name or 'the root config'} composes differently through Hydra"
+        groups = dict([name.split("=")]) if name else {}
+        assert _plain(compose_fast(groups, {})) == want, f"{name or 'the root config'}: the fast composer differs"
+
+
+def test_every_sweep_run_keeps_its_config_and_run_id(golden):
+    now = _sweeps()
+    assert sorted(now) == sorted(golden["sweeps"])
+    for name, runs in golden["sweeps"].items():
+        assert [r["run_id"] for r in now[name]] == [r["run_id"] for r in runs], f"sweep {name}: run ids changed"
+        assert now[name] == runs, f"sweep {name}: a run's overrides or resolved config changed"
