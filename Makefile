@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 DW     := $(VENV)/bin/dw
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo readme-demo test test-reliability install bench clean
+.PHONY: demo readme-demo test lint test-reliability install bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,8 +14,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest -q -n 2 --dist loadgroup
+
+# Formatting, lint and the import-layer contract (pyproject.toml); `make test` runs it first.
+lint: $(STAMP)
+	$(VENV)/bin/ruff format --check --quiet depthwidth tests benchmarks scripts
+	$(VENV)/bin/ruff check --quiet depthwidth tests benchmarks scripts
+	$(VENV)/bin/lint-imports --no-cache
 
 # The fault-injection suite (tests/reliability, also part of `make test`) in one line:
 # faults injected, runs recovered, records lost, duplicates.  Fails unless 0 lost, 0 duplicated

@@ -26,8 +26,19 @@ from pathlib import Path
 
 import torch
 
-DEMO = ["model=vwt", "model.heads=4", "model.quantum=8", "model.width=96", "model.depth=6", "model.shape=x",
-        "train.seq_len=64", "train.batch_size=8", "train.threads=1", "train.steps=20", "probe.every=0"]
+DEMO = [
+    "model=vwt",
+    "model.heads=4",
+    "model.quantum=8",
+    "model.width=96",
+    "model.depth=6",
+    "model.shape=x",
+    "train.seq_len=64",
+    "train.batch_size=8",
+    "train.threads=1",
+    "train.steps=20",
+    "probe.every=0",
+]
 
 
 def main() -> None:
@@ -51,8 +62,9 @@ def main() -> None:
         lib_s = time.perf_counter() - t0
         env = {**os.environ, "OMP_NUM_THREADS": str(a.threads)}
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "depthwidth", "analyze", str(run), "--json"], env=env,
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            [sys.executable, "-m", "depthwidth", "analyze", str(run), "--json"], env=env, capture_output=True, text=True
+        )
         cmd_s = time.perf_counter() - t0
         assert p.returncode == 0, p.stderr
         model, cfg, _ = load_model(run)
@@ -86,15 +98,32 @@ def main() -> None:
     ts, tp = statistics.median(steps), statistics.median(probes)
     per_probe = tp / ts
     averaged = per_probe / a.every
-    print(f"demo-sized run ({doc['shape']} {doc['depth']}L × {doc['width']}, widths {doc['widths']}), {a.threads} thread(s)")
-    print(f"dw analyze    library call {lib_s:6.2f} s   whole command {cmd_s:6.2f} s   "
-          f"({doc['eval']['tokens']:,} tokens, {doc['eval']['entropy_tokens']:,} in each entropy matrix)")
-    print(f"entropy probe {tp * 1e3:7.2f} ms on {ENTROPY_PROBE_TOKENS} tokens vs a step of {ts * 1e3:7.2f} ms "
-          f"({x.numel()} tokens): {100 * per_probe:5.1f}% on a probe step, {100 * averaged:6.3f}% averaged "
-          f"(every {a.every}; target ≤ 2%)")
-    print(json.dumps({"bench": "analyze", "analyze_library_s": lib_s, "analyze_command_s": cmd_s,
-                      "step_ms": ts * 1e3, "entropy_probe_ms": tp * 1e3, "probe_step_fraction": per_probe,
-                      "run_avg_fraction": averaged}))
+    print(
+        f"demo-sized run ({doc['shape']} {doc['depth']}L × {doc['width']}, widths {doc['widths']}), {a.threads} "
+        "thread(s)"
+    )
+    print(
+        f"dw analyze    library call {lib_s:6.2f} s   whole command {cmd_s:6.2f} s   "
+        f"({doc['eval']['tokens']:,} tokens, {doc['eval']['entropy_tokens']:,} in each entropy matrix)"
+    )
+    print(
+        f"entropy probe {tp * 1e3:7.2f} ms on {ENTROPY_PROBE_TOKENS} tokens vs a step of {ts * 1e3:7.2f} ms "
+        f"({x.numel()} tokens): {100 * per_probe:5.1f}% on a probe step, {100 * averaged:6.3f}% averaged "
+        f"(every {a.every}; target ≤ 2%)"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "analyze",
+                "analyze_library_s": lib_s,
+                "analyze_command_s": cmd_s,
+                "step_ms": ts * 1e3,
+                "entropy_probe_ms": tp * 1e3,
+                "probe_step_fraction": per_probe,
+                "run_avg_fraction": averaged,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

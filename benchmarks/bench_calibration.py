@@ -35,30 +35,49 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # world key -> (sweep file, simulate options, fit options)
 WORLDS = {
     "dd-log": ("depth_delusion", {"law": "depth-delusion", "dcrit": "log"}, {"law": "depth-delusion", "dcrit": "log"}),
-    "dd-power": ("depth_delusion", {"law": "depth-delusion", "dcrit": "power"},
-                 {"law": "depth-delusion", "dcrit": "power"}),
-    "dd-log-3budgets": ("depth_delusion", {"law": "depth-delusion", "dcrit": "log", "budgets": "0.25,0.5,1"},
-                        {"law": "depth-delusion", "dcrit": "log"}),
+    "dd-power": (
+        "depth_delusion",
+        {"law": "depth-delusion", "dcrit": "power"},
+        {"law": "depth-delusion", "dcrit": "power"},
+    ),
+    "dd-log-3budgets": (
+        "depth_delusion",
+        {"law": "depth-delusion", "dcrit": "log", "budgets": "0.25,0.5,1"},
+        {"law": "depth-delusion", "dcrit": "log"},
+    ),
 }
 
 
 def one(job: tuple) -> dict:
     """Simulate one planted sweep and fit it; {number: covered (True/False/None)} and fit facts."""
     key, seed, B, holdout, max_starts, sigma, resample = job
-    from depthwidth.fit.run import run_fit
+    from depthwidth.fit.pipeline import run_fit
     from depthwidth.simulate import Noise, simulate
 
     sweep, sim_kw, fit_kw = WORLDS[key]
     with tempfile.TemporaryDirectory() as root:
         name = f"cal-{key}-{seed}"
         simulate(sweep, name=name, root=root, seed=seed, noise=Noise(sigma=sigma), **sim_kw)
-        res = run_fit(name, root=root, bootstrap=B, seed=seed, max_starts=max_starts, write=False, resample=resample,
-                      holdout=f"largest:{holdout}" if holdout else None, **fit_kw)
+        res = run_fit(
+            name,
+            root=root,
+            bootstrap=B,
+            seed=seed,
+            max_starts=max_starts,
+            write=False,
+            resample=resample,
+            holdout=f"largest:{holdout}" if holdout else None,
+            **fit_kw,
+        )
     p = res["planted"]
-    out = {"label": p["world"]["label"], "numbers": {k: v["covered"] for k, v in p["numbers"].items()},
-           "converged": res["bootstrap"].get("converged"), "replicates": B,
-           "withheld": sorted((res.get("ci_withheld") or {}).keys()),
-           "identified": (res.get("identification") or {}).get("claim", {}).get("identified")}
+    out = {
+        "label": p["world"]["label"],
+        "numbers": {k: v["covered"] for k, v in p["numbers"].items()},
+        "converged": res["bootstrap"].get("converged"),
+        "replicates": B,
+        "withheld": sorted((res.get("ci_withheld") or {}).keys()),
+        "identified": (res.get("identification") or {}).get("claim", {}).get("identified"),
+    }
     if holdout:
         h = res["holdout"]
         out["holdout"] = {"inside": h["inside"], "points": len(h["points"])}
@@ -69,7 +88,7 @@ def _raw(job: tuple) -> dict:
     """One hard planted sweep (``study``) fitted with every interval shown, withheld ones too:
     the share of converged refits and, per number, whether the raw interval held the truth."""
     key, seed, B, resample = job
-    import depthwidth.fit.run as fr
+    import depthwidth.fit.pipeline as fr
     from depthwidth.simulate import Noise, simulate, world
     from depthwidth.track.table import run_table
 
@@ -88,8 +107,11 @@ def _raw(job: tuple) -> dict:
 
 
 # the demo grid's uniform runs (widths 32-96, depths 1-6, 3 budgets): 6-run subsets that refits find hard
-STUDY = {"w64-96 d1-2-6": ((64, 96), (1, 2, 6)), "w32-96 d2-4-6": ((32, 96), (2, 4, 6)),
-         "w32-64 d1-2-6": ((32, 64), (1, 2, 6))}
+STUDY = {
+    "w64-96 d1-2-6": ((64, 96), (1, 2, 6)),
+    "w32-96 d2-4-6": ((32, 96), (2, 4, 6)),
+    "w32-64 d1-2-6": ((32, 64), (1, 2, 6)),
+}
 
 
 def failure_study(sweeps: int = 60, B: int = 200, workers: int = 2, resample: str = "runs") -> dict:
@@ -105,13 +127,26 @@ def failure_study(sweeps: int = 60, B: int = 200, workers: int = 2, resample: st
         cov = [c for r in g for c in r["covered"].values()]
         ex_ = [r["covered"][k] for r in g for k, e in r["excludes_estimate"].items() if e]
         out[f"converged {lo:.2f}–{min(hi, 1):.2f}"] = {
-            "sweeps": len(g), "intervals": len(cov), "coverage": sum(cov) / len(cov) if cov else None,
-            "excluding_estimate": len(ex_), "their_coverage": sum(ex_) / len(ex_) if ex_ else None}
+            "sweeps": len(g),
+            "intervals": len(cov),
+            "coverage": sum(cov) / len(cov) if cov else None,
+            "excluding_estimate": len(ex_),
+            "their_coverage": sum(ex_) / len(ex_) if ex_ else None,
+        }
     return {"threshold": FLAG_CONVERGED, "resample": resample, "groups": out}
 
 
-def coverage(worlds=("dd-log",), sweeps: int = 200, B: int = 200, workers: int = 2, holdout: int = 0,
-             max_starts: int = 4500, sigma: float = 0.005, seed0: int = 0, resample: str = "noise") -> dict:
+def coverage(
+    worlds=("dd-log",),
+    sweeps: int = 200,
+    B: int = 200,
+    workers: int = 2,
+    holdout: int = 0,
+    max_starts: int = 4500,
+    sigma: float = 0.005,
+    seed0: int = 0,
+    resample: str = "noise",
+) -> dict:
     """{world: {"numbers": {name: {covered, total, coverage}}, "holdout": {...}, ...}}."""
     jobs = [(w, seed0 + s, B, holdout, max_starts, sigma, resample) for w in worlds for s in range(sweeps)]
     if workers > 1:
@@ -133,10 +168,17 @@ def coverage(worlds=("dd-log",), sweeps: int = 200, B: int = 200, workers: int =
                     d["covered"] += int(c)
         for d in nums.values():
             d["coverage"] = d["covered"] / d["total"] if d["total"] else None
-        doc = {"label": rs[0]["label"], "grid": WORLDS[w][0], "numbers": nums, "sweeps": len(rs), "bootstrap": B,
-               "sigma": sigma, "resample": resample,
-               "converged_share": sum(r["converged"] or 0 for r in rs) / max(1, sum(r["replicates"] for r in rs)),
-               "identified_share": sum(1 for r in rs if r["identified"]) / max(1, len(rs))}
+        doc = {
+            "label": rs[0]["label"],
+            "grid": WORLDS[w][0],
+            "numbers": nums,
+            "sweeps": len(rs),
+            "bootstrap": B,
+            "sigma": sigma,
+            "resample": resample,
+            "converged_share": sum(r["converged"] or 0 for r in rs) / max(1, sum(r["replicates"] for r in rs)),
+            "identified_share": sum(1 for r in rs if r["identified"]) / max(1, len(rs)),
+        }
         if holdout:
             ins = sum(r["holdout"]["inside"] for r in rs)
             pts = sum(r["holdout"]["points"] for r in rs)
@@ -168,9 +210,12 @@ def write_calibration(cov: dict, path: Path) -> None:
 
 def _print(cov: dict) -> None:
     for w, doc in cov.items():
-        print(f"\n{w}: {doc['sweeps']} planted sweeps, bootstrap {doc['bootstrap']} ({doc['resample']}), σ {doc['sigma']}, "
-              f"{100 * doc['converged_share']:.1f}% of refits converged, D_crit identified in "
-              f"{100 * doc['identified_share']:.0f}%")
+        print(
+            f"\n{w}: {doc['sweeps']} planted sweeps, bootstrap {doc['bootstrap']} ({doc['resample']}), σ "
+            f"{doc['sigma']}, "
+            f"{100 * doc['converged_share']:.1f}% of refits converged, D_crit identified in "
+            f"{100 * doc['identified_share']:.0f}%"
+        )
         print(f"{'number':34s} {'nominal':>8s} {'measured':>9s} {'sweeps':>7s}")
         for k, d in doc["numbers"].items():
             m = "—" if d["coverage"] is None else f"{100 * d['coverage']:.1f}%"
@@ -178,7 +223,10 @@ def _print(cov: dict) -> None:
             print(f"{k:34s} {'95%':>8s} {m:>9s} {d['total']:>7d}{flag}")
         if "holdout" in doc:
             h = doc["holdout"]
-            print(f"{'hold-out PI (largest:' + str(h['k']) + ')':34s} {'95%':>8s} {100 * h['coverage']:8.1f}% {h['points']:>7d} points")
+            print(
+                f"{'hold-out PI (largest:' + str(h['k']) + ')':34s} {'95%':>8s} {100 * h['coverage']:8.1f}% "
+                f"{h['points']:>7d} points"
+            )
 
 
 def main() -> int:
@@ -192,18 +240,34 @@ def main() -> int:
     ap.add_argument("--sigma", type=float, default=0.005)
     ap.add_argument("--resample", default="noise", help="noise (dw fit's default) | runs")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--failure-study", type=int, default=0, metavar="N",
-                    help="instead: N planted sweeps per hard 6-run design, coverage by the share of converged refits")
-    ap.add_argument("--write-calibration", action="store_true",
-                    help="write depthwidth/fit/calibration.json (the coverage dw fit's warnings cite)")
+    ap.add_argument(
+        "--failure-study",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N planted sweeps per hard 6-run design, coverage by the share of converged refits",
+    )
+    ap.add_argument(
+        "--write-calibration",
+        action="store_true",
+        help="write depthwidth/fit/calibration.json (the coverage dw fit's warnings cite)",
+    )
     a = ap.parse_args()
     t0 = time.perf_counter()
     if a.failure_study:
         doc = failure_study(a.failure_study, a.bootstrap, a.workers, a.resample)
         print(json.dumps(doc, indent=1))
         return 0
-    cov = coverage(tuple(a.worlds.split(",")), a.sweeps, a.bootstrap, a.workers, a.holdout, a.max_starts, a.sigma,
-                   resample=a.resample)
+    cov = coverage(
+        tuple(a.worlds.split(",")),
+        a.sweeps,
+        a.bootstrap,
+        a.workers,
+        a.holdout,
+        a.max_starts,
+        a.sigma,
+        resample=a.resample,
+    )
     _print(cov)
     doc = {"bench": "calibration", "seconds": round(time.perf_counter() - t0, 1), "worlds": cov}
     if a.json:

@@ -40,8 +40,9 @@ def table(csv: str | None):
     import pandas as pd
 
     if csv is None:
-        return planted_table(get_law("chinchilla"), PLANTED["chinchilla"], kind="chinchilla", noise=0.01,
-                             run_noise=0.005)
+        return planted_table(
+            get_law("chinchilla"), PLANTED["chinchilla"], kind="chinchilla", noise=0.01, run_noise=0.005
+        )
     df = pd.read_csv(csv)
     df["params"], df["tokens"] = df["N"], df["C"] / (6 * df["N"])
     cut = np.sort(df["loss"].to_numpy())[-5]
@@ -91,10 +92,17 @@ def main(argv=None):
     fit_law(df, law, max_starts=50)  # warm imports and caches
     wall, cpu, fr = timed(lambda: fit_law(df, law), a.rounds)
     res = {
-        "bench": "fit", "points": int(len(df)), "starts": fr.starts["total"],
-        "fit_wall_s": round(wall, 3), "fit_cpu_s": round(cpu, 3), "target_s": TARGET_S, "pass": wall <= TARGET_S,
-        "converged": fr.starts["converged"], "in_best_basin": fr.starts["in_best_basin"],
-        "params": {k: float(f"{v:.6g}") for k, v in fr.params.items()}, "objective": fr.objective,
+        "bench": "fit",
+        "points": int(len(df)),
+        "starts": fr.starts["total"],
+        "fit_wall_s": round(wall, 3),
+        "fit_cpu_s": round(cpu, 3),
+        "target_s": TARGET_S,
+        "pass": wall <= TARGET_S,
+        "converged": fr.starts["converged"],
+        "in_best_basin": fr.starts["in_best_basin"],
+        "params": {k: float(f"{v:.6g}") for k, v in fr.params.items()},
+        "objective": fr.objective,
     }
     if not a.no_scipy:
         res["scipy_loop_s"] = round(scipy_loop(df, law), 2)
@@ -103,12 +111,18 @@ def main(argv=None):
         res.update({"bootstrap": a.bootstrap, "bootstrap_wall_s": round(bw, 2), "bootstrap_ok": int(b["ok"].sum())})
     print(f"{'quantity':34s} value")
     print(f"{'points / starts':34s} {res['points']} / {res['starts']}")
-    print(f"{'fit wall (median) / cpu':34s} {res['fit_wall_s']:.2f} s / {res['fit_cpu_s']:.2f} s   target <= {TARGET_S} s: {'ok' if res['pass'] else 'MISSED'}")
+    print(
+        f"{'fit wall (median) / cpu':34s} {res['fit_wall_s']:.2f} s / {res['fit_cpu_s']:.2f} s   target <= "
+        f"{TARGET_S} s: {'ok' if res['pass'] else 'MISSED'}"
+    )
     print(f"{'starts converged / in best basin':34s} {res['converged']} / {res['in_best_basin']}")
     if "scipy_loop_s" in res:
         print(f"{'plain scipy loop (est., cpu)':34s} {res['scipy_loop_s']:.1f} s")
     if a.bootstrap:
-        print(f"{'bootstrap':34s} {a.bootstrap} refits in {res['bootstrap_wall_s']:.1f} s ({res['bootstrap_ok']} converged)")
+        print(
+            f"{'bootstrap':34s} {a.bootstrap} refits in {res['bootstrap_wall_s']:.1f} s ({res['bootstrap_ok']} "
+            "converged)"
+        )
     print(f"{'parameters':34s} {res['params']}")
     print(json.dumps(res))
     return res

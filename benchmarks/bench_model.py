@@ -37,6 +37,7 @@ from depthwidth.model.spec import ModelSpec  # noqa: E402
 
 # ---- the reference: a plain uniform pre-LN transformer with RoPE -------------
 
+
 class RefAttention(nn.Module):
     def __init__(self, d, n_head, bias):
         super().__init__()
@@ -103,6 +104,7 @@ class RefGPT(nn.Module):
 
 # ---- timing --------------------------------------------------------------------
 
+
 def step_timer(model, idx, targets):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
 
@@ -115,8 +117,9 @@ def step_timer(model, idx, targets):
     return step
 
 
-def time_models(models: dict, idx, targets, rounds: int, steps: int, warmup: int = 2,
-                clock=time.perf_counter) -> dict[str, list[float]]:
+def time_models(
+    models: dict, idx, targets, rounds: int, steps: int, warmup: int = 2, clock=time.perf_counter
+) -> dict[str, list[float]]:
     """Seconds per step of each model, one entry per round."""
     steppers = {name: step_timer(m, idx, targets) for name, m in models.items()}
     for step in steppers.values():
@@ -156,8 +159,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--steps", type=int, default=2, help="steps per timed round")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="cpu: process CPU time, steadier on a shared machine (use with --threads 1)")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: process CPU time, steadier on a shared machine (use with --threads 1)",
+    )
     args = ap.parse_args(argv)
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     torch.set_num_threads(args.threads)
@@ -165,7 +172,10 @@ def main(argv=None) -> dict:
     V, B, T = 4096, 8, 128
     idx = torch.randint(0, V, (B, T))
     targets = torch.roll(idx, -1, dims=1)
-    rows, out = [], {"device": "cpu", "threads": args.threads, "clock": args.clock, "batch": B, "seq_len": T, "vocab": V}
+    rows, out = (
+        [],
+        {"device": "cpu", "threads": args.threads, "clock": args.clock, "batch": B, "seq_len": T, "vocab": V},
+    )
 
     # 1. uniform VariableWidthGPT vs the plain reference, both option sets.
     presets = {
@@ -173,8 +183,16 @@ def main(argv=None) -> dict:
         "vwt": dict(L=4, d=256, norm="rmsnorm", mlp="swiglu", head_dim=None, n_head=16, bias=False),
     }
     for name, c in presets.items():
-        spec = ModelSpec(widths=(c["d"],) * c["L"], vocab_size=V, embed_width=c["d"], norm=c["norm"],
-                         mlp=c["mlp"], head_dim=c["head_dim"], n_head=c["n_head"], bias=c["bias"])
+        spec = ModelSpec(
+            widths=(c["d"],) * c["L"],
+            vocab_size=V,
+            embed_width=c["d"],
+            norm=c["norm"],
+            mlp=c["mlp"],
+            head_dim=c["head_dim"],
+            n_head=c["n_head"],
+            bias=c["bias"],
+        )
         model = VariableWidthGPT(spec, T)
         ref = RefGPT(V, c["d"], c["L"], spec.heads(0), c["norm"], c["mlp"], c["bias"], T)
         assert model.num_params() == sum(p.numel() for p in ref.parameters())
@@ -185,17 +203,38 @@ def main(argv=None) -> dict:
 
     # 2. × vs uniform at matched parameters (vwt-like options, carry-forward).
     h, L = 256, 6
-    uni = ModelSpec(widths=(h,) * L, vocab_size=V, embed_width=h, norm="rmsnorm", mlp="swiglu", n_head=16,
-                    head_dim=None, width_scaled_init=True)
+    uni = ModelSpec(
+        widths=(h,) * L,
+        vocab_size=V,
+        embed_width=h,
+        norm="rmsnorm",
+        mlp="swiglu",
+        n_head=16,
+        head_dim=None,
+        width_scaled_init=True,
+    )
     widths, source = x_widths(h, L, uni)
     xs = replace(uni, widths=tuple(widths))
     p_uni, p_x = count_params(uni)["total"], count_params(xs)["total"]
-    times = time_models({"uniform": VariableWidthGPT(uni, T), "x": VariableWidthGPT(xs, T)}, idx, targets,
-                        args.rounds, args.steps, clock=clock)
+    times = time_models(
+        {"uniform": VariableWidthGPT(uni, T), "x": VariableWidthGPT(xs, T)},
+        idx,
+        targets,
+        args.rounds,
+        args.steps,
+        clock=clock,
+    )
     t_x, t_uni, ratio = paired(times, "x", "uniform")
     rows.append((f"x vs uniform {L}x{h}", "x / uniform step time", t_x, t_uni, ratio, "<= 1.0"))
-    out["x_vs_uniform"] = {"widths": widths, "widths_source": source, "params_x": p_x, "params_uniform": p_uni,
-                           "x_step_s": t_x, "uniform_step_s": t_uni, "step_time_ratio": ratio}
+    out["x_vs_uniform"] = {
+        "widths": widths,
+        "widths_source": source,
+        "params_x": p_x,
+        "params_uniform": p_uni,
+        "x_step_s": t_x,
+        "uniform_step_s": t_uni,
+        "step_time_ratio": ratio,
+    }
 
     print(f"{'case':32} {'ratio of':24} {'step s':>8} {'vs s':>8} {'ratio':>7}  target")
     for case, what, a, b, r, target in rows:

@@ -62,9 +62,21 @@ def main() -> None:
     averaged = per_probe / a.every
     print(f"model {a.depth}L×{a.width}, batch {a.batch}×{a.seq}, {a.threads} threads")
     print(f"step time   plain {tp * 1e3:8.2f} ms   with probe {tq * 1e3:8.2f} ms")
-    print(f"overhead    on a probe step {100 * per_probe:6.2f}%   averaged over a run (every {a.every}) {100 * averaged:6.3f}%  (target ≤ 3%)")
-    print(json.dumps({"bench": "probe", "plain_ms": tp * 1e3, "probe_ms": tq * 1e3,
-                      "overhead_probe_step": per_probe, "overhead_run_avg": averaged}))
+    print(
+        f"overhead    on a probe step {100 * per_probe:6.2f}%   averaged over a run (every {a.every}) "
+        f"{100 * averaged:6.3f}%  (target ≤ 3%)"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "probe",
+                "plain_ms": tp * 1e3,
+                "probe_ms": tq * 1e3,
+                "overhead_probe_step": per_probe,
+                "overhead_run_avg": averaged,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

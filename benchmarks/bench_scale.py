@@ -23,8 +23,18 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-MODEL = ["model=depth_delusion", "model.depth=4", "model.width=256", "data=synthetic", "data.vocab_size=512",
-         "data.order=1", "train.seq_len=128", "train.eval_batches=1", "probe.every=0", "train.ckpt_every=0"]
+MODEL = [
+    "model=depth_delusion",
+    "model.depth=4",
+    "model.width=256",
+    "data=synthetic",
+    "data.vocab_size=512",
+    "data.order=1",
+    "train.seq_len=128",
+    "train.eval_batches=1",
+    "probe.every=0",
+    "train.ckpt_every=0",
+]
 
 
 def _port() -> int:
@@ -35,11 +45,27 @@ def _port() -> int:
 
 def run(tmp: Path, name: str, args: list[str], procs: int, steps: int) -> float:
     d = tmp / name
-    cmd = [sys.executable, "-m", "depthwidth", "train", "--quiet", *MODEL, *args, f"train.steps={steps}",
-           f"train.log_every={steps // 4}", f"run.dir={d}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "depthwidth",
+        "train",
+        "--quiet",
+        *MODEL,
+        *args,
+        f"train.steps={steps}",
+        f"train.log_every={steps // 4}",
+        f"run.dir={d}",
+    ]
     if procs > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={procs}", f"--master_port={_port()}",
-               *cmd[1:]]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc_per_node={procs}",
+            f"--master_port={_port()}",
+            *cmd[1:],
+        ]
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(2 // procs))
     p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     if p.returncode != 0:
@@ -63,7 +89,9 @@ def main() -> int:
             "batch8": run(tmp, "b8", ["train.batch_size=8", *one], 1, a.steps),
             "accum4x2": run(tmp, "acc", ["train.batch_size=8", "train.micro_batch_size=2", *one], 1, a.steps),
             "ac_none": run(tmp, "noac", ["train.batch_size=8", *one], 1, a.steps),
-            "ac_block": run(tmp, "ac", ["train.batch_size=8", "train.activation_checkpointing=block", *one], 1, a.steps),
+            "ac_block": run(
+                tmp, "ac", ["train.batch_size=8", "train.activation_checkpointing=block", *one], 1, a.steps
+            ),
         }
     out = {
         "fsdp_vs_ddp_step_time": res["ddp_2proc"] / res["fsdp_2proc"],

@@ -44,7 +44,10 @@ def bench_dry_run(tmp):
     env = {"DW_RUNS": str(tmp / "dry")}
     for fmt in ((), ("--json",)):
         lo, med = best_of(5, lambda: dw("sweep", "depth_delusion", "--dry-run", "--no-data-check", *fmt, env=env)[0])
-        print(f"dry-run depth_delusion --no-data-check (30 runs){' --json' if fmt else ''}: best {lo:.2f} s, median {med:.2f} s  (target <= 1 s)")
+        print(
+            f"dry-run depth_delusion --no-data-check (30 runs){' --json' if fmt else ''}: best {lo:.2f} s, median "
+            f"{med:.2f} s  (target <= 1 s)"
+        )
 
 
 def fake_manifest(root: Path, name: str, n: int, launcher: str):
@@ -57,13 +60,32 @@ def fake_manifest(root: Path, name: str, n: int, launcher: str):
         rd = root / name / rid
         rd.mkdir(parents=True)
         jid = f"{900000 + i // 500}_{i % 500}" if launcher == "slurm" else f"local-bench_{i}"
-        events += [{"event": "submit", "run_id": rid, "job_id": jid, "launcher": launcher, "run_dir": str(rd),
-                    "overrides": ["model.depth=2", f"run.seed={i}"], "tokens_total": 1000},
-                   {"event": "start", "run_id": rid, "job_id": jid}]
-        write_json(rd / "summary.json", {"run_id": rid, "status": "done", "tokens": 1000, "tokens_total": 1000,
-                                         "final_val_loss": 3.0, "last_loss": 3.1})
-        (rd / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "tokens": 10 * s, "loss": 3.0}) + "\n"
-                                                  for s in range(1, 101)))
+        events += [
+            {
+                "event": "submit",
+                "run_id": rid,
+                "job_id": jid,
+                "launcher": launcher,
+                "run_dir": str(rd),
+                "overrides": ["model.depth=2", f"run.seed={i}"],
+                "tokens_total": 1000,
+            },
+            {"event": "start", "run_id": rid, "job_id": jid},
+        ]
+        write_json(
+            rd / "summary.json",
+            {
+                "run_id": rid,
+                "status": "done",
+                "tokens": 1000,
+                "tokens_total": 1000,
+                "final_val_loss": 3.0,
+                "last_loss": 3.1,
+            },
+        )
+        (rd / "metrics.jsonl").write_text(
+            "".join(json.dumps({"step": s, "tokens": 10 * s, "loss": 3.0}) + "\n" for s in range(1, 101))
+        )
     append_jsonl(root / name / "manifest", events)
 
 
@@ -73,11 +95,16 @@ def bench_status(tmp):
     env = {"DW_RUNS": str(root)}
     for fmt in (("--json",), ()):
         lo, med = best_of(5, lambda: dw("status", "big", *fmt, env=env)[0])
-        print(f"status, 1,000-run manifest (local){' --json' if fmt else ' table'}: best {lo:.2f} s, median {med:.2f} s  (target <= 1 s)")
+        print(
+            f"status, 1,000-run manifest (local){' --json' if fmt else ' table'}: best {lo:.2f} s, median {med:.2f} "
+            "s  (target <= 1 s)"
+        )
     if os.environ.get("SLURM_CONF"):
         fake_manifest(root, "bigslurm", 1000, "slurm")
         lo, med = best_of(5, lambda: dw("status", "bigslurm", "--json", env=env)[0])
-        print(f"status, 1,000-run manifest (slurm, one sacct call): best {lo:.2f} s, median {med:.2f} s  (target <= 1 s)")
+        print(
+            f"status, 1,000-run manifest (slurm, one sacct call): best {lo:.2f} s, median {med:.2f} s  (target <= 1 s)"
+        )
 
 
 TINY = """\
@@ -96,8 +123,10 @@ def bench_slurm(tmp):
     env = {"DW_SWEEPS": str(d), "DW_RUNS": str(tmp / "slurm")}
     dt, p = dw("sweep", "tiny30", "launcher=slurm", "launcher.array_parallelism=2", "--json", env=env)
     out = json.loads(p.stdout)
-    print(f"submission of a 30-task array (launcher=slurm, whole command): {dt:.2f} s "
-          f"(in-process {out['seconds']:.2f} s; {len(out['jobs'])} tasks)")
+    print(
+        f"submission of a 30-task array (launcher=slurm, whole command): {dt:.2f} s "
+        f"(in-process {out['seconds']:.2f} s; {len(out['jobs'])} tasks)"
+    )
     t0 = time.perf_counter()
     while True:
         _, p = dw("status", "tiny30", "--json", env=env)
@@ -120,7 +149,10 @@ def bench_demo(tmp):
         if st["counts"]["running"] + st["counts"]["pending"] == 0:
             break
         time.sleep(2)
-    print(f"demo sweep, launcher=local, 2 CPU workers: {time.perf_counter() - t0:.0f} s (submission {dt:.2f} s): {st['counts']}")
+    print(
+        f"demo sweep, launcher=local, 2 CPU workers: {time.perf_counter() - t0:.0f} s (submission {dt:.2f} s): "
+        f"{st['counts']}"
+    )
 
 
 def main():

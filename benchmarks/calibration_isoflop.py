@@ -117,8 +117,9 @@ def measure(case: dict, n_sweeps: int, seed: int, B: int, level: float, fn, **kw
     return out
 
 
-def coverage(n_sweeps: int = 200, seed: int = 0, cases=None, B: int = 200, level: float = 0.95,
-             module=None, **isoflop_kw) -> dict:
+def coverage(
+    n_sweeps: int = 200, seed: int = 0, cases=None, B: int = 200, level: float = 0.95, module=None, **isoflop_kw
+) -> dict:
     """{case: {number: {covered, total, coverage, no_interval, open, bias}}} over ``n_sweeps`` planted sweeps.
 
     ``cases``: names from CASES (default: all) or {name: case}; ``module``: another
@@ -133,16 +134,21 @@ def coverage(n_sweeps: int = 200, seed: int = 0, cases=None, B: int = 200, level
 
 
 def table(res: dict, level: float, title: str) -> str:
-    lines = [title, f"{'case':<20} {'number':<11} {'nominal':>7} {'measured':>8} {'sweeps':>6} {'open':>5} "
-             f"{'no CI':>5} {'bias':>8}  partial"]
+    lines = [
+        title,
+        f"{'case':<20} {'number':<11} {'nominal':>7} {'measured':>8} {'sweeps':>6} {'open':>5} "
+        f"{'no CI':>5} {'bias':>8}  partial",
+    ]
     for case, nums in res.items():
         for k, e in nums.items():
             cov = "—" if e["coverage"] is None else f"{100 * e['coverage']:.1f}%"
             bias = "—" if e["bias"] is None else f"{e['bias']:+.4f}"
             p = e.get("partial")
             part = f"{p['covered']}/{p['total']}" if p else ""
-            lines.append(f"{case:<20} {k:<11} {100 * level:>6.0f}% {cov:>8} {e['total']:>6} {e['open']:>5} "
-                         f"{e['no_interval']:>5} {bias:>8}  {part}")
+            lines.append(
+                f"{case:<20} {k:<11} {100 * level:>6.0f}% {cov:>8} {e['total']:>6} {e['open']:>5} "
+                f"{e['no_interval']:>5} {bias:>8}  {part}"
+            )
     return "\n".join(lines)
 
 

@@ -47,7 +47,11 @@ class SlurmCluster:
     def sh(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         """Run a SLURM client command (`sh("scontrol", "requeue", jid)`), text output captured."""
         return subprocess.run(
-            list(args), capture_output=True, text=True, check=check, timeout=timeout,
+            list(args),
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=timeout,
             env={**os.environ, **self.env},
         )
 
@@ -76,7 +80,10 @@ def _slurm_unavailable(reason: str):
 
 def _script(verb: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", str(SLURM_SCRIPT), verb], capture_output=True, text=True, timeout=timeout,
+        ["bash", str(SLURM_SCRIPT), verb],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
 
@@ -106,7 +113,7 @@ def slurm_cluster():
     exported = {}
     for line in _script("env", 30).stdout.splitlines():
         if line.startswith("export ") and "=" in line:
-            key, value = line[len("export "):].split("=", 1)
+            key, value = line[len("export ") :].split("=", 1)
             exported[key.strip()] = value.strip().strip("'\"")
     if "SLURM_CONF" not in exported:
         _slurm_unavailable("scripts/slurm_cluster.sh env printed no SLURM_CONF")
@@ -132,8 +139,17 @@ def slurm_cluster_2n():
     slurmd each, their own ports; see docs/slurm.md), beside the single-node one.  Yields
     the environment its clients need ({"SLURM_CONF": ...}); os.environ is left alone."""
     env = {**os.environ, "DW_SLURM_DIR": "/tmp/dw-slurm-2n", "DW_SLURM_NODES": "2"}
-    run = lambda verb, t: subprocess.run(["bash", str(SLURM_SCRIPT), verb], capture_output=True, text=True,  # noqa: E731
-                                         timeout=t, stdin=subprocess.DEVNULL, env=env)
+
+    def run(verb, t):
+        return subprocess.run(
+            ["bash", str(SLURM_SCRIPT), verb],
+            capture_output=True,
+            text=True,  # noqa: E731
+            timeout=t,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+
     if shutil.which("bash") is None:
         _slurm_unavailable("bash not found")
     already = run("status", 60).returncode == 0
@@ -141,8 +157,11 @@ def slurm_cluster_2n():
         proc = run("start", SLURM_START_TIMEOUT_S)
         if proc.returncode != 0:
             _slurm_unavailable("2-node cluster: " + _last_line(proc.stderr or proc.stdout))
-    conf = next(line.split("=", 1)[1].strip().strip("'\"") for line in run("env", 30).stdout.splitlines()
-                if line.startswith("export SLURM_CONF="))
+    conf = next(
+        line.split("=", 1)[1].strip().strip("'\"")
+        for line in run("env", 30).stdout.splitlines()
+        if line.startswith("export SLURM_CONF=")
+    )
     try:
         yield {"SLURM_CONF": conf}
     finally:

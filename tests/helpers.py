@@ -18,7 +18,11 @@ def run_dw(*args: str, cwd: str | os.PathLike | None = None, env: dict | None = 
         e.update(env)
     return subprocess.run(
         [sys.executable, "-m", "depthwidth", *args],
-        cwd=cwd or REPO, env=e, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd or REPO,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -52,8 +56,7 @@ def gate_env(gate_dir: Path, *steps: int) -> dict:
     stop signal reaches it or ``open_gate(gate_dir)`` (tests/gate/sitecustomize.py): a
     signal sent while the run waits there cannot race the run's end."""
     gate_dir.mkdir(parents=True, exist_ok=True)
-    return {"PYTHONPATH": f"{GATE_CODE}{os.pathsep}{REPO}",
-            "DW_TEST_GATE": f"{gate_dir}:{','.join(map(str, steps))}"}
+    return {"PYTHONPATH": f"{GATE_CODE}{os.pathsep}{REPO}", "DW_TEST_GATE": f"{gate_dir}:{','.join(map(str, steps))}"}
 
 
 def start_gate_env(gate_dir: Path, task: int) -> dict:

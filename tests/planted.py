@@ -16,10 +16,25 @@ from depthwidth.fit.laws import Law
 
 PLANTED = {
     "chinchilla": {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
-    "depth-delusion[log]": {"A": 400.0, "alpha": 0.30, "B": 2000.0, "delta": 0.35, "gamma": 1.0, "mu": 0.3,
-                            "kappa": 2.43},
-    "depth-delusion[power]": {"A": 400.0, "alpha": 0.30, "B": 2000.0, "delta": 0.35, "gamma": 1.0, "mu": 0.3,
-                              "c": 0.5, "p": 0.44},
+    "depth-delusion[log]": {
+        "A": 400.0,
+        "alpha": 0.30,
+        "B": 2000.0,
+        "delta": 0.35,
+        "gamma": 1.0,
+        "mu": 0.3,
+        "kappa": 2.43,
+    },
+    "depth-delusion[power]": {
+        "A": 400.0,
+        "alpha": 0.30,
+        "B": 2000.0,
+        "delta": 0.35,
+        "gamma": 1.0,
+        "mu": 0.3,
+        "c": 0.5,
+        "p": 0.44,
+    },
     "width-depth": {"E": 1.7, "A_w": 30.0, "a_w": 0.5, "A_d": 2.0, "a_d": 0.6, "B": 900.0, "beta": 0.3},
 }
 
@@ -60,8 +75,15 @@ def design(kind: str = "shapes", seeds: int = 1, budgets=(0.25, 0.5, 1.0), rng=N
     return {k: np.asarray(v) for k, v in rows.items()}
 
 
-def planted_table(law: Law, values: dict, kind: str = "shapes", noise: float = 0.005, run_noise: float = 0.0,
-                  seeds: int = 1, seed: int = 0):
+def planted_table(
+    law: Law,
+    values: dict,
+    kind: str = "shapes",
+    noise: float = 0.005,
+    run_noise: float = 0.0,
+    seeds: int = 1,
+    seed: int = 0,
+):
     """DataFrame with canonical columns and losses drawn from ``law`` at ``values``."""
     import pandas as pd
 
@@ -105,10 +127,21 @@ def match_table(fraction: float = 0.78, noise: float = 0.002, seeds: int = 2, si
             mw = float(h) if shape == "uniform" else 0.9 * h
             for s in range(seeds):
                 clean = loss_u(C) if shape == "uniform" else loss_u(C / fraction)
-                rows.append({"run": f"{shape}-h{h}-s{s}", "shape": shape, "depth": L, "width": h, "seed": s,
-                             "flops": C, "tokens": C / (6.0 * 12 * L * h * h), "params": 12.0 * L * h * h,
-                             "loss": clean * float(np.exp(rng.normal(0.0, noise))),
-                             "mean_width": mw, "kv_bytes_per_token": 4.0 * L * mw})
+                rows.append(
+                    {
+                        "run": f"{shape}-h{h}-s{s}",
+                        "shape": shape,
+                        "depth": L,
+                        "width": h,
+                        "seed": s,
+                        "flops": C,
+                        "tokens": C / (6.0 * 12 * L * h * h),
+                        "params": 12.0 * L * h * h,
+                        "loss": clean * float(np.exp(rng.normal(0.0, noise))),
+                        "mean_width": mw,
+                        "kv_bytes_per_token": 4.0 * L * mw,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -126,9 +159,19 @@ def width_depth_depth_optimum(values: dict, N):
     return k ** (1.0 / (ad + aw / 2.0))
 
 
-def isoflop_table(law: Law, values: dict, budgets=(1e18, 1e19, 1e20, 1e21), axis: str = "params", n: int = 7,
-                  span: float = 1.5, offset: float = 0.3, noise: float = 0.003, seed: int = 0,
-                  tokens_per_param: float = 20.0, grid=None):
+def isoflop_table(
+    law: Law,
+    values: dict,
+    budgets=(1e18, 1e19, 1e20, 1e21),
+    axis: str = "params",
+    n: int = 7,
+    span: float = 1.5,
+    offset: float = 0.3,
+    noise: float = 0.003,
+    seed: int = 0,
+    tokens_per_param: float = 20.0,
+    grid=None,
+):
     """An isoFLOP design with losses from ``law``: per budget C, ``n`` runs log-spaced over
     ±``span`` (in ln x) around the law's own optimum shifted by ``offset`` (so the grid is not
     centred on the answer), or, with ``grid``, the same x values at every budget (as a sweep
@@ -144,15 +187,24 @@ def isoflop_table(law: Law, values: dict, budgets=(1e18, 1e19, 1e20, 1e21), axis
             opt = float(chinchilla_optimum(values, C))
             xs = opt * np.exp(offset + np.linspace(-span, span, n)) if grid is None else np.asarray(grid, dtype=float)
             for i, x in enumerate(xs):
-                rows.append({"run": f"C{C:.0e}n{i}", "params": x, "tokens": C / (6 * x), "depth": 24, "width": 1024,
-                             "flops": C})
+                rows.append(
+                    {"run": f"C{C:.0e}n{i}", "params": x, "tokens": C / (6 * x), "depth": 24, "width": 1024, "flops": C}
+                )
         else:
             N = math.sqrt(C / (6.0 * tokens_per_param))
             opt = float(width_depth_depth_optimum(values, N))
             ds = opt * np.exp(offset + np.linspace(-span, span, n)) if grid is None else np.asarray(grid, dtype=float)
             for i, D in enumerate(ds):
-                rows.append({"run": f"C{C:.0e}d{i}", "params": N, "tokens": tokens_per_param * N, "depth": D,
-                             "width": math.sqrt(N / (12.0 * D)), "flops": C})
+                rows.append(
+                    {
+                        "run": f"C{C:.0e}d{i}",
+                        "params": N,
+                        "tokens": tokens_per_param * N,
+                        "depth": D,
+                        "width": math.sqrt(N / (12.0 * D)),
+                        "flops": C,
+                    }
+                )
         truth[C] = opt
     df = pd.DataFrame(rows)
     df["loss"] = 1.0
@@ -160,8 +212,9 @@ def isoflop_table(law: Law, values: dict, budgets=(1e18, 1e19, 1e20, 1e21), axis
     return df, truth
 
 
-def isoflop_exponents(values: dict, axis: str = "params", budgets=(1e18, 1e19, 1e20, 1e21),
-                      tokens_per_param: float = 20.0) -> dict:
+def isoflop_exponents(
+    values: dict, axis: str = "params", budgets=(1e18, 1e19, 1e20, 1e21), tokens_per_param: float = 20.0
+) -> dict:
     """The planted law's exact exponents of its optima in C along ``isoflop_table``'s budgets.
 
     Axis ``params`` (chinchilla): {"N": β/(α+β)}.  Axis ``depth`` (width-depth at N = sqrt(C/(6k))):
@@ -172,5 +225,7 @@ def isoflop_exponents(values: dict, axis: str = "params", budgets=(1e18, 1e19, 1
     C = np.asarray(budgets, dtype=float)
     N = np.sqrt(C / (6.0 * tokens_per_param))
     D = width_depth_depth_optimum(values, N)
-    return {"D": float(np.polyfit(np.log(C), np.log(D), 1)[0]),
-            "W": float(np.polyfit(np.log(C), 0.5 * np.log(N / (12.0 * D)), 1)[0])}
+    return {
+        "D": float(np.polyfit(np.log(C), np.log(D), 1)[0]),
+        "W": float(np.polyfit(np.log(C), 0.5 * np.log(N / (12.0 * D)), 1)[0]),
+    }

@@ -26,7 +26,7 @@ SHAPE_WIDTHS = {  # h = 64, L = 4
 
 
 def tau(w: int) -> float:
-    return 0.5 * w ** 0.44
+    return 0.5 * w**0.44
 
 
 def loss_of(depth: int, width: int, seed: int, shape: str = "uniform") -> float:
@@ -37,31 +37,63 @@ def loss_of(depth: int, width: int, seed: int, shape: str = "uniform") -> float:
 
 def accounting(widths, h, seq=64):
     params = 2 * V * h + sum(16 * w * w for w in widths)
-    return {"params": params, "params_non_embedding": params - 2 * V * h,
-            "flops_per_token": 6.0 * (params - V * h) + 12.0 * (seq + 1) / 2 * sum(widths),
-            "kv_bytes_per_token": sum(4 * w for w in widths)}
+    return {
+        "params": params,
+        "params_non_embedding": params - 2 * V * h,
+        "flops_per_token": 6.0 * (params - V * h) + 12.0 * (seq + 1) / 2 * sum(widths),
+        "kv_bytes_per_token": sum(4 * w for w in widths),
+    }
 
 
-PROV_A = {"dw": "0.1.0", "git": {"commit": "a" * 40, "dirty": False, "root": "/src"},
-          "versions": {"python": "3.11.7", "torch": "2.13.0", "numpy": "2.0", "scipy": "1.14"},
-          "device": "cpu", "precision": "fp32", "data": "d" * 16, "job_id": None, "host": "h", "time": "t"}
-PROV_B = {**PROV_A, "git": {"commit": "b" * 40, "dirty": True, "root": "/src"}, "device": "cuda:0 (NVIDIA H200)",
-          "precision": "bf16"}  # the x-shape run: another commit, a dirty tree, another precision
+PROV_A = {
+    "dw": "0.1.0",
+    "git": {"commit": "a" * 40, "dirty": False, "root": "/src"},
+    "versions": {"python": "3.11.7", "torch": "2.13.0", "numpy": "2.0", "scipy": "1.14"},
+    "device": "cpu",
+    "precision": "fp32",
+    "data": "d" * 16,
+    "job_id": None,
+    "host": "h",
+    "time": "t",
+}
+PROV_B = {
+    **PROV_A,
+    "git": {"commit": "b" * 40, "dirty": True, "root": "/src"},
+    "device": "cuda:0 (NVIDIA H200)",
+    "precision": "bf16",
+}  # the x-shape run: another commit, a dirty tree, another precision
 
 
 def summary(rid, depth, width, seed, shape="uniform", widths=None, status="done", tokens=10000, reason=None):
     widths = widths or [width] * depth
     a = accounting(widths, width)
     loss = loss_of(depth, width, seed, shape)
-    budgets = [{"tokens": tokens // 2, "step": 10, "val_loss": round(loss + 0.3, 6)},
-               {"tokens": tokens, "step": 20, "val_loss": loss}]
+    budgets = [
+        {"tokens": tokens // 2, "step": 10, "val_loss": round(loss + 0.3, 6)},
+        {"tokens": tokens, "step": 20, "val_loss": loss},
+    ]
     if status != "done":
         budgets = budgets[:1] if status == "failed" else []
-    return {"run_id": rid, "sweep": "t", "status": status, "reason": reason,
-            "final_val_loss": loss if status == "done" else None, "tokens": tokens if status == "done" else tokens // 2,
-            "steps": 20, "depth": depth, "width": width, "widths": widths, "shape": shape, "seed": seed,
-            "budgets": budgets, "bayes_loss": None, "wall_time_s": 1.0, "device": "cpu",
-            "provenance": PROV_B if shape == "x" else PROV_A, **a}
+    return {
+        "run_id": rid,
+        "sweep": "t",
+        "status": status,
+        "reason": reason,
+        "final_val_loss": loss if status == "done" else None,
+        "tokens": tokens if status == "done" else tokens // 2,
+        "steps": 20,
+        "depth": depth,
+        "width": width,
+        "widths": widths,
+        "shape": shape,
+        "seed": seed,
+        "budgets": budgets,
+        "bayes_loss": None,
+        "wall_time_s": 1.0,
+        "device": "cpu",
+        "provenance": PROV_B if shape == "x" else PROV_A,
+        **a,
+    }
 
 
 def probes(depth, width, shape="uniform"):
@@ -70,8 +102,7 @@ def probes(depth, width, shape="uniform"):
     for step in (10, 20):
         g = [0.5 * math.exp(-((depth - 1) - l) / t) for l in range(depth)]
         ent = [0.9 - 0.5 * math.sin(math.pi * (l + 0.5) / depth) * (0.3 if shape == "x" else 1.0) for l in range(depth)]
-        out.append({"step": step, "tokens": step * 500, "grad_norm": {"block": g, "attn": g, "mlp": g},
-                    "entropy": ent})
+        out.append({"step": step, "tokens": step * 500, "grad_norm": {"block": g, "attn": g, "mlp": g}, "entropy": ent})
     return out
 
 
@@ -106,17 +137,37 @@ def build(root: Path, name: str = "t", *, failed: bool = False, pending: bool = 
         ref = {"source": "published", "loss": 3.1, "note": "test ref"} if rid == "u2x64s1" else None
         ovr = [f"model.depth={depth}", f"model.width={width}", f"model.shape={shape}", f"run.seed={seed}"]
         job = f"local-x_{i}"
-        events.append({"event": "submit", "run_id": rid, "overrides": ovr, "run_dir": str(d / rid),
-                       "launcher": "local", "job_id": job, "label": "grid" if shape == "uniform" else "shapes",
-                       "ref": ref, "tokens_total": 10000, "params": None, "index": i})
+        events.append(
+            {
+                "event": "submit",
+                "run_id": rid,
+                "overrides": ovr,
+                "run_dir": str(d / rid),
+                "launcher": "local",
+                "job_id": job,
+                "label": "grid" if shape == "uniform" else "shapes",
+                "ref": ref,
+                "tokens_total": 10000,
+                "params": None,
+                "index": i,
+            }
+        )
         if status == "pending":
             write_json(jobs / f"task-{i}.json", {"job_id": job, "state": "queued"})
             runs[rid] = None
         else:
             events.append({"event": "start", "run_id": rid, "job_id": job, "restart": 0})
             write_json(jobs / f"task-{i}.json", {"job_id": job, "state": "completed" if status == "done" else "failed"})
-            s = summary(rid, depth, width, seed, shape, ws, status,
-                        reason={"failed": "RuntimeError: out of memory", "diverged": "loss is nan at step 7"}.get(status))
+            s = summary(
+                rid,
+                depth,
+                width,
+                seed,
+                shape,
+                ws,
+                status,
+                reason={"failed": "RuntimeError: out of memory", "diverged": "loss is nan at step 7"}.get(status),
+            )
             write_json(d / rid / "summary.json", s)
             write_jsonl(d / rid / "probes.jsonl", probes(depth, width, shape))
             runs[rid] = s

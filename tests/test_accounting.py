@@ -10,7 +10,13 @@ from dataclasses import replace
 import pytest
 
 from depthwidth.model import accounting
-from depthwidth.model.accounting import account, count_params, flops_per_token, kv_bytes_per_token, total_params_for_widths
+from depthwidth.model.accounting import (
+    account,
+    count_params,
+    flops_per_token,
+    kv_bytes_per_token,
+    total_params_for_widths,
+)
 from depthwidth.core.errors import BadInput
 from depthwidth.model.spec import ModelSpec
 
@@ -27,11 +33,27 @@ HEADS = {"head_dim": dict(head_dim=16, n_head=None), "n_head": dict(head_dim=Non
 
 def all_specs():
     for norm, mlp, heads, shape, tied, resize, bias, embed in itertools.product(
-            ("layernorm", "rmsnorm"), ("gelu", "swiglu"), HEADS, SHAPES, (False, True),
-            ("carry", "zero", "proj"), (False, True), ("h", "first")):
+        ("layernorm", "rmsnorm"),
+        ("gelu", "swiglu"),
+        HEADS,
+        SHAPES,
+        (False, True),
+        ("carry", "zero", "proj"),
+        (False, True),
+        ("h", "first"),
+    ):
         widths = SHAPES[shape]
-        yield ModelSpec(widths=widths, vocab_size=37, embed_width=widths[0] if embed == "first" else H,
-                        norm=norm, mlp=mlp, tied=tied, resize=resize, bias=bias, **HEADS[heads])
+        yield ModelSpec(
+            widths=widths,
+            vocab_size=37,
+            embed_width=widths[0] if embed == "first" else H,
+            norm=norm,
+            mlp=mlp,
+            tied=tied,
+            resize=resize,
+            bias=bias,
+            **HEADS[heads],
+        )
 
 
 def test_count_params_equals_model_numel_for_every_option():
@@ -54,12 +76,21 @@ def test_count_params_equals_model_numel_for_every_option():
 
 
 def gpt2_style(depth, width):
-    return ModelSpec(widths=(width,) * depth, vocab_size=50257, embed_width=width, norm="layernorm",
-                     mlp="gelu", head_dim=64, tied=False, bias=True)
+    return ModelSpec(
+        widths=(width,) * depth,
+        vocab_size=50257,
+        embed_width=width,
+        norm="layernorm",
+        mlp="gelu",
+        head_dim=64,
+        tied=False,
+        bias=True,
+    )
 
 
-@pytest.mark.parametrize("depth,width,published", [
-    (16, 512, 102.1e6), (24, 512, 127.3e6), (32, 4096, 6.86e9), (64, 2816, 6.38e9)])
+@pytest.mark.parametrize(
+    "depth,width,published", [(16, 512, 102.1e6), (24, 512, 127.3e6), (32, 4096, 6.86e9), (64, 2816, 6.38e9)]
+)
 def test_published_depth_delusion_counts(depth, width, published):
     total = count_params(gpt2_style(depth, width))["total"]
     assert abs(total / published - 1) < 0.005, total
@@ -69,9 +100,14 @@ def test_hand_count_small_spec():
     # 2 layers w=8, h=8, V=10, layernorm, gelu 4x, bias, untied:
     # per layer 12·64 matmul + (3·8 + 8 + 32 + 8) biases + 4·8 norms = 768 + 72 + 32 = 872
     spec = ModelSpec(widths=(8, 8), vocab_size=10, embed_width=8, head_dim=4, bias=True)
-    assert count_params(spec) == {"total": 2 * 872 + 16 + 160, "embedding": 160,
-                                  "non_embedding": 2 * 872 + 16, "matmul": 2 * 768 + 80,
-                                  "active": 2 * 872 + 16 + 160, "matmul_active": 2 * 768 + 80}  # dense: all active
+    assert count_params(spec) == {
+        "total": 2 * 872 + 16 + 160,
+        "embedding": 160,
+        "non_embedding": 2 * 872 + 16,
+        "matmul": 2 * 768 + 80,
+        "active": 2 * 872 + 16 + 160,
+        "matmul_active": 2 * 768 + 80,
+    }  # dense: all active
 
 
 @pytest.mark.parametrize("spec", list(itertools.islice(all_specs(), 0, None, 37)))
@@ -86,7 +122,7 @@ def test_continuous_count_between_neighbours_and_unrounded():
     assert lo < mid < hi
     # mlp hidden = 2.5·w, not int(2.5·w): the w=49 layer has 122.5 hidden units.
     wide = total_params_for_widths([49.0], t)
-    assert wide == 100 * 64 * 2 + 4 * 49 ** 2 + 2 * 49 * 122.5 + 4 * 49 + 2 * 64
+    assert wide == 100 * 64 * 2 + 4 * 49**2 + 2 * 49 * 122.5 + 4 * 49 + 2 * 64
     with pytest.raises(BadInput):
         total_params_for_widths([], t)
     with pytest.raises(BadInput):
@@ -102,8 +138,9 @@ def test_flops_dense_is_three_times_measured_forward_linear_flops():
     T = 12
     for spec in (
         ModelSpec(widths=(64, 32, 96), vocab_size=101, embed_width=48, head_dim=16, mlp="swiglu"),
-        ModelSpec(widths=(64, 32, 96), vocab_size=101, embed_width=48, head_dim=16, resize="proj",
-                  tied=True, bias=True),
+        ModelSpec(
+            widths=(64, 32, 96), vocab_size=101, embed_width=48, head_dim=16, resize="proj", tied=True, bias=True
+        ),
         ModelSpec(widths=(32, 32), vocab_size=50, embed_width=32, n_head=4, head_dim=None, norm="rmsnorm"),
     ):
         model = VariableWidthGPT(spec, T)
@@ -134,10 +171,17 @@ def test_account_gathers_everything():
     spec = ModelSpec(widths=(64, 32, 64), vocab_size=10, embed_width=48, head_dim=16)
     a = account(spec, 16)
     p, f = count_params(spec), flops_per_token(spec, 16)
-    assert (a["params"], a["params_non_embedding"], a["params_embedding"], a["params_matmul"]) == \
-        (p["total"], p["non_embedding"], p["embedding"], p["matmul"])
-    assert (a["flops_per_token"], a["flops_attention_per_token"], a["flops_dense_per_token"]) == \
-        (f["total"], f["attention"], f["dense"])
+    assert (a["params"], a["params_non_embedding"], a["params_embedding"], a["params_matmul"]) == (
+        p["total"],
+        p["non_embedding"],
+        p["embedding"],
+        p["matmul"],
+    )
+    assert (a["flops_per_token"], a["flops_attention_per_token"], a["flops_dense_per_token"]) == (
+        f["total"],
+        f["attention"],
+        f["dense"],
+    )
     assert a["kv_bytes_per_token"] == kv_bytes_per_token(spec)
     assert (a["depth"], a["widths"], a["mean_width"], a["seq_len"]) == (3, [64, 32, 64], 160 / 3, 16)
 

@@ -106,8 +106,9 @@ def test_the_swiglu_rule_is_the_stated_one_and_a_fixed_threshold_is_configurable
 # ---------------------------------------------------------------------------- logit lens
 
 SPECS = {
-    "x carry": ModelSpec(widths=(64, 32, 16, 32, 64), vocab_size=97, embed_width=32, head_dim=16, mlp="swiglu",
-                         norm="rmsnorm"),
+    "x carry": ModelSpec(
+        widths=(64, 32, 16, 32, 64), vocab_size=97, embed_width=32, head_dim=16, mlp="swiglu", norm="rmsnorm"
+    ),
     "x zero": ModelSpec(widths=(64, 32, 16, 32, 64), vocab_size=97, embed_width=32, head_dim=16, resize="zero"),
     "x proj": ModelSpec(widths=(64, 32, 16, 32, 64), vocab_size=97, embed_width=32, head_dim=16, resize="proj"),
     "diamond carry": ModelSpec(widths=(16, 48, 16), vocab_size=97, embed_width=32, head_dim=16),
@@ -163,9 +164,22 @@ def test_lens_is_the_output_the_model_gives_when_later_layers_add_nothing(name, 
 
 # ---------------------------------------------------------------------------- dw analyze
 
-TINY = ["model=vwt", "model.heads=4", "model.quantum=8", "model.depth=3", "model.width=32", "model.shape=x",
-        "train.batch_size=8", "train.seq_len=32", "train.threads=1", "train.steps=12", "train.log_every=4",
-        "probe.every=0", "probe.entropy_every=4", "train.analyze_at_end=true"]
+TINY = [
+    "model=vwt",
+    "model.heads=4",
+    "model.quantum=8",
+    "model.depth=3",
+    "model.width=32",
+    "model.shape=x",
+    "train.batch_size=8",
+    "train.seq_len=32",
+    "train.threads=1",
+    "train.steps=12",
+    "train.log_every=4",
+    "probe.every=0",
+    "probe.entropy_every=4",
+    "train.analyze_at_end=true",
+]
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +234,7 @@ def test_entropy_probe_records_the_profile_of_the_fixed_batch(run_dir):
     assert all(0 < h <= 1 for h in got)
 
 
-def _planted_run(run_dir, dest, dead: dict, big: dict, scale: float = 2.0 ** -12):
+def _planted_run(run_dir, dest, dead: dict, big: dict, scale: float = 2.0**-12):
     """A copy of ``run_dir`` whose newest checkpoint (step 13) holds the trained model with layer i's
     hidden units ``dead[i]`` exactly 0 (their up-projection rows zeroed) and unit ``big[i]`` carrying
     16× the output (its up row × 4, its c_proj column × 4); every up matrix × ``scale`` and c_proj ×
@@ -261,8 +275,10 @@ def test_dw_analyze_reports_planted_dead_units_exactly(run_dir, tmp_path):
     x, _ = eval_set(make_source(cfg.data, 32), 32, 8192)
     with torch.no_grad():
         acts = {}
-        hs = [b.mlp.c_proj.register_forward_pre_hook(lambda _m, inp, i=i: acts.__setitem__(i, inp[0]))
-              for i, b in enumerate(model.blocks)]
+        hs = [
+            b.mlp.c_proj.register_forward_pre_hook(lambda _m, inp, i=i: acts.__setitem__(i, inp[0]))
+            for i, b in enumerate(model.blocks)
+        ]
         model(torch.as_tensor(x))
         for h in hs:
             h.remove()
@@ -296,9 +312,12 @@ def test_sweep_mode_analyses_only_finished_runs_without_an_analysis(run_dir, tmp
 def test_an_older_analysis_reads_with_the_current_lens_keys(tmp_path):
     from depthwidth.measure import doc as adoc
 
-    old = {"schema": "dw.analysis/1", "options": {"mlp": "swiglu", "swiglu_threshold": 1e-3},
-           "embedding_lens": {"lens_ce": 4.0, "lens_target_prob": 0.05},
-           "layers": [{"layer": 1, "lens_ce": 2.0, "lens_target_prob": 0.3}]}
+    old = {
+        "schema": "dw.analysis/1",
+        "options": {"mlp": "swiglu", "swiglu_threshold": 1e-3},
+        "embedding_lens": {"lens_ce": 4.0, "lens_target_prob": 0.05},
+        "layers": [{"layer": 1, "lens_ce": 2.0, "lens_target_prob": 0.3}],
+    }
     (tmp_path / "analysis.json").write_text(json.dumps(old))
     d = adoc.read(tmp_path)
     assert d["layers"][0]["lens_target_prob"] == math.exp(-2.0) and d["layers"][0]["lens_target_prob_mean"] == 0.3
@@ -336,8 +355,13 @@ def test_sums_over_batches_do_not_depend_on_the_batching():
     for a, b in zip(one["layers"], many["layers"]):
         for k, v in a.items():
             assert b[k] == (v if v is None else pytest.approx(v, rel=1e-5, abs=1e-7)), k
-    assert set(one["embedding_lens"]) == {"lens_ce", "lens_target_prob", "lens_target_prob_mean", "lens_entropy",
-                                          "lens_kl_final"}
+    assert set(one["embedding_lens"]) == {
+        "lens_ce",
+        "lens_target_prob",
+        "lens_target_prob_mean",
+        "lens_entropy",
+        "lens_kl_final",
+    }
 
 
 def test_the_eval_set_depends_on_data_and_seq_len_only():

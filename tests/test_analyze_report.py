@@ -12,19 +12,47 @@ from depthwidth.measure.doc import SCHEMA
 from tests import report_store as rs
 from tests.helpers import run_dw
 
-KEYS = ("entropy_prefix", "entropy_full", "mlp_density", "mlp_dead", "mlp_balance", "lens_ce", "lens_target_prob",
-        "lens_entropy", "lens_kl_final", "lens_kl_prev")
-UNIFORM = {"widths": [64] * 4, "entropy_prefix": [0.8, 0.1, 0.15, 0.7], "mlp_dead": [0.0, 0.3, 0.2, 0.0],
-           "lens_ce": [3.0, 2.9, 2.55, 2.5], "lens_kl_prev": [0.5, 0.2, 0.4, 0.05]}
-X = {"widths": rs.SHAPE_WIDTHS["x"], "entropy_prefix": [0.85, 0.5, 0.45, 0.8], "mlp_dead": [0.0, 0.05, 0.1, 0.0],
-     "lens_ce": [2.9, 2.45, 2.42, 2.4], "lens_kl_prev": [0.3, 0.1, 0.02, 0.01]}
+KEYS = (
+    "entropy_prefix",
+    "entropy_full",
+    "mlp_density",
+    "mlp_dead",
+    "mlp_balance",
+    "lens_ce",
+    "lens_target_prob",
+    "lens_entropy",
+    "lens_kl_final",
+    "lens_kl_prev",
+)
+UNIFORM = {
+    "widths": [64] * 4,
+    "entropy_prefix": [0.8, 0.1, 0.15, 0.7],
+    "mlp_dead": [0.0, 0.3, 0.2, 0.0],
+    "lens_ce": [3.0, 2.9, 2.55, 2.5],
+    "lens_kl_prev": [0.5, 0.2, 0.4, 0.05],
+}
+X = {
+    "widths": rs.SHAPE_WIDTHS["x"],
+    "entropy_prefix": [0.85, 0.5, 0.45, 0.8],
+    "mlp_dead": [0.0, 0.05, 0.1, 0.0],
+    "lens_ce": [2.9, 2.45, 2.42, 2.4],
+    "lens_kl_prev": [0.3, 0.1, 0.02, 0.01],
+}
 
 
 def _doc(p: dict) -> dict:
-    layers = [{"layer": i + 1, "width": w, **{k: p.get(k, [0.5] * 4)[i] for k in KEYS}}
-              for i, w in enumerate(p["widths"])]
-    return {"schema": SCHEMA, "step": 20, "widths": p["widths"], "eval_loss": p["lens_ce"][-1], "layers": layers,
-            "eval": {"tokens": 8192}, "options": {}}
+    layers = [
+        {"layer": i + 1, "width": w, **{k: p.get(k, [0.5] * 4)[i] for k in KEYS}} for i, w in enumerate(p["widths"])
+    ]
+    return {
+        "schema": SCHEMA,
+        "step": 20,
+        "widths": p["widths"],
+        "eval_loss": p["lens_ce"][-1],
+        "layers": layers,
+        "eval": {"tokens": 8192},
+        "options": {},
+    }
 
 
 @pytest.fixture()
@@ -104,8 +132,10 @@ def test_the_inside_section_keeps_dw_report_torch_free(store):
 
     from tests.helpers import REPO
 
-    code = ("import sys\nfrom depthwidth.cli import main\ntry:\n    main(['report', 't', '--root', sys.argv[1], "
-            "'--format', 'json'])\nexcept SystemExit:\n    pass\nassert 'torch' not in sys.modules, 'torch was imported'\n")
+    code = (
+        "import sys\nfrom depthwidth.cli import main\ntry:\n    main(['report', 't', '--root', sys.argv[1], "
+        "'--format', 'json'])\nexcept SystemExit:\n    pass\nassert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
     p = subprocess.run([sys.executable, "-c", code, str(store)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert '"inside_claims"' in p.stdout
@@ -162,11 +192,30 @@ def test_a_one_off_run_of_another_config_is_not_averaged_into_the_inside_table(s
     d = store / "t"
     write_json(d / "u4x64-long" / "summary.json", rs.summary("u4x64-long", 4, 64, 1))
     write_json(d / "u4x64-long" / "analysis.json", _doc({**UNIFORM, "entropy_prefix": [0.9, 0.6, 0.6, 0.9]}))
-    append_jsonl(d / "manifest", [
-        {"event": "submit", "run_id": "u4x64-long", "run_dir": str(d / "u4x64-long"), "launcher": "local",
-         "overrides": ["model.depth=4", "model.width=64", "model.shape=uniform", "run.seed=1", "train.steps=1000"],
-         "job_id": "local-y_0", "label": "grid", "ref": None, "tokens_total": 10000, "index": 0},
-        {"event": "start", "run_id": "u4x64-long", "job_id": "local-y_0", "restart": 0}])
+    append_jsonl(
+        d / "manifest",
+        [
+            {
+                "event": "submit",
+                "run_id": "u4x64-long",
+                "run_dir": str(d / "u4x64-long"),
+                "launcher": "local",
+                "overrides": [
+                    "model.depth=4",
+                    "model.width=64",
+                    "model.shape=uniform",
+                    "run.seed=1",
+                    "train.steps=1000",
+                ],
+                "job_id": "local-y_0",
+                "label": "grid",
+                "ref": None,
+                "tokens_total": 10000,
+                "index": 0,
+            },
+            {"event": "start", "run_id": "u4x64-long", "job_id": "local-y_0", "restart": 0},
+        ],
+    )
     write_json(d / "jobs" / "y" / "task-0.json", {"job_id": "local-y_0", "state": "completed"})
     rows, _ = _inside(store)
     assert (rows["uniform"]["runs"], rows["uniform"]["min_entropy"]) == (1, 0.1)  # before: 2 runs, 0.35

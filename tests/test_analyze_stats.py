@@ -18,8 +18,17 @@ CETT_TARGET = 0.2  # the default target (measure.stats.CETT_TARGET)
 
 
 def _model(seed=0, **kw):
-    spec = ModelSpec(**{"widths": (48, 24, 48), "vocab_size": V, "embed_width": 32, "head_dim": 8, "mlp": "swiglu",
-                        "norm": "rmsnorm", **kw})
+    spec = ModelSpec(
+        **{
+            "widths": (48, 24, 48),
+            "vocab_size": V,
+            "embed_width": 32,
+            "head_dim": 8,
+            "mlp": "swiglu",
+            "norm": "rmsnorm",
+            **kw,
+        }
+    )
     torch.manual_seed(seed)
     return VariableWidthGPT(spec, 32).eval()
 
@@ -44,6 +53,7 @@ def _hidden(model, idx, module=lambda b: b.mlp.c_proj):
     def keep(i):
         def hook(_mod, inp):
             got[i] = inp[0].reshape(-1, inp[0].size(-1)).clone()
+
         return hook
 
     hs = [module(b).register_forward_pre_hook(keep(i)) for i, b in enumerate(model.blocks)]
@@ -152,7 +162,7 @@ def _rescale(model, s):
             b.mlp.c_proj.weight.div_(s)
 
 
-@pytest.mark.parametrize("s, exact", [(2.0 ** -10, True), (1e-3, False)])
+@pytest.mark.parametrize("s, exact", [(2.0**-10, True), (1e-3, False)])
 def test_density_and_dead_fraction_are_scale_free(s, exact):
     x = _tokens(48)
     ref_model, model = _model(), _model()
@@ -189,8 +199,8 @@ def test_moe_planted_dead_expert_units_and_pooled_cett():
             for e, units in experts.items():
                 model.blocks[i].mlp.w_fc[e, list(units)] = 0.0  # up rows 0: those units are exactly 0
         for b in model.blocks:  # and the same function at activations 1,024 times smaller
-            b.mlp.w_fc.mul_(2.0 ** -10)
-            b.mlp.w_proj.mul_(2.0 ** 10)
+            b.mlp.w_fc.mul_(2.0**-10)
+            b.mlp.w_proj.mul_(2.0**10)
     x = _tokens(80)
     captured = {i: [] for i in range(3)}  # the calibration pass's expert activations
     for i, b in enumerate(model.blocks):
@@ -205,6 +215,7 @@ def test_moe_planted_dead_expert_units_and_pooled_cett():
         assert r["mlp_dead"] == dead / (4 * m[i]), i
         parts = [(a, model.blocks[i].mlp.w_proj[e].detach()) for e, a in captured[i]]
         pooled = sum(_cett_by_hand(a, W, r["mlp_threshold"]) * a.size(0) for a, W in parts) / sum(
-            a.size(0) for a, _ in parts)  # the mean over all (token, expert) slots of the layer
+            a.size(0) for a, _ in parts
+        )  # the mean over all (token, expert) slots of the layer
         assert pooled <= CETT_TARGET + 1e-12 and pooled == pytest.approx(CETT_TARGET, abs=2e-3)
     assert doc["options"]["mlp_rule"] == "cett"

@@ -10,8 +10,9 @@ import pytest
 
 from depthwidth.cli.app import main
 
-GOOD_TABLE = "params,tokens,loss\n" + "".join(f"{n},{20 * n},{2 + 400 / n ** 0.3}\n" for n in
-                                               (1e6, 2e6, 4e6, 8e6, 16e6, 32e6, 64e6, 128e6))
+GOOD_TABLE = "params,tokens,loss\n" + "".join(
+    f"{n},{20 * n},{2 + 400 / n**0.3}\n" for n in (1e6, 2e6, 4e6, 8e6, 16e6, 32e6, 64e6, 128e6)
+)
 TABLES = {
     "good.csv": GOOD_TABLE,
     "nan.csv": "params,tokens,loss\n" + "".join(f"{n},{20 * n},nan\n" for n in (1e6, 2e6, 4e6, 8e6, 16e6, 32e6)),
@@ -21,7 +22,8 @@ TABLES = {
     "notcsv.csv": "\x00\x01 this is not a table",
 }
 SWEEPS = {  # sweep files with one mistake each
-    "unknown_key.yaml": "groups: {model: vwt, data: pydoc}\nfixed: {model.width: 64}\naxes: {model.depth: [2]}\nbogus: 1\n",
+    "unknown_key.yaml": "groups: {model: vwt, data: pydoc}\nfixed: {model.width: 64}\naxes: {model.depth: "
+    "[2]}\nbogus: 1\n",
     "axis_bad_range.yaml": "groups: {model: vwt, data: pydoc}\naxes: {model.depth: {start: 4, stop: 1}}\n",
     "bad_value.yaml": "groups: {model: vwt, data: pydoc}\nfixed: {optim.lr: -1}\naxes: {model.depth: [2]}\n",
     "bad_group.yaml": "groups: {model: nosuch, data: pydoc}\naxes: {model.depth: [2]}\n",

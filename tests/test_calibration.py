@@ -9,8 +9,17 @@ import pytest
 
 from benchmarks.bench_calibration import coverage, write_calibration
 
-HEADLINE = ("alpha", "delta", "kappa", "dcrit[W=512]", "dcrit[GPT-3]", "compute_optimal.N_exponent",
-            "compute_optimal.W_exponent", "compute_optimal.W_opt", "compute_optimal.D_opt")
+HEADLINE = (
+    "alpha",
+    "delta",
+    "kappa",
+    "dcrit[W=512]",
+    "dcrit[GPT-3]",
+    "compute_optimal.N_exponent",
+    "compute_optimal.W_exponent",
+    "compute_optimal.W_opt",
+    "compute_optimal.D_opt",
+)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ def _modules_after(argv):
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("MODULES:")][-1]
-    return line[len("MODULES:"):]
+    return line[len("MODULES:") :]
 
 
 def test_help_imports_nothing_heavy():

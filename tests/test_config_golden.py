@@ -50,8 +50,15 @@ def _sweeps() -> dict:
     out = {}
     for p in sorted((conf_dir().parent / "sweeps").glob("*.yaml")):
         sw = expand(p.stem, check_gpus=False)
-        out[p.stem] = [{"overrides": r.overrides, "run_id": r.run_id, "error": r.error,
-                        "config": _digest(_plain(r.cfg)) if r.cfg is not None else None} for r in sw.runs]
+        out[p.stem] = [
+            {
+                "overrides": r.overrides,
+                "run_id": r.run_id,
+                "error": r.error,
+                "config": _digest(_plain(r.cfg)) if r.cfg is not None else None,
+            }
+            for r in sw.runs
+        ]
     return out
 
 

@@ -10,7 +10,8 @@ import typing
 import pytest
 
 from depthwidth.config import schema
-from depthwidth.config.compose import conf_dir, group_options, load_group
+from depthwidth.config.check import check_group
+from depthwidth.config.compose import group_options, load_group
 from tests.helpers import run_dw
 
 # (override(s), the setting the message must name).  At least two per group.
@@ -69,8 +70,9 @@ def demo_run0():
 
 
 @pytest.mark.parametrize("bad, setting", INVALID, ids=[" ".join(b) for b, _ in INVALID])
-def test_train_and_sweep_reject_the_same_setting_with_the_same_line(bad, setting, demo_run0, tmp_path, monkeypatch,
-                                                                   capsys):
+def test_train_and_sweep_reject_the_same_setting_with_the_same_line(
+    bad, setting, demo_run0, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
     run_dir = tmp_path / "one"
     code, err = _dw(capsys, ["train", *demo_run0, *bad, f"run.dir={run_dir}"])
@@ -106,35 +108,33 @@ def test_every_yaml_key_has_a_typed_field_and_the_defaults_pass(group, option):
     from omegaconf import OmegaConf
 
     if option is None:
-        node = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml")[group], resolve=False)
+        node = schema.base_nodes()[(None, "_base")][group]
     else:
         node = OmegaConf.to_container(load_group(group, option), resolve=False)
     cls = schema.schema_of(group, node)
     assert set(node) == set(schema.fields_of(cls))
-    schema.check_group(group, node)
+    check_group(group, node)
     for name, tp in typing.get_type_hints(cls).items():  # every field is typed
         assert tp is not typing.Any, name
 
 
 def test_schema_messages_name_type_and_range():
     with pytest.raises(Exception) as e:
-        schema.check_group("train", {**_train_defaults(), "log_every": 0})
+        check_group("train", {**_train_defaults(), "log_every": 0})
     assert str(e.value) == "bad value for train.log_every: 0 (allowed: an integer >= 1)"
     with pytest.raises(Exception) as e:
-        schema.check_group("optim", {**_optim_defaults(), "min_lr_ratio": 1.5})
+        check_group("optim", {**_optim_defaults(), "min_lr_ratio": 1.5})
     assert str(e.value) == "bad value for optim.min_lr_ratio: 1.5 (allowed: a number >= 0 and <= 1)"
     with pytest.raises(Exception) as e:
-        schema.check_group("train", {**_train_defaults(), "surprise": 1})
+        check_group("train", {**_train_defaults(), "surprise": 1})
     assert "unknown setting train.surprise" in str(e.value)
     with pytest.raises(Exception) as e:
-        schema.check_group("launcher", {"name": "kubernetes"})
+        check_group("launcher", {"name": "kubernetes"})
     assert str(e.value) == "bad value for launcher: 'kubernetes' (allowed: debug|local|slurm)"
 
 
 def _train_defaults():
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml").train)
+    return schema.defaults(schema.Train)
 
 
 def _optim_defaults():

@@ -63,8 +63,8 @@ def test_pydoc_byte_deterministic_disjoint_and_resumable():
     assert 0.09 < len(val) / (len(train) + len(val)) < 0.12
     # no 128-byte span of the validation text occurs anywhere in the training text
     tb, vb = train.encode(), val.encode()
-    spans = {tb[i: i + 128] for i in range(len(tb) - 127)}
-    assert not any(vb[i: i + 128] in spans for i in range(len(vb) - 127))
+    spans = {tb[i : i + 128] for i in range(len(tb) - 127)}
+    assert not any(vb[i : i + 128] in spans for i in range(len(vb) - 127))
     assert a.bayes_loss is None and a.vocab_size == 256
     vb1, vb2 = a.val_batches(8, 64, 3), b.val_batches(8, 64, 3)
     assert len(vb1) == 3 and all(np.array_equal(p[0], q[0]) and np.array_equal(p[1], q[1]) for p, q in zip(vb1, vb2))
@@ -207,8 +207,21 @@ def test_prepare_text_dir_and_file_roundtrip(tmp_path, capsys):
     (tmp_path / "corpus").mkdir()
     for i, d in enumerate(docs):
         (tmp_path / "corpus" / f"{i:03d}.txt").write_text(d)
-    code, out, err = _dw(capsys, "data", "prepare", "--source", str(tmp_path / "corpus"), "--out",
-                         str(tmp_path / "d16"), "--val-fraction", "0.2", "--shard-tokens", "500", "--val-min-tokens", "0")
+    code, out, err = _dw(
+        capsys,
+        "data",
+        "prepare",
+        "--source",
+        str(tmp_path / "corpus"),
+        "--out",
+        str(tmp_path / "d16"),
+        "--val-fraction",
+        "0.2",
+        "--shard-tokens",
+        "500",
+        "--val-min-tokens",
+        "0",
+    )
     assert code == 0, err
     meta = json.loads((tmp_path / "d16" / "meta.json").read_text())
     assert meta["dtype"] == "uint16" and meta["vocab_size"] == 257 and meta["eot"] == 256
@@ -225,20 +238,51 @@ def test_prepare_text_dir_and_file_roundtrip(tmp_path, capsys):
     assert not set(back["train"]) & set(back["val"]) and len(back["val"]) == meta["docs"]["val"] > 0
     _check_resume(src)
     # windows across shard boundaries read the concatenated stream
-    whole = np.concatenate([np.fromfile(tmp_path / "d16" / s["file"], dtype="<u2") for s in meta["splits"]["train"]["shards"]])
+    whole = np.concatenate(
+        [np.fromfile(tmp_path / "d16" / s["file"], dtype="<u2") for s in meta["splits"]["train"]["shards"]]
+    )
     x, y = src.sampler("train", 16, 64, seed=1).next()
-    rows = {tuple(whole[i: i + 64]) for i in range(len(whole) - 64)}
+    rows = {tuple(whole[i : i + 64]) for i in range(len(whole) - 64)}
     assert all(tuple(r) in rows for r in x)
     # the same command again is a no-op; a different dataset into the same --out is refused
     before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "d16").iterdir()}
-    code, out, _ = _dw(capsys, "data", "prepare", "--source", str(tmp_path / "corpus"), "--out", str(tmp_path / "d16"),
-                       "--val-fraction", "0.2", "--shard-tokens", "500", "--val-min-tokens", "0")
+    code, out, _ = _dw(
+        capsys,
+        "data",
+        "prepare",
+        "--source",
+        str(tmp_path / "corpus"),
+        "--out",
+        str(tmp_path / "d16"),
+        "--val-fraction",
+        "0.2",
+        "--shard-tokens",
+        "500",
+        "--val-min-tokens",
+        "0",
+    )
     assert code == 0 and "already prepared" in out
     assert before == {p.name: p.stat().st_mtime_ns for p in (tmp_path / "d16").iterdir()}
     # a single text file: documents separated by blank lines; uint32 shards
     (tmp_path / "one.txt").write_text("\n\n\n".join(docs) + "\n")
-    code, _, err = _dw(capsys, "data", "prepare", "--source", str(tmp_path / "one.txt"), "--out", str(tmp_path / "d32"),
-                       "--val-fraction", "0.2", "--dtype", "uint32", "--limit-docs", "50", "--json", "--val-min-tokens", "0")
+    code, _, err = _dw(
+        capsys,
+        "data",
+        "prepare",
+        "--source",
+        str(tmp_path / "one.txt"),
+        "--out",
+        str(tmp_path / "d32"),
+        "--val-fraction",
+        "0.2",
+        "--dtype",
+        "uint32",
+        "--limit-docs",
+        "50",
+        "--json",
+        "--val-min-tokens",
+        "0",
+    )
     assert code == 0, err
     meta = json.loads((tmp_path / "d32" / "meta.json").read_text())
     assert meta["dtype"] == "uint32" and meta["docs"]["train"] + meta["docs"]["val"] == 50
@@ -246,7 +290,10 @@ def test_prepare_text_dir_and_file_roundtrip(tmp_path, capsys):
     assert src.streams["train"].parts[0].dtype == np.dtype("<u4")
     back = _decode_docs(src)
     assert sorted(back["train"] + back["val"]) == sorted(docs[:50])
-    assert sum(os.path.getsize(tmp_path / "d32" / s["file"]) for s in meta["splits"]["val"]["shards"]) == 4 * meta["tokens"]["val"]
+    assert (
+        sum(os.path.getsize(tmp_path / "d32" / s["file"]) for s in meta["splits"]["val"]["shards"])
+        == 4 * meta["tokens"]["val"]
+    )
 
 
 def test_prepare_saved_hf_dataset_and_tokenizer_json(tmp_path, capsys):
@@ -261,13 +308,34 @@ def test_prepare_saved_hf_dataset_and_tokenizer_json(tmp_path, capsys):
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
-                                                     initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    tk.train_from_iterator(
+        docs,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=["<|endoftext|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     tk.save(str(tmp_path / "tokenizer.json"))
     eot = tk.token_to_id("<|endoftext|>")
-    code, _, err = _dw(capsys, "data", "prepare", "--source", str(tmp_path / "hf"), "--tokenizer", str(tmp_path / "tokenizer.json"),
-                       "--text-column", "body", "--out", str(tmp_path / "out"), "--val-fraction", "0.25",
-                       "--val-min-tokens", "0")
+    code, _, err = _dw(
+        capsys,
+        "data",
+        "prepare",
+        "--source",
+        str(tmp_path / "hf"),
+        "--tokenizer",
+        str(tmp_path / "tokenizer.json"),
+        "--text-column",
+        "body",
+        "--out",
+        str(tmp_path / "out"),
+        "--val-fraction",
+        "0.25",
+        "--val-min-tokens",
+        "0",
+    )
     assert code == 0, err
     meta = json.loads((tmp_path / "out" / "meta.json").read_text())
     assert meta["eot"] == eot and meta["vocab_size"] == tk.get_vocab_size() and meta["source"]["kind"] == "hf_disk"
@@ -279,9 +347,24 @@ def test_prepare_saved_hf_dataset_and_tokenizer_json(tmp_path, capsys):
         texts = [tk.decode(list(map(int, part))) for part in np.split(ids, np.flatnonzero(ids == eot) + 1)[:-1]]
         assert all(t in docs for t in texts) and len(texts) == meta["docs"][split]
     # the DatasetDict's other split, through the real `dw` executable
-    proc = run_dw("data", "prepare", "--source", str(tmp_path / "hf"), "--split", "test", "--text-column", "body",
-                  "--out", str(tmp_path / "test"), "--val-fraction", "0.5", "--json", "--val-min-tokens", "0",
-                  env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+    proc = run_dw(
+        "data",
+        "prepare",
+        "--source",
+        str(tmp_path / "hf"),
+        "--split",
+        "test",
+        "--text-column",
+        "body",
+        "--out",
+        str(tmp_path / "test"),
+        "--val-fraction",
+        "0.5",
+        "--json",
+        "--val-min-tokens",
+        "0",
+        env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
     m = json.loads(proc.stdout)
     cut = m["val_split"]["moved"]["cut_tokens"] > 0  # a document cut to reach the goal counts in both splits
@@ -298,7 +381,9 @@ def test_make_source_bad_inputs(tmp_path):
         make_source({"name": "nope", "vocab_size": 1}, 8)
     with pytest.raises(BadInput, match="does not exist"):
         make_source({"name": "memmap", "path": str(tmp_path / "missing"), "vocab_size": 257}, 8)
-    with pytest.raises(BadInput, match=r"seq_len 400000 is longer than the data: pydoc train split holds 3\d{5} tokens"):
+    with pytest.raises(
+        BadInput, match=r"seq_len 400000 is longer than the data: pydoc train split holds 3\d{5} tokens"
+    ):
         make_source(PYDOC, 400_000)
     with pytest.raises(BadInput, match="vocab_size"):
         make_source({**PYDOC, "vocab_size": 300}, 8)
@@ -316,7 +401,9 @@ def test_make_source_bad_inputs(tmp_path):
         make_source({"name": "memmap", "path": str(d), "vocab_size": 50257}, 8)
     n_val = meta["tokens"]["val"]
     assert meta["tokens"]["train"] > n_val + 1
-    with pytest.raises(BadInput, match=rf"seq_len {n_val} is longer than the data: memmap val split holds {n_val} tokens"):
+    with pytest.raises(
+        BadInput, match=rf"seq_len {n_val} is longer than the data: memmap val split holds {n_val} tokens"
+    ):
         make_source({"name": "memmap", "path": str(d), "vocab_size": 257}, n_val)
     src = make_source({"name": "memmap", "path": str(d), "vocab_size": 257}, 8)
     with pytest.raises(BadInput, match="seq_len 5000"):
@@ -330,18 +417,36 @@ def test_prepare_bad_inputs_exit_2_one_line_nothing_written(tmp_path, capsys):
     (tmp_path / "blank.txt").write_text("\n  \n\n\t\n")  # no document at all
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("not a dataset")
-    code, _, _ = _dw(capsys, "data", "prepare", "--source", str(tmp_path / "c.txt"), "--out", str(tmp_path / "other"),
-                     "--val-fraction", "0.3")
+    code, _, _ = _dw(
+        capsys,
+        "data",
+        "prepare",
+        "--source",
+        str(tmp_path / "c.txt"),
+        "--out",
+        str(tmp_path / "other"),
+        "--val-fraction",
+        "0.3",
+    )
     assert code == 0
     cases = [
         (["--source", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o1")], "missing.txt"),
         (["--source", str(tmp_path / "c.txt"), "--tokenizer", "gpt7", "--out", str(tmp_path / "o2")], "gpt7"),
         (["--source", str(tmp_path / "c.txt"), "--val-fraction", "1.5", "--out", str(tmp_path / "o3")], "1.5"),
-        (["--source", str(tmp_path / "c.txt"), "--val-fraction", "0.2", "--out", str(tmp_path / "other")], "different dataset"),
+        (
+            ["--source", str(tmp_path / "c.txt"), "--val-fraction", "0.2", "--out", str(tmp_path / "other")],
+            "different dataset",
+        ),
         (["--source", str(tmp_path / "c.txt"), "--out", str(tmp_path / "full")], "not empty"),
         (["--source", str(tmp_path / "blank.txt"), "--out", str(tmp_path / "o4")], "split is empty"),
-        (["--source", str(tmp_path / "c.txt"), "--val-min-tokens", "-5", "--out", str(tmp_path / "o7")], "--val-min-tokens"),
-        (["--source", str(tmp_path / "c.txt"), "--shard-tokens", "many", "--out", str(tmp_path / "o5")], "--shard-tokens"),
+        (
+            ["--source", str(tmp_path / "c.txt"), "--val-min-tokens", "-5", "--out", str(tmp_path / "o7")],
+            "--val-min-tokens",
+        ),
+        (
+            ["--source", str(tmp_path / "c.txt"), "--shard-tokens", "many", "--out", str(tmp_path / "o5")],
+            "--shard-tokens",
+        ),
     ]
     listing = sorted(p.name for p in tmp_path.iterdir())
     for args, needle in cases:
@@ -351,14 +456,22 @@ def test_prepare_bad_inputs_exit_2_one_line_nothing_written(tmp_path, capsys):
         assert sorted(p.name for p in tmp_path.iterdir()) == listing  # no out dir, no staging left behind
     assert sorted(os.listdir(tmp_path / "full")) == ["x"]
     # and through the real executable
-    line = assert_bad_input(run_dw("data", "prepare", "--source", str(tmp_path / "nope"), "--out", str(tmp_path / "o6")))
+    line = assert_bad_input(
+        run_dw("data", "prepare", "--source", str(tmp_path / "nope"), "--out", str(tmp_path / "o6"))
+    )
     assert "nope" in line and not (tmp_path / "o6").exists()
 
 
 def test_imports_stay_light():
-    code = ("import sys, depthwidth.cli, depthwidth.data.source, depthwidth.data.synthetic, depthwidth.data.prepare, depthwidth.data.tokenizer\n"
-            "bad = [m for m in ('torch', 'datasets', 'tokenizers') if m in sys.modules]\n"
-            "assert not bad, bad\n")
+    code = (
+        "import sys, depthwidth.cli, depthwidth.data.source, depthwidth.data.synthetic, depthwidth.data.prepare, "
+        "depthwidth.data.tokenizer\n"
+        "bad = [m for m in ('torch', 'datasets', 'tokenizers') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    code = "import sys, depthwidth.cli\nassert 'depthwidth.data.prepare' not in sys.modules and 'datasets' not in sys.modules\n"
+    code = (
+        "import sys, depthwidth.cli\nassert 'depthwidth.data.prepare' not in sys.modules and 'datasets' not in "
+        "sys.modules\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})

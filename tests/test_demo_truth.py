@@ -14,49 +14,95 @@ import json
 
 import pytest
 
-from depthwidth.fit.identify import meaningful_dcrit, meaningful_optimum
-from depthwidth.fit.prefer import law_of_label, preferred
+from depthwidth.fit.verdicts import meaningful_dcrit, meaningful_optimum
+from depthwidth.fit.verdicts import law_of_label, preferred
 from tests import report_store as rs
 from tests.planted import PLANTED
 
 DD = PLANTED["depth-delusion[log]"]
 WD = PLANTED["width-depth"]
-VERDICT_NO = ("D_crit identified: no, because only 0 run(s) are deeper than the fitted D_crit "
-              "(deepest depth/D_crit = 0.5): nothing shows where extra depth starts to hurt")
+VERDICT_NO = (
+    "D_crit identified: no, because only 0 run(s) are deeper than the fitted D_crit "
+    "(deepest depth/D_crit = 0.5): nothing shows where extra depth starts to hurt"
+)
 
 
 def _doc(identified: bool, wd_loro: float = 0.0947, with_options: bool = True, power: float | None = None) -> dict:
     derived = {
-        "dcrit": {"form": "log", "formula": "kappa*ln W",
-                  "widths": {"32": {"value": 0.17, "ci": [0.17, 1.6]}, "64": {"value": 2.5, "ci": [2.0, 3.0]}},
-                  "reference": {"GPT-3": {"width": 12288, "depth": 96, "dcrit": 0.47, "dcrit_ci": [0.4, 5.0],
-                                          "depth_over_dcrit": 204.0, "depth_over_dcrit_ci": [19.0, 240.0]}}},
-        "compute_optimal": {"constraint": "C = 6*N*T, N = 12*D*W^2", "c_ref": 1e21, "N_exponent": 0.53,
-                            "D_opt": 0.54, "W_opt": 49894.9, "ci": {"N_exponent": [0.5, 0.56], "D_opt": [0.3, 0.9]},
-                            "tie_break": "deepest penalty-free shape: D* = D_crit(W*)"},
+        "dcrit": {
+            "form": "log",
+            "formula": "kappa*ln W",
+            "widths": {"32": {"value": 0.17, "ci": [0.17, 1.6]}, "64": {"value": 2.5, "ci": [2.0, 3.0]}},
+            "reference": {
+                "GPT-3": {
+                    "width": 12288,
+                    "depth": 96,
+                    "dcrit": 0.47,
+                    "dcrit_ci": [0.4, 5.0],
+                    "depth_over_dcrit": 204.0,
+                    "depth_over_dcrit_ci": [19.0, 240.0],
+                }
+            },
+        },
+        "compute_optimal": {
+            "constraint": "C = 6*N*T, N = 12*D*W^2",
+            "c_ref": 1e21,
+            "N_exponent": 0.53,
+            "D_opt": 0.54,
+            "W_opt": 49894.9,
+            "ci": {"N_exponent": [0.5, 0.56], "D_opt": [0.3, 0.9]},
+            "tie_break": "deepest penalty-free shape: D* = D_crit(W*)",
+        },
     }
-    claim = {"parameter": "D_crit", "identified": identified,
-             "because": "4 runs lie at or below and 3 runs beyond the fitted D_crit" if identified
-             else VERDICT_NO.split("because ", 1)[1]}
-    rows = [{"law": "depth-delusion[log]", "params": DD, "loro_rmse": 0.143, "extrapolation_rmse": 0.105},
-            {"law": "width-depth", "params": WD, "loro_rmse": wd_loro, "extrapolation_rmse": 0.12},
-            {"law": "chinchilla", "params": PLANTED["chinchilla"], "loro_rmse": 0.34, "extrapolation_rmse": 0.24}]
+    claim = {
+        "parameter": "D_crit",
+        "identified": identified,
+        "because": "4 runs lie at or below and 3 runs beyond the fitted D_crit"
+        if identified
+        else VERDICT_NO.split("because ", 1)[1],
+    }
+    rows = [
+        {"law": "depth-delusion[log]", "params": DD, "loro_rmse": 0.143, "extrapolation_rmse": 0.105},
+        {"law": "width-depth", "params": WD, "loro_rmse": wd_loro, "extrapolation_rmse": 0.12},
+        {"law": "chinchilla", "params": PLANTED["chinchilla"], "loro_rmse": 0.34, "extrapolation_rmse": 0.24},
+    ]
     if power is not None:  # the other D_crit form: rests on D_crit too
-        rows.append({"law": "depth-delusion[power]", "params": PLANTED["depth-delusion[power]"], "loro_rmse": power,
-                     "extrapolation_rmse": 0.2})
+        rows.append(
+            {
+                "law": "depth-delusion[power]",
+                "params": PLANTED["depth-delusion[power]"],
+                "loro_rmse": power,
+                "extrapolation_rmse": 0.2,
+            }
+        )
     if with_options:
         for r in rows:
             r["options"] = {"dcrit": "log", "irreducible": False} if r["law"].startswith("depth") else {}
     return {
-        "schema": "dw.fit/1", "law": "depth-delusion", "options": {"dcrit": "log", "irreducible": False},
-        "formula": "planted", "params": DD, "ci": {}, "n": 14, "n_runs": 14, "r2": 0.9, "rmse": 0.1,
+        "schema": "dw.fit/1",
+        "law": "depth-delusion",
+        "options": {"dcrit": "log", "irreducible": False},
+        "formula": "planted",
+        "params": DD,
+        "ci": {},
+        "n": 14,
+        "n_runs": 14,
+        "r2": 0.9,
+        "rmse": 0.1,
         "derived": derived,
-        "compare": {"laws": rows, "best": {"loro": min(rows, key=lambda r: r["loro_rmse"])["law"],
-                                           "extrapolation": "depth-delusion[log]"}},
-        "identification": {"points": 14, "runs": 14, "ranges": {"loss": [2.0, 3.5]}, "claim": claim,
-                           "verdict": VERDICT_NO if not identified else f"D_crit identified: yes, because {claim['because']}",
-                           "optimum": meaningful_optimum(derived, quantum=8),
-                           "dcrit_range": meaningful_dcrit(derived)},
+        "compare": {
+            "laws": rows,
+            "best": {"loro": min(rows, key=lambda r: r["loro_rmse"])["law"], "extrapolation": "depth-delusion[log]"},
+        },
+        "identification": {
+            "points": 14,
+            "runs": 14,
+            "ranges": {"loss": [2.0, 3.5]},
+            "claim": claim,
+            "verdict": VERDICT_NO if not identified else f"D_crit identified: yes, because {claim['because']}",
+            "optimum": meaningful_optimum(derived, quantum=8),
+            "dcrit_range": meaningful_dcrit(derived),
+        },
     }
 
 
@@ -106,8 +152,12 @@ def test_not_identified_draws_the_preferred_law_solid_and_depth_delusion_dashed(
     dashed = [ln for ln in curves if ln.get_linestyle() == "--"]
     assert [list(a.get_ydata()) != list(b.get_ydata()) for a, b in zip(solid, dashed)] == [True, True]
     line = preferred(data.fit)["line"]
-    assert line.startswith("D_crit not identified: the held-out comparison prefers width-depth (leave-one-run-out RMSE 0.0947 vs 0.143")
-    assert "the extrap. split prefers depth-delusion[log]" in line and line.endswith("depth-delusion[log] dashed as the alternative")
+    assert line.startswith(
+        "D_crit not identified: the held-out comparison prefers width-depth (leave-one-run-out RMSE 0.0947 vs 0.143"
+    )
+    assert "the extrap. split prefers depth-delusion[log]" in line and line.endswith(
+        "depth-delusion[log] dashed as the alternative"
+    )
     assert line in kept["caption"] and kept["caption"].endswith("; " + VERDICT_NO)
     assert "D_crit not identified: the held-out comparison prefers width-depth" in ax.get_xlabel().replace("\n", " ")
     assert "prefers" in kept["title"]
@@ -166,7 +216,7 @@ def test_another_dcrit_form_is_never_the_preferred_law():
 
 def test_old_fit_json_without_flags_or_row_options():
     """A fit.json from before the flags: the report recomputes them; compare rows parse their labels."""
-    from depthwidth.report.optima import flags
+    from depthwidth.fit.verdicts import flags
 
     doc = _doc(identified=False, with_options=False)
     del doc["identification"]["optimum"], doc["identification"]["dcrit_range"]
@@ -179,8 +229,11 @@ def test_old_fit_json_without_flags_or_row_options():
 
 def test_width_below_the_quantum_is_not_identified():
     opt = meaningful_optimum({"compute_optimal": {"D_opt": 12.0, "W_opt": 5.0}}, quantum=8)
-    assert opt["W_opt"] == {"value": None, "identified": False,
-                            "because": "the law's optimum W_opt = 5 is below the width quantum (8)"}
+    assert opt["W_opt"] == {
+        "value": None,
+        "identified": False,
+        "because": "the law's optimum W_opt = 5 is below the width quantum (8)",
+    }
     assert opt["D_opt"] == {"value": 12.0, "identified": True}
     assert meaningful_optimum({"compute_optimal": {"W_opt": 5.0}})["W_opt"]["identified"]  # no quantum: one unit
 
@@ -192,7 +245,10 @@ def test_readme_demo_section_says_it_in_one_line(store):
     text = section(rep, "docs/demo.png", None, fit=data.fit)
     line = preferred(data.fit)["line"]
     assert text.count(line[1:]) == 1 and f"**D{line[1:]}.**" in text
-    assert "![Loss vs depth per width: width-depth solid (held-out preferred), depth-delusion[log] dashed](docs/demo.png)" in text
+    assert (
+        "![Loss vs depth per width: width-depth solid (held-out preferred), depth-delusion[log] dashed](docs/demo.png)"
+        in text
+    )
     data, rep = _report(store, _doc(identified=True))
     text = section(rep, "docs/demo.png", None, fit=data.fit)
     assert "not identified" not in text and "![Loss vs depth per width, with the fitted law](docs/demo.png)" in text
@@ -201,15 +257,26 @@ def test_readme_demo_section_says_it_in_one_line(store):
 def test_dw_fit_prints_dcrit_below_one_layer_and_the_preferred_law(capsys):
     from depthwidth.cli.fit import render
 
-    res = {**_doc(identified=False), "ci": {k: None for k in DD}, "pinned": {}, "on_bound": ["kappa"],
-           "starts": {"converged": 1, "total": 1, "in_best_basin": 1}, "objective": 0.0, "excluded": [], "warnings": []}
+    res = {
+        **_doc(identified=False),
+        "ci": {k: None for k in DD},
+        "pinned": {},
+        "on_bound": ["kappa"],
+        "starts": {"converged": 1, "total": 1, "in_best_basin": 1},
+        "objective": 0.0,
+        "excluded": [],
+        "warnings": [],
+    }
     for r in res["compare"]["laws"]:
         r.update(k=len(r["params"]), r2=0.9, rmse=0.1, aic=-200.0, bic=-190.0)
     res["compare"]["best"].update(aic="width-depth", bic="width-depth")
     render(res)
     out = capsys.readouterr().out
-    rows = {line.split("│")[1].strip() + "/" + line.split("│")[2].strip(): line for line in out.splitlines()
-            if line.count("│") >= 5}
+    rows = {
+        line.split("│")[1].strip() + "/" + line.split("│")[2].strip(): line
+        for line in out.splitlines()
+        if line.count("│") >= 5
+    }
     assert "not identified" in rows["sweep/32"] and "0.17" not in rows["sweep/32"] and "2.5" in rows["sweep/64"]
     assert "GPT-3/12288" not in rows and "204" not in out  # unreachable: named in the caption, no row of numbers
     assert "not identified this far from the sweep's widths: GPT-3" in " ".join(out.split())
@@ -220,19 +287,28 @@ def test_dw_fit_prints_dcrit_below_one_layer_and_the_preferred_law(capsys):
 def test_dw_fit_sensitivity_table_reads_not_identified_below_one_layer(capsys):
     from rich.console import Console
 
-    from depthwidth.cli.fit_sections import render
+    from depthwidth.cli.fit import render_sections as render
 
-    s = {"choices": [{"key": "base", "short": "base", "label": "as fitted", "n": 14, "values": {}}],
-         "numbers": {"compute_optimal.D_opt": {"values": {"base": 0.54}, "spread": 0.0, "ci_width": 0.6,
-                                               "flagged": False, "farthest": None}},
-         "flagged": []}
+    s = {
+        "choices": [{"key": "base", "short": "base", "label": "as fitted", "n": 14, "values": {}}],
+        "numbers": {
+            "compute_optimal.D_opt": {
+                "values": {"base": 0.54},
+                "spread": 0.0,
+                "ci_width": 0.6,
+                "flagged": False,
+                "farthest": None,
+            }
+        },
+        "flagged": [],
+    }
     render(Console(width=200), {"sensitivity": s})
     row = next(line for line in capsys.readouterr().out.splitlines() if "compute_optimal.D_opt" in line)
     assert "not identified" in row and "0.54" not in row
 
 
 def test_the_width_quantum_comes_from_the_runs(tmp_path):
-    from depthwidth.fit.run import sweep_quantum
+    from depthwidth.fit.files import sweep_quantum
 
     for i, q in enumerate((16, 8)):
         (tmp_path / f"r{i}").mkdir()
@@ -245,7 +321,7 @@ def test_the_width_quantum_comes_from_the_runs(tmp_path):
 
 
 def test_sensitivity_values_outside_the_range_read_not_identified(store):
-    from depthwidth.fit.identify import below_floor
+    from depthwidth.fit.verdicts import below_floor
 
     assert below_floor("compute_optimal.D_opt", 0.54) and not below_floor("compute_optimal.D_opt", 1.0)
     assert below_floor("dcrit[W=32]", 0.17) and not below_floor("alpha", 0.1)
@@ -254,13 +330,28 @@ def test_sensitivity_values_outside_the_range_read_not_identified(store):
     doc = _doc(identified=False)
     doc["identification"]["quantum"] = 8
     doc["sensitivity"] = {
-        "choices": [{"key": "base", "short": "base", "label": "as fitted", "n": 14, "values": {}},
-                    {"key": "delta", "short": "δ=1e-2", "label": "Huber δ 1e-2", "n": 14, "values": {}}],
-        "numbers": {"compute_optimal.D_opt": {"values": {"base": 0.54, "delta": 1.5}, "spread": 0.96,
-                                              "ci_width": 0.6, "flagged": True, "farthest": "delta"},
-                    "alpha": {"values": {"base": 0.3, "delta": 0.31}, "spread": 0.01, "ci_width": 0.1,
-                              "flagged": False, "farthest": "delta"}},
-        "flagged": ["compute_optimal.D_opt"]}
+        "choices": [
+            {"key": "base", "short": "base", "label": "as fitted", "n": 14, "values": {}},
+            {"key": "delta", "short": "δ=1e-2", "label": "Huber δ 1e-2", "n": 14, "values": {}},
+        ],
+        "numbers": {
+            "compute_optimal.D_opt": {
+                "values": {"base": 0.54, "delta": 1.5},
+                "spread": 0.96,
+                "ci_width": 0.6,
+                "flagged": True,
+                "farthest": "delta",
+            },
+            "alpha": {
+                "values": {"base": 0.3, "delta": 0.31},
+                "spread": 0.01,
+                "ci_width": 0.1,
+                "flagged": False,
+                "farthest": "delta",
+            },
+        },
+        "flagged": ["compute_optimal.D_opt"],
+    }
     _data, rep = _report(store, doc)
     rows = {r["number"]: r for r in rep["tables"]["fit_sensitivity"].rows}
     assert rows["compute_optimal.D_opt"]["base"] == "not identified" and rows["compute_optimal.D_opt"]["delta"] == 1.5

@@ -8,13 +8,16 @@ from depthwidth.core.errors import BadInput, did_you_mean
 from tests.helpers import assert_bad_input, dw_in_process, run_dw
 
 
-@pytest.mark.parametrize("override, said", [
-    ("train.step=5", "unknown config key 'train.step': did you mean train.steps?"),
-    ("model.dept=4", "unknown config key 'model.dept': did you mean model.depth?"),
-    ("modl.depth=3", "unknown config key 'modl.depth': did you mean model.depth?"),
-    ("data=memap", "unknown data 'memap': did you mean memmap? (available: memmap, pydoc, slimpajama, synthetic)"),
-    ("model=vwtt", "unknown model 'vwtt': did you mean vwt? (available: "),
-])
+@pytest.mark.parametrize(
+    "override, said",
+    [
+        ("train.step=5", "unknown config key 'train.step': did you mean train.steps?"),
+        ("model.dept=4", "unknown config key 'model.dept': did you mean model.depth?"),
+        ("modl.depth=3", "unknown config key 'modl.depth': did you mean model.depth?"),
+        ("data=memap", "unknown data 'memap': did you mean memmap? (available: memmap, pydoc, slimpajama, synthetic)"),
+        ("model=vwtt", "unknown model 'vwtt': did you mean vwt? (available: "),
+    ],
+)
 def test_train_and_sweep_name_the_closest_spelling(capsys, override, said):
     rc, _, err = dw_in_process(capsys, "train", override)
     assert rc == 2 and err.strip().splitlines() == [err.strip()] and said in err, err
@@ -35,7 +38,7 @@ def test_a_key_with_no_close_spelling_lists_its_parents_keys():
 
 def test_adding_a_key_that_is_a_typo_still_gets_the_suggestion():
     from depthwidth.config.compose import compose
-    from depthwidth.config.schema import check
+    from depthwidth.config.check import check
 
     with pytest.raises(BadInput, match=r"^unknown setting train\.step: did you mean train\.steps\? \(allowed: "):
         check(compose(["+train.step=5"]))

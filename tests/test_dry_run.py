@@ -70,8 +70,18 @@ def test_data_that_exist_pass_the_dry_run_without_a_warning(tmp_path):
 def test_a_wall_time_over_launcher_time_warns_with_each_runs_requeues(tmp_path):
     env = _sweep(tmp_path)
     # one GPU per run at 1e8 FLOP/s: minutes of wall-time; launcher.time=00:00:01 is one whole minute for submitit
-    args = ["sweep", "tiny", "launcher=slurm", "launcher.gpus_per_node=1", "launcher.time=00:00:01",
-            "--peak", "1e8", "--mfu", "1", "--dry-run"]
+    args = [
+        "sweep",
+        "tiny",
+        "launcher=slurm",
+        "launcher.gpus_per_node=1",
+        "launcher.time=00:00:01",
+        "--peak",
+        "1e8",
+        "--mfu",
+        "1",
+        "--dry-run",
+    ]
     doc = _json(run_dw(*args, "--json", env=env))
     want = []
     for r in doc["runs"]:
@@ -96,15 +106,19 @@ def test_a_wall_time_over_launcher_time_warns_with_each_runs_requeues(tmp_path):
 
 def _planted(walls, label=None):
     return [SimpleNamespace(index=i, label=label, launcher={}) for i in range(len(walls))], [
-        {"index": i, "wall_hours": w, "plan": {"processes": 8, "device": "cuda"}} for i, w in enumerate(walls)]
+        {"index": i, "wall_hours": w, "plan": {"processes": 8, "device": "cuda"}} for i, w in enumerate(walls)
+    ]
 
 
-@pytest.mark.parametrize("pack, par, calendar", [
-    (1, 2, 7.0),  # slots free at 5 | 3 -> 5 | 5 -> 7 | 5 -> 6: the last ends at 7
-    (2, 2, 8.0),  # tasks 5+3, 2+2, 1: 8 | 4 -> 5
-    (1, 1, 13.0),  # one after another: the sum
-    (1, 64, 5.0),  # every task at once: the longest
-])
+@pytest.mark.parametrize(
+    "pack, par, calendar",
+    [
+        (1, 2, 7.0),  # slots free at 5 | 3 -> 5 | 5 -> 7 | 5 -> 6: the last ends at 7
+        (2, 2, 8.0),  # tasks 5+3, 2+2, 1: 8 | 4 -> 5
+        (1, 1, 13.0),  # one after another: the sum
+        (1, 64, 5.0),  # every task at once: the longest
+    ],
+)
 def test_calendar_time_is_the_greedy_schedule_of_the_tasks_over_the_parallel_slots(pack, par, calendar):
     runs, rows = _planted([5, 3, 2, 2, 1])
     cfg = {"name": "slurm", "nodes": 2, "gpus_per_node": 4, "array_parallelism": par, "pack": pack, "gpu_memory": 80}
@@ -133,12 +147,15 @@ def test_two_job_arrays_run_at_once_and_their_nodes_add_up():
     assert plan_costs.schedule(a + b, ra + rb)["calendar_hours"] == 22.0  # launcher=debug: one after another
 
 
-@pytest.mark.parametrize("steps, every, keep, kept", [
-    (250, 100, 2, 2),  # saves at 100, 200 and the end (250): the newest 2 kept
-    (200, 100, 0, 2),  # 100, 200 (the end is one of them); keep_ckpts=0 keeps every save
-    (250, 100, 0, 3),
-    (5, 0, 2, 1),  # ckpt_every=0: only the end
-])
+@pytest.mark.parametrize(
+    "steps, every, keep, kept",
+    [
+        (250, 100, 2, 2),  # saves at 100, 200 and the end (250): the newest 2 kept
+        (200, 100, 0, 2),  # 100, 200 (the end is one of them); keep_ckpts=0 keeps every save
+        (250, 100, 0, 3),
+        (5, 0, 2, 1),  # ckpt_every=0: only the end
+    ],
+)
 def test_checkpoint_disk_is_12_bytes_a_parameter_times_the_checkpoints_kept(steps, every, keep, kept):
     from depthwidth.config.compose import compose
     from depthwidth.model.accounting import param_shapes
@@ -154,8 +171,19 @@ def test_checkpoint_disk_is_12_bytes_a_parameter_times_the_checkpoints_kept(step
 
 def test_the_dry_runs_schedule_and_disk_match_their_formulas(tmp_path):
     env = _sweep(tmp_path, steps=(300, 600, 900))
-    doc = _json(run_dw("sweep", "tiny", "launcher=slurm", "launcher.gpus_per_node=2", "launcher.array_parallelism=2",
-                       "train.keep_ckpts=0", "--dry-run", "--json", env=env))
+    doc = _json(
+        run_dw(
+            "sweep",
+            "tiny",
+            "launcher=slurm",
+            "launcher.gpus_per_node=2",
+            "launcher.array_parallelism=2",
+            "train.keep_ckpts=0",
+            "--dry-run",
+            "--json",
+            env=env,
+        )
+    )
     w = [r["wall_hours"] for r in doc["runs"]]
     assert w == [r["flops"] / (0.4 * 989e12) / 3600 / 2 for r in doc["runs"]]  # 2 processes a run
     sc = doc["schedule"]
@@ -165,8 +193,16 @@ def test_the_dry_runs_schedule_and_disk_match_their_formulas(tmp_path):
         assert r["ckpts_kept"] == steps // 100 and r["ckpt_disk_bytes"] == r["ckpts_kept"] * r["ckpt_bytes"]
     assert doc["disk"]["total_bytes"] == sum(r["ckpt_disk_bytes"] for r in doc["runs"])
     assert doc["disk"]["max_run"] == 2 and doc["disk"]["max_run_bytes"] == doc["runs"][2]["ckpt_disk_bytes"]
-    p = run_dw("sweep", "tiny", "launcher=slurm", "launcher.gpus_per_node=2", "launcher.array_parallelism=2",
-               "pack=3", "--dry-run", env=env)
+    p = run_dw(
+        "sweep",
+        "tiny",
+        "launcher=slurm",
+        "launcher.gpus_per_node=2",
+        "launcher.array_parallelism=2",
+        "pack=3",
+        "--dry-run",
+        env=env,
+    )
     assert p.returncode == 0, p.stderr
     assert "schedule: 1 array task in 1 job array (launcher.array_parallelism=2, pack=3): at most 1 at once" in p.stdout
     assert "checkpoints: 12 bytes per parameter" in p.stdout and "ckpt GiB" in p.stdout
@@ -180,9 +216,22 @@ def test_a_checkpoint_on_disk_is_the_planned_size(tmp_path):
     from depthwidth.train.trainer import train
 
     d = tmp_path / "run"
-    cfg = compose(["model.depth=2", "model.width=128", "train.batch_size=4", "train.seq_len=32", "train.threads=1",
-                   "train.steps=5", "train.ckpt_every=2", "train.keep_ckpts=0", "probe.every=0", "probe.at=[]",
-                   "data=synthetic", f"run.dir={d}"])
+    cfg = compose(
+        [
+            "model.depth=2",
+            "model.width=128",
+            "train.batch_size=4",
+            "train.seq_len=32",
+            "train.threads=1",
+            "train.steps=5",
+            "train.ckpt_every=2",
+            "train.keep_ckpts=0",
+            "probe.every=0",
+            "probe.at=[]",
+            "data=synthetic",
+            f"run.dir={d}",
+        ]
+    )
     train(cfg)
     f = plan_costs.checkpoint_figures(from_config(cfg.model), steps=5, ckpt_every=2, keep=0)
     dirs = sorted((d / "ckpt").glob("step_*"))
@@ -209,28 +258,64 @@ def test_a_cpu_sweep_is_counted_in_cpu_hours(tmp_path):
         assert f"≈ {plan_costs.short(total)} CPU-hours at MFU 40% of 2e+09 FLOP/s per CPU process" in p.stdout
         assert "CPU-h" in p.stdout and "GPU-h" not in p.stdout
     assert doc["schedule"]["calendar_hours"] == max(r["wall_hours"] for r in doc["runs"])  # 2 runs, 64 at once
-    local = _json(run_dw("sweep", "tiny", "launcher=local", "launcher.gpus=none", "launcher.workers=1", "--dry-run",
-                         "--json", env=env))
+    local = _json(
+        run_dw(
+            "sweep",
+            "tiny",
+            "launcher=local",
+            "launcher.gpus=none",
+            "launcher.workers=1",
+            "--dry-run",
+            "--json",
+            env=env,
+        )
+    )
     assert local["schedule"]["calendar_hours"] == pytest.approx(sum(r["wall_hours"] for r in local["runs"]))
 
 
 def test_a_7b_model_planned_on_the_cpu_is_warned_about(tmp_path):
-    p = run_dw("sweep", "depth_delusion", "launcher=local", "launcher.gpus=none", "--only", "model.width=4608",
-               "--dry-run", "--no-data-check", env={"DW_RUNS": str(tmp_path / "runs")})
+    p = run_dw(
+        "sweep",
+        "depth_delusion",
+        "launcher=local",
+        "launcher.gpus=none",
+        "--only",
+        "model.width=4608",
+        "--dry-run",
+        "--no-data-check",
+        env={"DW_RUNS": str(tmp_path / "runs")},
+    )
     assert p.returncode == 0, p.stderr
     line = next(ln for ln in p.stderr.splitlines() if "planned on the CPU" in ln)
     assert line.startswith("dw: warning: 1 of 1 runs are planned on the CPU (launcher.gpus=none; fp32, 1 process each)")
     assert "7.09B params" in line and "launcher=slurm" in line
     # on GPUs it is not
-    p = run_dw("sweep", "depth_delusion", "launcher=slurm", "--only", "model.width=4608", "--dry-run",
-               "--no-data-check", env={"DW_RUNS": str(tmp_path / "runs")})
+    p = run_dw(
+        "sweep",
+        "depth_delusion",
+        "launcher=slurm",
+        "--only",
+        "model.width=4608",
+        "--dry-run",
+        "--no-data-check",
+        env={"DW_RUNS": str(tmp_path / "runs")},
+    )
     assert p.returncode == 0, p.stderr
     assert "planned on the CPU" not in p.stderr
 
 
 def test_depth_delusion_advises_the_small_block_first_and_a_holdout_fit(tmp_path):
-    doc = _json(run_dw("sweep", "depth_delusion", "launcher=slurm", "--dry-run", "--no-data-check", "--json",
-                       env={"DW_RUNS": str(tmp_path / "runs")}))
+    doc = _json(
+        run_dw(
+            "sweep",
+            "depth_delusion",
+            "launcher=slurm",
+            "--dry-run",
+            "--no-data-check",
+            "--json",
+            env={"DW_RUNS": str(tmp_path / "runs")},
+        )
+    )
     assert "--only small: 16 runs" in doc["advice"] and "dw fit depth_delusion --holdout largest:3" in doc["advice"]
     sc = doc["schedule"]  # 16 one-GPU runs and 14 eight-GPU runs, all at once (array_parallelism 64)
     assert (sc["at_once"], sc["nodes"], sc["gpus"], sc["full_nodes"]) == (30, 30, 16 + 14 * 8, 16)
@@ -238,7 +323,9 @@ def test_depth_delusion_advises_the_small_block_first_and_a_holdout_fit(tmp_path
     assert doc["requeues"] == sum(math.ceil(r["wall_hours"]) - 1 for r in doc["runs"])  # launcher.time 01:00:00
     assert not (tmp_path / "runs").exists()
     # a sweep without small and large runs gets no advice
-    assert _json(run_dw("sweep", "tiny", "--dry-run", "--json", env=_sweep(tmp_path, steps=(300, 600))))["advice"] is None
+    assert (
+        _json(run_dw("sweep", "tiny", "--dry-run", "--json", env=_sweep(tmp_path, steps=(300, 600))))["advice"] is None
+    )
 
 
 def test_local_gpus_per_run_beyond_the_visible_gpus_is_refused_by_the_dry_run_too(tmp_path):

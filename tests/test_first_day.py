@@ -22,14 +22,36 @@ def _one_off(root, name="t"):
     s["final_val_loss"] = s["budgets"][-1]["val_loss"] = 1.5  # much lower: trained 3x longer
     write_json(d / "u2x64-long" / "summary.json", s)
     ovr = ["model.depth=2", "model.width=64", "model.shape=uniform", "run.seed=1", "train.steps=1000"]
-    append_jsonl(d / "manifest", [
-        {"event": "submit", "run_id": "u2x64-long", "overrides": ovr, "run_dir": str(d / "u2x64-long"),
-         "launcher": "local", "job_id": "local-y_0", "label": "grid", "ref": None, "tokens_total": 10000, "index": 0},
-        {"event": "start", "run_id": "u2x64-long", "job_id": "local-y_0", "restart": 0},
-        {"event": "submit", "run_id": "never", "overrides": [*ovr[:1], "model.width=64", "model.depth=6",
-                                                              "train.steps=1000"], "run_dir": str(d / "never"),
-         "launcher": "local", "job_id": "local-y_1", "label": "grid", "ref": None, "tokens_total": 10000, "index": 1},
-    ])
+    append_jsonl(
+        d / "manifest",
+        [
+            {
+                "event": "submit",
+                "run_id": "u2x64-long",
+                "overrides": ovr,
+                "run_dir": str(d / "u2x64-long"),
+                "launcher": "local",
+                "job_id": "local-y_0",
+                "label": "grid",
+                "ref": None,
+                "tokens_total": 10000,
+                "index": 0,
+            },
+            {"event": "start", "run_id": "u2x64-long", "job_id": "local-y_0", "restart": 0},
+            {
+                "event": "submit",
+                "run_id": "never",
+                "overrides": [*ovr[:1], "model.width=64", "model.depth=6", "train.steps=1000"],
+                "run_dir": str(d / "never"),
+                "launcher": "local",
+                "job_id": "local-y_1",
+                "label": "grid",
+                "ref": None,
+                "tokens_total": 10000,
+                "index": 1,
+            },
+        ],
+    )
     write_json(d / "jobs" / "y" / "task-0.json", {"job_id": "local-y_0", "state": "completed"})
 
 
@@ -53,8 +75,10 @@ def test_a_one_off_run_is_never_averaged_into_the_sweeps_cell(store):
     assert cell["seeds"] == 1 and cell["sd"] is None and cell["loss"] == rs.loss_of(2, 64, 1)  # before: averaged
     assert grid[(6, 64)]["state"] == "done"  # the never-started one-off does not stand in for the done run
     apart = rep["tables"]["apart"].rows
-    assert [(r["run"], r["state"], r["differs"]) for r in apart] == [("u2x64-long", "done", "train.steps=1000"),
-                                                                      ("never", "lost", "train.steps=1000")]
+    assert [(r["run"], r["state"], r["differs"]) for r in apart] == [
+        ("u2x64-long", "done", "train.steps=1000"),
+        ("never", "lost", "train.steps=1000"),
+    ]
     assert "dw forget t RUN_ID" in rep["tables"]["apart"].notes[0]
 
 
@@ -105,7 +129,9 @@ def test_the_papers_sections_come_last_on_a_sweep_of_ones_own(tmp_path):
     assert md.index("Published numbers beside ours") > head and md.index("D_crit extrapolated") > head
     assert md.index("## Held-out loss (nats/token), depth × width") < head  # the sweep's own numbers first
     rs.build(tmp_path, "t")  # a published reference: the papers' grid, nothing folded
-    assert _report(tmp_path, "t")["papers_grid"] is True and PAPER_HEADING not in render_markdown(_report(tmp_path, "t"))
+    assert _report(tmp_path, "t")["papers_grid"] is True and PAPER_HEADING not in render_markdown(
+        _report(tmp_path, "t")
+    )
 
 
 def test_dw_fit_does_not_silently_replace_the_fit_the_report_shows(tmp_path):
@@ -113,8 +139,19 @@ def test_dw_fit_does_not_silently_replace_the_fit_the_report_shows(tmp_path):
 
     simulate("demo", name="mine", root=tmp_path, seed=0)
     env = {"DW_RUNS": str(tmp_path)}
-    p = run_dw("fit", "mine", "--law", "depth-delusion", "--where", "shape=uniform", "--bootstrap", "0",
-               "--max-starts", "200", env=env)
+    p = run_dw(
+        "fit",
+        "mine",
+        "--law",
+        "depth-delusion",
+        "--where",
+        "shape=uniform",
+        "--bootstrap",
+        "0",
+        "--max-starts",
+        "200",
+        env=env,
+    )
     assert p.returncode == 0, p.stderr
     before = (tmp_path / "mine" / "fit.json").read_text()
     _production_models_dw_fit_cannot_reach_are_one_line(json.loads(before))
@@ -123,8 +160,22 @@ def test_dw_fit_does_not_silently_replace_the_fit_the_report_shows(tmp_path):
     assert "holds a depth-delusion[log] fit of shape=uniform" in line and "--force" in line
     assert (tmp_path / "mine" / "fit.json").read_text() == before
     # the same law and filter again replaces it; --force replaces it with another
-    assert run_dw("fit", "mine", "--law", "depth-delusion", "--where", "shape=uniform", "--bootstrap", "0",
-                  "--max-starts", "200", env=env).returncode == 0
+    assert (
+        run_dw(
+            "fit",
+            "mine",
+            "--law",
+            "depth-delusion",
+            "--where",
+            "shape=uniform",
+            "--bootstrap",
+            "0",
+            "--max-starts",
+            "200",
+            env=env,
+        ).returncode
+        == 0
+    )
     p = run_dw("fit", "mine", "--bootstrap", "0", "--max-starts", "200", "--force", env=env)
     assert p.returncode == 0 and "non-uniform width shape" in p.stdout  # chinchilla pools the shapes: said
     assert json.loads((tmp_path / "mine" / "fit.json").read_text())["law"] == "chinchilla"
@@ -170,12 +221,22 @@ def test_from_another_folder_dw_finds_the_checkouts_store_instead_of_starting_a_
         import sys
 
         def dw(*a):
-            return subprocess.run([sys.executable, "-m", "depthwidth", *a], cwd=elsewhere, env=full,
-                                  capture_output=True, text=True, timeout=300)
+            return subprocess.run(
+                [sys.executable, "-m", "depthwidth", *a],
+                cwd=elsewhere,
+                env=full,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
 
         line = assert_bad_input(dw("sweep", name))
-        assert f"sweep {name} has its store at {there}; submitting from here would start a second one in " \
-               f"{elsewhere / 'runs'}" in line and f"DW_RUNS={REPO / 'runs'}" in line
+        assert (
+            f"sweep {name} has its store at {there}; submitting from here would start a second one in "
+            f"{elsewhere / 'runs'}"
+            in line
+            and f"DW_RUNS={REPO / 'runs'}" in line
+        )
         assert not (elsewhere / "runs").exists()  # nothing written
         dry = dw("sweep", name, "--dry-run")
         assert dry.returncode == 0 and f"has its store at {there}" in dry.stderr
@@ -187,15 +248,29 @@ def test_from_another_folder_dw_finds_the_checkouts_store_instead_of_starting_a_
 
 def test_dw_fit_says_which_runs_have_not_ended(store, tmp_path):
     from depthwidth.core.errors import BadInput
-    from depthwidth.fit.run import run_fit
+    from depthwidth.fit.pipeline import run_fit
 
     write_json(store / "t" / "u2x64-long" / "summary.json", {**rs.summary("u2x64-long", 2, 64, 1), "status": "running"})
     res = run_fit("t", root=str(store), law="chinchilla", bootstrap=0, max_starts=5, write=False)
-    assert (f"fitted on the runs that have ended; not yet in this fit: 1 started, 1 not started: "
-            f"DW_RUNS={store} dw status t (refit when they end)") in res["warnings"]
+    assert (
+        f"fitted on the runs that have ended; not yet in this fit: 1 started, 1 not started: "
+        f"DW_RUNS={store} dw status t (refit when they end)"
+    ) in res["warnings"]
     d = tmp_path / "early" / "e"  # nothing ended yet
-    append_jsonl(d / "manifest", [{"event": "submit", "run_id": r, "run_dir": str(d / r), "overrides": [],
-                                   "launcher": "local", "job_id": f"j_{i}"} for i, r in enumerate(("a", "b"))])
+    append_jsonl(
+        d / "manifest",
+        [
+            {
+                "event": "submit",
+                "run_id": r,
+                "run_dir": str(d / r),
+                "overrides": [],
+                "launcher": "local",
+                "job_id": f"j_{i}",
+            }
+            for i, r in enumerate(("a", "b"))
+        ],
+    )
     append_jsonl(d / "manifest", [{"event": "start", "run_id": "a", "job_id": "j_0", "restart": 0}])
     with pytest.raises(BadInput, match=r"^sweep e has no finished run yet \(1 started, 1 not started: DW_RUNS="):
         run_fit("e", root=str(tmp_path / "early"), law="chinchilla", bootstrap=0, write=False)
@@ -228,7 +303,7 @@ def test_the_report_says_when_runs_ended_after_the_fit_it_shows(tmp_path):
     import os
     import time
 
-    from depthwidth.fit.run import run_fit
+    from depthwidth.fit.pipeline import run_fit
 
     rs.build(tmp_path, "t")
     run_fit("t", root=str(tmp_path), law="chinchilla", bootstrap=0, max_starts=5)
@@ -241,11 +316,23 @@ def test_the_report_says_when_runs_ended_after_the_fit_it_shows(tmp_path):
 
 def test_too_few_points_yet_says_which_runs_are_still_to_come(tmp_path):
     from depthwidth.core.errors import BadInput
-    from depthwidth.fit.run import run_fit
+    from depthwidth.fit.pipeline import run_fit
 
     d = tmp_path / "e"
-    append_jsonl(d / "manifest", [{"event": "submit", "run_id": r, "run_dir": str(d / r), "overrides": [],
-                                   "launcher": "local", "job_id": f"j_{i}"} for i, r in enumerate(("a", "b"))])
+    append_jsonl(
+        d / "manifest",
+        [
+            {
+                "event": "submit",
+                "run_id": r,
+                "run_dir": str(d / r),
+                "overrides": [],
+                "launcher": "local",
+                "job_id": f"j_{i}",
+            }
+            for i, r in enumerate(("a", "b"))
+        ],
+    )
     write_json(d / "a" / "summary.json", rs.summary("a", 2, 32, 1))  # one run ended: too few points
     with pytest.raises(BadInput, match=r"^bad value for points: \d+ \(allowed: .*\); not yet ended: 1 not started: "):
         run_fit("e", root=str(tmp_path), law="chinchilla", bootstrap=0, write=False)
@@ -254,15 +341,23 @@ def test_too_few_points_yet_says_which_runs_are_still_to_come(tmp_path):
 def test_an_exponent_of_a_column_the_sweep_never_varies_is_not_identified():
     import pandas as pd
 
-    from depthwidth.fit.identify import identification
+    from depthwidth.fit.verdicts import identification
     from depthwidth.fit.laws import get_law
 
     law = get_law("chinchilla")
-    t = pd.DataFrame({"run": list("abcde"), "params": [1e6, 2e6, 4e6, 8e6, 16e6], "tokens": [20480.0] * 5,
-                      "loss": [4.0, 3.8, 3.6, 3.5, 3.4]})
+    t = pd.DataFrame(
+        {
+            "run": list("abcde"),
+            "params": [1e6, 2e6, 4e6, 8e6, 16e6],
+            "tokens": [20480.0] * 5,
+            "loss": [4.0, 3.8, 3.6, 3.5, 3.4],
+        }
+    )
     got = identification(t, law, {"alpha": 1.97, "beta": 0.455}, ci={"alpha": [1.0, 3.0], "beta": [0.2, 0.9]})
-    assert got["verdict"] == ("alpha and beta identified: no, because every point has the same tokens (2.05e+04): "
-                              "beta cannot be told from the constant")  # before: "yes ... intervals clear of 0"
+    assert got["verdict"] == (
+        "alpha and beta identified: no, because every point has the same tokens (2.05e+04): "
+        "beta cannot be told from the constant"
+    )  # before: "yes ... intervals clear of 0"
 
 
 def test_status_knows_a_pending_runs_shape_from_its_submission(tmp_path):
@@ -278,7 +373,9 @@ def test_status_knows_a_pending_runs_shape_from_its_submission(tmp_path):
     try:
         wait_for(lambda: any(gate.glob("at-2-*")), 120, "the first run at the gate")
         runs = {r["state"]: r for r in status(env)["runs"]}
-        assert runs["pending"]["shape"] == "uniform" and runs["pending"]["depth"] == 2 and runs["pending"]["width"] == 32
+        assert (
+            runs["pending"]["shape"] == "uniform" and runs["pending"]["depth"] == 2 and runs["pending"]["width"] == 32
+        )
     finally:
         open_gate(gate)
     wait_for(lambda: status(env)["counts"]["done"] == 2, 300, "both runs done")
@@ -287,12 +384,26 @@ def test_status_knows_a_pending_runs_shape_from_its_submission(tmp_path):
 def test_optima_derived_from_an_unidentified_claim_say_so():
     from depthwidth.report.optima import optimal_tables
 
-    fit = {"derived": {"compute_optimal": {"N_exponent": 0.008, "T_exponent": 0.992, "c_ref": 1e21, "ci": {},
-                                           "constraint": "C = 6NT"}},
-           "identification": {"optimum": {}, "dcrit_range": {},
-                              "claim": {"parameter": "alpha and beta", "identified": False, "because": "x"}}}
+    fit = {
+        "derived": {
+            "compute_optimal": {
+                "N_exponent": 0.008,
+                "T_exponent": 0.992,
+                "c_ref": 1e21,
+                "ci": {},
+                "constraint": "C = 6NT",
+            }
+        },
+        "identification": {
+            "optimum": {},
+            "dcrit_range": {},
+            "claim": {"parameter": "alpha and beta", "identified": False, "because": "x"},
+        },
+    }
     t = optimal_tables({}, fit)["fit_optimal"]
-    assert t.notes[0] == ("warning: derived from alpha and beta, which the fit does not identify (x): these optima "
-                          "are not identified either")
+    assert t.notes[0] == (
+        "warning: derived from alpha and beta, which the fit does not identify (x): these optima "
+        "are not identified either"
+    )
     fit["identification"]["claim"]["identified"] = True
     assert not optimal_tables({}, fit)["fit_optimal"].notes

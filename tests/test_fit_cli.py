@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthwidth.fit.table import read_table
+from depthwidth.track.run_source import read_table
 from tests.planted import PLANTED, planted_table
 from depthwidth.fit.laws import get_law
 from tests.helpers import assert_bad_input, dw_in_process, run_dw
@@ -43,8 +43,21 @@ def test_three_formats_read_the_same_table(files, table):
 
 
 def test_fit_runs_file_json_keys(files, capsys):
-    code, out, err = _dw(capsys, "fit", "--runs", str(files / "t.jsonl"), "--columns", MAP, "--law", "width-depth",
-                         "--bootstrap", "0", "--json", "--max-starts", "200")
+    code, out, err = _dw(
+        capsys,
+        "fit",
+        "--runs",
+        str(files / "t.jsonl"),
+        "--columns",
+        MAP,
+        "--law",
+        "width-depth",
+        "--bootstrap",
+        "0",
+        "--json",
+        "--max-starts",
+        "200",
+    )
     assert code == 0, err
     res = json.loads(out)
     for k in ("law", "n", "params", "ci", "r2", "rmse", "objective", "excluded", "derived"):
@@ -59,8 +72,23 @@ def test_fit_runs_file_json_keys(files, capsys):
 
 def test_out_writes_the_same_document(files, tmp_path, capsys):
     out_file = tmp_path / "sub" / "fit.json"
-    code, out, err = _dw(capsys, "fit", "--runs", str(files / "t.csv"), "--columns", MAP, "--law", "chinchilla",
-                         "--bootstrap", "0", "--json", "--out", str(out_file), "--max-starts", "200")
+    code, out, err = _dw(
+        capsys,
+        "fit",
+        "--runs",
+        str(files / "t.csv"),
+        "--columns",
+        MAP,
+        "--law",
+        "chinchilla",
+        "--bootstrap",
+        "0",
+        "--json",
+        "--out",
+        str(out_file),
+        "--max-starts",
+        "200",
+    )
     assert code == 0, err
     assert json.loads(out_file.read_text())["params"] == json.loads(out)["params"]
 
@@ -90,7 +118,9 @@ def test_unknown_law_column_and_compare(files, capsys):
     assert "lost" in line and "params, tokens, loss" in line
     line = _bad(capsys, "fit", "--runs", str(files / "t.csv"), "--columns", "loss=no_such_column")
     assert "no_such_column" in line
-    assert "--compare" in _bad(capsys, "fit", "--runs", str(files / "t.csv"), "--columns", MAP, "--compare", "chinchilla,kaplan")
+    assert "--compare" in _bad(
+        capsys, "fit", "--runs", str(files / "t.csv"), "--columns", MAP, "--compare", "chinchilla,kaplan"
+    )
 
 
 def test_fewer_points_than_parameters(files, capsys):
@@ -117,7 +147,21 @@ def test_non_finite_rows_are_excluded_and_listed(files, capsys):
     tab.loc[2, "final_loss"] = np.inf
     p = files / "nan.csv"
     tab.to_csv(p, index=False)
-    code, out, err = _dw(capsys, "fit", "--runs", str(p), "--columns", MAP, "--law", "width-depth", "--bootstrap", "0", "--json", "--max-starts", "200")
+    code, out, err = _dw(
+        capsys,
+        "fit",
+        "--runs",
+        str(p),
+        "--columns",
+        MAP,
+        "--law",
+        "width-depth",
+        "--bootstrap",
+        "0",
+        "--json",
+        "--max-starts",
+        "200",
+    )
     assert code == 0, err
     res = json.loads(out)
     assert res["n"] == len(tab) - 3
@@ -164,8 +208,24 @@ def test_where_filters_rows(files, tmp_path, capsys):
     df["shape"] = ["uniform"] * (len(df) - 3) + ["x"] * 3
     f = tmp_path / "shaped.csv"
     df.to_csv(f, index=False)
-    main(["fit", "--runs", str(f), "--columns", MAP, "--where", "shape=uniform", "--bootstrap", "0",
-          "--max-starts", "50", "--json", "--law", "width-depth"])
+    main(
+        [
+            "fit",
+            "--runs",
+            str(f),
+            "--columns",
+            MAP,
+            "--where",
+            "shape=uniform",
+            "--bootstrap",
+            "0",
+            "--max-starts",
+            "50",
+            "--json",
+            "--law",
+            "width-depth",
+        ]
+    )
     res = _json.loads(capsys.readouterr().out)
     assert res["n"] == len(df) - 3 and res["where"] == ["shape=uniform"]
     assert "--where" in _bad(capsys, "fit", "--runs", str(f), "--columns", MAP, "--where", "colour=red")

@@ -13,7 +13,7 @@ from depthwidth.core.errors import BadInput
 from depthwidth.fit.count import CountModel, count_model, with_convention
 from depthwidth.fit.derived import compute_optimal
 from depthwidth.fit.laws import get_law
-from depthwidth.fit.run import run_fit
+from depthwidth.fit.pipeline import run_fit
 from tests.planted import PLANTED
 
 V = 50257
@@ -27,9 +27,18 @@ def test_count_model_reproduces_dw_accounting_of_every_uniform_run(sweep):
     from depthwidth.sweep import plan
 
     runs = [r for r in plan(sweep).runs if r.figures["shape"] == "uniform"]
-    df = pd.DataFrame([{"run": r.run_id, "depth": r.figures["depth"], "width": r.figures["width"],
-                        "params": r.figures["params"], "params_non_embedding": r.figures["params_non_embedding"]}
-                       for r in runs])
+    df = pd.DataFrame(
+        [
+            {
+                "run": r.run_id,
+                "depth": r.figures["depth"],
+                "width": r.figures["width"],
+                "params": r.figures["params"],
+                "params_non_embedding": r.figures["params_non_embedding"],
+            }
+            for r in runs
+        ]
+    )
     for conv in ("total", "non-embedding"):
         t, _ = with_convention(df, conv)
         m = count_model(t, conv)
@@ -49,8 +58,14 @@ def test_a_sweep_at_one_width_cannot_split_the_width_terms():
     import pandas as pd
 
     D = np.array([2, 4, 8, 16, 32.0])
-    df = pd.DataFrame({"run": [f"d{d}" for d in D], "depth": D, "width": 512.0,
-                       "params": 12 * D * 512 ** 2 + 13 * D * 512 + 2 * V * 512})
+    df = pd.DataFrame(
+        {
+            "run": [f"d{d}" for d in D],
+            "depth": D,
+            "width": 512.0,
+            "params": 12 * D * 512**2 + 13 * D * 512 + 2 * V * 512,
+        }
+    )
     m = count_model(df, "total")
     assert [lab for lab, *_ in m.terms] == ["D·W²", "W"] and m.max_rel_error < 1e-12
 
@@ -60,7 +75,7 @@ def test_conventions_and_their_errors():
 
     df = pd.DataFrame({"run": ["a"], "depth": [4], "width": [64], "params": [1e6]})
     t, note = with_convention(df, "12DW2")
-    assert t["params"].iloc[0] == 12 * 4 * 64 ** 2 and t["params_total"].iloc[0] == 1e6 and "12·D·W²" in note
+    assert t["params"].iloc[0] == 12 * 4 * 64**2 and t["params_total"].iloc[0] == 1e6 and "12·D·W²" in note
     with pytest.raises(BadInput, match="params_non_embedding column"):
         with_convention(df, "non-embedding")
     with pytest.raises(BadInput, match="--n-convention"):
@@ -107,10 +122,18 @@ def test_width_depth_optimum_with_embeddings_matches_brute_force():
     def loss(x):
         W, D = np.exp(x)
         N = m.n(D, W)
-        return float(law.predict(v, {"params": [N], "tokens": [C / (6 * N)], "depth": [D], "width": [W], "loss": [1.0]})[0])
+        return float(
+            law.predict(v, {"params": [N], "tokens": [C / (6 * N)], "depth": [D], "width": [W], "loss": [1.0]})[0]
+        )
 
-    best = min((minimize(loss, [w0, d0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-15, "maxiter": 20000})
-                for w0 in (5.0, 7.0, 9.0) for d0 in (1.0, 3.0)), key=lambda r: r.fun)
+    best = min(
+        (
+            minimize(loss, [w0, d0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-15, "maxiter": 20000})
+            for w0 in (5.0, 7.0, 9.0)
+            for d0 in (1.0, 3.0)
+        ),
+        key=lambda r: r.fun,
+    )
     co = compute_optimal(law, v, c_ref=C, count=m)
     assert co["W_opt"][0] == pytest.approx(math.exp(best.x[0]), rel=1e-4)
     assert co["D_opt"][0] == pytest.approx(math.exp(best.x[1]), rel=1e-4)
@@ -140,8 +163,16 @@ def _planted_total(seed=2):
 def test_planted_total_count_shape_recovered_within_its_interval(N):
     """Plant, fit with the total count (as a dw store's params are), compare D*, W* at N* with the truth."""
     df, v = _planted_total()
-    res = run_fit(runs=df, law="depth-delusion", dcrit="power", n_convention="total", c_ref=_c_for(v, N),
-                  bootstrap=60, max_starts=300, write=False)
+    res = run_fit(
+        runs=df,
+        law="depth-delusion",
+        dcrit="power",
+        n_convention="total",
+        c_ref=_c_for(v, N),
+        bootstrap=60,
+        max_starts=300,
+        write=False,
+    )
     co = res["derived"]["compute_optimal"]
     D, W = _truth_shape(v, N)
     assert res["n_convention"]["name"] == "total" and res["n_convention"]["count"]["max_rel_error"] < 1e-9

@@ -7,22 +7,26 @@ import pytest
 from scipy.optimize import minimize
 
 from depthwidth.fit.derived import REFERENCE_MODELS, compute_optimal, derived_numbers
-from depthwidth.fit.persistence import persistence, profile_fit
+from depthwidth.fit.gradient_persistence import persistence, profile_fit
 from tests.planted import PLANTED
 from depthwidth.fit.laws import get_law
 
 
 def _brute(law, v, C):
     """Minimise L(D, W, T = C/(72 D W^2)) numerically over (ln W, ln D)."""
+
     def loss(x):
         W, D = np.exp(x)
         N = 12 * D * W * W
         row = {"params": [N], "tokens": [C / (6 * N)], "depth": [D], "width": [W], "loss": [1.0]}
         return float(law.predict(v, row)[0])
+
     best = None
     for w0 in (4.0, 6.0, 8.0, 10.0):
         for d0 in (1.0, 2.5, 4.0):
-            r = minimize(loss, [w0, d0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-15, "maxiter": 20000})
+            r = minimize(
+                loss, [w0, d0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-15, "maxiter": 20000}
+            )
             if best is None or r.fun < best.fun:
                 best = r
     return np.exp(best.x), best.fun
@@ -55,8 +59,11 @@ def test_depth_delusion_optimum_sits_at_dcrit(form):
     N, W, D = co["N_opt"][0], co["W_opt"][0], co["D_opt"][0]
     assert 12 * D * W * W == pytest.approx(N, rel=1e-9)
     assert D == pytest.approx(law.dcrit(v, [W])[0], rel=1e-9)
+
     # N* minimises A/N^a + B/(C/6N)^d
-    f = lambda n: v["A"] / n ** v["alpha"] + v["B"] / (1e21 / (6 * n)) ** v["delta"]
+    def f(n):
+        return v["A"] / n ** v["alpha"] + v["B"] / (1e21 / (6 * n)) ** v["delta"]
+
     assert f(N) <= min(f(N * 1.01), f(N / 1.01))
     # no (W, D) does better than the reported optimum
     _, best = _brute(law, v, 1e21)
@@ -123,12 +130,20 @@ def test_persistence_recovers_the_width_exponent():
     profs = []
     for w in (64, 128, 256, 512, 1024):
         for d in (16, 32, 48):
-            tau = 0.5 * w ** 0.44
+            tau = 0.5 * w**0.44
             dist = (d - 1) - np.arange(d)
             g = np.exp(-dist / tau + rng.normal(0, 0.01, d))
-            profs.append({"run": f"{w}-{d}", "width": w, "depth": d,
-                          "probes": [{"step": 990, "grad_norm": {"block": list(g)}},
-                                     {"step": 5000, "grad_norm": {"block": list(np.ones(d))}}]})
+            profs.append(
+                {
+                    "run": f"{w}-{d}",
+                    "width": w,
+                    "depth": d,
+                    "probes": [
+                        {"step": 990, "grad_norm": {"block": list(g)}},
+                        {"step": 5000, "grad_norm": {"block": list(np.ones(d))}},
+                    ],
+                }
+            )
     gp = persistence(profs, step=1000, B=200)
     assert gp["tau_law"]["p"] == pytest.approx(0.44, abs=0.02)
     assert gp["tau_law"]["r2"] > 0.98
@@ -136,7 +151,7 @@ def test_persistence_recovers_the_width_exponent():
     assert lo <= 0.44 <= hi and hi - lo < 0.1
     assert all(r["step"] == 990 for r in gp["runs"])  # the record nearest step 1000
     by_w = gp["dcrit_by_width"]
-    assert by_w["64"]["profiles"] == pytest.approx(0.5 * 64 ** 0.44 + 1, rel=0.05)
+    assert by_w["64"]["profiles"] == pytest.approx(0.5 * 64**0.44 + 1, rel=0.05)
     law = get_law("depth-delusion")
     gp2 = persistence(profs[:3], step=1000, B=50, law=law, law_values={"kappa": 2.43})
     assert any("two or more widths" in w for w in gp2["warnings"])
@@ -146,13 +161,18 @@ def test_persistence_recovers_the_width_exponent():
 def test_tau_law_uses_uniform_runs_only():
     import math as _m
 
-    from depthwidth.fit.persistence import persistence
+    from depthwidth.fit.gradient_persistence import persistence
 
     def prof(run, width, tau, shape):
         L = 12
         g = [_m.exp(-((L - 1) - i) / tau) for i in range(L)]
-        return {"run": run, "width": width, "depth": L, "shape": shape,
-                "probes": [{"step": 1000, "grad_norm": {"block": g}}]}
+        return {
+            "run": run,
+            "width": width,
+            "depth": L,
+            "shape": shape,
+            "probes": [{"step": 1000, "grad_norm": {"block": g}}],
+        }
 
     profiles = [prof("a", 64, 4.0, "uniform"), prof("b", 256, 8.0, "uniform"), prof("c", 64, 50.0, "x")]
     out = persistence(profiles, B=50)

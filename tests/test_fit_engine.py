@@ -55,8 +55,9 @@ def test_objective_is_the_hoffmann_sum_of_huber_on_log_sum_exp():
     df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.01)
     pb = Problem(law, law.data(df), np.log(df["loss"].to_numpy()))
     a, b, e, al, be = 6.0, 7.5, 0.6, 0.34, 0.37  # Hoffmann's internal parametrisation
-    lse = np.logaddexp.reduce(np.stack([a - al * np.log(df["params"]), b - be * np.log(df["tokens"]),
-                                        np.full(len(df), e)]), axis=0)
+    lse = np.logaddexp.reduce(
+        np.stack([a - al * np.log(df["params"]), b - be * np.log(df["tokens"]), np.full(len(df), e)]), axis=0
+    )
     r = lse - np.log(df["loss"].to_numpy())
     want = np.where(np.abs(r) <= 1e-3, 0.5 * r * r, 1e-3 * (np.abs(r) - 0.5e-3)).sum()
     theta = law.internal({"E": np.exp(e), "A": np.exp(a), "B": np.exp(b), "alpha": al, "beta": be})
@@ -74,8 +75,12 @@ def test_the_optimum_is_not_stopped_early():
     plain = minimize(lambda t: pb.objective(t[None])[0] / n, x0, method="L-BFGS-B")
     assert fr.objective < plain.fun * n * (1 - 1e-3)
     # a derivative-free search started at our optimum cannot improve it
-    nm = minimize(lambda t: pb.objective(t[None])[0], fr.theta, method="Nelder-Mead",
-                  options={"xatol": 1e-10, "fatol": 1e-16, "maxfev": 4000})
+    nm = minimize(
+        lambda t: pb.objective(t[None])[0],
+        fr.theta,
+        method="Nelder-Mead",
+        options={"xatol": 1e-10, "fatol": 1e-16, "maxfev": 4000},
+    )
     assert nm.fun >= fr.objective * (1 - 1e-9)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from depthwidth.fit.run import run_fit
+from depthwidth.fit.pipeline import run_fit
 
 # The project's shared folder sits beside the checkout; DW_SHARED points elsewhere.
 GEMS = Path(os.environ.get("DW_SHARED") or Path(__file__).resolve().parents[2] / "shared") / "data" / "gemstones"
@@ -31,8 +31,18 @@ def test_gemstones_fit(law):
 def test_gemstones_identification_holdout_sensitivity_and_isoflop():
     # 20 replicates, 100 starts: this checks that the three analyses run on real
     # data and report consistently (2,552 points make every refit cost ~1 s), not their intervals.
-    res = run_fit(runs=TABLE, columns=COLUMNS, law="chinchilla", bootstrap=20, max_starts=100, write=False,
-                  holdout="largest:4", sensitivity=True, approach="isoflop", isoflop_axis="depth")
+    res = run_fit(
+        runs=TABLE,
+        columns=COLUMNS,
+        law="chinchilla",
+        bootstrap=20,
+        max_starts=100,
+        write=False,
+        holdout="largest:4",
+        sensitivity=True,
+        approach="isoflop",
+        isoflop_axis="depth",
+    )
     ident = res["identification"]
     assert ident["runs"] == 22 and ident["points"] == 2552
     assert ident["verdict"].startswith("alpha and beta identified: ")

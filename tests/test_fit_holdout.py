@@ -81,14 +81,39 @@ def test_cli_holdout_json_and_bad_input(tmp_path):
     f = tmp_path / "t.csv"
     df.to_csv(f, index=False)
     out = tmp_path / "fit.json"
-    p = run_dw("fit", "--runs", str(f), "--holdout", "largest:4", "--bootstrap", "20", "--max-starts", "50",
-               "--json", "--out", str(out))
+    p = run_dw(
+        "fit",
+        "--runs",
+        str(f),
+        "--holdout",
+        "largest:4",
+        "--bootstrap",
+        "20",
+        "--max-starts",
+        "50",
+        "--json",
+        "--out",
+        str(out),
+    )
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
     assert res["holdout"]["split"]["name"] == "largest 4 of 80 runs by FLOPs" and len(res["holdout"]["points"]) == 12
     assert json.loads(out.read_text())["holdout"]["rmse"] == res["holdout"]["rmse"]
     bad_out = tmp_path / "bad.json"
     for spec in ("largest:80", "biggest"):
-        line = assert_bad_input(run_dw("fit", "--runs", str(f), "--holdout", spec, "--bootstrap", "0",
-                                       "--max-starts", "20", "--out", str(bad_out)))
+        line = assert_bad_input(
+            run_dw(
+                "fit",
+                "--runs",
+                str(f),
+                "--holdout",
+                spec,
+                "--bootstrap",
+                "0",
+                "--max-starts",
+                "20",
+                "--out",
+                str(bad_out),
+            )
+        )
         assert "--holdout" in line and not bad_out.exists()

@@ -2,9 +2,9 @@
 
 import pytest
 
-from depthwidth.fit.identify import identification, meaningful_optimum
+from depthwidth.fit.verdicts import identification, meaningful_optimum
 from depthwidth.fit.laws import get_law
-from depthwidth.fit.run import run_fit
+from depthwidth.fit.pipeline import run_fit
 from tests.planted import PLANTED, planted_table
 
 DD = get_law("depth-delusion")
@@ -52,7 +52,11 @@ def test_exponent_claim_and_its_interval():
 
 def test_optima_below_one_layer_are_not_numbers():
     opt = meaningful_optimum({"compute_optimal": {"D_opt": 0.54, "W_opt": 900.0}})
-    assert opt["D_opt"] == {"value": None, "identified": False, "because": "the law's optimum D_opt = 0.54 is below one layer"}
+    assert opt["D_opt"] == {
+        "value": None,
+        "identified": False,
+        "because": "the law's optimum D_opt = 0.54 is below one layer",
+    }
     assert opt["W_opt"] == {"value": 900.0, "identified": True}
     assert meaningful_optimum({}) == {}
 

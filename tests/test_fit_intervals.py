@@ -9,13 +9,17 @@ import json
 import pytest
 
 from depthwidth.fit.intervals import FLAG_CONVERGED, coverage_warnings, underdetermined, vet
-from depthwidth.fit.run import run_fit
+from depthwidth.fit.pipeline import run_fit
 from tests.helpers import dw_in_process
 
 
 def test_an_interval_that_excludes_its_estimate_is_withheld_with_the_reason():
-    kept, held, flagged = vet({"alpha": 0.7035, "B": 57.33, "delta": 0.25},
-                              {"alpha": [0.709, 5.0], "B": [47.08, 54.29], "delta": [0.2, 0.3]}, 200, 200)
+    kept, held, flagged = vet(
+        {"alpha": 0.7035, "B": 57.33, "delta": 0.25},
+        {"alpha": [0.709, 5.0], "B": [47.08, 54.29], "delta": [0.2, 0.3]},
+        200,
+        200,
+    )
     assert kept == {"alpha": None, "B": None, "delta": [0.2, 0.3]} and flagged == {}
     assert set(held) == {"alpha", "B"} and "[0.709, 5] does not contain the estimate 0.7035" in held["alpha"]
 
@@ -55,8 +59,9 @@ def test_six_run_sweep_says_it_is_underdetermined_first_and_flags_what_rests_on_
     # the terminal says it before the parameter table, and marks the withheld intervals
     p = tmp_path / "six.csv"
     six.to_csv(p, index=False)
-    code, out, _ = dw_in_process(capsys, "fit", "--runs", str(p), "--law", "depth-delusion", "--bootstrap", "200",
-                                 "--resample", "runs")
+    code, out, _ = dw_in_process(
+        capsys, "fit", "--runs", str(p), "--law", "depth-delusion", "--bootstrap", "200", "--resample", "runs"
+    )
     assert code == 0
     assert out.index("before the numbers: 6 runs for 7 free parameters") < out.index("depth-delusion: A/N^alpha")
     assert "interval flagged: few refits converged" in out
@@ -71,20 +76,34 @@ def test_a_parameter_combination_the_data_cannot_move_is_named():
     from depthwidth.fit.laws import get_law
 
     N = np.geomspace(1e7, 1e10, 12)
-    df = pd.DataFrame({"run": [f"r{i}" for i in range(12)], "params": N, "tokens": 1e10,
-                       "loss": 1.8 + 400 / N ** 0.34 + 0.01 * np.cos(np.arange(12))})
+    df = pd.DataFrame(
+        {
+            "run": [f"r{i}" for i in range(12)],
+            "params": N,
+            "tokens": 1e10,
+            "loss": 1.8 + 400 / N**0.34 + 0.01 * np.cos(np.arange(12)),
+        }
+    )
     fr = fit_law(df, get_law("chinchilla"), max_starts=200)
     lines = underdetermined(fr, df)
     assert any("pin at most" in x and "of the 5 free parameters" in x for x in lines), lines
 
 
 def test_measured_coverage_outside_90_98_is_named_in_a_warning():
-    m = {"grid": "depth_delusion", "sweeps": 200,
-         "numbers": {"kappa": {"coverage": 0.875}, "A": {"coverage": 0.995}, "alpha": {"coverage": 0.95},
-                     "dcrit[W]": {"coverage": 0.84}},
-         "holdout": {"coverage": 0.86}}
-    w = coverage_warnings("depth-delusion[power]", ["kappa", "A", "alpha", "dcrit[W=256]", "dcrit[W=512]"], m,
-                          holdout=True)
+    m = {
+        "grid": "depth_delusion",
+        "sweeps": 200,
+        "numbers": {
+            "kappa": {"coverage": 0.875},
+            "A": {"coverage": 0.995},
+            "alpha": {"coverage": 0.95},
+            "dcrit[W]": {"coverage": 0.84},
+        },
+        "holdout": {"coverage": 0.86},
+    }
+    w = coverage_warnings(
+        "depth-delusion[power]", ["kappa", "A", "alpha", "dcrit[W=256]", "dcrit[W=512]"], m, holdout=True
+    )
     assert len(w) == 4
     assert w[0].startswith("kappa: its 95% interval held the planted value in 88% of 200 planted depth_delusion")
     assert "wider than it needs to be" in w[1] and "86%" in w[3]

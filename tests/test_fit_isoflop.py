@@ -9,7 +9,7 @@ import pytest
 from depthwidth.core.errors import BadInput
 from depthwidth.fit.isoflop import budgets, ci_text, isoflop, summary_lines
 from depthwidth.fit.laws import get_law
-from depthwidth.fit.run import run_fit
+from depthwidth.fit.pipeline import run_fit
 from tests.helpers import REPO
 from tests.planted import PLANTED, isoflop_exponents, isoflop_table
 
@@ -29,7 +29,7 @@ def _shown(iso: dict) -> str:
     """What ``dw fit`` prints for the isoFLOP section, and the report's table cells and notes."""
     from rich.console import Console
 
-    from depthwidth.cli.fit_sections import render
+    from depthwidth.cli.fit import render_sections as render
     from depthwidth.report.rests import rest_tables
 
     c = Console(record=True, width=250)
@@ -59,7 +59,9 @@ def test_three_runs_per_budget_give_no_interval_and_say_why():
     p = r["power_laws"]["N"]
     assert p["ci"] is None and "too few runs" in p["ci_because"]
     shown = _shown(r)
-    assert shown.count("3 runs: the parabola through them fits them exactly") >= 6  # terminal and report, 3 budgets each
+    assert (
+        shown.count("3 runs: the parabola through them fits them exactly") >= 6
+    )  # terminal and report, 3 budgets each
     assert "(no interval at budget(s) 1e+18, 1e+19, 1e+20 (too few runs))" in shown
 
 
@@ -103,7 +105,9 @@ def test_the_skew_term_removes_the_parabolas_bias():
     assert max(map(abs, skew)) < 0.005
     plain = [np.log(b["x_opt"] / t) for b, t in zip(isoflop(df, B=20, skew=False)["budgets"], truth.values())]
     assert min(plain) > 0.05
-    df, _ = isoflop_table(get_law("width-depth"), WD, axis="depth", grid=[6 * 2 ** (k / 2) for k in range(7)], noise=0.0)
+    df, _ = isoflop_table(
+        get_law("width-depth"), WD, axis="depth", grid=[6 * 2 ** (k / 2) for k in range(7)], noise=0.0
+    )
     r = isoflop(df, B=20)
     assert r["power_laws"]["D"]["exponent"] == pytest.approx(EXP_D["D"], abs=2e-3)
     assert r["power_laws"]["W"]["exponent"] == pytest.approx(EXP_D["W"], abs=2e-3)
@@ -115,14 +119,22 @@ def _chain(computes, per=3, budget=None):
     for j, C in enumerate(computes):
         for i in range(per):
             N = 1e8 * np.exp(i - 1)
-            rows.append({"run": f"b{j}r{i}", "params": N, "tokens": C / (6 * N), "flops": C, "loss": 3.0,
-                         **({"budget": budget[j]} if budget else {})})
+            rows.append(
+                {
+                    "run": f"b{j}r{i}",
+                    "params": N,
+                    "tokens": C / (6 * N),
+                    "flops": C,
+                    "loss": 3.0,
+                    **({"budget": budget[j]} if budget else {}),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_budgets_are_grouped_around_their_centre_not_chained():
     # each 20% above the last: within 25% of the previous run, all six chained into one budget before
-    cs = [1e18 * 1.2 ** k for k in range(6)]
+    cs = [1e18 * 1.2**k for k in range(6)]
     groups = budgets(_chain(cs), tol=0.25)
     assert len(groups) >= 2
     for g in groups:

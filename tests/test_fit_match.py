@@ -105,12 +105,27 @@ def _sweep(root, sizes=(256, 512, 1024)):
         h, L = int(r["width"]), int(r["depth"])
         widths = [h] * L if r["shape"] == "uniform" else [round(1.1 * h)] * (L // 2) + [round(0.7 * h)] * (L // 2)
         T = r["tokens"]
-        write_json(root / "scal" / r["run"] / "summary.json", {
-            "run_id": r["run"], "status": "done", "depth": L, "width": h, "widths": widths, "shape": r["shape"],
-            "seed": r["seed"], "params": r["params"], "flops_per_token": r["flops"] / T,
-            "kv_bytes_per_token": 4.0 * sum(widths), "tokens": T, "final_val_loss": r["loss"],
-            "budgets": [{"tokens": T / 2, "step": 5, "val_loss": r["loss"] + 0.5},  # not the final budget: unused
-                        {"tokens": T, "step": 10, "val_loss": r["loss"]}]})
+        write_json(
+            root / "scal" / r["run"] / "summary.json",
+            {
+                "run_id": r["run"],
+                "status": "done",
+                "depth": L,
+                "width": h,
+                "widths": widths,
+                "shape": r["shape"],
+                "seed": r["seed"],
+                "params": r["params"],
+                "flops_per_token": r["flops"] / T,
+                "kv_bytes_per_token": 4.0 * sum(widths),
+                "tokens": T,
+                "final_val_loss": r["loss"],
+                "budgets": [
+                    {"tokens": T / 2, "step": 5, "val_loss": r["loss"] + 0.5},  # not the final budget: unused
+                    {"tokens": T, "step": 10, "val_loss": r["loss"]},
+                ],
+            },
+        )
     return root
 
 

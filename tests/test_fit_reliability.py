@@ -52,7 +52,7 @@ def failed_store(tmp_path):
 
 
 def test_tau_law_honours_where_drops_failed_runs_and_matches_the_figure(failed_store):
-    from depthwidth.fit.run import run_fit
+    from depthwidth.fit.pipeline import run_fit
     from depthwidth.report.load import load
 
     root, runs = failed_store
@@ -75,7 +75,7 @@ def test_tau_law_honours_where_drops_failed_runs_and_matches_the_figure(failed_s
 
 
 def test_a_curve_that_fails_to_draw_is_reported_in_the_caption(tmp_path):
-    from depthwidth.fit.run import run_fit
+    from depthwidth.fit.pipeline import run_fit
 
     root = tmp_path / "runs"
     rs.build(root, "t")

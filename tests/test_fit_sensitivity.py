@@ -7,7 +7,7 @@ the 95% interval, whose percentiles need about that many.
 import pytest
 
 from depthwidth.fit.laws import get_law
-from depthwidth.fit.run import run_fit
+from depthwidth.fit.pipeline import run_fit
 from depthwidth.fit.sensitivity import choices
 from tests.planted import PLANTED, planted_table
 
@@ -16,7 +16,9 @@ NX = "compute_optimal.N_exponent"
 
 
 def _fit(df, sensitivity=True, bootstrap=100, **kw):
-    return run_fit(runs=df, law="chinchilla", bootstrap=bootstrap, max_starts=100, sensitivity=sensitivity, write=False, **kw)
+    return run_fit(
+        runs=df, law="chinchilla", bootstrap=bootstrap, max_starts=100, sensitivity=sensitivity, write=False, **kw
+    )
 
 
 def _nx(res):
@@ -38,8 +40,16 @@ def clean_fit(clean):
 def test_clean_table_small_spread_nothing_flagged(clean_fit):
     s = clean_fit["sensitivity"]
     keys = [r["key"] for r in s["choices"]]
-    assert keys == ["baseline", "huber_delta=1e-4", "huber_delta=1e-2", "half_grid", "no_embeddings",
-                    "drop_5_highest", "first_budget", "last_budget"]
+    assert keys == [
+        "baseline",
+        "huber_delta=1e-4",
+        "huber_delta=1e-2",
+        "half_grid",
+        "no_embeddings",
+        "drop_5_highest",
+        "first_budget",
+        "last_budget",
+    ]
     by = {r["key"]: r for r in s["choices"]}
     assert "no params_non_embedding column" in by["no_embeddings"]["skipped"]  # no stand-in for the count
     assert by["drop_5_highest"]["n"] == 235 and by["first_budget"]["n"] == 80 == by["last_budget"]["n"]
@@ -48,7 +58,9 @@ def test_clean_table_small_spread_nothing_flagged(clean_fit):
         assert set(v["values"]) == set(keys) - {"no_embeddings"}
         if v["derived"]:  # measured: N_exponent spread 0.024 against an interval 0.082 wide
             assert v["spread"] < 0.5 * v["ci_width"], k
-    assert s["numbers"]["alpha"]["values"]["half_grid"] == pytest.approx(s["numbers"]["alpha"]["values"]["baseline"], abs=1e-6)
+    assert s["numbers"]["alpha"]["values"]["half_grid"] == pytest.approx(
+        s["numbers"]["alpha"]["values"]["baseline"], abs=1e-6
+    )
 
 
 def test_gross_outlier_dropping_moves_the_estimate_back(clean, clean_fit):

@@ -15,7 +15,7 @@ TAU_K, TAU_P = 0.5, 0.44  # planted gradient persistence: tau(W) = 0.5 * W^0.44
 
 
 def _profile(depth, width, noise, rng):
-    tau = TAU_K * width ** TAU_P
+    tau = TAU_K * width**TAU_P
     dist = (depth - 1) - np.arange(depth)
     g = 3.0 * np.exp(-dist / tau) * np.exp(rng.normal(0, noise, depth))
     return [float(x) for x in g]
@@ -36,25 +36,62 @@ def make_store(root, name="toy", seeds=2, diverged=True, probes=True):
                 pts = {"params": [N] * 3, "tokens": toks, "depth": [d] * 3, "width": [w] * 3, "loss": [1.0] * 3}
                 L = law.predict(truth, pts) * np.exp(rng.normal(0, 0.003, 3))
                 rid = f"w{w}d{d}s{s}"
-                runs.append(dict(
-                    run_id=rid, sweep=name, status="done", reason=None, final_val_loss=float(L[-1]),
-                    tokens=toks[-1], steps=1000, params=N, params_non_embedding=N, flops_per_token=6.0 * N,
-                    kv_bytes_per_token=0, depth=d, width=w, widths=[w] * d, shape="uniform", seed=s,
-                    budgets=[{"tokens": t, "step": 100 * (i + 1), "val_loss": float(x)} for i, (t, x) in enumerate(zip(toks, L))],
-                    bayes_loss=None, wall_time_s=1.0, device="cpu",
-                ))
+                runs.append(
+                    dict(
+                        run_id=rid,
+                        sweep=name,
+                        status="done",
+                        reason=None,
+                        final_val_loss=float(L[-1]),
+                        tokens=toks[-1],
+                        steps=1000,
+                        params=N,
+                        params_non_embedding=N,
+                        flops_per_token=6.0 * N,
+                        kv_bytes_per_token=0,
+                        depth=d,
+                        width=w,
+                        widths=[w] * d,
+                        shape="uniform",
+                        seed=s,
+                        budgets=[
+                            {"tokens": t, "step": 100 * (i + 1), "val_loss": float(x)}
+                            for i, (t, x) in enumerate(zip(toks, L))
+                        ],
+                        bayes_loss=None,
+                        wall_time_s=1.0,
+                        device="cpu",
+                    )
+                )
     if diverged:
-        runs.append({**runs[0], "run_id": "boom", "status": "diverged", "reason": "loss is nan",
-                     "final_val_loss": None, "budgets": [{"tokens": 1000, "step": 1, "val_loss": None}]})
-    runs.append({**runs[1], "run_id": "nobudget", "budgets": [], "final_val_loss": runs[1]["budgets"][-1]["val_loss"],
-                 "seed": 7})
+        runs.append(
+            {
+                **runs[0],
+                "run_id": "boom",
+                "status": "diverged",
+                "reason": "loss is nan",
+                "final_val_loss": None,
+                "budgets": [{"tokens": 1000, "step": 1, "val_loss": None}],
+            }
+        )
+    runs.append(
+        {
+            **runs[1],
+            "run_id": "nobudget",
+            "budgets": [],
+            "final_val_loss": runs[1]["budgets"][-1]["val_loss"],
+            "seed": 7,
+        }
+    )
     for r in runs:
         d = sweep / r["run_id"]
         d.mkdir(parents=True)
         (d / "summary.json").write_text(json.dumps(r))
         if probes and r["status"] == "done":
-            lines = [{"step": st, "tokens": st * 1000,
-                      "grad_norm": {"block": _profile(r["depth"], r["width"], 0.02, rng)}} for st in (200, 1000)]
+            lines = [
+                {"step": st, "tokens": st * 1000, "grad_norm": {"block": _profile(r["depth"], r["width"], 0.02, rng)}}
+                for st in (200, 1000)
+            ]
             (d / "probes.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     (sweep / "not_a_run").mkdir()  # directories without summary.json are ignored
     return sweep
@@ -63,8 +100,20 @@ def make_store(root, name="toy", seeds=2, diverged=True, probes=True):
 def test_run_table_has_one_row_per_budget_point(tmp_path):
     sweep = make_store(tmp_path)
     df = run_table(sweep)
-    assert list(df.columns[:12]) == ["run", "params", "params_non_embedding", "params_active", "tokens", "loss", "depth",
-                                     "width", "flops", "seed", "shape", "status"]
+    assert list(df.columns[:12]) == [
+        "run",
+        "params",
+        "params_non_embedding",
+        "params_active",
+        "tokens",
+        "loss",
+        "depth",
+        "width",
+        "flops",
+        "seed",
+        "shape",
+        "status",
+    ]
     assert (df["params_non_embedding"].dropna() == df["params"].dropna()).all()  # the store wrote N for both
     assert df["params_active"].isna().all() and not df["simulated"].any()  # summaries without them
     assert (df.groupby("run").size().drop(["boom", "nobudget"]) == 3).all()
@@ -97,8 +146,20 @@ def test_probe_profiles(tmp_path):
 
 def test_dw_fit_sweep_end_to_end(tmp_path):
     make_store(tmp_path / "runs")
-    p = run_dw("fit", "toy", "--root", str(tmp_path / "runs"), "--law", "depth-delusion", "--bootstrap", "30", "--max-starts", "400",
-               "--json", timeout=600)
+    p = run_dw(
+        "fit",
+        "toy",
+        "--root",
+        str(tmp_path / "runs"),
+        "--law",
+        "depth-delusion",
+        "--bootstrap",
+        "30",
+        "--max-starts",
+        "400",
+        "--json",
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
     for k in ("law", "n", "params", "ci", "r2", "rmse", "objective", "excluded", "derived"):
@@ -119,7 +180,19 @@ def test_dw_fit_sweep_end_to_end(tmp_path):
     written = json.loads((tmp_path / "runs" / "toy" / "fit.json").read_text())
     assert written["params"] == res["params"] and written["schema"] == "dw.fit/1"
     # the table view of the same fit
-    t = run_dw("fit", "toy", "--root", str(tmp_path / "runs"), "--law", "depth-delusion", "--bootstrap", "0", "--max-starts", "300",
-               "--no-write", timeout=600)
+    t = run_dw(
+        "fit",
+        "toy",
+        "--root",
+        str(tmp_path / "runs"),
+        "--law",
+        "depth-delusion",
+        "--bootstrap",
+        "0",
+        "--max-starts",
+        "300",
+        "--no-write",
+        timeout=600,
+    )
     assert t.returncode == 0, t.stderr
     assert "D_crit" in t.stdout and "excluded: boom" in t.stdout and "no intervals" in t.stdout

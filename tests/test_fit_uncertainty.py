@@ -69,12 +69,13 @@ def test_seed_interval_is_narrower_than_the_run_interval():
 
 def test_barely_constrained_fit_warns_and_gives_wide_intervals():
     """Four tiny runs: the CLI path warns instead of pretending precision."""
-    from depthwidth.fit.run import run_fit
+    from depthwidth.fit.pipeline import run_fit
 
     law = get_law("chinchilla")
     df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.01, run_noise=0.02)
     small = df[df["run"].isin(sorted(set(df["run"]))[:4])]
-    import tempfile, os
+    import tempfile
+    import os
 
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "t.csv")
@@ -94,8 +95,9 @@ def test_barely_constrained_fit_warns_and_gives_wide_intervals():
 def test_pinned_parameter_interval_is_the_pin():
     law = get_law("chinchilla")
     df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.003, run_noise=0.005)
-    from depthwidth.fit.run import run_fit
-    import tempfile, os
+    from depthwidth.fit.pipeline import run_fit
+    import tempfile
+    import os
 
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "t.csv")

@@ -29,14 +29,22 @@ def _response(tmp_path):
         params = 12 * depth * width * width + 2 * 256 * width
         budgets = []
         for tokens in (2e8, 8e8, 3.2e9):
-            loss = E + A / params ** ALPHA + B / tokens ** BETA
+            loss = E + A / params**ALPHA + B / tokens**BETA
             budgets.append({"tokens": int(tokens), "step": int(tokens // 512), "val_loss": loss})
         cfg = json.loads(n["config"])
         cfg["model"]["value"].update(depth=depth, width=width)
         cfg["accounting"]["value"].update(params=params)
         summ = json.loads(n["summaryMetrics"])
-        summ.update(run_id=f"run{i:02d}", params=params, depth=depth, width=width, budgets=budgets,
-                    final_val_loss=budgets[-1]["val_loss"], tokens=budgets[-1]["tokens"], status="done")
+        summ.update(
+            run_id=f"run{i:02d}",
+            params=params,
+            depth=depth,
+            width=width,
+            budgets=budgets,
+            final_val_loss=budgets[-1]["val_loss"],
+            tokens=budgets[-1]["tokens"],
+            status="done",
+        )
         n.update(name=f"run{i:02d}", config=json.dumps(cfg), summaryMetrics=json.dumps(summ))
         edges.append({"node": n, "cursor": str(i)})
     doc["data"]["project"]["runs"]["edges"] = edges
@@ -48,12 +56,19 @@ def _response(tmp_path):
 def test_fit_pulls_the_table_from_wandb(tmp_path, monkeypatch):
     import wandb
 
-    from depthwidth.fit.run import run_fit
+    from depthwidth.fit.pipeline import run_fit
 
     replay = ReplayApi(_response(tmp_path))
     monkeypatch.setattr(wandb, "Api", lambda *a, **k: replay)
-    res = run_fit(source="wandb", project="dw-lab/depthwidth", group="demo", law="chinchilla",
-                  bootstrap=0, max_starts=300, write=False)
+    res = run_fit(
+        source="wandb",
+        project="dw-lab/depthwidth",
+        group="demo",
+        law="chinchilla",
+        bootstrap=0,
+        max_starts=300,
+        write=False,
+    )
     assert replay.calls and replay.calls[0]["filters"] == {"group": "demo"}
     assert res["n"] == 36
     p = res["params"]
@@ -61,21 +76,24 @@ def test_fit_pulls_the_table_from_wandb(tmp_path, monkeypatch):
     assert res["r2"] > 0.999
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--source", "wandb"], "--project"),
-    (["demo", "--source", "wandb", "--project", "a/b"], "exactly one of"),
-    (["--source", "mlflow", "--project", "a/b"], "--source"),
-    (["--source", "wandb", "--project", "not-a-project"], "ENTITY/PROJECT"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--source", "wandb"], "--project"),
+        (["demo", "--source", "wandb", "--project", "a/b"], "exactly one of"),
+        (["--source", "mlflow", "--project", "a/b"], "--source"),
+        (["--source", "wandb", "--project", "not-a-project"], "ENTITY/PROJECT"),
+    ],
+)
 def test_bad_wandb_source_input(args, needle):
     assert needle in assert_bad_input(run_dw("fit", *args))
 
 
 def test_unknown_source_is_rejected_in_process():
-    from depthwidth.fit.run import check_source
+    from depthwidth.track.run_source import RunSource
 
     with pytest.raises(BadInput):
-        check_source(None, None, "store", None)
+        RunSource(None, None, kind="store")
 
 
 def test_report_pulls_the_table_from_wandb(tmp_path, monkeypatch):
@@ -90,7 +108,7 @@ def test_report_pulls_the_table_from_wandb(tmp_path, monkeypatch):
     md = rp.render_markdown(rep)
     assert len(data.points) == 36 and "W=512" in md
     # the loss grid holds the planted final losses
-    final = E + A / (12 * 8 * 512 * 512 + 2 * 256 * 512) ** ALPHA + B / 3.2e9 ** BETA
+    final = E + A / (12 * 8 * 512 * 512 + 2 * 256 * 512) ** ALPHA + B / 3.2e9**BETA
     assert f"{final:.4f}" in md
 
 

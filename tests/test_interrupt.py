@@ -5,7 +5,6 @@ Real subprocesses held at a gate (tests/gate/), so no signal races the run."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -51,8 +50,9 @@ def test_ctrl_c_checkpoints_preempts_exits_3_and_the_rerun_resumes_exactly(tmp_p
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, err
-    assert _lines(err) == ["dw: interrupted at step 11: checkpointed, summary preempted; "
-                           "rerun the same command to resume"], err
+    assert _lines(err) == [
+        "dw: interrupted at step 11: checkpointed, summary preempted; rerun the same command to resume"
+    ], err
     assert "Traceback" not in err
     s = _summary(cut)
     assert s["status"] == "preempted" and s["reason"] == "SIGINT at step 11" and s["steps"] == 11
@@ -102,8 +102,9 @@ def test_only_two_ctrl_c_within_the_window_exit(capfd):
     """The window, with an injected clock and exit: a Ctrl-C long after the previous one
     only re-arms; SIGTERM is never escalated; a multi-process rank never escalates."""
     clock, exits, said = _Clock(), [], []
-    flag = signals.StopFlag(install=False, on_again=lambda: said.append(1) or "dw: gone", clock=clock,
-                            exit=exits.append)
+    flag = signals.StopFlag(
+        install=False, on_again=lambda: said.append(1) or "dw: gone", clock=clock, exit=exits.append
+    )
     flag._on_signal(signal.SIGINT, None)
     assert flag.requested and flag.name == "SIGINT" and exits == []
     clock.t = signals.AGAIN_WITHIN_S + 1  # too late to count as "again": a new first
@@ -141,10 +142,28 @@ def test_ctrl_c_on_one_rank_stops_every_rank_at_the_same_step(tmp_path):
     signal has been taken) stops at the same step, for the same signal, and writes it all."""
     d, gate = tmp_path / "two", tmp_path / "gate"
     env = {**os.environ, **gate_env(gate, 6)}
-    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                             f"--master_port={_free_port()}", "-m", "depthwidth", "train", "--quiet",
-                             *TINY, "train.steps=20", "train.ckpt_every=100", f"run.dir={d}"],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            f"--master_port={_free_port()}",
+            "-m",
+            "depthwidth",
+            "train",
+            "--quiet",
+            *TINY,
+            "train.steps=20",
+            "train.ckpt_every=100",
+            f"run.dir={d}",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for_n(gate, "at-6-*", 2)
         pids = {_rank(int(p.name.rsplit("-", 1)[1])): int(p.name.rsplit("-", 1)[1]) for p in gate.glob("at-6-*")}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from depthwidth.launch import config as launch_config
-from depthwidth.launch import states
+from depthwidth.launch import scheduler
 from depthwidth.launch import submit as launch_submit
 from depthwidth.launch import task as launch_task
 from depthwidth.core import store
@@ -95,14 +95,16 @@ def test_local_returns_at_once_packs_and_completes(tmp_path):
     out = json.loads(p.stdout)
     assert len(out["submitted"]) == 4 and len(out["jobs"]) == 2  # 4 runs packed into 2 tasks
     # it returned at once: before its workers finished (an event, not a wall-clock bound)
-    first = [json.loads(p.read_text()) for p in next((tmp_path / "runs" / "tiny" / "jobs").iterdir()).glob("worker-*.json")]
-    assert first and any(states.pid_alive(w.get("pid")) for w in first)
+    first = [
+        json.loads(p.read_text()) for p in next((tmp_path / "runs" / "tiny" / "jobs").iterdir()).glob("worker-*.json")
+    ]
+    assert first and any(scheduler.pid_alive(w.get("pid")) for w in first)
     st = wait_for(lambda: (s := status(env))["counts"]["done"] == 4 and s, 120, "4 runs done")
     assert {r["job_id"] for r in st["runs"]} == set(out["jobs"])
     sub = next((tmp_path / "runs" / "tiny" / "jobs").iterdir())
     workers = [json.loads(p.read_text()) for p in sub.glob("worker-*.json")]
     assert len(workers) == 2
-    wait_for(lambda: all(not states.pid_alive(w["pid"]) for w in workers), 30, "workers to exit")
+    wait_for(lambda: all(not scheduler.pid_alive(w["pid"]) for w in workers), 30, "workers to exit")
 
 
 def test_a_killed_local_worker_leaves_lost_runs_that_retry_resubmits(tmp_path):
@@ -113,7 +115,9 @@ def test_a_killed_local_worker_leaves_lost_runs_that_retry_resubmits(tmp_path):
     wait_for(lambda: status(env)["counts"]["running"] == 1, 60, "a running run")
     w = json.loads((sub / "worker-0.json").read_text())
     os.kill(w["pid"], signal.SIGKILL)  # the worker this test started
-    st = wait_for(lambda: (s := status(env))["counts"]["running"] + s["counts"]["pending"] == 0 and s, 30, "no live job")
+    st = wait_for(
+        lambda: (s := status(env))["counts"]["running"] + s["counts"]["pending"] == 0 and s, 30, "no live job"
+    )
     lost = {r["run_id"] for r in st["runs"] if r["state"] == "lost"}
     assert lost and st["counts"]["lost"] + st["counts"]["done"] == 2
     assert json.loads(run_dw("sweep", "tiny", "--json", env=env).stdout)["submitted"] == []
@@ -123,8 +127,10 @@ def test_a_killed_local_worker_leaves_lost_runs_that_retry_resubmits(tmp_path):
 
 
 def test_launcher_config_merges_overrides():
-    cfg = launch_config.launcher_config(["launcher=slurm", "launcher.partition=gpu", "pack=3",
-                                  "launcher.additional.exclude='n[1-2]'"], need_scheduler=False)
+    cfg = launch_config.launcher_config(
+        ["launcher=slurm", "launcher.partition=gpu", "pack=3", "launcher.additional.exclude='n[1-2]'"],
+        need_scheduler=False,
+    )
     assert (cfg["name"], cfg["partition"], cfg["pack"], cfg["additional"]) == ("slurm", "gpu", 3, {"exclude": "n[1-2]"})
 
 
@@ -135,19 +141,48 @@ def test_submitit_sbatch_file_has_the_array_resources_requeue_and_signal(tmp_pat
     from depthwidth.launch import slurm as launch_slurm
 
     monkeypatch.setenv("DW_RUNS", str(tmp_path))
-    cfg = launch_config.launcher_config(["launcher=slurm", "launcher.partition=gpu", "launcher.account=lab",
-                                  "launcher.qos=high", "launcher.gpus_per_node=4", "launcher.mem=64G",
-                                  "launcher.time=48:00:00", "launcher.constraint=h100", "launcher.array_parallelism=8",
-                                  "launcher.cpus_per_task=8", "launcher.setup=['module load cuda']",
-                                  "launcher.additional.exclude='n[1-2]'"], need_scheduler=False)
+    cfg = launch_config.launcher_config(
+        [
+            "launcher=slurm",
+            "launcher.partition=gpu",
+            "launcher.account=lab",
+            "launcher.qos=high",
+            "launcher.gpus_per_node=4",
+            "launcher.mem=64G",
+            "launcher.time=48:00:00",
+            "launcher.constraint=h100",
+            "launcher.array_parallelism=8",
+            "launcher.cpus_per_task=8",
+            "launcher.setup=['module load cuda']",
+            "launcher.additional.exclude='n[1-2]'",
+        ],
+        need_scheduler=False,
+    )
     params = launch_slurm.parameters("dd", cfg)
     # what SlurmExecutor.map_array writes for a 30-task array (map_count is set by map_array)
     text = _make_sbatch_string(command="python -u -m submitit.core._submit F", folder=tmp_path, map_count=30, **params)
-    for line in ("--array=0-29%8", "--partition=gpu", "--account=lab", "--qos=high", "--gpus-per-node=4",
-                 "--ntasks-per-node=4", "--mem=64G", "--time=2880", "--constraint=h100", "--cpus-per-task=8",
-                 "--exclude='n[1-2]'", "--job-name=dw-dd", "#SBATCH --requeue", "--signal=USR2@120",
-                 "trap '' USR2", "module load cuda", "srun --unbuffered", "MASTER_ADDR", "MASTER_PORT",
-                 f"DW_RUNS={tmp_path}"):
+    for line in (
+        "--array=0-29%8",
+        "--partition=gpu",
+        "--account=lab",
+        "--qos=high",
+        "--gpus-per-node=4",
+        "--ntasks-per-node=4",
+        "--mem=64G",
+        "--time=2880",
+        "--constraint=h100",
+        "--cpus-per-task=8",
+        "--exclude='n[1-2]'",
+        "--job-name=dw-dd",
+        "#SBATCH --requeue",
+        "--signal=USR2@120",
+        "trap '' USR2",
+        "module load cuda",
+        "srun --unbuffered",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        f"DW_RUNS={tmp_path}",
+    ):
         assert line in text, line
     assert "B:USR2" not in text  # the steps (python under srun) get the warning, not the batch shell
     one = launch_slurm.parameters("dd", launch_config.launcher_config(["launcher=slurm"], need_scheduler=False))
@@ -155,8 +190,20 @@ def test_submitit_sbatch_file_has_the_array_resources_requeue_and_signal(tmp_pat
     assert launch_slurm.MAX_NUM_TIMEOUT >= 10_000
 
 
-@pytest.mark.parametrize("t,m", [(90, 90), ("90", 90), ("01:00:00", 60), ("48:00:00", 2880), ("30:00", 30),
-                                 ("0:30", 1), ("1-00:00:00", 1440), ("2-12", 3600), ("1-2:30", 1590)])
+@pytest.mark.parametrize(
+    "t,m",
+    [
+        (90, 90),
+        ("90", 90),
+        ("01:00:00", 60),
+        ("48:00:00", 2880),
+        ("30:00", 30),
+        ("0:30", 1),
+        ("1-00:00:00", 1440),
+        ("2-12", 3600),
+        ("1-2:30", 1590),
+    ],
+)
 def test_slurm_time_in_minutes(t, m):
     pytest.importorskip("submitit")
     from depthwidth.launch.slurm import minutes
@@ -189,8 +236,18 @@ def test_failed_slurm_submission_leaves_nothing_behind(tmp_path, monkeypatch):
         raise WorkFailed("sbatch: error: Batch job submission failed: Unable to contact slurm controller")
 
     monkeypatch.setattr(launch_slurm, "submit_array", refuse)
-    items = [{"run_id": "r1", "overrides": ["train.steps=1"], "run_dir": str(tmp_path / "runs/s/r1"),
-              "label": None, "ref": None, "tokens_total": 1, "params": 1, "index": 0}]
+    items = [
+        {
+            "run_id": "r1",
+            "overrides": ["train.steps=1"],
+            "run_dir": str(tmp_path / "runs/s/r1"),
+            "label": None,
+            "ref": None,
+            "tokens_total": 1,
+            "params": 1,
+            "index": 0,
+        }
+    ]
     with _pytest.raises(WorkFailed):
         launch_submit.submit("s", items, {"name": "slurm", "pack": 1})
     jobs = store.jobs_dir("s")
@@ -211,14 +268,17 @@ def test_more_processes_than_gpus_per_node_is_refused():
     from depthwidth.core.errors import BadInput
 
     with pytest.raises(BadInput, match="launcher.tasks_per_node"):
-        launch_config.launcher_config(["launcher=slurm", "launcher.gpus_per_node=1", "launcher.tasks_per_node=8"],
-                                      need_scheduler=False)
-    cfg = launch_config.launcher_config(["launcher=slurm", "launcher.nodes=2", "launcher.gpus_per_node=4"],
-                                        need_scheduler=False)
+        launch_config.launcher_config(
+            ["launcher=slurm", "launcher.gpus_per_node=1", "launcher.tasks_per_node=8"], need_scheduler=False
+        )
+    cfg = launch_config.launcher_config(
+        ["launcher=slurm", "launcher.nodes=2", "launcher.gpus_per_node=4"], need_scheduler=False
+    )
     assert launch_config.processes(cfg) == 8  # 2 nodes x one process per GPU
 
 
 # -- Ctrl-C (SIGINT) on a sweep's runs: preempted with a checkpoint, never lost ---------------------
+
 
 def _rows(run_dir):
     from tests.test_train import TIMING
@@ -245,13 +305,15 @@ def test_ctrl_c_on_a_local_worker_leaves_its_run_preempted_and_retry_failed_resu
     sub = next((tmp_path / "runs" / "tiny" / "jobs").iterdir())
     assert json.loads((sub / "worker-0.json").read_text())["pid"] == pid  # the run trains inside the worker
     os.kill(pid, signal.SIGINT)  # the worker this test started
-    wait_for(lambda: not states.pid_alive(pid), 120, "the worker to exit")
+    wait_for(lambda: not scheduler.pid_alive(pid), 120, "the worker to exit")
     st = status(env)
     (r,) = st["runs"]
     assert r["state"] == "preempted" and r["reason"] == "SIGINT at step 7", r
     assert (Path(r["run_dir"]) / "ckpt" / "step_00000007" / "MANIFEST").exists()
-    assert (f"dw: interrupted run {r['run_id']} at step 7: checkpointed, summary preempted; "
-            "dw sweep tiny --retry-failed resumes it") in (sub / "worker-0.log").read_text()
+    assert (
+        f"dw: interrupted run {r['run_id']} at step 7: checkpointed, summary preempted; "
+        "dw sweep tiny --retry-failed resumes it"
+    ) in (sub / "worker-0.log").read_text()
     again = json.loads(run_dw("sweep", "tiny", "--json", env=env).stdout)
     assert again["submitted"] == [] and again["skipped"] == {"preempted": 1}
     retry = json.loads(run_dw("sweep", "tiny", "--retry-failed", "--json", env=env).stdout)
@@ -271,17 +333,24 @@ def test_ctrl_c_on_a_debug_sweep_preempts_the_run_cancels_the_rest_and_exits_3(t
 
     env = tiny_env(tmp_path, steps=16)  # two runs, one task each, trained in the dw process
     gate = tmp_path / "gate"
-    proc = subprocess.Popen([sys.executable, "-m", "depthwidth", "sweep", "tiny"], cwd=REPO,
-                            env={**os.environ, **env, **gate_env(gate, 6)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "depthwidth", "sweep", "tiny"],
+        cwd=REPO,
+        env={**os.environ, **env, **gate_env(gate, 6)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert _held(gate, 6) == proc.pid
     proc.send_signal(signal.SIGINT)  # as Ctrl-C on the terminal would
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, err
     first, second = status(env)["runs"]
-    assert err.splitlines()[-1] == (f"dw: interrupted run {first['run_id']} at step 7: checkpointed, summary "
-                                    "preempted; dw sweep tiny --retry-failed resumes it (and the 1 run not "
-                                    "started, cancelled)")
+    assert err.splitlines()[-1] == (
+        f"dw: interrupted run {first['run_id']} at step 7: checkpointed, summary "
+        "preempted; dw sweep tiny --retry-failed resumes it (and the 1 run not "
+        "started, cancelled)"
+    )
     assert "Traceback" not in err
     assert (first["state"], first["reason"], second["state"]) == ("preempted", "SIGINT at step 7", "cancelled")
     retry = json.loads(run_dw("sweep", "tiny", "--retry-failed", "--json", env=env).stdout)

@@ -29,8 +29,15 @@ def test_a_two_node_fsdp_run_survives_usr2_and_matches_one_process(slurm_cluster
     (tmp_path / "sweeps" / "two.yaml").write_text(SWEEP)
     env = {**slurm_cluster_2n, "DW_SWEEPS": str(tmp_path / "sweeps"), "DW_RUNS": str(tmp_path / "runs")}
     gate = tmp_path / "gate"  # both processes wait before step 60 until the signal reaches them
-    p = run_dw("sweep", "two", "launcher=slurm", "launcher.nodes=2", "launcher.tasks_per_node=1", "--json",
-               env={**env, **gate_env(gate, 60)})
+    p = run_dw(
+        "sweep",
+        "two",
+        "launcher=slurm",
+        "launcher.nodes=2",
+        "launcher.tasks_per_node=1",
+        "--json",
+        env={**env, **gate_env(gate, 60)},
+    )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     (job,) = out["jobs"]
@@ -66,5 +73,6 @@ def test_a_two_node_fsdp_run_survives_usr2_and_matches_one_process(slurm_cluster
     b = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     for ra, rb in zip(a, b):
         assert rb["loss"] == pytest.approx(ra["loss"], abs=1e-4)
-    assert summary["final_val_loss"] == pytest.approx(json.loads((one / "summary.json").read_text())["final_val_loss"],
-                                                      abs=1e-4)
+    assert summary["final_val_loss"] == pytest.approx(
+        json.loads((one / "summary.json").read_text())["final_val_loss"], abs=1e-4
+    )

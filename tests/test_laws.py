@@ -51,13 +51,35 @@ def test_chinchilla_grid_is_hoffmanns_4500_points():
         assert np.array_equal(gg, lw.grid(max_starts=4500))
 
 
-@pytest.mark.parametrize("name,dcrit,irr", [("chinchilla", "log", False), ("width-depth", "log", False),
-                                            ("depth-delusion", "log", False), ("depth-delusion", "power", True)])
+@pytest.mark.parametrize(
+    "name,dcrit,irr",
+    [
+        ("chinchilla", "log", False),
+        ("width-depth", "log", False),
+        ("depth-delusion", "log", False),
+        ("depth-delusion", "power", True),
+    ],
+)
 def test_prediction_matches_the_closed_form(name, dcrit, irr):
     law = get_law(name, dcrit=dcrit, irreducible=irr)
     df = _table()
-    v = {"E": 1.7, "A": 400.0, "B": 2000.0, "alpha": 0.3, "beta": 0.35, "delta": 0.35, "gamma": 0.8, "mu": 0.3,
-         "kappa": 2.43, "c": 0.5, "p": 0.44, "A_w": 30.0, "a_w": 0.5, "A_d": 2.0, "a_d": 0.6}
+    v = {
+        "E": 1.7,
+        "A": 400.0,
+        "B": 2000.0,
+        "alpha": 0.3,
+        "beta": 0.35,
+        "delta": 0.35,
+        "gamma": 0.8,
+        "mu": 0.3,
+        "kappa": 2.43,
+        "c": 0.5,
+        "p": 0.44,
+        "A_w": 30.0,
+        "a_w": 0.5,
+        "A_d": 2.0,
+        "a_d": 0.6,
+    }
     v = {k: v[k] for k in law.names}
     N, T, D, W = (df[c].to_numpy() for c in ("params", "tokens", "depth", "width"))
     if name == "chinchilla":
@@ -66,8 +88,12 @@ def test_prediction_matches_the_closed_form(name, dcrit, irr):
         want = v["E"] + v["A_w"] / W ** v["a_w"] + v["A_d"] / D ** v["a_d"] + v["B"] / T ** v["beta"]
     else:
         dc = v["kappa"] * np.log(W) if dcrit == "log" else v["c"] * W ** v["p"]
-        want = (v["A"] / N ** v["alpha"] + v["B"] / T ** v["delta"]
-                + v["gamma"] * W ** (-v["mu"]) * np.maximum(0, (D - dc) / dc) + v.get("E", 0.0))
+        want = (
+            v["A"] / N ** v["alpha"]
+            + v["B"] / T ** v["delta"]
+            + v["gamma"] * W ** (-v["mu"]) * np.maximum(0, (D - dc) / dc)
+            + v.get("E", 0.0)
+        )
     assert np.allclose(law.predict(v, df), want, rtol=1e-12)
     if "dcrit" in law.options:
         # the penalty is exactly zero up to D_crit: below it only the capacity and data terms remain
@@ -77,9 +103,15 @@ def test_prediction_matches_the_closed_form(name, dcrit, irr):
         assert np.allclose(law.predict(v, df)[below], base[below], rtol=1e-12)
 
 
-@pytest.mark.parametrize("key,dcrit,irr", [("chinchilla", None, False), ("width-depth", None, False),
-                                           ("depth-delusion[log]", "log", True),
-                                           ("depth-delusion[power]", "power", False)])
+@pytest.mark.parametrize(
+    "key,dcrit,irr",
+    [
+        ("chinchilla", None, False),
+        ("width-depth", None, False),
+        ("depth-delusion[log]", "log", True),
+        ("depth-delusion[power]", "power", False),
+    ],
+)
 @pytest.mark.parametrize("smooth", [0.0, 0.05])
 def test_analytic_jacobian_matches_finite_differences(key, dcrit, irr, smooth):
     name = key.split("[")[0]
@@ -87,7 +119,9 @@ def test_analytic_jacobian_matches_finite_differences(key, dcrit, irr, smooth):
     vals = dict(PLANTED[key], E=1.5)
     df = planted_table(law, {k: vals[k] for k in law.names})
     X = law.data(df)
-    th = law.internal({k: vals[k] for k in law.names})[None, :] + np.random.default_rng(0).normal(0, 0.05, (3, len(law.names)))
+    th = law.internal({k: vals[k] for k in law.names})[None, :] + np.random.default_rng(0).normal(
+        0, 0.05, (3, len(law.names))
+    )
     _, J = law.evaluate(th, X, jac=True, smooth=smooth)
     assert J.shape == (3, len(law.names), len(df))
     h = 1e-6
@@ -114,8 +148,8 @@ def test_dcrit_values_match_the_papers_extrapolations():
     dc = law.dcrit({"kappa": 2.43}, [12288, 18432, 8192])
     assert np.allclose(dc, [22.9, 23.9, 21.9], atol=0.06)  # docs/science.md §1: GPT-3, PaLM, Llama-3 70B
     pw = get_law("depth-delusion", dcrit="power")
-    assert np.allclose(pw.dcrit({"c": 1.0, "p": 0.44}, [4096]), 4096 ** 0.44)
-    batch = law.dcrit({"kappa": np.array([1.0, 2.0])}, [math.e, math.e ** 2])
+    assert np.allclose(pw.dcrit({"c": 1.0, "p": 0.44}, [4096]), 4096**0.44)
+    batch = law.dcrit({"kappa": np.array([1.0, 2.0])}, [math.e, math.e**2])
     assert np.allclose(batch, [[1, 2], [2, 4]])
 
 

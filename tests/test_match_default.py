@@ -104,8 +104,7 @@ def test_dw_shapes_heads_that_do_not_divide_a_width_name_it_and_suggest_heads():
 
 def test_a_training_config_gets_the_same_hint():
     with pytest.raises(BadInput) as e:
-        from_config(compose(["model=vwt", "model.shape=x", "model.width=96", "model.depth=6",
-                             "model.quantum=8"]).model)
+        from_config(compose(["model=vwt", "model.shape=x", "model.width=96", "model.depth=6", "model.quantum=8"]).model)
     msg = str(e.value)
     assert "width of layer 1: 144" in msg and "model.heads" in msg and "\n" not in msg
 
@@ -118,8 +117,11 @@ def test_a_shape_off_its_match_is_warned_before_anything_trains(tmp_path):
     (tmp_path / "off.yaml").write_text(
         "groups: {model: vwt, data: synthetic}\n"
         "fixed: {model.heads: 4, model.quantum: 32, train.steps: 4, train.seq_len: 32, train.batch_size: 4}\n"
-        "axes:\n  model.shape: [uniform, x]\n  model.width: [64]\n  model.depth: [4]\n")
+        "axes:\n  model.shape: [uniform, x]\n  model.width: [64]\n  model.depth: [4]\n"
+    )
     env = {"DW_SWEEPS": str(tmp_path), "DW_RUNS": str(tmp_path / "runs")}
     said = [ln for ln in run_dw("sweep", "off", "--dry-run", env=env).stderr.splitlines() if "warning" in ln]
-    assert said == ["dw: warning: 1 of 2 runs (run 1): model.match=exact: widths rounded to multiples of 32 leave "
-                    "the parameters 24.20% off the uniform model (0.5% wanted); lower model.quantum"]
+    assert said == [
+        "dw: warning: 1 of 2 runs (run 1): model.match=exact: widths rounded to multiples of 32 leave "
+        "the parameters 24.20% off the uniform model (0.5% wanted); lower model.quantum"
+    ]

@@ -22,8 +22,14 @@ CONFIGS = {
     "uniform": ["model.depth=2", "model.width=64"],
     "x": ["model.depth=4", "model.width=64", "model.shape=x", "model.quantum=16", "model.head_dim=16"],
     "vwt-x": ["model=vwt", "model.depth=4", "model.width=96", "model.heads=4", "model.quantum=8", "model.shape=x"],
-    "proj": ["model.depth=4", "model.width=64", "model.shape=x", "model.quantum=16", "model.head_dim=16",
-             "model.resize=proj"],
+    "proj": [
+        "model.depth=4",
+        "model.width=64",
+        "model.shape=x",
+        "model.quantum=16",
+        "model.head_dim=16",
+        "model.resize=proj",
+    ],
 }
 
 
@@ -35,8 +41,11 @@ def _spec(name):
 def test_param_shapes_are_the_built_models(name):
     from depthwidth.model.gpt import VariableWidthGPT
 
-    extra = {"rezero": ["model.stabiliser=rezero"], "normformer": ["model.stabiliser=normformer"],
-             "tied": ["model.tied=true"]}
+    extra = {
+        "rezero": ["model.stabiliser=rezero"],
+        "normformer": ["model.stabiliser=normformer"],
+        "tied": ["model.tied=true"],
+    }
     spec = from_config(compose(CONFIGS.get(name, CONFIGS["uniform"]) + extra.get(name, [])).model)
     m = VariableWidthGPT(spec, 16)
     assert [(n, tuple(p.shape)) for n, p in m.named_parameters()] == [(n, s) for _, n, s in param_shapes(spec)]
@@ -48,7 +57,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-COUNT = r'''
+COUNT = r"""
 import json, os, sys, torch
 from depthwidth.config.compose import compose
 from depthwidth.model.resolve import from_config
@@ -77,11 +86,12 @@ for i, (mode, overrides) in enumerate(json.loads(sys.argv[1])):  # several layou
         json.dump({"rank": w.rank, "params": params, "grads": grads, "optimizer": optim}, f)
     del m, fwd, opt
 dist.shutdown(w)
-'''
+"""
 
 
-@pytest.mark.parametrize("n, cases", [(1, [("single", "x")]), (2, [("ddp", "x"), ("fsdp", "x"), ("fsdp", "vwt-x")]),
-                                      (3, [("fsdp", "proj")])])
+@pytest.mark.parametrize(
+    "n, cases", [(1, [("single", "x")]), (2, [("ddp", "x"), ("fsdp", "x"), ("fsdp", "vwt-x")]), (3, [("fsdp", "proj")])]
+)
 def test_static_bytes_equal_every_tensor_on_every_rank(tmp_path, n, cases):
     """One launch of n processes measures every layout of ``cases`` in turn."""
     script = tmp_path / "count.py"
@@ -91,8 +101,14 @@ def test_static_bytes_equal_every_tensor_on_every_rank(tmp_path, n, cases):
     out.mkdir()
     cmd = [sys.executable, str(script), json.dumps([(mode, CONFIGS[name]) for mode, name in cases]), str(out)]
     if n > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}", f"--master_port={_free_port()}",
-               *cmd[1:]]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc_per_node={n}",
+            f"--master_port={_free_port()}",
+            *cmd[1:],
+        ]
     p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     for i, (mode, name) in enumerate(cases):
@@ -119,7 +135,9 @@ def test_activation_estimate_matches_what_autograd_saves(name, ac):
     if ac:
         checkpoint_blocks(m)
     x = torch.randint(0, spec.vocab_size, (B, T))
-    own = {p.untyped_storage().data_ptr() for p in m.parameters()} | {b.untyped_storage().data_ptr() for b in m.buffers()}
+    own = {p.untyped_storage().data_ptr() for p in m.parameters()} | {
+        b.untyped_storage().data_ptr() for b in m.buffers()
+    }
     saved: dict = {}
 
     def pack(t):
@@ -159,8 +177,14 @@ def _one_block(spec, i, B, T):
 
 def test_layout_resolves_auto_by_memory():
     big = from_config(compose(["model.depth=32", "model.width=4096", "model.vocab_size=50257"]).model)
-    kw = dict(seq_len=1024, batch_size=256, precision="bf16", device="cuda", capacity=memory.DEFAULT_GPU_MEMORY,
-              wsd_branches=False)
+    kw = dict(
+        seq_len=1024,
+        batch_size=256,
+        precision="bf16",
+        device="cuda",
+        capacity=memory.DEFAULT_GPU_MEMORY,
+        wsd_branches=False,
+    )
     one = memory.layout(big, world=1, parallel="auto", micro_batch="auto", ac="auto", **kw)
     assert one.mode == "single" and not one.fits and "fsdp" in one.advice  # 7B on one 80 GiB GPU: no
     eight = memory.layout(big, world=8, parallel="auto", micro_batch="auto", ac="auto", **kw)
@@ -183,8 +207,10 @@ def test_the_shipped_sweeps_plan_every_run_within_80_gib_on_slurm(sweep, n):
     assert len(runs) == n
     for r in runs:
         plan = r["plan"]
-        assert plan["fits"] and plan["capacity"] == 80 * 2 ** 30 and plan["total"] <= plan["capacity"], r["index"]
-        assert plan["micro_batch"] * plan["accum"] * plan["processes"] == 256  # both: 256 sequences per step (vwt: 256 x 4096 = 1M tokens, the 500M config)
+        assert plan["fits"] and plan["capacity"] == 80 * 2**30 and plan["total"] <= plan["capacity"], r["index"]
+        assert (
+            plan["micro_batch"] * plan["accum"] * plan["processes"] == 256
+        )  # both: 256 sequences per step (vwt: 256 x 4096 = 1M tokens, the 500M config)
         assert "train.precision=bf16" in r["overrides"]  # GPUs: bf16, pinned in the run's identity
     if sweep == "depth_delusion":  # the ~7B models do not fit replicated: sharded over the node's 8 GPUs
         big = [r for r in runs if r["params"] > 5e9]
@@ -194,12 +220,32 @@ def test_the_shipped_sweeps_plan_every_run_within_80_gib_on_slurm(sweep, n):
 def test_a_run_that_cannot_fit_is_refused_before_anything_is_written(tmp_path):
     from tests.helpers import assert_bad_input, run_dw
 
-    p = run_dw("sweep", "depth_delusion", "launcher=slurm", "launcher.gpus_per_node=1", "launcher.tasks_per_node=1",
-               "--only", "model.width=4096", "--dry-run", "--no-data-check", env={"DW_RUNS": str(tmp_path / "runs")})
+    p = run_dw(
+        "sweep",
+        "depth_delusion",
+        "launcher=slurm",
+        "launcher.gpus_per_node=1",
+        "launcher.tasks_per_node=1",
+        "--only",
+        "model.width=4096",
+        "--dry-run",
+        "--no-data-check",
+        env={"DW_RUNS": str(tmp_path / "runs")},
+    )
     line = assert_bad_input(p)
     assert "run 20 (" in line and "GiB per device" in line and "launcher.gpu_memory is 80 GiB" in line
     assert "train.parallel=fsdp" in line and not (tmp_path / "runs").exists()
     # the same run fits when the devices are large enough
-    p = run_dw("sweep", "depth_delusion", "launcher=slurm", "launcher.gpus_per_node=1", "launcher.tasks_per_node=1",
-               "launcher.gpu_memory=141", "--only", "model.depth=32", "--dry-run", "--no-data-check")
+    p = run_dw(
+        "sweep",
+        "depth_delusion",
+        "launcher=slurm",
+        "launcher.gpus_per_node=1",
+        "launcher.tasks_per_node=1",
+        "launcher.gpu_memory=141",
+        "--only",
+        "model.depth=32",
+        "--dry-run",
+        "--no-data-check",
+    )
     assert p.returncode == 0, p.stderr

@@ -127,8 +127,18 @@ UNIFORM_CASES = {
 def test_uniform_model_equals_plain_transformer(case):
     c = UNIFORM_CASES[case]
     V, L, d, T = 53, 3, c["d"], 11
-    spec = ModelSpec(widths=(d,) * L, vocab_size=V, embed_width=d, norm=c["norm"], mlp=c["mlp"],
-                     n_head=c["n_head"], head_dim=c["head_dim"], bias=c["bias"], tied=c["tied"], rope_base=500.0)
+    spec = ModelSpec(
+        widths=(d,) * L,
+        vocab_size=V,
+        embed_width=d,
+        norm=c["norm"],
+        mlp=c["mlp"],
+        n_head=c["n_head"],
+        head_dim=c["head_dim"],
+        bias=c["bias"],
+        tied=c["tied"],
+        rope_base=500.0,
+    )
     n_head = spec.heads(0)
     gen = torch.Generator().manual_seed(0)
     P = ref_params(V, d, L, spec.mlp_hidden(0), c["norm"], c["mlp"], c["bias"], c["tied"], gen)
@@ -165,15 +175,20 @@ def test_uniform_stream_is_block_output_without_copies():
 
 # ---- non-uniform: carry-forward ---------------------------------------------
 
-X_SPEC = ModelSpec(widths=(96, 64, 32, 64, 96), vocab_size=41, embed_width=64, norm="rmsnorm",
-                   mlp="swiglu", n_head=4, head_dim=None)
+X_SPEC = ModelSpec(
+    widths=(96, 64, 32, 64, 96), vocab_size=41, embed_width=64, norm="rmsnorm", mlp="swiglu", n_head=4, head_dim=None
+)
 
 
-@pytest.mark.parametrize("spec", [
-    X_SPEC,
-    replace(X_SPEC, norm="layernorm", mlp="gelu", bias=True, tied=True),
-    replace(X_SPEC, widths=(32, 64, 96, 64, 32)),  # diamond: w_1 < h, w_L < h
-], ids=["x", "x-layernorm-tied", "diamond"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        X_SPEC,
+        replace(X_SPEC, norm="layernorm", mlp="gelu", bias=True, tied=True),
+        replace(X_SPEC, widths=(32, 64, 96, 64, 32)),  # diamond: w_1 < h, w_L < h
+    ],
+    ids=["x", "x-layernorm-tied", "diamond"],
+)
 def test_carry_forward_passes_suffix_bit_identically(spec):
     torch.manual_seed(1)
     model = VariableWidthGPT(spec, 16)
@@ -190,7 +205,7 @@ def test_carry_forward_passes_suffix_bit_identically(spec):
     # The narrow middle layer really carried something nonzero forward.
     mid = spec.widths.index(min(spec.widths))
     if spec.widths[0] > min(spec.widths):
-        assert hidden[mid][..., min(spec.widths):].abs().sum() > 0
+        assert hidden[mid][..., min(spec.widths) :].abs().sum() > 0
 
 
 @pytest.mark.parametrize("resize", ["carry", "zero", "proj"])
@@ -221,6 +236,7 @@ def test_causal_no_position_sees_the_future(rope):
 
 
 # ---- the other resize modes -------------------------------------------------
+
 
 def test_zero_padding_zeroes_beyond_input_width():
     torch.manual_seed(3)
@@ -264,12 +280,17 @@ def test_zero_and_carry_agree_for_uniform_widths():
 
 def test_learned_projection_stream_follows_layer_width():
     torch.manual_seed(5)
-    spec = ModelSpec(widths=(64, 64, 32, 96), vocab_size=31, embed_width=48, head_dim=16, resize="proj",
-                     norm="rmsnorm", mlp="swiglu")
+    spec = ModelSpec(
+        widths=(64, 64, 32, 96), vocab_size=31, embed_width=48, head_dim=16, resize="proj", norm="rmsnorm", mlp="swiglu"
+    )
     model = VariableWidthGPT(spec, 10)
     # A projection exactly where the width changes: 48->64, 64->32, 32->96, then 96->48.
-    assert [None if b.proj_in is None else tuple(b.proj_in.weight.shape) for b in model.blocks] == \
-        [(64, 48), None, (32, 64), (96, 32)]
+    assert [None if b.proj_in is None else tuple(b.proj_in.weight.shape) for b in model.blocks] == [
+        (64, 48),
+        None,
+        (32, 64),
+        (96, 32),
+    ]
     assert tuple(model.proj_out.weight.shape) == (48, 96)
     assert all(b.proj_in is None or b.proj_in.bias is None for b in model.blocks)
     idx = torch.randint(0, 31, (3, 10))
@@ -282,11 +303,13 @@ def test_learned_projection_stream_follows_layer_width():
 
 # ---- init, introspection, bad input -------------------------------------------
 
+
 def test_init_statistics():
     torch.manual_seed(6)
     L, h = 2, 64
-    spec = ModelSpec(widths=(256, 64), vocab_size=512, embed_width=h, head_dim=32, bias=True,
-                     width_scaled_init=True, init_std=0.02)
+    spec = ModelSpec(
+        widths=(256, 64), vocab_size=512, embed_width=h, head_dim=32, bias=True, width_scaled_init=True, init_std=0.02
+    )
     m = VariableWidthGPT(spec, 8)
     close = lambda t, s: abs(t.std().item() / s - 1) < 0.05  # noqa: E731
     assert close(m.wte.weight, 0.02) and close(m.lm_head.weight, 0.02)
@@ -334,8 +357,9 @@ def test_bad_input():
 def test_depth_stabilisers_train_and_carry_forward(stabiliser):
     """Every stabiliser keeps carry-forward exact and gives a finite, trainable loss."""
     torch.manual_seed(0)
-    spec = ModelSpec(widths=(64, 32, 16, 32, 64), vocab_size=37, embed_width=32, n_head=None,
-                     head_dim=8, stabiliser=stabiliser)
+    spec = ModelSpec(
+        widths=(64, 32, 16, 32, 64), vocab_size=37, embed_width=32, n_head=None, head_dim=8, stabiliser=stabiliser
+    )
     model = VariableWidthGPT(spec, max_seq_len=8)
     idx = torch.randint(0, 37, (2, 8))
     _, loss, hidden = model(idx, idx, return_hidden=True)

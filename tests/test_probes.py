@@ -44,8 +44,7 @@ def test_deep_narrow_post_ln_at_init_decays_from_top_to_bottom():
     """24 layers × 32 wide, post-LN, branch init on the scale of the signal:
     each residual + norm divides the backward signal by about sqrt(2), so the
     per-layer gradient norm falls from the top layer down (Xiong et al. 2020)."""
-    spec = ModelSpec(widths=(32,) * 24, vocab_size=256, embed_width=32, head_dim=16,
-                     stabiliser="post", init_std=0.5)
+    spec = ModelSpec(widths=(32,) * 24, vocab_size=256, embed_width=32, head_dim=16, stabiliser="post", init_std=0.5)
     for seed in (0, 1):
         g = GradProbe(_backward(spec, seed))()["block"]
         assert all(math.isfinite(v) and v > 0 for v in g)

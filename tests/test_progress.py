@@ -72,8 +72,9 @@ def test_train_reports_every_step_to_the_progress(tmp_path):
         def update(self, step, loss):
             calls.append(("update", step, loss is None or isinstance(loss, float)))
 
-    s = train(compose([*TINY, "train.steps=12", f"run.dir={tmp_path / 'run'}"]), log=lambda m: None,
-              progress=Recorder())
+    s = train(
+        compose([*TINY, "train.steps=12", f"run.dir={tmp_path / 'run'}"]), log=lambda m: None, progress=Recorder()
+    )
     assert s["status"] == "done"
     assert calls == [("begin", 0, 12, 8 * 64)] + [("update", i, True) for i in range(1, 13)]
 

@@ -15,8 +15,16 @@ from depthwidth.core import provenance
 from tests.helpers import REPO, run_dw
 from tests.planted import PLANTED, planted_table
 
-TINY = ["model.depth=2", "model.width=64", "train.batch_size=4", "train.seq_len=32", "train.threads=1",
-        "train.log_every=5", "probe.every=0", "train.steps=5"]
+TINY = [
+    "model.depth=2",
+    "model.width=64",
+    "train.batch_size=4",
+    "train.seq_len=32",
+    "train.threads=1",
+    "train.log_every=5",
+    "probe.every=0",
+    "train.steps=5",
+]
 KEYS = ("dw", "git", "versions", "device", "precision", "data", "job_id")
 
 
@@ -103,13 +111,18 @@ def test_precision_is_part_of_the_run_id_and_the_device_is_not():
 
 def test_a_sweep_pins_the_precision_of_its_launchers_device():
     cpu = json.loads(run_dw("sweep", "demo", "--dry-run", "--json").stdout)
-    gpu = json.loads(run_dw("sweep", "demo", "launcher=slurm", "launcher.gpus_per_node=1", "--dry-run", "--json").stdout)
+    gpu = json.loads(
+        run_dw("sweep", "demo", "launcher=slurm", "launcher.gpus_per_node=1", "--dry-run", "--json").stdout
+    )
     assert (cpu["device"], gpu["device"]) == ("cpu", "cuda")
     assert all("train.precision=fp32" in r["overrides"] for r in cpu["runs"])
     assert all("train.precision=bf16" in r["overrides"] for r in gpu["runs"])
     assert not {r["run_id"] for r in cpu["runs"]} & {r["run_id"] for r in gpu["runs"]}
-    pinned = json.loads(run_dw("sweep", "demo", "launcher=slurm", "launcher.gpus_per_node=1", "train.device=cpu",
-                               "--dry-run", "--json").stdout)
+    pinned = json.loads(
+        run_dw(
+            "sweep", "demo", "launcher=slurm", "launcher.gpus_per_node=1", "train.device=cpu", "--dry-run", "--json"
+        ).stdout
+    )
     assert all("train.precision=fp32" in r["overrides"] for r in pinned["runs"])  # train.device wins over the launcher
     same = json.loads(run_dw("sweep", "demo", "launcher=local", "launcher.gpus=none", "--dry-run", "--json").stdout)
     assert [r["run_id"] for r in same["runs"]] == [r["run_id"] for r in cpu["runs"]]  # another CPU launcher: same runs
@@ -117,7 +130,7 @@ def test_a_sweep_pins_the_precision_of_its_launchers_device():
 
 def test_fit_json_records_provenance_and_the_input_tables_fingerprint(tmp_path):
     from depthwidth.fit import fit
-    from depthwidth.fit.run import table_fingerprint
+    from depthwidth.fit.files import table_fingerprint
 
     from depthwidth.fit.laws import get_law
 

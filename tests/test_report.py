@@ -19,16 +19,34 @@ import pytest
 from tests import report_store as rs
 from tests.helpers import REPO, assert_bad_input, run_dw
 
-TABLES = ("loss_grid", "u_shape", "width_sweep", "pairs", "shapes", "fit", "fit_compare", "dcrit_widths",
-          "dcrit_models", "paper", "missing")
-FIGURES = ("loss_vs_depth.png", "grad_profiles.png", "tau_vs_width.png", "shape_profiles.png", "loss_vs_flops.png",
-           "fit_residuals.png", "entropy.png")
+TABLES = (
+    "loss_grid",
+    "u_shape",
+    "width_sweep",
+    "pairs",
+    "shapes",
+    "fit",
+    "fit_compare",
+    "dcrit_widths",
+    "dcrit_models",
+    "paper",
+    "missing",
+)
+FIGURES = (
+    "loss_vs_depth.png",
+    "grad_profiles.png",
+    "tau_vs_width.png",
+    "shape_profiles.png",
+    "loss_vs_flops.png",
+    "fit_residuals.png",
+    "entropy.png",
+)
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A finished sweep 't' (grid with 3 seeds in one cell, 4 shapes) and its fit.json."""
-    from depthwidth.fit.run import run_fit
+    from depthwidth.fit.pipeline import run_fit
 
     root = tmp_path_factory.mktemp("runs")
     runs = rs.build(root, "t")
@@ -89,12 +107,15 @@ def test_every_table_present_and_numbers_are_the_stores(plotted):
     models = {r["model"]: r for r in rep["tables"]["dcrit_models"]["rows"]}
     gpt3 = fit["derived"]["dcrit"]["reference"]["GPT-3"]["dcrit"]  # below one layer reads "not identified"
     assert models["GPT-3"]["paper"] == 22.9 and models["GPT-3"]["measured"] == (
-        pytest.approx(gpt3) if gpt3 >= 1 else "not identified")
+        pytest.approx(gpt3) if gpt3 >= 1 else "not identified"
+    )
     dw = {r["width"]: r for r in rep["tables"]["dcrit_widths"]["rows"]}
     assert dw[64]["paper"] == pytest.approx(2.43 * math.log(64))
     assert dw[64]["profiles"] == pytest.approx(rs.tau(64) + 1, rel=1e-6)  # a depth: 1 + tau for exact exponentials
     paper = rep["tables"]["paper"]["rows"]
-    assert [(r["config"], r["paper_loss"], r["measured_loss"]) for r in paper] == [("2L×64", 3.1, _final(runs["u2x64s1"]))]
+    assert [(r["config"], r["paper_loss"], r["measured_loss"]) for r in paper] == [
+        ("2L×64", 3.1, _final(runs["u2x64s1"]))
+    ]
     assert rep["tables"]["missing"]["rows"] == []
     pairs = rep["tables"]["pairs"]["rows"]
     assert pairs and all(r["delta_loss"] == pytest.approx(r["dn_loss"] - r["sw_loss"]) for r in pairs)
@@ -153,7 +174,7 @@ def test_markdown_export_parses_and_links_the_figures(plotted):
     s = [runs[k] for k in ("u4x32s1", "u4x32s2", "u4x32s3")]
     m, sd = statistics.mean(map(_final, s)), statistics.stdev(map(_final, s))
     assert row4[1] == f"{m:.4f} ± {sd:.4f} *"
-    links = [line[line.index("](") + 2:-1] for line in md.splitlines() if line.startswith("![")]
+    links = [line[line.index("](") + 2 : -1] for line in md.splitlines() if line.startswith("![")]
     assert sorted(links) == sorted(FIGURES)
     assert all((out / link).is_file() for link in links)
     assert {p.name for p in (out / "tables").iterdir()} >= {f"{k}.csv" for k in TABLES if k != "missing"}
@@ -180,8 +201,16 @@ def test_rich_and_markdown_on_stdout(store):
     root, _ = store
     p = run_dw("report", "t", "--root", str(root), "--all")
     assert p.returncode == 0, p.stderr
-    for title in ("depth × width", "U-shape", "Shallow-wide vs deep-narrow", "Width-shape families",
-                  "Law comparison", "D_crit extrapolated", "Published numbers beside ours", "What is missing"):
+    for title in (
+        "depth × width",
+        "U-shape",
+        "Shallow-wide vs deep-narrow",
+        "Width-shape families",
+        "Law comparison",
+        "D_crit extrapolated",
+        "Published numbers beside ours",
+        "What is missing",
+    ):
         assert title in p.stdout
     assert "nothing: all 12 runs are done" in p.stdout
     # without --all the terminal gets the headline tables and one line naming the others (before: every table)
@@ -212,8 +241,10 @@ def test_failed_diverged_and_pending_runs_are_listed(tmp_path):
 
 def test_run_table_input_matches_the_paper_and_needs_no_store(tmp_path):
     f = tmp_path / "runs.csv"
-    f.write_text("run,depth,width,params,tokens,loss\n"
-                 "a,16,512,1.02e8,6.4e9,3.50\nb,8,512,7.7e7,6.4e9,3.60\nc,16,256,4e7,6.4e9,3.95\n")
+    f.write_text(
+        "run,depth,width,params,tokens,loss\n"
+        "a,16,512,1.02e8,6.4e9,3.50\nb,8,512,7.7e7,6.4e9,3.60\nc,16,256,4e7,6.4e9,3.95\n"
+    )
     p = run_dw("report", "--runs", str(f), "--format", "json")
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
@@ -226,11 +257,13 @@ def test_run_table_input_matches_the_paper_and_needs_no_store(tmp_path):
 
 def test_bad_input_is_one_line_exit_2(store, tmp_path):
     root, _ = store
-    for args in (("t", "--root", str(root), "--format", "xml"),
-                 ("nope", "--root", str(root)),
-                 ("t", "--runs", "x.csv", "--root", str(root)),
-                 ("t", "--root", str(root), "--at-width", "48"),
-                 ("t", "--root", str(root), "--fit", str(tmp_path / "missing.json"))):
+    for args in (
+        ("t", "--root", str(root), "--format", "xml"),
+        ("nope", "--root", str(root)),
+        ("t", "--runs", "x.csv", "--root", str(root)),
+        ("t", "--root", str(root), "--at-width", "48"),
+        ("t", "--root", str(root), "--fit", str(tmp_path / "missing.json")),
+    ):
         assert_bad_input(run_dw("report", *args))
 
 
@@ -254,8 +287,9 @@ print(json.dumps({"torch": "torch" in sys.modules, "matplotlib": "matplotlib" in
 def test_report_never_imports_torch_and_matplotlib_only_for_plots(store, tmp_path, plots):
     root, _ = store
     args = ["report", "t", "--root", str(root), "--format", "csv"] + (["--plots", str(tmp_path / "o")] if plots else [])
-    p = subprocess.run([sys.executable, "-c", "import json\n" + _IMPORTS, *args], cwd=REPO, capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", "import json\n" + _IMPORTS, *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got == {"torch": False, "matplotlib": plots}
@@ -280,14 +314,18 @@ def test_readme_demo_rewrites_only_between_the_markers(plotted, tmp_path, monkey
     readme.write_text("# title\n\nbefore\n<!-- demo:begin -->\nold text\n<!-- demo:end -->\nafter\n")
     monkeypatch.setenv("DW_RUNS", str(root))
     fig = tmp_path / "docs" / "demo.png"
-    assert report_readme.main(["--readme", str(readme), "--report", str(out), "--figure", str(fig), "--sweep", "t"]) == 0
+    assert (
+        report_readme.main(["--readme", str(readme), "--report", str(out), "--figure", str(fig), "--sweep", "t"]) == 0
+    )
     text = readme.read_text()
     assert text.startswith("# title\n\nbefore\n<!-- demo:begin -->\n") and text.endswith("<!-- demo:end -->\nafter\n")
     assert "old text" not in text and "![Loss vs depth per width, with the fitted law](docs/demo.png)" in text
     assert f"| 6 | {_final(runs['u6x32s1']):.4f} | {_final(runs['u6x64s1']):.4f} |" in text
     assert fig.read_bytes() == (out / "loss_vs_depth.png").read_bytes() and fig.stat().st_size < 200_000
     readme.write_text("no markers\n")
-    assert report_readme.main(["--readme", str(readme), "--report", str(out), "--figure", str(fig), "--sweep", "t"]) == 2
+    assert (
+        report_readme.main(["--readme", str(readme), "--report", str(out), "--figure", str(fig), "--sweep", "t"]) == 2
+    )
 
 
 def test_status_watch_into_a_log_prints_a_line_when_a_run_ends_not_at_every_start(monkeypatch, capsys):
@@ -295,14 +333,41 @@ def test_status_watch_into_a_log_prints_a_line_when_a_run_ends_not_at_every_star
     from depthwidth.launch import status as runs_status
 
     def st(**counts):
-        runs = [{"run_id": f"r{i}", "label": "", "state": k, "tokens": 0, "tokens_total": 1, "last_loss": None, "progress": None,
-                 "attempts": 1, "job_id": "j", "launcher": "local"}
-                for i, (k, n) in enumerate((k, n) for k, n in counts.items() for _ in range(n))]
-        return {"sweep": "w", "total": 3, "runs": runs, "counts": {k: counts.get(k, 0) for k in runs_status.STATES},
-                "problems": []}
+        runs = [
+            {
+                "run_id": f"r{i}",
+                "label": "",
+                "state": k,
+                "tokens": 0,
+                "tokens_total": 1,
+                "last_loss": None,
+                "progress": None,
+                "attempts": 1,
+                "job_id": "j",
+                "launcher": "local",
+            }
+            for i, (k, n) in enumerate((k, n) for k, n in counts.items() for _ in range(n))
+        ]
+        return {
+            "sweep": "w",
+            "total": 3,
+            "runs": runs,
+            "counts": {k: counts.get(k, 0) for k in runs_status.STATES},
+            "problems": [],
+        }
 
-    seq = iter([st(pending=3), st(pending=2, running=1), st(pending=1, running=2), st(pending=1, running=1, done=1),
-                st(running=2, done=1), st(running=1, done=2), st(running=1, done=2), st(done=3)])
+    seq = iter(
+        [
+            st(pending=3),
+            st(pending=2, running=1),
+            st(pending=1, running=2),
+            st(pending=1, running=1, done=1),
+            st(running=2, done=1),
+            st(running=1, done=2),
+            st(running=1, done=2),
+            st(done=3),
+        ]
+    )
     monkeypatch.setattr(runs_status, "status", lambda name: next(seq))
     cli_status._watch("w", 0, None)
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("w: 3 runs")]

@@ -14,18 +14,41 @@ import pytest
 
 from tests.helpers import REPO, run_dw
 
-BASE = ["train.seq_len=32", "train.threads=1", "train.log_every=2", "probe.every=0", "optim.warmup=0",
-        "optim.schedule=constant", "train.eval_batches=2"]
+BASE = [
+    "train.seq_len=32",
+    "train.threads=1",
+    "train.log_every=2",
+    "probe.every=0",
+    "optim.warmup=0",
+    "optim.schedule=constant",
+    "train.eval_batches=2",
+]
 MODELS = {
     "uniform": ["model.depth=2", "model.width=64"],
     "x": ["model.depth=4", "model.width=64", "model.shape=x", "model.quantum=16", "model.head_dim=16"],
-    "proj": ["model.depth=4", "model.width=64", "model.shape=x", "model.quantum=16", "model.head_dim=16",
-             "model.resize=proj"],
+    "proj": [
+        "model.depth=4",
+        "model.width=64",
+        "model.shape=x",
+        "model.quantum=16",
+        "model.head_dim=16",
+        "model.resize=proj",
+    ],
     # MoE with its auxiliary loss: the expert counts are summed over processes, so two processes
     # train the model one does.  Micro-batches see only their own tokens' counts (as in lm-engine):
     # with accumulation only the routed computation can match, hence moe_noaux.
-    "moe": ["model=vwt", "model.shape=x", "model.depth=4", "model.width=64", "model.quantum=16", "model.heads=4",
-            "model.mlp=moe", "model.n_experts=4", "model.top_k=2", "model.expert_hidden=32"],
+    "moe": [
+        "model=vwt",
+        "model.shape=x",
+        "model.depth=4",
+        "model.width=64",
+        "model.quantum=16",
+        "model.heads=4",
+        "model.mlp=moe",
+        "model.n_experts=4",
+        "model.top_k=2",
+        "model.expert_hidden=32",
+    ],
 }
 MODELS["moe_noaux"] = [*MODELS["moe"], "model.aux_loss_coef=0"]
 
@@ -42,9 +65,25 @@ def _metrics(d):
 
 def _torchrun(n, args, timeout=600, quiet=True):
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}",
-                           f"--master_port={_free_port()}", "-m", "depthwidth", "train", *(["--quiet"] if quiet else []), *args],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc_per_node={n}",
+            f"--master_port={_free_port()}",
+            "-m",
+            "depthwidth",
+            "train",
+            *(["--quiet"] if quiet else []),
+            *args,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +98,7 @@ def one_process(tmp_path_factory):
             assert run_dw("train", *args, f"run.dir={d}").returncode == 0
             done[model] = d
         return done[model]
+
     return run
 
 
@@ -105,9 +145,18 @@ def test_activation_checkpointing_leaves_gradients_unchanged():
 
 # DDP wraps any model alike, so its cases are the accumulation and the MoE counts; FSDP shards
 # block by block, so every block kind (variable widths, projections, experts) has a case.
-@pytest.mark.parametrize("mode, model, micro", [("fsdp", "x", None), ("fsdp", "proj", None), ("fsdp", "x", 2),
-                                                ("ddp", "uniform", 2), ("fsdp", "moe", None), ("ddp", "moe", None),
-                                                ("ddp", "moe_noaux", 2)])
+@pytest.mark.parametrize(
+    "mode, model, micro",
+    [
+        ("fsdp", "x", None),
+        ("fsdp", "proj", None),
+        ("fsdp", "x", 2),
+        ("ddp", "uniform", 2),
+        ("fsdp", "moe", None),
+        ("ddp", "moe", None),
+        ("ddp", "moe_noaux", 2),
+    ],
+)
 def test_two_processes_train_the_same_model_as_one(tmp_path, one_process, mode, model, micro):
     """micro=2: each process accumulates 2 micro-batches of 2 sequences (DDP syncs on the
     last; FSDP reduce-scatters each into the shards)."""
@@ -139,8 +188,11 @@ def test_a_sharded_checkpoint_of_two_processes_resumes_on_one_and_on_two(tmp_pat
         shutil.copytree(full, d)
         shutil.rmtree(d / "ckpt" / "step_00000008")
         (d / "summary.json").unlink()  # as if killed after the step-4 checkpoint
-        cmd = _torchrun(2, [*args, "train.steps=8", "train.parallel=fsdp", f"run.dir={d}"], quiet=False) if n == 2 \
+        cmd = (
+            _torchrun(2, [*args, "train.steps=8", "train.parallel=fsdp", f"run.dir={d}"], quiet=False)
+            if n == 2
             else run_dw("train", *args, "train.steps=8", f"run.dir={d}")
+        )
         assert cmd.returncode == 0, cmd.stderr[-3000:]
         assert "from step 4" in cmd.stderr
         a, b = _metrics(full), _metrics(d)
@@ -154,8 +206,15 @@ def test_a_sharded_checkpoint_of_two_processes_resumes_on_one_and_on_two(tmp_pat
 
 def test_a_half_written_checkpoint_is_never_loaded(tmp_path):
     d = tmp_path / "run"
-    args = [*MODELS["uniform"], *BASE, "train.batch_size=4", "train.ckpt_every=4", "train.keep_ckpts=5",
-            "train.steps=8", f"run.dir={d}"]
+    args = [
+        *MODELS["uniform"],
+        *BASE,
+        "train.batch_size=4",
+        "train.ckpt_every=4",
+        "train.keep_ckpts=5",
+        "train.steps=8",
+        f"run.dir={d}",
+    ]
     assert run_dw("train", *args).returncode == 0
     import shutil
 

@@ -159,8 +159,9 @@ def test_exact_matching_never_breaks_the_shape():
     spec = from_config(m)  # best effort, with a warning naming the quantum
     assert "model.quantum" in spec.extra["warning"] and spec.widths[0] == spec.widths[-1]
     with pytest.raises(BadInput) as e:  # the strict form, for callers that need the 0.5%
-        shapes.schedule("diamond", 512, 6, quantum=64, match="exact",
-                        count=lambda ws: sum(12 * w * w for w in ws) + 2 * 512 * 512)
+        shapes.schedule(
+            "diamond", 512, 6, quantum=64, match="exact", count=lambda ws: sum(12 * w * w for w in ws) + 2 * 512 * 512
+        )
     assert "quantum" in str(e.value)
     m.update(depth=12, ratio=0.5, shape="x")
     spec = from_config(m)

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from depthwidth.fit.run import run_fit
+from depthwidth.fit.pipeline import run_fit
 from depthwidth.simulate import Noise, simulate
 from tests.helpers import assert_bad_input, run_dw
 
@@ -20,8 +20,9 @@ def test_planted_law_recovered_within_its_intervals(root, form, seed):
     """Plant depth-delusion on the 30-run depth_delusion grid, fit it with dw fit, compare."""
     s = simulate("depth_delusion", name=f"dd-{form}", root=root, law="depth-delusion", dcrit=form, seed=seed)
     assert s["runs"] == 30 and s["points"] == 30
-    res = run_fit(f"dd-{form}", root=root, law="depth-delusion", dcrit=form, bootstrap=100, max_starts=1000,
-                  write=False)
+    res = run_fit(
+        f"dd-{form}", root=root, law="depth-delusion", dcrit=form, bootstrap=100, max_starts=1000, write=False
+    )
     p = res["planted"]
     assert p["same_law"] and p["total"] == len(p["numbers"]) > 30
     for k in res["params"]:
@@ -35,8 +36,15 @@ def test_planted_law_recovered_within_its_intervals(root, form, seed):
 
 
 def test_runs_carry_their_planted_truth_in_provenance(root):
-    s = simulate("demo", name="demo-sim", root=root, law="width-depth", seed=3, budgets="0.5,1",
-                 noise=Noise(sigma=0.01, outliers=0.2))
+    s = simulate(
+        "demo",
+        name="demo-sim",
+        root=root,
+        law="width-depth",
+        seed=3,
+        budgets="0.5,1",
+        noise=Noise(sigma=0.01, outliers=0.2),
+    )
     d = root / "demo-sim"
     world = json.loads((d / "world.json").read_text())
     assert world["world"]["law"] == "width-depth" and world["seed"] == 3 and world["truth"]["a_w"] == 0.3757
@@ -55,8 +63,16 @@ def test_runs_carry_their_planted_truth_in_provenance(root):
         assert cfg["run_id"] == r.name and cfg["provenance"]["simulated"] is True
         assert cfg["accounting"]["params"] == summ["params"]
     # the same seed writes the same losses; another seed other ones
-    again = simulate("demo", name="demo-sim", root=root, law="width-depth", seed=3, budgets="0.5,1",
-                     noise=Noise(sigma=0.01, outliers=0.2), replace=True)
+    again = simulate(
+        "demo",
+        name="demo-sim",
+        root=root,
+        law="width-depth",
+        seed=3,
+        budgets="0.5,1",
+        noise=Noise(sigma=0.01, outliers=0.2),
+        replace=True,
+    )
     assert again["truth"] == s["truth"]
     loss = {r.name: json.loads((r / "summary.json").read_text())["final_val_loss"] for r in runs}
     simulate("demo", name="demo-sim", root=root, law="width-depth", seed=4, budgets="0.5,1", replace=True)
@@ -69,8 +85,9 @@ def test_noise_model_is_the_stated_one(root):
     from depthwidth.fit.laws import get_law
     from depthwidth.track.table import run_table
 
-    simulate("depth_delusion", name="noise", root=root, seed=5, budgets="0.25,0.5,1",
-             noise=Noise(sigma=0.02, point=0.002))
+    simulate(
+        "depth_delusion", name="noise", root=root, seed=5, budgets="0.25,0.5,1", noise=Noise(sigma=0.02, point=0.002)
+    )
     df = run_table(root / "noise")
     law = get_law("depth-delusion")
     w = json.loads((root / "noise" / "world.json").read_text())["world"]
@@ -104,7 +121,10 @@ def test_mixed_store_is_refused_by_report_and_fit(root):
     s["run_id"] = "trained-run"
     s["provenance"] = {k: v for k, v in s["provenance"].items() if k not in ("simulated", "world")}
     (trained / "summary.json").write_text(json.dumps(s))
-    for args in (["report", "mixed", "--root", str(root)], ["fit", "mixed", "--root", str(root), "--law", "width-depth"]):
+    for args in (
+        ["report", "mixed", "--root", str(root)],
+        ["fit", "mixed", "--root", str(root), "--law", "width-depth"],
+    ):
         line = assert_bad_input(run_dw(*args))
         assert "mixes 16 simulated run(s)" in line and "1 trained run(s)" in line
     assert not (d / "fit.json").exists() and not (root / "out").exists()
@@ -147,8 +167,9 @@ def test_cli_writes_a_store_that_status_and_sweep_treat_as_planted(tmp_path):
     from tests.helpers import REPO
 
     (tmp_path / "sweeps" / "d.yaml").write_text((REPO / "sweeps" / "demo.yaml").read_text())
-    line = assert_bad_input(run_dw("sweep", "d", "launcher=local",
-                                   env={"DW_RUNS": str(tmp_path), "DW_SWEEPS": str(tmp_path / "sweeps")}))
+    line = assert_bad_input(
+        run_dw("sweep", "d", "launcher=local", env={"DW_RUNS": str(tmp_path), "DW_SWEEPS": str(tmp_path / "sweeps")})
+    )
     assert "dw simulate planted" in line
 
 
@@ -157,15 +178,15 @@ def test_isoflop_sweep_planted_optima_inside_their_intervals(root):
     optimum and the exponents with the planted law's own minima along the same budgets."""
     from depthwidth.fit.isoflop import isoflop
     from depthwidth.fit.laws import get_law
-    from depthwidth.fit.run import load_table
     from depthwidth.fit.table import prepare
+    from depthwidth.track.run_source import RunSource
 
     s = simulate("isoflop_depth", name="iso", root=root, law="width-depth", seed=2)
     res = run_fit("iso", root=root, law="width-depth", approach="isoflop", bootstrap=200, max_starts=300, write=False)
     iso = res["isoflop"]
     assert iso["axis"] == "depth" and len(iso["budgets"]) == 4 and all(b["runs"] == 6 for b in iso["budgets"])
     law = get_law("width-depth")
-    clean = prepare(load_table("iso", root=root)[0], law)[0]
+    clean = prepare(RunSource("iso", root=root).load().df, law)[0]
     truth = isoflop(clean, axis="depth", B=0, law=law, theta=law.internal(s["world"]["params"])[None, :])
     for b, t in zip(iso["budgets"], truth["budgets"]):
         lo, hi = b["x_opt_ci"]

@@ -111,7 +111,7 @@ def test_map_array_is_one_array_job_and_tasks_run_concurrently(slurm_cluster, tm
     assert sorted(j.job_id.split("_")[1] for j in jobs) == ["0", "1", "2"]
     assert [j.result() for j in jobs] == [1, 4, 9]
     spans = [tuple(map(float, ln.split()[1:])) for ln in lines(log)]
-    overlapping = any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
+    overlapping = any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1 :])
     assert overlapping, f"array tasks ran one at a time: {spans}"
 
 
@@ -128,8 +128,7 @@ def test_scancel_shows_cancelled_in_sacct(slurm_cluster, tmp_path):
     job = executor(tmp_path).submit(append_and_sleep, str(marker), 120)
     wait_until(lambda: marker.exists(), 30, "the job to start")
     job.cancel()
-    wait_until(lambda: sacct_states(slurm_cluster, job.job_id)[-1:] == ["CANCELLED by 0"], 30,
-               "sacct CANCELLED")
+    wait_until(lambda: sacct_states(slurm_cluster, job.job_id)[-1:] == ["CANCELLED by 0"], 30, "sacct CANCELLED")
     # submitit reports the same state once sacct has it.
     assert job.watcher.get_state(job.job_id, mode="force").startswith("CANCELLED")
     assert job.done(force_check=True)

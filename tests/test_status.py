@@ -10,38 +10,42 @@ import sys
 import pytest
 
 from depthwidth.core import store
-from depthwidth.launch import states as sched_states
+from depthwidth.launch import scheduler
 from depthwidth.launch import status
 from depthwidth.core.atomic import write_json
+from depthwidth.core.errors import BadInput
 from tests.helpers import REPO, assert_bad_input, run_dw
 
 
-@pytest.mark.parametrize("summary, sched, started, want", [
-    ("done", "running", True, "done"),
-    ("diverged", None, False, "diverged"),
-    (None, "pending", False, "pending"),
-    ("preempted", "pending", True, "preempted"),     # checkpointed, requeued, waiting
-    ("running", "running", True, "running"),
-    (None, "running", False, "pending"),              # packed task: this run's turn has not come
-    (None, "running", True, "running"),
-    ("failed", "running", False, "failed"),
-    ("running", "cancelled", True, "cancelled"),
-    ("preempted", "cancelled", True, "cancelled"),
-    ("running", "failed", True, "failed"),
-    ("preempted", "preempted", True, "preempted"),
-    ("running", "completed", True, "failed"),         # the job ended but the run did not finish
-    ("failed", None, True, "failed"),
-    ("running", None, True, "lost"),                  # the scheduler forgot it, the run did not end
-    (None, None, False, "lost"),
-])
+@pytest.mark.parametrize(
+    "summary, sched, started, want",
+    [
+        ("done", "running", True, "done"),
+        ("diverged", None, False, "diverged"),
+        (None, "pending", False, "pending"),
+        ("preempted", "pending", True, "preempted"),  # checkpointed, requeued, waiting
+        ("running", "running", True, "running"),
+        (None, "running", False, "pending"),  # packed task: this run's turn has not come
+        (None, "running", True, "running"),
+        ("failed", "running", False, "failed"),
+        ("running", "cancelled", True, "cancelled"),
+        ("preempted", "cancelled", True, "cancelled"),
+        ("running", "failed", True, "failed"),
+        ("preempted", "preempted", True, "preempted"),
+        ("running", "completed", True, "failed"),  # the job ended but the run did not finish
+        ("failed", None, True, "failed"),
+        ("running", None, True, "lost"),  # the scheduler forgot it, the run did not end
+        (None, None, False, "lost"),
+    ],
+)
 def test_run_state(summary, sched, started, want):
     s = {"status": summary} if summary else None
     assert status.run_state(s, sched, started) == want
 
 
 def test_sacct_array_ids_are_expanded():
-    assert sched_states.expand_array("12_[0-3,7%2]") == ["12_0", "12_1", "12_2", "12_3", "12_7"]
-    assert sched_states.expand_array("12_5") == ["12_5"] and sched_states.expand_array("99") == ["99"]
+    assert scheduler.expand_array("12_[0-3,7%2]") == ["12_0", "12_1", "12_2", "12_3", "12_7"]
+    assert scheduler.expand_array("12_5") == ["12_5"] and scheduler.expand_array("99") == ["99"]
 
 
 def _fake_sweep(root, name, n, launcher="local", states=None):
@@ -54,20 +58,38 @@ def _fake_sweep(root, name, n, launcher="local", states=None):
         rid = f"run{i:05d}"
         rd = root / name / rid
         jid = f"{launcher}-sub_{i}"
-        events.append({"event": "submit", "run_id": rid, "job_id": jid, "launcher": launcher,
-                       "run_dir": str(rd), "overrides": [f"model.depth={i}"], "tokens_total": 1000, "params": 10})
+        events.append(
+            {
+                "event": "submit",
+                "run_id": rid,
+                "job_id": jid,
+                "launcher": launcher,
+                "run_dir": str(rd),
+                "overrides": [f"model.depth={i}"],
+                "tokens_total": 1000,
+                "params": 10,
+            }
+        )
         st = states.get(i, "done")
         task = {"job_id": jid, "state": "completed"}
         if st in ("done", "failed", "diverged", "running"):
             events.append({"event": "start", "run_id": rid, "job_id": jid})
             rd.mkdir(parents=True)
-            write_json(rd / "summary.json", {"run_id": rid, "status": st, "tokens": 1000 if st == "done" else 400,
-                                             "tokens_total": 1000, "last_loss": 3.0})
+            write_json(
+                rd / "summary.json",
+                {
+                    "run_id": rid,
+                    "status": st,
+                    "tokens": 1000 if st == "done" else 400,
+                    "tokens_total": 1000,
+                    "last_loss": 3.0,
+                },
+            )
             (rd / "metrics.jsonl").write_text(json.dumps({"step": 4, "tokens": 400, "loss": 3.25}) + "\n")
         if st == "running":
             task = {"job_id": jid, "state": "running", "pid": os.getpid()}
         elif st == "lost":
-            task = {"job_id": jid, "state": "running", "pid": 2 ** 22 + 12345}
+            task = {"job_id": jid, "state": "running", "pid": 2**22 + 12345}
         elif st == "pending":
             task = {"job_id": jid, "state": "queued"}
             write_json(sub / "worker-0.json", {"pid": os.getpid(), "state": "running"})
@@ -81,7 +103,14 @@ def test_status_joins_manifest_run_dirs_and_tasks(tmp_path, monkeypatch):
     _fake_sweep(tmp_path, "s", 6, states={1: "failed", 2: "running", 3: "lost", 4: "pending", 5: "diverged"})
     st = status.status("s")
     by = {r["run_id"]: r for r in st["runs"]}
-    assert [by[f"run0000{i}"]["state"] for i in range(6)] == ["done", "failed", "running", "lost", "pending", "diverged"]
+    assert [by[f"run0000{i}"]["state"] for i in range(6)] == [
+        "done",
+        "failed",
+        "running",
+        "lost",
+        "pending",
+        "diverged",
+    ]
     assert by["run00000"]["progress"] == 1.0 and by["run00002"]["tokens"] == 400
     assert by["run00002"]["last_loss"] == 3.25 and by["run00002"]["attempts"] == 1
     assert by["run00004"]["attempts"] == 0
@@ -89,15 +118,30 @@ def test_status_joins_manifest_run_dirs_and_tasks(tmp_path, monkeypatch):
     assert status.summary_line(st).startswith("s: 6 runs — 1 pending, 1 running, 1 done")
 
 
+def test_status_reads_the_store_it_is_given_not_the_environment(tmp_path, monkeypatch):
+    """``status(name, root)``: the report asks about its own --root; before, it swapped $DW_RUNS around the call."""
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "store"))
+    _fake_sweep(tmp_path / "store", "s", 5, states={1: "failed", 2: "running", 3: "lost", 4: "pending"})
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "elsewhere"))
+    st = status.status("s", root=tmp_path / "store")
+    assert [r["state"] for r in st["runs"]] == ["done", "failed", "running", "lost", "pending"]  # task files too
+    assert os.environ["DW_RUNS"] == str(tmp_path / "elsewhere")
+    with pytest.raises(BadInput, match="no sweep 's' in .*elsewhere"):
+        status.status("s")
+
+
 def test_attempts_count_restarts_and_resubmissions(tmp_path, monkeypatch):
     monkeypatch.setenv("DW_RUNS", str(tmp_path))
-    store.append_events("s", [
-        {"event": "start", "run_id": "a", "job_id": "7_0"},  # a task may start before dw writes its submit line
-        {"event": "submit", "run_id": "a", "job_id": "7_0", "launcher": "slurm"},
-        {"event": "start", "run_id": "a", "job_id": "7_0"},  # requeued
-        {"event": "submit", "run_id": "a", "job_id": "9_0", "launcher": "slurm"},
-        {"event": "start", "run_id": "a", "job_id": "9_0"},
-    ])
+    store.append_events(
+        "s",
+        [
+            {"event": "start", "run_id": "a", "job_id": "7_0"},  # a task may start before dw writes its submit line
+            {"event": "submit", "run_id": "a", "job_id": "7_0", "launcher": "slurm"},
+            {"event": "start", "run_id": "a", "job_id": "7_0"},  # requeued
+            {"event": "submit", "run_id": "a", "job_id": "9_0", "launcher": "slurm"},
+            {"event": "start", "run_id": "a", "job_id": "9_0"},
+        ],
+    )
     r = store.manifest_runs(store.read_manifest("s"))["a"]
     assert r["attempts"] == 3 and r["jobs"] == ["7_0", "9_0"] and r["job_id"] == "9_0" and r["started"]
 
@@ -130,8 +174,16 @@ def test_slurm_status_is_one_sacct_call(tmp_path, monkeypatch):
     events = []
     for i in range(1000):
         jid = f"{100 + i // 400}_{i % 400}"
-        events.append({"event": "submit", "run_id": f"r{i}", "job_id": jid, "launcher": "slurm",
-                       "run_dir": str(tmp_path / "s" / f"r{i}"), "tokens_total": 10})
+        events.append(
+            {
+                "event": "submit",
+                "run_id": f"r{i}",
+                "job_id": jid,
+                "launcher": "slurm",
+                "run_dir": str(tmp_path / "s" / f"r{i}"),
+                "tokens_total": 10,
+            }
+        )
     events.append({"event": "start", "run_id": "r2", "job_id": "100_2"})
     store.append_events("s", events)
     rd = tmp_path / "s" / "r400"
@@ -154,10 +206,13 @@ def test_status_cli_table_json_and_no_torch(tmp_path, monkeypatch):
     p = run_dw("status", "s", "--json", env=env)
     doc = json.loads(p.stdout)
     assert doc["counts"]["failed"] == 1 and len(doc["runs"]) == 3
-    code = ("import sys\nfrom depthwidth.cli import main\ntry:\n    main(['status', 's'])\nexcept SystemExit:\n    pass\n"
-            "print('MODS', 'torch' in sys.modules, 'hydra' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         env={**os.environ, **env}).stdout
+    code = (
+        "import sys\nfrom depthwidth.cli import main\ntry:\n    main(['status', 's'])\nexcept SystemExit:\n    pass\n"
+        "print('MODS', 'torch' in sys.modules, 'hydra' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env={**os.environ, **env}
+    ).stdout
     assert out.strip().endswith("MODS False False")
 
 

@@ -68,9 +68,21 @@ def test_depth_delusion_has_30_runs_with_every_published_config():
     assert min(x["width"] for x in f) == 256 and max(x["width"] for x in f) == 6144
     params = sorted(x["params"] for x in f)
     assert round(params[0] / 1e6) == 27 and round(params[-1] / 1e8) == 71  # 27M .. 7.1B
-    published = {(16, 256): 3.929, (2, 512): 3.945, (8, 512): 3.543, (16, 512): 3.435, (24, 512): 3.468,
-                 (32, 512): 3.441, (16, 1536): 3.049, (24, 1792): 2.821, (80, 1024): 2.978,
-                 (40, 2432): 2.519, (72, 1792): 2.681, (32, 4096): 2.298, (64, 2816): 2.417}
+    published = {
+        (16, 256): 3.929,
+        (2, 512): 3.945,
+        (8, 512): 3.543,
+        (16, 512): 3.435,
+        (24, 512): 3.468,
+        (32, 512): 3.441,
+        (16, 1536): 3.049,
+        (24, 1792): 2.821,
+        (80, 1024): 2.978,
+        (40, 2432): 2.519,
+        (72, 1792): 2.681,
+        (32, 4096): 2.298,
+        (64, 2816): 2.417,
+    }
     by_shape = {(x["depth"], x["width"]): r for x, r in zip(f, runs)}
     for key, loss in published.items():
         assert by_shape[key].ref == {**by_shape[key].ref, "source": "published", "loss": loss}, key
@@ -93,8 +105,15 @@ def test_depth_delusion_has_30_runs_with_every_published_config():
 def test_vwt_shapes_are_parameter_matched_with_the_resize_ablation():
     sw = sweep.expand("vwt_shapes")
     shapes = {(r.cfg.model.shape, r.cfg.model.resize) for r in sw.runs}
-    assert {("uniform", "carry"), ("increasing", "carry"), ("decreasing", "carry"), ("diamond", "carry"),
-            ("x", "carry"), ("x", "zero"), ("x", "proj")} == shapes
+    assert {
+        ("uniform", "carry"),
+        ("increasing", "carry"),
+        ("decreasing", "carry"),
+        ("diamond", "carry"),
+        ("x", "carry"),
+        ("x", "zero"),
+        ("x", "proj"),
+    } == shapes
     assert len(sw.runs) == 7 and sw.duplicates == 1  # x/carry is in both blocks: one run
     base = [r for r in sw.runs if r.cfg.model.shape == "uniform"][0]
     assert (base.figures["width"], base.figures["depth"]) == (960, 24)
@@ -119,7 +138,10 @@ def test_demo_is_a_cpu_grid_with_the_four_shapes():
 
 
 def test_axes_ranges_zip_seeds_tokens(tmp_path, monkeypatch):
-    d = write_sweep(tmp_path, "s", """
+    d = write_sweep(
+        tmp_path,
+        "s",
+        """
         groups: {model: vwt, data: synthetic}
         fixed: {model.heads: 4, model.shape: uniform, train.seq_len: 32, train.batch_size: 4}
         axes:
@@ -128,7 +150,8 @@ def test_axes_ranges_zip_seeds_tokens(tmp_path, monkeypatch):
           - {model.width: [32, 64], optim.lr: [1.0e-3, 5.0e-4]}
         seeds: [1, 2]
         tokens: {per_param: 2}
-    """)
+    """,
+    )
     monkeypatch.setenv("DW_SWEEPS", str(d))
     sw = sweep.expand("s")
     assert len(sw.runs) == 3 * 2 * 2
@@ -143,6 +166,7 @@ def test_axes_ranges_zip_seeds_tokens(tmp_path, monkeypatch):
     import copy
 
     from depthwidth.config.identity import run_id
+
     r0 = sw.runs[0]
     c = copy.deepcopy(dict(r0.cfg))
     c["tracker"] = {**c["tracker"], "seed_in_name": False}
@@ -215,25 +239,32 @@ def test_unknown_sweep_lists_the_available_ones(tmp_path):
 
 
 def test_a_bad_axis_value_reports_every_bad_run_and_submits_none(tmp_path):
-    d = write_sweep(tmp_path, "bad", """
+    d = write_sweep(
+        tmp_path,
+        "bad",
+        """
         groups: {model: vwt, data: pydoc}
         fixed: {model.heads: 4, model.shape: uniform, train.steps: 2, train.seq_len: 32}
         axes:
           model.width: [32, 30, 64, 6]
-    """)
+    """,
+    )
     p = run_dw("sweep", "bad", env={"DW_SWEEPS": str(d), "DW_RUNS": str(tmp_path / "runs")})
     line = assert_bad_input(p)
     assert "2 of 4 runs are invalid" in line and "model.width=30" in line and "model.width=6" in line
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("args, words", [
-    (["launcher.nonsense=1"], ["launcher.nonsense", "allowed"]),
-    (["launcher=local", "launcher.partition=gpu"], ["launcher.partition", "launcher.workers"]),
-    (["launcher=kubernetes"], ["kubernetes", "debug|local|slurm"]),
-    (["pack=0"], ["pack", ">= 1"]),
-    (["model.nonsense=1"], ["model.nonsense"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["launcher.nonsense=1"], ["launcher.nonsense", "allowed"]),
+        (["launcher=local", "launcher.partition=gpu"], ["launcher.partition", "launcher.workers"]),
+        (["launcher=kubernetes"], ["kubernetes", "debug|local|slurm"]),
+        (["pack=0"], ["pack", ">= 1"]),
+        (["model.nonsense=1"], ["model.nonsense"]),
+    ],
+)
 def test_bad_launcher_and_keys_are_bad_input(tmp_path, args, words):
     line = assert_bad_input(run_dw("sweep", "demo", *args, env={"DW_RUNS": str(tmp_path / "r")}))
     for w in words:
@@ -244,7 +275,9 @@ def test_bad_launcher_and_keys_are_bad_input(tmp_path, args, words):
 def test_slurm_without_sbatch_is_bad_input(tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()
-    line = assert_bad_input(run_dw("sweep", "demo", "launcher=slurm", env={"PATH": str(empty), "DW_RUNS": str(tmp_path / "r")}))
+    line = assert_bad_input(
+        run_dw("sweep", "demo", "launcher=slurm", env={"PATH": str(empty), "DW_RUNS": str(tmp_path / "r")})
+    )
     assert "sbatch" in line
     assert not (tmp_path / "r").exists()
     # planning needs no scheduler
@@ -253,8 +286,9 @@ def test_slurm_without_sbatch_is_bad_input(tmp_path):
 
 
 def test_missing_data_is_reported_before_submitting(tmp_path):
-    p = run_dw("sweep", "depth_delusion", "--only", "model.width=256", env={"DW_RUNS": str(tmp_path / "r")},
-               cwd=tmp_path)
+    p = run_dw(
+        "sweep", "depth_delusion", "--only", "model.width=256", env={"DW_RUNS": str(tmp_path / "r")}, cwd=tmp_path
+    )
     line = assert_bad_input(p)
     assert "4 of 4 runs are invalid" in line and "data/slimpajama" in line
     assert not (tmp_path / "r").exists()

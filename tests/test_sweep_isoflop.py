@@ -70,13 +70,17 @@ fixed: {model.heads: 4, model.quantum: 8, model.shape: uniform, train.seq_len: 6
 
 
 def test_size_axis_tokens_follow_from_c(tmp_path, monkeypatch):
-    env = _write(tmp_path, BASE + textwrap.dedent("""\
+    env = _write(
+        tmp_path,
+        BASE
+        + textwrap.dedent("""\
     isoflop:
       budgets: [1e12]
       axis: size
       count: total
       sizes: [{model.depth: 2, model.width: 64}, {model.depth: 4, model.width: 96}]
-    """))
+    """),
+    )
     monkeypatch.setenv("DW_SWEEPS", env["DW_SWEEPS"])
     sw = sweep.expand("iso")
     assert len(sw.runs) == 2
@@ -85,14 +89,17 @@ def test_size_axis_tokens_follow_from_c(tmp_path, monkeypatch):
         assert r.cfg.train.tokens == round(1e12 / (6 * N))
 
 
-@pytest.mark.parametrize("iso,needle", [
-    ("{budgets: [1e12], axis: width, depths: [1, 2]}", "isoflop.axis"),
-    ("{budgets: [], depths: [1, 2]}", "isoflop.budgets"),
-    ("{budgets: [1e12], depths: [0, 2]}", "isoflop.depths"),
-    ("{budgets: [-1], depths: [1, 2]}", "isoflop.budgets"),
-    ("{budgets: [1e12], depths: [1], every: 2}", "unknown key 'every'"),
-    ("{budgets: [1e12], depths: [1], count: all}", "isoflop.count"),
-])
+@pytest.mark.parametrize(
+    "iso,needle",
+    [
+        ("{budgets: [1e12], axis: width, depths: [1, 2]}", "isoflop.axis"),
+        ("{budgets: [], depths: [1, 2]}", "isoflop.budgets"),
+        ("{budgets: [1e12], depths: [0, 2]}", "isoflop.depths"),
+        ("{budgets: [-1], depths: [1, 2]}", "isoflop.budgets"),
+        ("{budgets: [1e12], depths: [1], every: 2}", "unknown key 'every'"),
+        ("{budgets: [1e12], depths: [1], count: all}", "isoflop.count"),
+    ],
+)
 def test_bad_isoflop_blocks_are_bad_input(tmp_path, monkeypatch, iso, needle):
     env = _write(tmp_path, BASE + f"isoflop: {iso}\n")
     line = assert_bad_input(run_dw("sweep", "iso", "--dry-run", env=env))

@@ -18,8 +18,15 @@ from depthwidth.core.atomic import read_jsonl
 from depthwidth.track.wandb_log import history_steps, records
 from tests.helpers import REPO
 
-TINY = ["model.depth=2", "model.width=64", "train.batch_size=8", "train.seq_len=64", "train.threads=1",
-        "train.log_every=5", "probe.every=10"]
+TINY = [
+    "model.depth=2",
+    "model.width=64",
+    "train.batch_size=8",
+    "train.seq_len=64",
+    "train.threads=1",
+    "train.log_every=5",
+    "probe.every=10",
+]
 TINY_SWEEP = """\
 description: two tiny runs
 fixed: {model.width: 32, model.quantum: 8, model.head_dim: 16, train.seq_len: 32, train.batch_size: 4,
@@ -33,16 +40,23 @@ FAKE_KEY = "0123456789abcdef0123456789abcdef01234567"
 def wandb_env(tmp_path: Path, **extra) -> dict:
     """No key, no login: tracker=wandb must choose offline by itself."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    e.update({"PYTHONPATH": str(REPO), "NETRC": str(tmp_path / "no-netrc"),
-              "WANDB_CACHE_DIR": str(tmp_path / "wandb-cache"), "WANDB_DATA_DIR": str(tmp_path / "wandb-data"),
-              "WANDB_CONFIG_DIR": str(tmp_path / "wandb-config")})
+    e.update(
+        {
+            "PYTHONPATH": str(REPO),
+            "NETRC": str(tmp_path / "no-netrc"),
+            "WANDB_CACHE_DIR": str(tmp_path / "wandb-cache"),
+            "WANDB_DATA_DIR": str(tmp_path / "wandb-data"),
+            "WANDB_CONFIG_DIR": str(tmp_path / "wandb-config"),
+        }
+    )
     e.update(extra)
     return e
 
 
 def run_dw(*args, env):
-    return subprocess.run([sys.executable, "-m", "depthwidth", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "depthwidth", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def inspect(wandb_file: Path) -> dict:
@@ -93,7 +107,9 @@ def test_sweep_one_offline_wandb_run_per_dw_run(tmp_path):
         assert cfg["accounting"]["kv_bytes_per_token"] == s["kv_bytes_per_token"]
         prov = cfg["provenance"]  # the run's provenance, as in config.yaml and summary.json
         assert prov["git"] == s["provenance"]["git"] and prov["precision"] == "fp32" and prov["device"] == "cpu"
-        assert set(prov["versions"]) == {"python", "torch", "numpy", "scipy"} and prov["data"] == s["provenance"]["data"]
+        assert (
+            set(prov["versions"]) == {"python", "torch", "numpy", "scipy"} and prov["data"] == s["provenance"]["data"]
+        )
         assert prov["job_id"] == s["provenance"]["job_id"] and prov["job_id"].startswith("debug-")
         # history: the same rows as metrics.jsonl, probes as per-layer histograms
         metrics = jsonl(d / "metrics.jsonl")
@@ -113,8 +129,14 @@ def test_sweep_one_offline_wandb_run_per_dw_run(tmp_path):
 
 
 def _spawn(args, env):
-    return subprocess.Popen([sys.executable, "-m", "depthwidth", "train", *args],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "depthwidth", "train", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(cond, timeout=120.0):
@@ -140,7 +162,9 @@ def test_killed_run_resumes_the_same_wandb_run_without_repeats(tmp_path):
     env = wandb_env(tmp_path)
     proc = _spawn(args, env)
     # killed after the step-20 checkpoint, with rows past it logged
-    _wait_for(lambda: (d / "ckpt" / "step_00000020" / "MANIFEST").exists() and len(read_jsonl(d / "metrics.jsonl")) >= 5)
+    _wait_for(
+        lambda: (d / "ckpt" / "step_00000020" / "MANIFEST").exists() and len(read_jsonl(d / "metrics.jsonl")) >= 5
+    )
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     p = run_dw("train", *args, env=env)
@@ -193,8 +217,18 @@ def test_wandb_failure_mid_run_training_finishes(tmp_path):
 def test_wandb_failure_at_start_training_finishes_and_key_stays_out(tmp_path):
     """Online with a key but an unreachable server: falls back to offline; then a W&B
     directory that cannot be created: local only.  The key is never written anywhere."""
-    tiny = ["model.depth=2", "model.width=64", "train.batch_size=8", "train.seq_len=64", "train.threads=1",
-            "train.log_every=5", "probe.every=10", "train.steps=10", "tracker=wandb", "tracker.init_timeout=3"]
+    tiny = [
+        "model.depth=2",
+        "model.width=64",
+        "train.batch_size=8",
+        "train.seq_len=64",
+        "train.threads=1",
+        "train.log_every=5",
+        "probe.every=10",
+        "train.steps=10",
+        "tracker=wandb",
+        "tracker.init_timeout=3",
+    ]
     env = wandb_env(tmp_path, WANDB_API_KEY=FAKE_KEY, WANDB_BASE_URL="http://127.0.0.1:9")
     a = tmp_path / "a"
     p = pa = run_dw("train", *tiny, f"run.dir={a}", "--json", env=env)
@@ -279,7 +313,11 @@ def test_run_names_and_job_types():
 
     assert run_name({"model": {"depth": 16, "width": 512, "shape": "uniform"}}) == "16L×512W"
     assert run_name(doc("x")) == "×-960h-24L" and run_name(doc("×")) == "×-960h-24L"
-    assert [run_name(doc(s)) for s in ("increasing", "decreasing", "diamond")] == ["<-960h-24L", ">-960h-24L", "◇-960h-24L"]
+    assert [run_name(doc(s)) for s in ("increasing", "decreasing", "diamond")] == [
+        "<-960h-24L",
+        ">-960h-24L",
+        "◇-960h-24L",
+    ]
     assert run_name(doc("x"), seed_in_name=True) == "×-960h-24L-s3"
     assert shape_family(doc("×")["model"]) == "x" and shape_family(doc("x", widths=[64] * 24)["model"]) == "custom"
 
@@ -292,14 +330,25 @@ def test_bad_tracker_settings_are_bad_input(tmp_path):
     from depthwidth.track.tracker import validate
     from tests.helpers import assert_bad_input
 
-    for extra, needle in ((["tracker.mode=sometimes"], "tracker.mode"), (["tracker.project=a/b"], "tracker.project"),
-                          (["tracker.init_timeout=0"], "tracker.init_timeout"), (["tracker.probes=all"], "tracker.probes")):
+    for extra, needle in (
+        (["tracker.mode=sometimes"], "tracker.mode"),
+        (["tracker.project=a/b"], "tracker.project"),
+        (["tracker.init_timeout=0"], "tracker.init_timeout"),
+        (["tracker.probes=all"], "tracker.probes"),
+    ):
         with pytest.raises(BadInput, match=needle):
             validate(compose(["tracker=wandb", *extra]))
     validate(compose(["tracker=wandb"]))
     validate(compose([]))
-    p = run_dw("train", *TINY, "train.steps=5", "tracker=wandb", "tracker.mode=sometimes",
-               f"run.dir={tmp_path / 'r'}", env=wandb_env(tmp_path))
+    p = run_dw(
+        "train",
+        *TINY,
+        "train.steps=5",
+        "tracker=wandb",
+        "tracker.mode=sometimes",
+        f"run.dir={tmp_path / 'r'}",
+        env=wandb_env(tmp_path),
+    )
     assert "tracker.mode" in assert_bad_input(p)
 
 
@@ -324,8 +373,9 @@ def test_a_segment_wandb_cannot_read_turns_the_mirror_off_loudly(tmp_path, monke
     with pytest.raises(WandbLogError, match="invalid W&B identifier"):
         last_history_step([seg])
     warnings = []
-    t = make_tracker(compose(["tracker=wandb", "run.sweep=unit"]), d, "rid", {"run": {"sweep": "unit"}},
-                     log=warnings.append)
+    t = make_tracker(
+        compose(["tracker=wandb", "run.sweep=unit"]), d, "rid", {"run": {"sweep": "unit"}}, log=warnings.append
+    )
     t.rewind(10)
     t.log({"step": 15, "tokens": 1, "loss": 1.0})
     t.flush()

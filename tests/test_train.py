@@ -17,9 +17,15 @@ from tests.helpers import REPO, assert_bad_input, gate_env, run_dw
 
 TIMING = ("tokens_per_s", "mfu")  # wall-clock fields: the only ones allowed to differ
 TINY = [
-    "model.depth=2", "model.width=64", "train.batch_size=8", "train.seq_len=64",
-    "train.threads=1", "train.log_every=5", "probe.every=10",
+    "model.depth=2",
+    "model.width=64",
+    "train.batch_size=8",
+    "train.seq_len=64",
+    "train.threads=1",
+    "train.log_every=5",
+    "probe.every=10",
 ]
+
 
 def _metrics(run_dir: Path) -> list[dict]:
     rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -32,8 +38,15 @@ def _summary(run_dir: Path) -> dict:
 
 def _spawn(args, env=None, **kw):
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "depthwidth", "train", "--quiet", *args],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "depthwidth", "train", "--quiet", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def _wait_for(path: Path, timeout=120.0):
@@ -128,12 +141,25 @@ def test_truncated_newest_checkpoint_falls_back(tmp_path):
     assert _metrics(d) == ref_metrics
 
 
-@pytest.mark.parametrize("data,vocab", [(["data=pydoc"], 256), (["data=synthetic", "data.vocab_size=16", "data.order=1"], 16)])
+@pytest.mark.parametrize(
+    "data,vocab", [(["data=pydoc"], 256), (["data=synthetic", "data.vocab_size=16", "data.order=1"], 16)]
+)
 def test_loss_falls(tmp_path, data, vocab):
     d = tmp_path / "run"
-    p = run_dw("train", "model.depth=2", "model.width=64", "train.batch_size=16", "train.seq_len=64",
-               "train.threads=2", "train.steps=120", "optim.lr=3e-3", "train.log_every=10",
-               "train.budgets=[10240]", *data, f"run.dir={d}")
+    p = run_dw(
+        "train",
+        "model.depth=2",
+        "model.width=64",
+        "train.batch_size=16",
+        "train.seq_len=64",
+        "train.threads=2",
+        "train.steps=120",
+        "optim.lr=3e-3",
+        "train.log_every=10",
+        "train.budgets=[10240]",
+        *data,
+        f"run.dir={d}",
+    )
     assert p.returncode == 0, p.stderr
     rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["loss"] < rows[0]["loss"]
@@ -163,8 +189,16 @@ def test_wsd_branch_equals_a_run_of_that_budget(tmp_path):
 
 def test_divergence_is_a_status_not_a_crash(tmp_path):
     d = tmp_path / "run"
-    p = run_dw("train", *TINY, "train.steps=40", "optim.lr=1e4", "optim.grad_clip=0", "optim.warmup=0",
-               "optim.schedule=constant", f"run.dir={d}")
+    p = run_dw(
+        "train",
+        *TINY,
+        "train.steps=40",
+        "optim.lr=1e4",
+        "optim.grad_clip=0",
+        "optim.warmup=0",
+        "optim.schedule=constant",
+        f"run.dir={d}",
+    )
     assert p.returncode == 1
     assert "Traceback" not in p.stderr
     s = _summary(d)
@@ -211,8 +245,17 @@ def test_non_finite_weights_are_never_checkpointed(tmp_path):
     import torch
 
     d = tmp_path / "run"
-    p = run_dw("train", *TINY, "train.steps=40", "optim.lr=1e4", "optim.grad_clip=0", "optim.warmup=0",
-               "optim.schedule=constant", "train.ckpt_every=1", f"run.dir={d}")
+    p = run_dw(
+        "train",
+        *TINY,
+        "train.steps=40",
+        "optim.lr=1e4",
+        "optim.grad_clip=0",
+        "optim.warmup=0",
+        "optim.schedule=constant",
+        "train.ckpt_every=1",
+        f"run.dir={d}",
+    )
     assert p.returncode == 1 and _summary(d)["status"] == "diverged"
     from depthwidth.train import checkpoint
 
@@ -266,13 +309,53 @@ def test_signal_in_the_last_step_finishes_the_run(tmp_path):
     assert s["status"] == "done" and s["steps"] == 3
 
 
+@pytest.mark.parametrize("where", ["model", "tracker"])
+def test_a_failed_set_up_writes_a_failed_summary(tmp_path, monkeypatch, where):
+    """Set-up fails before the run directory exists (building the model: out of memory) or after
+    it is open (config.yaml written, the tracker failing): the error reaches the caller, summary.json
+    says failed and why, and the same call trains the run once the cause is gone."""
+    import depthwidth.model.gpt as gpt
+    from depthwidth.config.compose import compose
+    from depthwidth.train import trainer
+
+    def fail(*a, **kw):
+        raise RuntimeError("CUDA out of memory (planted)")
+
+    if where == "model":
+        monkeypatch.setattr(gpt.VariableWidthGPT, "__init__", fail)
+    else:
+        monkeypatch.setattr(trainer, "make_tracker", fail)
+    d = tmp_path / "run"
+    args = [*TINY, "train.steps=3", f"run.dir={d}"]
+    with pytest.raises(RuntimeError, match="planted"):
+        trainer.train(compose(args), handle_signals=False, log=lambda m: None)
+    s = _summary(d)
+    assert (s["status"], s["reason"], s["steps"]) == ("failed", "RuntimeError: CUDA out of memory (planted)", 0)
+    assert (d / "config.yaml").exists() == (where == "tracker")
+    monkeypatch.undo()
+    assert trainer.train(compose(args), handle_signals=False, log=lambda m: None)["status"] == "done"
+
+
 def test_the_issue_example_trains(tmp_path):
     """The documented example: a 4-layer × model at width 128 (exact matching cannot
     reach 0.5% at whole heads of 64, so it warns and trains)."""
     d = tmp_path / "try1"
-    p = run_dw("train", "model=depth_delusion", "model.depth=4", "model.width=128", "model.shape=x", "data=pydoc",
-               "optim.lr=3e-4", "train.steps=20", "train.batch_size=16", "train.seq_len=128", "train.ckpt_every=10",
-               f"run.dir={d}", "run.seed=42", "train.threads=2")
+    p = run_dw(
+        "train",
+        "model=depth_delusion",
+        "model.depth=4",
+        "model.width=128",
+        "model.shape=x",
+        "data=pydoc",
+        "optim.lr=3e-4",
+        "train.steps=20",
+        "train.batch_size=16",
+        "train.seq_len=128",
+        "train.ckpt_every=10",
+        f"run.dir={d}",
+        "run.seed=42",
+        "train.threads=2",
+    )
     assert p.returncode == 0, p.stderr
     assert "warning: model.match=exact" in p.stderr
     s = _summary(d)

@@ -136,8 +136,9 @@ def test_plan_moves_whole_documents_in_hash_order_duplicates_together_and_cuts_o
 
 def test_bad_minimum_exits_2_and_older_datasets_still_load(corpus, tmp_path, capsys):
     src, _ = corpus
-    line = assert_bad_input(run_dw("data", "prepare", "--source", str(src), "--out", str(tmp_path / "x"),
-                                   "--val-min-tokens", "-1"))
+    line = assert_bad_input(
+        run_dw("data", "prepare", "--source", str(src), "--out", str(tmp_path / "x"), "--val-min-tokens", "-1")
+    )
     assert "--val-min-tokens" in line and not (tmp_path / "x").exists()
     # a dataset written by the previous dw (hash rule only, no val_min_tokens) still loads ...
     meta, _ = _prepare(capsys, src, tmp_path / "old", "--val-min-tokens", "0")
@@ -166,15 +167,28 @@ def test_the_eval_set_never_takes_more_tokens_than_a_small_split_holds(corpus, t
     x, y = eval_set(s, 64, 8192)
     assert x.size == y.size == 64 * ((n - 1) // 64) <= n  # 14 windows of 64, not 128 overlapping ones
     ids = s.streams["val"].read(0, n)
-    starts = [int(np.flatnonzero([(ids[i:i + 64] == row).all() for i in range(n - 64)])[0]) for row in x]
+    starts = [int(np.flatnonzero([(ids[i : i + 64] == row).all() for i in range(n - 64)])[0]) for row in x]
     assert all(b - a >= 64 for a, b in zip(starts, starts[1:]))  # disjoint windows: distinct tokens
     big = eval_set(s, 64, 256)  # a request the split holds is unchanged
     assert big[0].shape == (4, 64)
 
 
-TINY = ["model=vwt", "model.heads=4", "model.quantum=8", "model.depth=3", "model.width=32", "model.shape=x",
-        "train.batch_size=8", "train.seq_len=32", "train.threads=1", "train.steps=4", "train.log_every=4",
-        "probe.every=0", "train.analyze_at_end=false", "train.eval_batches=1"]
+TINY = [
+    "model=vwt",
+    "model.heads=4",
+    "model.quantum=8",
+    "model.depth=3",
+    "model.width=32",
+    "model.shape=x",
+    "train.batch_size=8",
+    "train.seq_len=32",
+    "train.threads=1",
+    "train.steps=4",
+    "train.log_every=4",
+    "probe.every=0",
+    "train.analyze_at_end=false",
+    "train.eval_batches=1",
+]
 
 
 def test_dw_analyze_on_a_tiny_val_split_reports_at_most_the_split_s_tokens(corpus, tmp_path, capsys):
@@ -185,8 +199,11 @@ def test_dw_analyze_on_a_tiny_val_split_reports_at_most_the_split_s_tokens(corpu
     meta, _ = _prepare(capsys, src, tmp_path / "d", "--val-min-tokens", "0")
     n_val = meta["tokens"]["val"]  # 920 tokens: 28 disjoint windows of 32, fewer than 8,192 tokens
     run = tmp_path / "run"
-    s = train(compose([*TINY, "data=memmap", f"data.path={tmp_path / 'd'}", "data.vocab_size=257", f"run.dir={run}"]),
-              handle_signals=False, log=lambda m: None)
+    s = train(
+        compose([*TINY, "data=memmap", f"data.path={tmp_path / 'd'}", "data.vocab_size=257", f"run.dir={run}"]),
+        handle_signals=False,
+        log=lambda m: None,
+    )
     assert s["status"] == "done"
     p = run_dw("analyze", str(run), "--json")
     assert p.returncode == 0, p.stderr

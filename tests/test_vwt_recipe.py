@@ -25,8 +25,16 @@ from depthwidth.train import optim
 from tests.helpers import REPO, assert_bad_input, run_dw
 from tests.test_train import _metrics, _spawn, _summary, _wait_for
 
-BASE = ModelSpec(widths=(64, 32, 64), vocab_size=97, embed_width=48, norm="rmsnorm", mlp="swiglu", n_head=4,
-                 head_dim=None, width_scaled_init=True)
+BASE = ModelSpec(
+    widths=(64, 32, 64),
+    vocab_size=97,
+    embed_width=48,
+    norm="rmsnorm",
+    mlp="swiglu",
+    n_head=4,
+    head_dim=None,
+    width_scaled_init=True,
+)
 
 
 def _build(spec, seed=0, T=16):
@@ -60,8 +68,18 @@ def _rms(x, g):
 
 
 def test_mup_forward_matches_a_hand_computed_two_layer_model():
-    spec = ModelSpec(widths=(64, 32), vocab_size=50, embed_width=48, norm="rmsnorm", mlp="swiglu", n_head=4,
-                     head_dim=None, rope=False, width_scaled_init=True, mup=True)  # m_width 8, m_emb 12, m_r 0.22
+    spec = ModelSpec(
+        widths=(64, 32),
+        vocab_size=50,
+        embed_width=48,
+        norm="rmsnorm",
+        mlp="swiglu",
+        n_head=4,
+        head_dim=None,
+        rope=False,
+        width_scaled_init=True,
+        mup=True,
+    )  # m_width 8, m_emb 12, m_r 0.22
     model = _build(spec).double()
     P = dict(model.named_parameters())
     idx = torch.randint(0, 50, (2, 7))
@@ -81,7 +99,7 @@ def test_mup_forward_matches_a_hand_computed_two_layer_model():
         a = (att @ v).transpose(1, 2).reshape(2, T, w) @ P[b + "attn.c_proj.weight"].t()
         pre = pre + 0.22 * a  # m_residual
         h2 = _rms(pre, P[b + "norm_2.weight"])
-        m = (F.silu(h2 @ P[b + "mlp.c_gate.weight"].t()) * (h2 @ P[b + "mlp.c_fc.weight"].t()))
+        m = F.silu(h2 @ P[b + "mlp.c_gate.weight"].t()) * (h2 @ P[b + "mlp.c_fc.weight"].t())
         pre = pre + 0.22 * (m @ P[b + "mlp.c_proj.weight"].t())
         x = torch.cat((pre, rest), -1)
     # carry: the last layer (32 wide) left coordinates 32..63 from layer 1; the final norm covers
@@ -93,8 +111,17 @@ def test_mup_forward_matches_a_hand_computed_two_layer_model():
 
 
 # lm-engine's µP learning-rate group (mark_parameter_as_mup_learning_rate): every matrix in a block
-MUP_LR = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_gate.weight", "mlp.c_proj.weight",
-          "mlp.router.weight", "mlp.w_fc", "mlp.w_gate", "mlp.w_proj"}
+MUP_LR = {
+    "attn.c_attn.weight",
+    "attn.c_proj.weight",
+    "mlp.c_fc.weight",
+    "mlp.c_gate.weight",
+    "mlp.c_proj.weight",
+    "mlp.router.weight",
+    "mlp.w_fc",
+    "mlp.w_gate",
+    "mlp.w_proj",
+}
 
 
 def test_mup_init_and_learning_rate_groups_follow_the_configs():
@@ -106,8 +133,9 @@ def test_mup_init_and_learning_rate_groups_follow_the_configs():
         optim.set_lr(op, 0.01)
         name = {id(p): n for n, p in model.named_parameters()}
         for g in op.param_groups:
-            names = {name[id(p)].split(".", 2)[-1] if name[id(p)].startswith("blocks.") else name[id(p)]
-                     for p in g["params"]}
+            names = {
+                name[id(p)].split(".", 2)[-1] if name[id(p)].startswith("blocks.") else name[id(p)] for p in g["params"]
+            }
             if g["lr_scale"] != 1.0:
                 assert names <= MUP_LR and g["lr"] == pytest.approx(0.01 / 8) and g["weight_decay"] == 0.1
             else:
@@ -121,8 +149,9 @@ def test_mup_init_and_learning_rate_groups_follow_the_configs():
     assert std(m.blocks[0].mlp.c_proj.weight) == pytest.approx(0.1 / math.sqrt(8) / math.sqrt(6), rel=0.03)
     assert std(m.wte.weight) == pytest.approx(0.1, rel=0.03)
     assert std(m.lm_head.weight) == pytest.approx(0.1, rel=0.03)
-    moe = _build(replace(spec, widths=(256, 256, 256), embed_width=256, mlp="moe", n_experts=8, top_k=2,
-                         expert_hidden=128))
+    moe = _build(
+        replace(spec, widths=(256, 256, 256), embed_width=256, mlp="moe", n_experts=8, top_k=2, expert_hidden=128)
+    )
     assert std(moe.blocks[0].mlp.router.weight) == pytest.approx(0.1 / math.sqrt(8), rel=0.05)  # as lm-engine's gate
     assert std(moe.blocks[0].mlp.w_fc) == pytest.approx(0.1 / math.sqrt(8), rel=0.03)
 
@@ -136,8 +165,7 @@ def test_options_at_their_off_values_keep_existing_run_ids():
     # ids of these configs before µP, MoE and the power schedule existed (commit 2b53bb0)
     # (model=vwt then defaulted to the × shape and the vwt convention: pinned here)
     vwt = ("model=vwt", "model.shape=x", "model.match=vwt")
-    before = {(): "8395b0d05173", vwt: "7b63d76da498",
-              ("optim.schedule=wsd", "model.shape=x"): "72b92de545b4"}
+    before = {(): "8395b0d05173", vwt: "7b63d76da498", ("optim.schedule=wsd", "model.shape=x"): "72b92de545b4"}
     for o, rid in before.items():
         assert run_id(compose([*o, "train.precision=fp32"])) == rid
     on = run_id(compose([*vwt, "model.mup=true", "train.precision=fp32"]))
@@ -188,7 +216,7 @@ def test_batched_dispatch_equals_a_per_token_loop():
     for t in range(xt.size(0)):  # the reference: one token, its k experts, in expert order
         for j in sorted(range(moe.top_k), key=lambda j: int(experts[t, j])):
             e = int(experts[t, j])
-            ref[t] = ref[t] + weights[t, j] * moe.expert(e, xt[t:t + 1])[0]
+            ref[t] = ref[t] + weights[t, j] * moe.expert(e, xt[t : t + 1])[0]
     # equal up to fp64 rounding: a batched matmul and a one-row matmul may sum in other orders (BLAS)
     torch.testing.assert_close(out.reshape(-1, 16), ref, rtol=0, atol=1e-14)
     # normalised top-k: each token's k weights are the softmax of its k largest logits, summing to 1
@@ -219,8 +247,20 @@ def test_load_balancing_loss_equals_its_formula_on_a_planted_routing():
 
 
 def _moe_x_spec():
-    return from_config(compose(["model=vwt", "model.mlp=moe", "model.n_experts=4", "model.top_k=2",
-                                "model.expert_hidden=64", "model.depth=4", "model.width=128", "model.shape=x"]).model)
+    return from_config(
+        compose(
+            [
+                "model=vwt",
+                "model.mlp=moe",
+                "model.n_experts=4",
+                "model.top_k=2",
+                "model.expert_hidden=64",
+                "model.depth=4",
+                "model.width=128",
+                "model.shape=x",
+            ]
+        ).model
+    )
 
 
 def test_moe_accounting_counts_the_built_tensors_total_and_active():
@@ -228,8 +268,10 @@ def test_moe_accounting_counts_the_built_tensors_total_and_active():
         model = VariableWidthGPT(spec, 16)
         c = count_params(spec)
         assert c["total"] == sum(p.numel() for p in model.parameters())
-        idle = sum((m.n_experts - m.top_k) * (m.w_fc[0].numel() + m.w_gate[0].numel() + m.w_proj[0].numel())
-                   for m in model.moe_layers)
+        idle = sum(
+            (m.n_experts - m.top_k) * (m.w_fc[0].numel() + m.w_gate[0].numel() + m.w_proj[0].numel())
+            for m in model.moe_layers
+        )
         assert c["active"] == c["total"] - idle
         assert [m.hidden for m in model.moe_layers] == [round(w * 64 / 128) for w in spec.widths]
 
@@ -247,10 +289,26 @@ def test_shapes_prints_total_and_active_parameters_of_the_moe_preset():
     assert "active params" in p.stdout
 
 
-MOE_RUN = ["model=vwt", "model.shape=x", "model.mlp=moe", "model.mup=true", "model.n_experts=4", "model.top_k=2",
-           "model.expert_hidden=64", "model.depth=4", "model.width=128", "model.init_std=0.1", "optim=vwt",
-           "train.batch_size=8", "train.seq_len=64", "train.threads=1", "train.log_every=5", "probe.every=10",
-           "train.steps=40", "train.ckpt_every=20"]
+MOE_RUN = [
+    "model=vwt",
+    "model.shape=x",
+    "model.mlp=moe",
+    "model.mup=true",
+    "model.n_experts=4",
+    "model.top_k=2",
+    "model.expert_hidden=64",
+    "model.depth=4",
+    "model.width=128",
+    "model.init_std=0.1",
+    "optim=vwt",
+    "train.batch_size=8",
+    "train.seq_len=64",
+    "train.threads=1",
+    "train.log_every=5",
+    "probe.every=10",
+    "train.steps=40",
+    "train.ckpt_every=20",
+]
 
 
 def test_a_tiny_moe_x_model_trains_is_killed_and_resumes_exactly(tmp_path):
@@ -290,8 +348,18 @@ def test_prepare_with_a_local_cl100k_file_and_without_tiktoken(tmp_path):
     docs = {"ab" + x + y for x in "cdefgh" for y in "cdefgh"}  # 36 documents, "ab" + two letters
     for i, d in enumerate(sorted(docs)):
         (tmp_path / "corpus" / f"{i}.txt").write_text(d)
-    p = run_dw("data", "prepare", "--source", str(tmp_path / "corpus"), "--out", str(tmp_path / "d"),
-               "--tokenizer", f"cl100k:{bpe}", "--val-fraction", "0.2")
+    p = run_dw(
+        "data",
+        "prepare",
+        "--source",
+        str(tmp_path / "corpus"),
+        "--out",
+        str(tmp_path / "d"),
+        "--tokenizer",
+        f"cl100k:{bpe}",
+        "--val-fraction",
+        "0.2",
+    )
     assert p.returncode == 0, p.stderr
     meta = json.loads((tmp_path / "d" / "meta.json").read_text())
     assert meta["vocab_size"] == 100263 and meta["eot"] == 100257 and meta["tokenizer"]["kind"] == "cl100k"
@@ -304,8 +372,17 @@ def test_prepare_with_a_local_cl100k_file_and_without_tiktoken(tmp_path):
     block.mkdir()
     (block / "tiktoken.py").write_text("raise ImportError('not installed')\n")
     env = {"PYTHONPATH": f"{block}{os.pathsep}{REPO}"}
-    p = run_dw("data", "prepare", "--source", str(tmp_path / "corpus"), "--out", str(tmp_path / "e"),
-               "--tokenizer", "cl100k", env=env)
+    p = run_dw(
+        "data",
+        "prepare",
+        "--source",
+        str(tmp_path / "corpus"),
+        "--out",
+        str(tmp_path / "e"),
+        "--tokenizer",
+        "cl100k",
+        env=env,
+    )
     assert "tiktoken" in assert_bad_input(p) and not (tmp_path / "e").exists()
 
 
@@ -315,7 +392,8 @@ def test_vwt_scaling_dry_run_lists_the_four_sizes_by_two_shapes_with_flops_and_p
     runs = json.loads(p.stdout)["runs"]
     assert len(runs) == 8 and all(r["error"] is None for r in runs)
     assert sorted((r["width"], r["depth"], r["shape"]) for r in runs) == sorted(
-        (h, L, s) for h, L in ((640, 16), (960, 24), (1280, 32), (1600, 40)) for s in ("uniform", "x"))
+        (h, L, s) for h, L in ((640, 16), (960, 24), (1280, 32), (1600, 40)) for s in ("uniform", "x")
+    )
     per_step = {640: 524288, 960: 1048576, 1280: 2097152, 1600: 4194304}  # the configs' tokens per step
     for r in runs:
         assert r["tokens"] % per_step[r["width"]] == 0 and r["flops"] > 0
@@ -328,9 +406,16 @@ def test_report_router_table_reads_the_last_probe_step_of_each_moe_run():
 
     skew = [0.7, 0.1, 0.1, 0.1]
     probes = [
-        {"run": "moe", "shape": "x", "width": 128, "depth": 2, "probes": [
-            {"step": 10, "router": {"load": [[1.0, 0, 0, 0]] * 2, "dropped": [0, 0]}},
-            {"step": 20, "router": {"load": [[0.25] * 4, skew], "dropped": [0, 0]}}]},
+        {
+            "run": "moe",
+            "shape": "x",
+            "width": 128,
+            "depth": 2,
+            "probes": [
+                {"step": 10, "router": {"load": [[1.0, 0, 0, 0]] * 2, "dropped": [0, 0]}},
+                {"step": 20, "router": {"load": [[0.25] * 4, skew], "dropped": [0, 0]}},
+            ],
+        },
         {"run": "dense", "shape": "uniform", "width": 128, "depth": 2, "probes": [{"step": 20}]},
     ]
     t = router_table(probes)
@@ -348,9 +433,21 @@ def test_report_router_table_reads_the_last_probe_step_of_each_moe_run():
 def test_analyze_measures_moe_units_on_the_tokens_routed_to_their_expert():
     from depthwidth.measure.inside import analyse
 
-    spec = from_config(compose(["model=vwt", "model.mlp=moe", "model.n_experts=2", "model.top_k=2",
-                                "model.expert_hidden=64", "model.depth=2", "model.width=64", "model.heads=4",
-                                "model.shape=uniform"]).model)
+    spec = from_config(
+        compose(
+            [
+                "model=vwt",
+                "model.mlp=moe",
+                "model.n_experts=2",
+                "model.top_k=2",
+                "model.expert_hidden=64",
+                "model.depth=2",
+                "model.width=64",
+                "model.heads=4",
+                "model.shape=uniform",
+            ]
+        ).model
+    )
     model = _build(spec, T=32)
     with torch.no_grad():
         model.blocks[0].mlp.w_gate[0].zero_()  # expert 0 of layer 1: silu(0) = 0, all its units dead

@@ -53,7 +53,14 @@ def test_table_from_recorded_response():
     assert list(done["step"]) == [20, 40]
     assert (done["flops"] == 5529600.0 * done["tokens"]).all()
     r = done.iloc[0]
-    assert (r["params"], r["depth"], r["width"], r["seed"], r["shape"], r["status"]) == (858880, 4, 128, 42, "uniform", "done")
+    assert (r["params"], r["depth"], r["width"], r["seed"], r["shape"], r["status"]) == (
+        858880,
+        4,
+        128,
+        42,
+        "uniform",
+        "done",
+    )
     div = df[df["run"] == "0f0e0d0c0b0a"].iloc[0]  # no budgets, no final loss
     assert div["status"] == "diverged" and div["tokens"] == 6144 and math.isnan(div["loss"]) and div["shape"] == "x"
     crashed = df[df["run"] == "123456abcdef"].iloc[0]  # killed: no dw summary, config fills in

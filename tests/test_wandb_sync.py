@@ -106,10 +106,21 @@ def test_sync_to_a_server_that_refuses_fails_and_marks_nothing(sweep_runs):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
     # W&B retries a refused server for minutes by default; one retry keeps the test short
-    env = {**sweep_runs, "WANDB_API_KEY": "0" * 40, "WANDB_BASE_URL": f"http://127.0.0.1:{port}",
-           "WANDB_X_GRAPHQL_RETRY_MAX": "1", "WANDB_X_GRAPHQL_RETRY_WAIT_MAX_SECONDS": "1"}
-    p = subprocess.run([sys.executable, "-m", "depthwidth", "sync", "tiny"], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=300)
+    env = {
+        **sweep_runs,
+        "WANDB_API_KEY": "0" * 40,
+        "WANDB_BASE_URL": f"http://127.0.0.1:{port}",
+        "WANDB_X_GRAPHQL_RETRY_MAX": "1",
+        "WANDB_X_GRAPHQL_RETRY_WAIT_MAX_SECONDS": "1",
+    }
+    p = subprocess.run(
+        [sys.executable, "-m", "depthwidth", "sync", "tiny"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 1, (p.stdout, p.stderr)
     assert "connection refused" in p.stderr.lower()  # W&B's own message reaches the user
     assert "0 of 3 segments synced" in p.stderr and "run dw sync tiny again" in p.stderr
@@ -118,8 +129,14 @@ def test_sync_to_a_server_that_refuses_fails_and_marks_nothing(sweep_runs):
 
 def test_sync_cli(sweep_runs):
     def dw(*args):
-        return subprocess.run([sys.executable, "-m", "depthwidth", *args], cwd=REPO, env=sweep_runs,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "depthwidth", *args],
+            cwd=REPO,
+            env=sweep_runs,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     p = dw("sync", "tiny", "--dry-run", "--json")
     assert p.returncode == 0, p.stderr

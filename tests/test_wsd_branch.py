@@ -28,8 +28,15 @@ def test_usr2_inside_a_branch_checkpoints_the_branch_and_resume_continues_it(tmp
     import depthwidth.train.optim as optim_mod
     from depthwidth.train.trainer import Preempted
 
-    common = [*TINY, "optim.schedule=wsd", "optim.warmup=4", "optim.decay_fraction=0.25", "train.steps=24",
-              f"train.budgets=[{16 * TPS}]", "train.ckpt_every=100"]
+    common = [
+        *TINY,
+        "optim.schedule=wsd",
+        "optim.warmup=4",
+        "optim.decay_fraction=0.25",
+        "train.steps=24",
+        f"train.budgets=[{16 * TPS}]",
+        "train.ckpt_every=100",
+    ]
     ref, cut = tmp_path / "ref", tmp_path / "cut"
     _train([*common, f"run.dir={ref}"])
 

@@ -57,15 +57,37 @@ class WandbServer:
             with self.lock:
                 self.upserts.append(v)
             name = v.get("name") or v.get("id") or "run"
-            return {"upsertBucket": {"inserted": True, "bucket": {
-                "id": f"run:{name}", "name": name, "displayName": v.get("displayName") or name,
-                "description": "", "config": "{}", "sweepName": None, "summaryMetrics": "{}",
-                "historyLineCount": 0, "eventsLineCount": 0,
-                "project": {"id": "project:1", "name": v.get("project") or "uncategorized",
-                            "entity": {"id": "entity:1", "name": v.get("entity") or "dw-test"}}}}}
+            return {
+                "upsertBucket": {
+                    "inserted": True,
+                    "bucket": {
+                        "id": f"run:{name}",
+                        "name": name,
+                        "displayName": v.get("displayName") or name,
+                        "description": "",
+                        "config": "{}",
+                        "sweepName": None,
+                        "summaryMetrics": "{}",
+                        "historyLineCount": 0,
+                        "eventsLineCount": 0,
+                        "project": {
+                            "id": "project:1",
+                            "name": v.get("project") or "uncategorized",
+                            "entity": {"id": "entity:1", "name": v.get("entity") or "dw-test"},
+                        },
+                    },
+                }
+            }
         if op == "CreateRunFiles":
-            return {"createRunFiles": {"runID": f"run:{v.get('run')}", "uploadHeaders": [], "files": [
-                {"name": f, "uploadUrl": f"{self.url}/upload/{v.get('run')}/{f}"} for f in v.get("files", [])]}}
+            return {
+                "createRunFiles": {
+                    "runID": f"run:{v.get('run')}",
+                    "uploadHeaders": [],
+                    "files": [
+                        {"name": f, "uploadUrl": f"{self.url}/upload/{v.get('run')}/{f}"} for f in v.get("files", [])
+                    ],
+                }
+            }
         return {}
 
     def stream(self, run_id: str, doc: dict) -> None:

@@ -10,16 +10,24 @@ import sys
 
 import typer
 
-app = typer.Typer(
+
+def command_group(help: str, **kw) -> typer.Typer:
+    """dw or one of its command groups (``dw data``, ``dw config``): help with an example,
+    no shell-completion options, dw's own one-line errors instead of typer's tracebacks."""
+    return typer.Typer(
+        help=help,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="rich",
+        **kw,
+    )
+
+
+app = command_group(
+    "dw — depth, width and width-shape scaling experiments.\n\n"
+    "Example: dw shapes x --width 640 --depth 16 --vocab 100263 --match vwt",
     name="dw",
-    help=(
-        "dw — depth, width and width-shape scaling experiments.\n\n"
-        "Example: dw shapes x --width 640 --depth 16 --vocab 100263 --match vwt"
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
 )
 
 
@@ -46,7 +54,7 @@ def _offending_value(e, argv: list[str]) -> str | None:
             if tok == opt and i + 1 < len(argv):
                 return argv[i + 1]
             if tok.startswith(opt + "="):
-                return tok[len(opt) + 1:]
+                return tok[len(opt) + 1 :]
     return None
 
 
@@ -105,11 +113,16 @@ def _interrupted(e: BaseException) -> None:
 
 def register(app: typer.Typer) -> typer.Typer:
     """Every command, registered here and only here (no import side effects)."""
-    from depthwidth.cli import analyze, data, fit, forget, report, shapes, simulate, status, sweep, sync, train
+    from depthwidth.cli import analyze, config, data, fit, forget, report, shapes, simulate, status, sweep, sync, train
 
     raw = {"allow_extra_args": True, "ignore_unknown_options": True}  # Hydra overrides pass through
     app.command("shapes")(shapes.shapes_cmd)
-    app.add_typer(data.data_app, name="data")
+    data_app = command_group("Token data for training: prepare pretokenized .bin shards (used by data=memmap).")
+    data_app.command("prepare")(data.prepare_cmd)
+    app.add_typer(data_app, name="data")
+    config_app = command_group("The settings of a run: every key, its default, type, allowed values and what it does.")
+    config_app.command("show")(config.show_cmd)
+    app.add_typer(config_app, name="config")
     app.command("train", context_settings=raw)(train.train_cmd)
     app.command("sweep", context_settings=raw)(sweep.sweep_cmd)
     app.command("status")(status.status_cmd)

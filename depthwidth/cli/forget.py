@@ -12,7 +12,9 @@ from depthwidth.cli.render import console, emit_json
 def forget_cmd(
     name: str = typer.Argument(..., help="sweep name (runs/NAME/manifest)"),
     run_ids: Optional[List[str]] = typer.Argument(None, help="run ids to forget (dw status NAME lists them)"),
-    state: Optional[List[str]] = typer.Option(None, "--state", help="also every run in this state, e.g. lost (repeatable)"),
+    state: Optional[List[str]] = typer.Option(
+        None, "--state", help="also every run in this state, e.g. lost (repeatable)"
+    ),
     reason: Optional[str] = typer.Option(None, "--reason", help="a note kept in the manifest"),
     as_json: bool = typer.Option(False, "--json", help="one JSON document"),
 ) -> None:
@@ -32,7 +34,15 @@ def forget_cmd(
         emit_json(res)
         return
     n = len(res["forgotten"])
-    console().print(f"forgot {n} run{'s' * (n != 1)} of {name}"
-                    + (f" ({', '.join(r['run_id'] + ' ' + r['state'] for r in res['forgotten'][:8])}"
-                       + (" …" if n > 8 else "") + ")" if n else "")
-                    + f"; {res['remaining']} remain (dw status {name})", highlight=False)
+    console().print(
+        f"forgot {n} run{'s' * (n != 1)} of {name}"
+        + (
+            f" ({', '.join(r['run_id'] + ' ' + r['state'] for r in res['forgotten'][:8])}"
+            + (" …" if n > 8 else "")
+            + ")"
+            if n
+            else ""
+        )
+        + f"; {res['remaining']} remain (dw status {name})",
+        highlight=False,
+    )

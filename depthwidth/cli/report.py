@@ -13,17 +13,34 @@ from depthwidth.cli.render import console, emit_json
 def report_cmd(
     name: Optional[str] = typer.Argument(None, help="sweep name: ROOT/NAME (its runs, manifest and fit.json)"),
     runs: Optional[Path] = typer.Option(None, "--runs", help="a run table (.csv, .jsonl, .parquet) instead of a sweep"),
-    columns: Optional[str] = typer.Option(None, "--columns", help="map canonical names to the table's, e.g. loss=final_loss,params=n_params"),
+    columns: Optional[str] = typer.Option(
+        None, "--columns", help="map canonical names to the table's, e.g. loss=final_loss,params=n_params"
+    ),
     fmt: str = typer.Option("rich", "--format", "-f", help="rich | markdown | csv | json"),
-    plots: Optional[Path] = typer.Option(None, "--plots", help="write PNG figures, report.md (figures linked), report.json and tables/*.csv to this folder"),
-    fit: Optional[Path] = typer.Option(None, "--fit", help="a fit.json to report (default: ROOT/NAME/fit.json when present)"),
-    at_width: Optional[int] = typer.Option(None, "--at-width", help="width of the U-shape table (default: the width with most depths)"),
-    at_depth: Optional[int] = typer.Option(None, "--at-depth", help="depth of the width-sweep table (default: the depth with most widths)"),
+    plots: Optional[Path] = typer.Option(
+        None,
+        "--plots",
+        help="write PNG figures, report.md (figures linked), report.json and tables/*.csv to this folder",
+    ),
+    fit: Optional[Path] = typer.Option(
+        None, "--fit", help="a fit.json to report (default: ROOT/NAME/fit.json when present)"
+    ),
+    at_width: Optional[int] = typer.Option(
+        None, "--at-width", help="width of the U-shape table (default: the width with most depths)"
+    ),
+    at_depth: Optional[int] = typer.Option(
+        None, "--at-depth", help="depth of the width-sweep table (default: the depth with most widths)"
+    ),
     root: Optional[str] = typer.Option(None, "--root", help="run store root (default $DW_RUNS or ./runs)"),
     source: str = typer.Option("store", "--source", help="store (a sweep NAME or --runs FILE) | wandb (the W&B API)"),
     project: Optional[str] = typer.Option(None, "--project", help="with --source wandb: ENTITY/PROJECT"),
     group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
-    show_all: bool = typer.Option(False, "--all", help="in the terminal, every table (default: the headline ones, the rest named; markdown, json, csv and --plots always hold every table)"),
+    show_all: bool = typer.Option(
+        False,
+        "--all",
+        help="in the terminal, every table (default: the headline ones, the rest named; markdown, json, csv and "
+        "--plots always hold every table)",
+    ),
 ) -> None:
     """Tables, figures and the papers' numbers beside ours, for a sweep (finished or not) or a run table.
 
@@ -49,7 +66,9 @@ def report_cmd(
         raise bad("--format", fmt, " | ".join(rp.FORMATS))
     if plots is not None and plots.exists() and not plots.is_dir():
         raise bad("--plots", str(plots), "a folder (created if missing)")
-    data = rp.load(name, runs=runs, columns=columns, root=root, fit_path=fit, source=source, project=project, group=group)
+    data = rp.load(
+        name, runs=runs, columns=columns, root=root, fit_path=fit, source=source, project=project, group=group
+    )
     rep = rp.build(data, at_width=at_width, at_depth=at_depth)
     if plots is not None:
         from depthwidth.report import figs as report_figs
@@ -69,4 +88,6 @@ def report_cmd(
             c.width = max(c.width, 160)
         rp.render_rich(rep, c, brief=not show_all)
     if plots is not None:
-        console(stderr=True).print(f"report: {len(rep['figures'])} figures, report.md, report.json and tables/ in {plots}/")
+        console(stderr=True).print(
+            f"report: {len(rep['figures'])} figures, report.md, report.json and tables/ in {plots}/"
+        )

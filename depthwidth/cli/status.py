@@ -8,17 +8,29 @@ import typer
 
 from depthwidth.cli.render import emit_json
 
-STYLE = {"done": "green", "running": "cyan", "pending": "dim", "failed": "red", "diverged": "magenta",
-         "preempted": "yellow", "cancelled": "red", "lost": "red",
-         "unknown": "yellow"}
+STYLE = {
+    "done": "green",
+    "running": "cyan",
+    "pending": "dim",
+    "failed": "red",
+    "diverged": "magenta",
+    "preempted": "yellow",
+    "cancelled": "red",
+    "lost": "red",
+    "unknown": "yellow",
+}
 
 
 def status_cmd(
     name: str = typer.Argument(..., help="sweep name (runs/NAME/manifest)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON document instead of the table"),
-    watch: bool = typer.Option(False, "--watch", help="refresh the table live until every run is done, failed, diverged, cancelled or lost"),
+    watch: bool = typer.Option(
+        False, "--watch", help="refresh the table live until every run is done, failed, diverged, cancelled or lost"
+    ),
     interval: float = typer.Option(2.0, "--interval", help="seconds between refreshes with --watch"),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="with --watch: give up (exit 1) after this many seconds"),
+    timeout: Optional[float] = typer.Option(
+        None, "--timeout", help="with --watch: give up (exit 1) after this many seconds"
+    ),
 ) -> None:
     """State, progress, last loss and attempts of every submitted run of a sweep.
 
@@ -92,7 +104,7 @@ def _renderable(name, st):
         for col in COLS:
             t.add_column(col, justify="right" if col in RIGHT else "left", no_wrap=True)
         for row in rows:
-            t.add_row(*row[:STATE], f"[{STYLE[row[STATE]]}]{row[STATE]}[/]", *row[STATE + 1:])
+            t.add_row(*row[:STATE], f"[{STYLE[row[STATE]]}]{row[STATE]}[/]", *row[STATE + 1 :])
         return t
     return _plain_table(f"sweep {name}", COLS, rows, RIGHT)
 
@@ -102,8 +114,9 @@ def _print_table(c, name, st):
 
 
 def _finished(st) -> bool:
-    return all(r["state"] in TERMINAL or (r["state"] == "preempted" and r.get("launcher") != "slurm")
-               for r in st["runs"])
+    return all(
+        r["state"] in TERMINAL or (r["state"] == "preempted" and r.get("launcher") != "slurm") for r in st["runs"]
+    )
 
 
 def _progress_line(st, t0) -> str:
@@ -142,7 +155,9 @@ def _watch(name, interval, timeout) -> None:
             if _finished(st):
                 return st
             if timeout is not None and time.monotonic() - t0 > timeout:
-                raise WorkFailed(f"{name}: runs still going after --timeout {timeout:g} s: {runs_status.summary_line(st)}")
+                raise WorkFailed(
+                    f"{name}: runs still going after --timeout {timeout:g} s: {runs_status.summary_line(st)}"
+                )
             time.sleep(interval)
             st = runs_status.status(name)
 

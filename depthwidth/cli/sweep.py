@@ -8,27 +8,45 @@ from typing import List, Optional
 import typer
 
 from depthwidth.cli.render import console, emit_json, wide_console
+from depthwidth.core.devices import PLAN_CPU_FLOPS, PLAN_MFU, PLAN_PEAK_FLOPS
 
 
 def sweep_cmd(
     name: str = typer.Argument(..., help="sweep name: a file sweeps/NAME.yaml"),
     overrides: Optional[List[str]] = typer.Argument(
-        None, help="overrides for every run (train.steps=20) and the launcher (launcher=local, launcher.workers=2, pack=4)"),
+        None,
+        help="overrides for every run (train.steps=20) and the launcher (launcher=local, launcher.workers=2, pack=4)",
+    ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="check every run as the submission does (the data too) and list them with params, "
-        "FLOPs, GPU- or CPU-hours, requeues, nodes, calendar time and checkpoint disk; submit nothing"),
+        False,
+        "--dry-run",
+        help="check every run as the submission does (the data too) and list them with params, "
+        "FLOPs, GPU- or CPU-hours, requeues, nodes, calendar time and checkpoint disk; submit nothing",
+    ),
     no_data_check: bool = typer.Option(
-        False, "--no-data-check", help="with --dry-run: plan even where the data are missing or do not match "
-        "(e.g. before preparing them); each problem is a warning, the submission still refuses it"),
+        False,
+        "--no-data-check",
+        help="with --dry-run: plan even where the data are missing or do not match "
+        "(e.g. before preparing them); each problem is a warning, the submission still refuses it",
+    ),
     as_json: bool = typer.Option(False, "--json", help="one JSON document (each run's exact override list)"),
-    only: Optional[str] = typer.Option(None, "--only", help="glob on run id, label or an override, e.g. 'model.depth=16'"),
+    only: Optional[str] = typer.Option(
+        None, "--only", help="glob on run id, label or an override, e.g. 'model.depth=16'"
+    ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="also resubmit failed, cancelled and lost runs"),
     retry_diverged: Optional[List[str]] = typer.Option(
-        None, "--retry-diverged", metavar="OVERRIDE",
-        help="start diverged runs afresh with this override (repeatable; it must change the run, e.g. optim.lr=3e-4)"),
-    mfu: float = typer.Option(0.40, "--mfu", help="model FLOPs utilisation assumed for GPU- and CPU-hours"),
-    peak: float = typer.Option(989e12, "--peak", help="peak FLOP/s per GPU assumed for GPU-hours (H100 bf16 dense)"),
-    cpu_peak: float = typer.Option(1e11, "--cpu-peak", help="peak FLOP/s per CPU process assumed for CPU-hours (fp32)"),
+        None,
+        "--retry-diverged",
+        metavar="OVERRIDE",
+        help="start diverged runs afresh with this override (repeatable; it must change the run, e.g. optim.lr=3e-4)",
+    ),
+    mfu: float = typer.Option(PLAN_MFU, "--mfu", help="model FLOPs utilisation assumed for GPU- and CPU-hours"),
+    peak: float = typer.Option(
+        PLAN_PEAK_FLOPS, "--peak", help="peak FLOP/s per GPU assumed for GPU-hours (H100 bf16 dense)"
+    ),
+    cpu_peak: float = typer.Option(
+        PLAN_CPU_FLOPS, "--cpu-peak", help="peak FLOP/s per CPU process assumed for CPU-hours (fp32)"
+    ),
 ) -> None:
     """Run a named sweep (sweeps/NAME.yaml): validate every run, then submit those not done or running.
 
@@ -69,9 +87,17 @@ def sweep_cmd(
         rows = [row for row in dry_run_rows(p.sweep, store.runs_root().absolute()) if row["index"] in keep]
         s = plan_costs.summarize(name, p.runs, rows)
         s["warnings"] = p.warnings + s["warnings"]
-        doc = {"sweep": name, "description": p.sweep.description, "mfu": mfu, "peak_flops": peak,
-               "cpu_peak_flops": cpu_peak, "device": _devices(rows, p.device), **s,
-               "submit": pre.to_dict() if store.manifest_path(name).exists() else None, "runs": rows}
+        doc = {
+            "sweep": name,
+            "description": p.sweep.description,
+            "mfu": mfu,
+            "peak_flops": peak,
+            "cpu_peak_flops": cpu_peak,
+            "device": _devices(rows, p.device),
+            **s,
+            "submit": pre.to_dict() if store.manifest_path(name).exists() else None,
+            "runs": rows,
+        }
         if as_json:
             emit_json({**doc, "seconds": round(time.perf_counter() - t0, 3)})
         else:
@@ -106,13 +132,18 @@ def _render_submission(sub, retry_failed: bool) -> None:
         console(stderr=True).print(f"dw: warning: {note}", highlight=False)
     skip = ", ".join(f"{n} {k}" for k, n in sorted(sub.skipped.items()))
     if not sub.submitted:
-        c.print(f"{sub.sweep}: nothing to submit ({skip or 'no runs'})"
-                + ("" if retry_failed else "; --retry-failed resubmits failed/cancelled/lost runs"))
+        c.print(
+            f"{sub.sweep}: nothing to submit ({skip or 'no runs'})"
+            + ("" if retry_failed else "; --retry-failed resubmits failed/cancelled/lost runs")
+        )
         return
     n, k = len(sub.jobs), len(sub.submitted)
     arrays = len({j.split("_")[0] for j in sub.jobs})  # several when the cluster caps an array's size
-    what = (f"{'one job array' if arrays == 1 else f'{arrays} job arrays'} of {n} task{'s' * (n != 1)}"
-            if sub.launcher == "slurm" else f"{n} {sub.launcher} task{'s' * (n != 1)}")
+    what = (
+        f"{'one job array' if arrays == 1 else f'{arrays} job arrays'} of {n} task{'s' * (n != 1)}"
+        if sub.launcher == "slurm"
+        else f"{n} {sub.launcher} task{'s' * (n != 1)}"
+    )
     c.print(f"{sub.sweep}: submitted {k} run{'s' * (k != 1)} as {what}" + (f"; skipped {skip}" if skip else ""))
     c.print("job ids: " + compress(sub.jobs))
     if sub.launcher == "debug":
@@ -137,11 +168,27 @@ def _render_dry(s, doc, secs) -> None:
     hcol = {"GPU": "GPU-h", "CPU": "CPU-h"}.get(hu, "dev-h")
     requeue = any(r.get("requeues") is not None for r in rows)
     t = Table(title=f"sweep {s.name} · {len(rows)} runs (dry run)", caption=s.description or None)
-    for col, j in (("#", "right"), ("run id", "left"), ("label", "left"), ("L", "right"), ("W", "right"),
-                   ("shape", "left"), ("prec", "left"), ("params", "right"), ("tokens", "right"), ("FLOPs", "right"),
-                   ("procs", "right"), ("layout", "left"), ("GiB/dev", "right"), (hcol, "right"),
-                   ("wall-h", "right"), *((("requeues", "right"),) if requeue else ()), ("ckpt GiB", "right"),
-                   ("ref loss", "right"), ("ref", "left")):
+    for col, j in (
+        ("#", "right"),
+        ("run id", "left"),
+        ("label", "left"),
+        ("L", "right"),
+        ("W", "right"),
+        ("shape", "left"),
+        ("prec", "left"),
+        ("params", "right"),
+        ("tokens", "right"),
+        ("FLOPs", "right"),
+        ("procs", "right"),
+        ("layout", "left"),
+        ("GiB/dev", "right"),
+        (hcol, "right"),
+        ("wall-h", "right"),
+        *((("requeues", "right"),) if requeue else ()),
+        ("ckpt GiB", "right"),
+        ("ref loss", "right"),
+        ("ref", "left"),
+    ):
         t.add_column(col, justify=j, no_wrap=True)
     iso = any((r.get("ref") or {}).get("budget") for r in rows)
     if iso:  # isoFLOP sweeps: each run's FLOPs against its budget C, its params against the target
@@ -154,13 +201,29 @@ def _render_dry(s, doc, secs) -> None:
         tot_f += r["flops"]
         p = r["plan"]
         layout = f"{p['mode']} {p['micro_batch']}×{p['accum']}" + (" AC" if p["activation_checkpointing"] else "")
-        mem = f"{p['total'] / 2 ** 30:.1f}" if p["capacity"] else "—"
+        mem = f"{p['total'] / 2**30:.1f}" if p["capacity"] else "—"
         hours = short(r["device_hours"]) + ("" if hu != "device" else f" {'GPU' if p['device'] == 'cuda' else 'CPU'}")
-        cells = [str(r["index"]), r["run_id"], r.get("label") or "", str(r["depth"]), str(r["width"]), r["shape"],
-                 r.get("precision") or "", _si(r["params"]), _si(r["tokens"]), f"{r['flops']:.3g}",
-                 str(p["processes"]), layout, mem, hours, short(r["wall_hours"]),
-                 *(("" if r.get("requeues") is None else f"{r['requeues']:,}",) if requeue else ()),
-                 short(r["ckpt_disk_bytes"] / 2 ** 30), "" if loss is None else f"{loss:.3f}", ref.get("source", "")]
+        cells = [
+            str(r["index"]),
+            r["run_id"],
+            r.get("label") or "",
+            str(r["depth"]),
+            str(r["width"]),
+            r["shape"],
+            r.get("precision") or "",
+            _si(r["params"]),
+            _si(r["tokens"]),
+            f"{r['flops']:.3g}",
+            str(p["processes"]),
+            layout,
+            mem,
+            hours,
+            short(r["wall_hours"]),
+            *(("" if r.get("requeues") is None else f"{r['requeues']:,}",) if requeue else ()),
+            short(r["ckpt_disk_bytes"] / 2**30),
+            "" if loss is None else f"{loss:.3f}",
+            ref.get("source", ""),
+        ]
         if iso:
             c_err = f"{r['flops'] / ref['budget'] - 1:+.1%}" if ref.get("budget") else ""
             n_err = f"{ref['params_error']:+.1%}" if ref.get("params_error") is not None else ""
@@ -169,24 +232,37 @@ def _render_dry(s, doc, secs) -> None:
     c = wide_console()
     c.print(t)
     dh = doc["device_hours"]
-    at = {"cuda": f"{short(dh.get('cuda', 0))} GPU-hours at MFU {doc['mfu']:.0%} of {doc['peak_flops']:.3g} FLOP/s per GPU",
-          "cpu": f"{short(dh.get('cpu', 0))} CPU-hours at MFU {doc['mfu']:.0%} of {doc['cpu_peak_flops']:.3g} FLOP/s "
-                 "per CPU process (--cpu-peak)"}
-    c.print(f"total {tot_f:.3g} FLOPs ≈ {' + '.join(at[d] for d in sorted(dh, reverse=True))} "
-            f"(FLOPs = training FLOPs/token × tokens, 6N + attention; params include embeddings) · {secs:.2f} s",
-            highlight=False, soft_wrap=True)
+    at = {
+        "cuda": f"{short(dh.get('cuda', 0))} GPU-hours at MFU {doc['mfu']:.0%} of {doc['peak_flops']:.3g} FLOP/s per "
+        "GPU",
+        "cpu": f"{short(dh.get('cpu', 0))} CPU-hours at MFU {doc['mfu']:.0%} of {doc['cpu_peak_flops']:.3g} FLOP/s "
+        "per CPU process (--cpu-peak)",
+    }
+    c.print(
+        f"total {tot_f:.3g} FLOPs ≈ {' + '.join(at[d] for d in sorted(dh, reverse=True))} "
+        f"(FLOPs = training FLOPs/token × tokens, 6N + attention; params include embeddings) · {secs:.2f} s",
+        highlight=False,
+        soft_wrap=True,
+    )
     for line in lines(doc, rows):
         c.print(line, highlight=False, soft_wrap=True)
     if doc.get("submit"):
         sub = doc["submit"]
         skip = ", ".join(f"{n} {k}" for k, n in sub["skipped"].items())
-        c.print(f"submitting now: {sub['would_submit']} of {len(rows)} runs" + (f" (skipped: {skip})" if skip else ""),
-                highlight=False, soft_wrap=True)
+        c.print(
+            f"submitting now: {sub['would_submit']} of {len(rows)} runs" + (f" (skipped: {skip})" if skip else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
     if doc.get("advice"):
         c.print(f"advice: {doc['advice']}", highlight=False, soft_wrap=True)
-    c.print(f"layout: parallel mode, micro-batch × accumulation steps per process, AC = activation checkpointing; "
-            f"GiB/dev: the memory plan's peak per device (— on the CPU: not checked); wall-h = {hcol} / procs"
-            + ("; requeues: ceil(wall-h / launcher.time) − 1" if requeue else "")
-            + "; ckpt GiB: the checkpoints a run keeps", highlight=False, soft_wrap=True)
+    c.print(
+        f"layout: parallel mode, micro-batch × accumulation steps per process, AC = activation checkpointing; "
+        f"GiB/dev: the memory plan's peak per device (— on the CPU: not checked); wall-h = {hcol} / procs"
+        + ("; requeues: ceil(wall-h / launcher.time) − 1" if requeue else "")
+        + "; ckpt GiB: the checkpoints a run keeps",
+        highlight=False,
+        soft_wrap=True,
+    )
     for w in doc["warnings"]:  # one line each, unwrapped
         sys.stderr.write(f"dw: warning: {w}\n")

@@ -56,7 +56,7 @@ def find_segments(name: str) -> list[Segment]:
     out = []
     now = time.time()
     for f in sorted(root.glob("*/wandb/offline-run-*/run-*.wandb")):
-        rid = f.stem[len("run-"):]
+        rid = f.stem[len("run-") :]
         if f.with_suffix(".wandb.synced").exists():
             state = "synced"
         elif now - f.stat().st_mtime < LIVE_S and not _finished(f):
@@ -81,8 +81,14 @@ def sync_sweep(name: str, *, parallel: int = 4, dry_run: bool = False, syncer=wa
         raise BadInput(f"bad value for --parallel: {parallel} (allowed: an integer >= 1)")
     segs = find_segments(name)
     todo = [s for s in segs if s.state == "pending"]
-    out = {"sweep": name, "segments": [asdict(s) for s in segs], "runs": len({s.run_id for s in segs}),
-           "to_sync": len(todo), "synced_now": 0, "dry_run": dry_run}
+    out = {
+        "sweep": name,
+        "segments": [asdict(s) for s in segs],
+        "runs": len({s.run_id for s in segs}),
+        "to_sync": len(todo),
+        "synced_now": 0,
+        "dry_run": dry_run,
+    }
     if dry_run or not todo:
         return out
     from depthwidth.track.mirror import credentials_configured
@@ -96,7 +102,9 @@ def sync_sweep(name: str, *, parallel: int = 4, dry_run: bool = False, syncer=wa
     out["synced_now"] = len(done)
     out["not_synced"] = [s.path for s in todo if s not in done]
     if rc != 0 or len(done) < len(todo):
-        raise WorkFailed(f"wandb sync: {len(done)} of {len(todo)} segments synced (exit code {rc}); run dw sync {name} again")
+        raise WorkFailed(
+            f"wandb sync: {len(done)} of {len(todo)} segments synced (exit code {rc}); run dw sync {name} again"
+        )
     return out
 
 
@@ -123,8 +131,10 @@ def sync_cmd(
     counts = {k: sum(s["state"] == k for s in res["segments"]) for k in ("pending", "synced", "live")}
     verb = "would sync" if dry_run else ("synced" if res["synced_now"] else "to sync")
     n = res["synced_now"] if res["synced_now"] else res["to_sync"]
-    c.print(f"{name}: {res['runs']} runs, {len(res['segments'])} offline segments — {verb} {n}, "
-            f"already synced {counts['synced']}, still running {counts['live']}")
+    c.print(
+        f"{name}: {res['runs']} runs, {len(res['segments'])} offline segments — {verb} {n}, "
+        f"already synced {counts['synced']}, still running {counts['live']}"
+    )
     if dry_run:
         root = os.getcwd()
         for s in res["segments"]:

@@ -56,8 +56,10 @@ def train_cmd(
         from depthwidth.core.errors import WorkFailed
 
         where = e.filename or cfg.run.dir or "the run directory"
-        raise WorkFailed(f"cannot write {where}: {e.strerror or e}; every file written so far is whole, "
-                         "so the same command resumes the run once it can write there") from None
+        raise WorkFailed(
+            f"cannot write {where}: {e.strerror or e}; every file written so far is whole, "
+            "so the same command resumes the run once it can write there"
+        ) from None
     finally:
         if bar:
             bar.close()
@@ -78,7 +80,11 @@ def _render(s: dict) -> None:
     t.add_column("", style="bold")
     t.add_column("")
     rows = [
-        ("shape", f"{s['depth']}L × {s['width']} ({s['shape']}), widths {s['widths'] if len(set(s['widths'])) > 1 else s['width']}"),
+        (
+            "shape",
+            f"{s['depth']}L × {s['width']} ({s['shape']}), widths "
+            f"{s['widths'] if len(set(s['widths'])) > 1 else s['width']}",
+        ),
         ("params (total)", f"{s['params']:,}"),
         ("tokens", f"{s['tokens']:,} of {s['tokens_total']:,} ({s['steps']} steps)"),
         ("final held-out loss", "—" if s["final_val_loss"] is None else f"{s['final_val_loss']:.4f} nats/token"),
@@ -118,10 +124,20 @@ class StepBar:
         from depthwidth.train.signals import BEFORE_HARD_EXIT, give_terminal_back
 
         self.steps, self.tokens_per_step, self._at = steps, tokens_per_step, (self.clock(), step)
-        self.bar = Progress(TextColumn("[dim]dw[/dim] step"), MofNCompleteColumn(), BarColumn(),
-                            TextColumn("{task.fields[speed]}"), TextColumn("{task.fields[loss]}"),
-                            TextColumn("ETA"), TimeRemainingColumn(), console=self.err, auto_refresh=False,
-                            redirect_stdout=False, redirect_stderr=False, get_time=self.clock)
+        self.bar = Progress(
+            TextColumn("[dim]dw[/dim] step"),
+            MofNCompleteColumn(),
+            BarColumn(),
+            TextColumn("{task.fields[speed]}"),
+            TextColumn("{task.fields[loss]}"),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.err,
+            auto_refresh=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+            get_time=self.clock,
+        )
         self.task = self.bar.add_task("train", total=steps, completed=step, speed="", loss="")
         self.bar.start()
         try:  # a second Ctrl-C exits from inside the signal handler: this gives the terminal back
@@ -136,8 +152,9 @@ class StepBar:
         if now - t < REFRESH_S and step < self.steps:
             return
         tps = (step - s) * self.tokens_per_step / (now - t) if now > t else 0.0
-        self.bar.update(self.task, completed=step, speed=f"{_si(tps)} tok/s",
-                        loss="" if loss is None else f"loss {loss:.4f}")
+        self.bar.update(
+            self.task, completed=step, speed=f"{_si(tps)} tok/s", loss="" if loss is None else f"loss {loss:.4f}"
+        )
         self.bar.refresh()
         self._at = (now, step)
 

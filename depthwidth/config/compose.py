@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from depthwidth.config.schema import base_nodes
 from depthwidth.core.errors import BadInput, did_you_mean
 
 
@@ -35,7 +36,9 @@ def unknown_key(key: str, tree) -> BadInput:
     if hint:
         return BadInput(f"unknown config key {key!r}: {hint.strip()}")
     if siblings:
-        return BadInput(f"unknown config key {key!r} (keys of {parent}: {', '.join(k.rpartition('.')[2] for k in siblings)})")
+        return BadInput(
+            f"unknown config key {key!r} (keys of {parent}: {', '.join(k.rpartition('.')[2] for k in siblings)})"
+        )
     return BadInput(f"unknown config key {key!r} (groups: {', '.join(sorted({k.split('.')[0] for k in leaves}))})")
 
 
@@ -49,18 +52,36 @@ def _dotted(tree, prefix: str = ""):
 
 def group_options(group: str) -> list[str]:
     d = conf_dir() / group
-    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+    return sorted(p.stem for p in d.glob("*.yaml") if not p.stem.startswith("_")) if d.is_dir() else []
 
 
 def load_group(group: str, name: str) -> Any:
-    """One option of a config group as an OmegaConf node (no Hydra composition)."""
+    """One option of a config group as an OmegaConf node, its preset chain followed: each
+    ``defaults`` entry is another preset of the same group or the schema's base (``_base``,
+    ``_NAME``), merged under the file's own keys as Hydra does (no Hydra composition here)."""
     from omegaconf import OmegaConf
 
     path = conf_dir() / group / f"{name}.yaml"
     if not path.is_file():
         opts = group_options(group)
         raise BadInput(f"unknown {group} {name!r}: {did_you_mean(name, opts)}(available: {', '.join(opts)})")
-    return OmegaConf.load(path)
+    node = OmegaConf.load(path)
+    chain = list(node.pop("defaults", None) or ["_self_"])
+    if "_self_" not in chain:
+        chain.append("_self_")
+    out = OmegaConf.create()
+    for entry in chain:
+        if entry == "_self_":
+            out = OmegaConf.merge(out, node)
+        elif isinstance(entry, str) and (group, entry) in base_nodes():
+            out = OmegaConf.merge(out, base_nodes()[(group, entry)])
+        elif isinstance(entry, str) and entry != name:
+            out = OmegaConf.merge(out, load_group(group, entry))
+        else:  # a group choice inside a group, or a preset naming itself: beyond dw's flat presets
+            raise BadInput(
+                f"conf/{group}/{name}.yaml: defaults entry {entry!r} is not a preset of {group} or its schema base"
+            )
+    return out
 
 
 def compose(overrides: Sequence[str] = ()) -> Any:
@@ -83,12 +104,18 @@ def _hydra(overrides: Sequence[str]) -> Any:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for (group, name), node in base_nodes().items():  # the schema's defaults: the bottom of every chain
+        store.store(group=group, name=name, node=node)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
             return hydra_compose(config_name="config", overrides=list(overrides))
     finally:
         GlobalHydra.instance().clear()
+
 
 def _explain(msg: str, overrides: Sequence[str]) -> BadInput:
     """Hydra's message as dw's one line: an unknown key or group option with its closest

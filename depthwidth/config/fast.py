@@ -17,6 +17,7 @@ import re
 from typing import Any, Sequence
 
 from depthwidth.config.compose import conf_dir, group_options, load_group, unknown_key
+from depthwidth.config.schema import base_nodes
 from depthwidth.core.errors import BadInput, bad, did_you_mean
 
 # ---------------------------------------------------------------------------
@@ -73,7 +74,9 @@ def parse_cli_overrides(overrides: Sequence[str]) -> tuple[dict, dict]:
     for o in parsed:
         key = o.key_or_group
         if o.is_delete() or o.is_sweep_override():
-            raise bad("override", o.input_line, "key=value (no deletions or sweeps on the command line; use a sweep file)")
+            raise bad(
+                "override", o.input_line, "key=value (no deletions or sweeps on the command line; use a sweep file)"
+            )
         v = o.value()
         if "." in key:
             keys[("+" if o.is_add() else "") + key] = _plain(v)
@@ -116,20 +119,22 @@ def _base(groups: tuple) -> Any:
         if entry == "_self_":
             cfg = OmegaConf.merge(cfg, root)
             continue
-        (g, opt), = dict(entry).items()
+        if isinstance(entry, str):  # a root-level node: the schema's defaults of train, probe, run
+            cfg = OmegaConf.merge(cfg, base_nodes()[(None, entry)])
+            continue
+        ((g, opt),) = dict(entry).items()
         in_defaults.add(g)
         opt = chosen.pop(g, opt)
         if opt is None:
             continue
         if not isinstance(opt, str):
             raise bad(f"config group {g}", opt, ", ".join(group_options(g)))
-        node = load_group(g, opt)
-        if "defaults" in node:  # nested defaults lists are Hydra's business
-            raise BadInput(f"conf/{g}/{opt}.yaml has its own defaults list; dw sweep supports flat groups only")
-        cfg = OmegaConf.merge(cfg, OmegaConf.create({g: node}))
+        cfg = OmegaConf.merge(cfg, OmegaConf.create({g: load_group(g, opt)}))
     for g, opt in chosen.items():
-        raise BadInput(f"unknown config group {g!r}: {did_you_mean(g, in_defaults)}(groups: "
-                       f"{', '.join(sorted(in_defaults))}; config keys need a dot, e.g. {g}.key=value)")
+        raise BadInput(
+            f"unknown config group {g!r}: {did_you_mean(g, in_defaults)}(groups: "
+            f"{', '.join(sorted(in_defaults))}; config keys need a dot, e.g. {g}.key=value)"
+        )
     OmegaConf.set_struct(cfg, True)
     _BASE[key] = cfg
     return cfg

@@ -18,8 +18,18 @@ from typing import Any
 # logging cadence is recognised as the same run.
 NOT_IDENTITY = {
     "run": ("dir", "sweep"),
-    "train": ("device", "threads", "log_every", "ckpt_every", "keep_ckpts", "compile", "micro_batch_size", "parallel",
-              "activation_checkpointing", "analyze_at_end"),
+    "train": (
+        "device",
+        "threads",
+        "log_every",
+        "ckpt_every",
+        "keep_ckpts",
+        "compile",
+        "micro_batch_size",
+        "parallel",
+        "activation_checkpointing",
+        "analyze_at_end",
+    ),
     "probe": ("entropy_every",),  # a no-grad forward on held-out tokens: it changes nothing the run computes
     "tracker": None,  # whole group
     "provenance": None,

@@ -45,13 +45,18 @@ def git_state(where: str | None = None) -> dict:
     d = Path(where) if where else PACKAGE_DIR
     out = {"commit": None, "dirty": None, "root": None}
     try:
-        top = subprocess.run(["git", "-C", str(d), "rev-parse", "--show-toplevel", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
+        top = subprocess.run(
+            ["git", "-C", str(d), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True, text=True, timeout=10
+        )
         if top.returncode != 0:
             return out
         root, commit = top.stdout.split()[:2]
-        st = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=all"],
-                            capture_output=True, text=True, timeout=20)
+        st = subprocess.run(
+            ["git", "-C", root, "status", "--porcelain", "--untracked-files=all"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         out.update(commit=commit, root=root, dirty=_dirty(st.stdout) if st.returncode == 0 else None)
     except (OSError, subprocess.TimeoutExpired, ValueError):
         pass
@@ -83,8 +88,12 @@ def _version(dist: str) -> str | None:
 
 
 def versions() -> dict:
-    return {"python": platform.python_version(), "torch": _version("torch"), "numpy": _version("numpy"),
-            "scipy": _version("scipy")}
+    return {
+        "python": platform.python_version(),
+        "torch": _version("torch"),
+        "numpy": _version("numpy"),
+        "scipy": _version("scipy"),
+    }
 
 
 def job_id() -> str | None:
@@ -125,8 +134,7 @@ def mixed(records: list[dict]) -> list[str]:
     recs = [r for r in records if isinstance(r, dict)]
     commits = sorted({(r.get("git") or {}).get("commit") or "unknown" for r in recs})
     if len(commits) > 1:
-        out.append(f"runs were produced by {len(commits)} different commits: "
-                   + ", ".join(c[:10] for c in commits))
+        out.append(f"runs were produced by {len(commits)} different commits: " + ", ".join(c[:10] for c in commits))
     dirty = sum(1 for r in recs if (r.get("git") or {}).get("dirty"))
     if dirty:
         out.append(f"{dirty} of {len(recs)} runs were produced from a dirty tree (uncommitted changes)")

@@ -33,13 +33,12 @@ def runs_root(root: str | os.PathLike | None = None) -> Path:
     return Path(root or os.environ.get("DW_RUNS") or "runs")
 
 
-
-def checkout_store(name: str) -> Path | None:
+def checkout_store(name: str, root=None) -> Path | None:
     """The store of sweep ``name`` in the checkout's own ``runs/`` (beside the package, where
     sweeps/ and conf/ are found from any folder) when ``runs_root()`` points elsewhere and
     $DW_RUNS is unset: dw run from another folder would start a second store of the same
     sweep there (and retrain every run).  None when there is no such other store."""
-    if os.environ.get("DW_RUNS"):
+    if root is not None or os.environ.get("DW_RUNS"):  # a store named on purpose
         return None
     there = Path(__file__).resolve().parents[2] / "runs" / name
     here = (runs_root() / name).absolute()
@@ -55,24 +54,28 @@ def check_name(name, what: str = "sweep") -> str:
     """A sweep's name is one folder of the runs directory: no ``/``, no ``..``, not absolute,
     so nothing dw writes or reads for it can land outside that directory."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise bad(what, name, "a name of letters, digits, '_', '-' and '.' that does not start with '.' "
-                  "(one folder of the runs directory)")
+        raise bad(
+            what,
+            name,
+            "a name of letters, digits, '_', '-' and '.' that does not start with '.' "
+            "(one folder of the runs directory)",
+        )
     return name
 
 
-def sweep_dir(name: str) -> Path:
-    d = runs_root() / check_name(name)
-    if d.is_symlink() and not d.resolve().is_relative_to(runs_root().resolve()):
-        raise bad("sweep", name, f"a folder inside {runs_root()}, not a link to {d.resolve()}")
+def sweep_dir(name: str, root=None) -> Path:
+    d = runs_root(root) / check_name(name)
+    if d.is_symlink() and not d.resolve().is_relative_to(runs_root(root).resolve()):
+        raise bad("sweep", name, f"a folder inside {runs_root(root)}, not a link to {d.resolve()}")
     return d
 
 
-def manifest_path(name: str) -> Path:
-    return sweep_dir(name) / MANIFEST
+def manifest_path(name: str, root=None) -> Path:
+    return sweep_dir(name, root) / MANIFEST
 
 
-def jobs_dir(name: str) -> Path:
-    return sweep_dir(name) / "jobs"
+def jobs_dir(name: str, root=None) -> Path:
+    return sweep_dir(name, root) / "jobs"
 
 
 class SweepLock:
@@ -100,12 +103,12 @@ def append_events(name: str, rows: Iterable[dict]) -> None:
     append_jsonl(manifest_path(name), [{"time": now, **r} for r in rows])
 
 
-def read_manifest(name: str, bad: list | None = None) -> list[dict]:
-    return read_jsonl(manifest_path(name), bad)
+def read_manifest(name: str, bad: list | None = None, root=None) -> list[dict]:
+    return read_jsonl(manifest_path(name, root), bad)
 
 
-def known_sweeps() -> list[str]:
-    root = runs_root()
+def known_sweeps(root=None) -> list[str]:
+    root = runs_root(root)
     return sorted(p.parent.name for p in root.glob(f"*/{MANIFEST}")) if root.is_dir() else []
 
 
@@ -134,9 +137,20 @@ def manifest_runs(events: list[dict]) -> dict[str, dict]:
             starts.pop(rid, None)
         elif e.get("event") == "submit":
             r = runs.setdefault(rid, {"run_id": rid, "jobs": []})
-            for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "launcher", "index",
-                      "depth", "width", "shape",
-                      "retry_of"):
+            for k in (
+                "overrides",
+                "run_dir",
+                "label",
+                "ref",
+                "tokens_total",
+                "params",
+                "launcher",
+                "index",
+                "depth",
+                "width",
+                "shape",
+                "retry_of",
+            ):
                 if k in e:
                     r[k] = e[k]
             r["jobs"].append(e["job_id"])
@@ -173,5 +187,3 @@ def last_jsonl(path: Path, tail: int = 4096) -> dict | None:
         except ValueError:
             continue
     return None
-
-

@@ -46,8 +46,12 @@ class Sampler:
 
     def state_dict(self) -> dict:
         return {
-            "source": self.source.name, "split": self.split, "seed": self.seed, "step": self.step,
-            "batch_size": self.batch_size, "seq_len": self.seq_len,
+            "source": self.source.name,
+            "split": self.split,
+            "seed": self.seed,
+            "step": self.step,
+            "batch_size": self.batch_size,
+            "seq_len": self.seq_len,
         }
 
     def load_state_dict(self, d: Mapping) -> None:
@@ -130,8 +134,8 @@ class TokenStream:
         off = start - (int(self.ends[i - 1]) if i else 0)
         pos = 0
         while pos < length:
-            chunk = self.parts[i][off: off + length - pos]
-            out[pos: pos + len(chunk)] = chunk
+            chunk = self.parts[i][off : off + length - pos]
+            out[pos : pos + len(chunk)] = chunk
             pos += len(chunk)
             i, off = i + 1, 0
         return out

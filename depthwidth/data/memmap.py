@@ -36,22 +36,29 @@ def read_meta(path: str | os.PathLike) -> dict:
 
 
 def memmap_source(cfg: Mapping, seq_len: int) -> StreamSource:
-    raw = cfg.get("path")
+    raw = cfg["path"]
     if not raw:
         raise bad("data.path", raw, "the directory written by dw data prepare")
     d = Path(os.path.expandvars(os.path.expanduser(str(raw))))
     if not d.exists():
-        raise BadInput(f"data.path {str(raw)!r} does not exist (prepare it with: dw data prepare --source TEXT_DIR_OR_DATASET --out {raw})")
+        raise BadInput(
+            f"data.path {str(raw)!r} does not exist (prepare it with: dw data prepare --source TEXT_DIR_OR_DATASET "
+            f"--out {raw})"
+        )
     meta = read_meta(d)
-    vocab = cfg.get("vocab_size")
+    vocab = cfg["vocab_size"]
     if vocab != meta.get("vocab_size"):
-        raise BadInput(f"data.vocab_size {vocab!r} does not match {d / 'meta.json'} vocab_size {meta.get('vocab_size')!r}")
+        raise BadInput(
+            f"data.vocab_size {vocab!r} does not match {d / 'meta.json'} vocab_size {meta.get('vocab_size')!r}"
+        )
     dtype = DTYPES.get(meta.get("dtype"))
     if dtype is None:
         raise BadInput(f"{d / 'meta.json'} dtype {meta.get('dtype')!r} not supported (allowed: uint16, uint32)")
     streams = {}
     try:
-        shards = {split: [(d / sh["file"], int(sh["tokens"])) for sh in meta["splits"][split]["shards"]] for split in SPLITS}
+        shards = {
+            split: [(d / sh["file"], int(sh["tokens"])) for sh in meta["splits"][split]["shards"]] for split in SPLITS
+        }
     except (KeyError, TypeError, ValueError):
         raise BadInput(f"{d / 'meta.json'} is malformed: no splits.train/val.shards list") from None
     for split in SPLITS:

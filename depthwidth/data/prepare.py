@@ -94,19 +94,32 @@ def open_source(source: str, text_column: str, split: str) -> tuple[dict, Iterat
     if p.is_dir():
         if _is_saved_hf(p):
             return _open_saved_hf(p, text_column, split)
-        files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES
-                       and not any(part.startswith(".") for part in f.relative_to(p).parts))
+        files = sorted(
+            f
+            for f in p.rglob("*")
+            if f.is_file()
+            and f.suffix.lower() in TEXT_SUFFIXES
+            and not any(part.startswith(".") for part in f.relative_to(p).parts)
+        )
         if not files:
-            raise BadInput(f"--source {source!r} is a directory without text files ({', '.join(TEXT_SUFFIXES)}) "
-                           "and not a saved Hugging Face dataset")
-        desc = {"kind": "text_dir", "path": str(p.resolve()), "files": len(files),
-                "bytes": sum(f.stat().st_size for f in files)}
+            raise BadInput(
+                f"--source {source!r} is a directory without text files ({', '.join(TEXT_SUFFIXES)}) "
+                "and not a saved Hugging Face dataset"
+            )
+        desc = {
+            "kind": "text_dir",
+            "path": str(p.resolve()),
+            "files": len(files),
+            "bytes": sum(f.stat().st_size for f in files),
+        }
         return desc, _dir_docs(files), len(files)
     name = source[3:] if source.startswith("hf:") else source
     if source.startswith("hf:") or (_HUB_NAME.match(source) and not source.lower().endswith(_LOCAL_SUFFIXES)):
         return _open_hub(name, text_column, split)
-    raise BadInput(f"--source {source!r} does not exist (allowed: a text file, a directory of text files, "
-                   "a saved Hugging Face dataset, or a hub dataset name)")
+    raise BadInput(
+        f"--source {source!r} does not exist (allowed: a text file, a directory of text files, "
+        "a saved Hugging Face dataset, or a hub dataset name)"
+    )
 
 
 def _column_check(columns, text_column: str, where: str) -> None:
@@ -127,8 +140,14 @@ def _open_saved_hf(p: Path, text_column: str, split: str):
         ds = ds[split]
     _column_check(ds.column_names, text_column, f"dataset {p}")
     ds = ds.select_columns([text_column])
-    desc = {"kind": "hf_disk", "path": str(p.resolve()), "split": split, "text_column": text_column,
-            "fingerprint": getattr(ds, "_fingerprint", None), "rows": len(ds)}
+    desc = {
+        "kind": "hf_disk",
+        "path": str(p.resolve()),
+        "split": split,
+        "text_column": text_column,
+        "fingerprint": getattr(ds, "_fingerprint", None),
+        "rows": len(ds),
+    }
     return desc, _hf_docs(ds, text_column), len(ds)
 
 
@@ -177,9 +196,11 @@ class ShardWriter:
         pos = 0
         while pos < len(ids):
             if self.fill == len(self.buf) and len(self.buf) < self.cap:  # grow up to one shard
-                self.buf = np.concatenate([self.buf, np.empty(min(len(self.buf), self.cap - len(self.buf)), self.dtype)])
+                self.buf = np.concatenate(
+                    [self.buf, np.empty(min(len(self.buf), self.cap - len(self.buf)), self.dtype)]
+                )
             take = min(len(ids) - pos, len(self.buf) - self.fill)
-            self.buf[self.fill: self.fill + take] = ids[pos: pos + take]
+            self.buf[self.fill : self.fill + take] = ids[pos : pos + take]
             self.fill += take
             pos += take
             if self.fill == self.cap:
@@ -223,24 +244,43 @@ def _check_out(out: Path, settings: dict) -> dict | None:
         if isinstance(meta, dict) and meta.get("settings") == settings:
             return meta
         older = meta.get("settings") if isinstance(meta, dict) else None
-        if isinstance(older, dict) and "val_min_tokens" not in older and older == {
-                k: v for k, v in settings.items() if k != "val_min_tokens"}:
-            raise BadInput(f"--out {str(out)!r} holds this dataset split by an older dw (no --val-min-tokens: "
-                           f"{meta.get('split_rule', 'hash rule only')}); remove it or choose another --out to "
-                           "prepare it with the current split rule")
+        if (
+            isinstance(older, dict)
+            and "val_min_tokens" not in older
+            and older == {k: v for k, v in settings.items() if k != "val_min_tokens"}
+        ):
+            raise BadInput(
+                f"--out {str(out)!r} holds this dataset split by an older dw (no --val-min-tokens: "
+                f"{meta.get('split_rule', 'hash rule only')}); remove it or choose another --out to "
+                "prepare it with the current split rule"
+            )
         src = meta.get("source") if isinstance(meta, dict) else None
-        what = (f"{src.get('kind')} {src.get('path') or src.get('name')}" if isinstance(src, dict)
-                else "an unreadable meta.json")
-        raise BadInput(f"--out {str(out)!r} already holds a different dataset ({what}); choose another --out or remove it")
+        what = (
+            f"{src.get('kind')} {src.get('path') or src.get('name')}"
+            if isinstance(src, dict)
+            else "an unreadable meta.json"
+        )
+        raise BadInput(
+            f"--out {str(out)!r} already holds a different dataset ({what}); choose another --out or remove it"
+        )
     if any(out.iterdir()):
         raise BadInput(f"--out {str(out)!r} is not empty and holds no dw dataset; choose an empty or new directory")
     return None
 
 
-def prepare(source: str, tokenizer: str, out: str | os.PathLike, text_column: str = "text", split: str = "train",
-            val_fraction: float = 0.01, shard_tokens: int = 1 << 26, limit_docs: int | None = None,
-            dtype: str = "auto", progress: Callable[..., Any] | None = None,
-            val_min_tokens: int = DEFAULT_VAL_MIN_TOKENS) -> dict:
+def prepare(
+    source: str,
+    tokenizer: str,
+    out: str | os.PathLike,
+    text_column: str = "text",
+    split: str = "train",
+    val_fraction: float = 0.01,
+    shard_tokens: int = 1 << 26,
+    limit_docs: int | None = None,
+    dtype: str = "auto",
+    progress: Callable[..., Any] | None = None,
+    val_min_tokens: int = DEFAULT_VAL_MIN_TOKENS,
+) -> dict:
     """Tokenise ``source`` into ``out``; returns the meta.json written (``existing: True`` if already there).
 
     ``progress(docs, tokens, total_docs)`` is called after every batch of documents.  A split
@@ -265,9 +305,15 @@ def prepare(source: str, tokenizer: str, out: str | os.PathLike, text_column: st
     out = Path(os.path.expanduser(str(out)))
     desc, docs, total = open_source(source, text_column, split)
     tdesc = tok.describe()
-    settings = {"source": desc, "tokenizer": {k: tdesc.get(k) for k in ("kind", "sha256", "vocab_size", "eot")},
-                "val_fraction": val_fraction, "val_min_tokens": val_min_tokens, "limit_docs": limit_docs,
-                "dtype": dtype, "shard_tokens": shard_tokens}
+    settings = {
+        "source": desc,
+        "tokenizer": {k: tdesc.get(k) for k in ("kind", "sha256", "vocab_size", "eot")},
+        "val_fraction": val_fraction,
+        "val_min_tokens": val_min_tokens,
+        "limit_docs": limit_docs,
+        "dtype": dtype,
+        "shard_tokens": shard_tokens,
+    }
     existing = _check_out(out, settings)
     if existing is not None:
         return {**existing, "existing": True}
@@ -306,16 +352,25 @@ def prepare(source: str, tokenizer: str, out: str | os.PathLike, text_column: st
             w.flush()
         for s, w in writers.items():
             if w.tokens == 0:
-                raise BadInput(f"the {s} split is empty ({n_docs} documents, {val_split['total_tokens']:,} tokens, "
-                               f"--val-fraction {val_fraction}); give more documents or change --val-fraction")
+                raise BadInput(
+                    f"the {s} split is empty ({n_docs} documents, {val_split['total_tokens']:,} tokens, "
+                    f"--val-fraction {val_fraction}); give more documents or change --val-fraction"
+                )
         meta = {
-            "format": MEMMAP_FORMAT, "vocab_size": tok.vocab_size, "dtype": dtype, "eot": tok.eot,
-            "tokenizer": tdesc, "source": desc, "settings": settings,
+            "format": MEMMAP_FORMAT,
+            "vocab_size": tok.vocab_size,
+            "dtype": dtype,
+            "eot": tok.eot,
+            "tokenizer": tdesc,
+            "source": desc,
+            "settings": settings,
             "tokens": {s: w.tokens for s, w in writers.items()},
             "docs": {s: w.docs for s, w in writers.items()},
-            "split_rule": SPLIT_RULE, "val_split": val_split,
+            "split_rule": SPLIT_RULE,
+            "val_split": val_split,
             "splits": {s: {"tokens": w.tokens, "docs": w.docs, "shards": w.shards} for s, w in writers.items()},
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.time() - t0, 3),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "seconds": round(time.time() - t0, 3),
             "python": sys.version.split()[0],
         }
         write_json(stage / "meta.json", meta)

@@ -53,9 +53,9 @@ def pydoc_split(val_fraction: float) -> tuple[str, str, dict]:
 
 
 def pydoc_source(cfg: Mapping, seq_len: int) -> StreamSource:
-    tok = cfg.get("tokenizer", "byte")
-    vocab = cfg.get("vocab_size")
-    vf = fraction(cfg.get("val_fraction", 0.1), "data.val_fraction", hi=0.5)
+    tok = cfg["tokenizer"]
+    vocab = cfg["vocab_size"]
+    vf = fraction(cfg["val_fraction"], "data.val_fraction", hi=0.5)
     train, val, info = pydoc_split(vf)
     if tok == "byte":
         if vocab != 256:
@@ -65,14 +65,22 @@ def pydoc_source(cfg: Mapping, seq_len: int) -> StreamSource:
     elif tok == "bpe":
         if not isinstance(vocab, int) or not MIN_BPE_VOCAB <= vocab <= MAX_BPE_VOCAB:
             raise bad("data.vocab_size", vocab, f"an integer in [{MIN_BPE_VOCAB}, {MAX_BPE_VOCAB}] for tokenizer=bpe")
-        tk, path = cached_bpe(train, vocab, cfg.get("cache_dir"))
+        tk, path = cached_bpe(train, vocab, cfg["cache_dir"])
         ids = {s: np.asarray(tk.encode(t).ids, dtype=np.uint16) for s, t in (("train", train), ("val", val))}
-        tmeta = {"kind": "bpe", "path": str(path), "trained_on": "pydoc train split",
-                 "learned_vocab": tk.get_vocab_size()}
+        tmeta = {
+            "kind": "bpe",
+            "path": str(path),
+            "trained_on": "pydoc train split",
+            "learned_vocab": tk.get_vocab_size(),
+        }
     else:
         raise bad("data.tokenizer", tok, "byte, bpe")
     meta = {
-        "source": "pydoc", "tokenizer": tmeta, "vocab_size": vocab, "val_fraction": vf, **info,
+        "source": "pydoc",
+        "tokenizer": tmeta,
+        "vocab_size": vocab,
+        "val_fraction": vf,
+        **info,
         "tokens": {s: int(len(a)) for s, a in ids.items()},
     }
     return StreamSource("pydoc", vocab, {s: TokenStream([a]) for s, a in ids.items()}, meta, seq_len)

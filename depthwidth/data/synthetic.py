@@ -128,7 +128,7 @@ class MarkovChain:
         if T >= k:
             ctx = np.lib.stride_tricks.sliding_window_view(w[:, :T], k, axis=1)  # (B, T-k+1, k)
             s = ctx @ (V ** np.arange(k - 1, -1, -1, dtype=np.int64))
-            out[:, k - 1:] = -np.log(self.P[s, w[:, k:]])
+            out[:, k - 1 :] = -np.log(self.P[s, w[:, k:]])
         return out
 
 
@@ -139,11 +139,19 @@ class SyntheticSource(TokenSource):
         self.seq_len = seq_len
         self.bayes_loss = chain.bayes_loss(seq_len)
         self.meta = {
-            "source": "synthetic", "process": "order-k Markov chain, Dirichlet transitions + uniform floor",
-            "vocab_size": chain.V, "order": chain.k, "alpha": chain.alpha, "seed": chain.seed, "eps": EPS,
-            "seq_len": seq_len, "entropy_rate": chain.H, "bayes_loss": self.bayes_loss,
+            "source": "synthetic",
+            "process": "order-k Markov chain, Dirichlet transitions + uniform floor",
+            "vocab_size": chain.V,
+            "order": chain.k,
+            "alpha": chain.alpha,
+            "seed": chain.seed,
+            "eps": EPS,
+            "seq_len": seq_len,
+            "entropy_rate": chain.H,
+            "bayes_loss": self.bayes_loss,
             "bayes_loss_method": "exact (stationary windows; short-context positions use m-gram marginals)",
-            "unigram_loss": chain.unigram_loss, "bigram_loss": chain.bigram_loss,
+            "unigram_loss": chain.unigram_loss,
+            "bigram_loss": chain.bigram_loss,
             "tokens": {"train": "unbounded", "val": "unbounded"},
         }
 
@@ -167,8 +175,8 @@ class SyntheticSource(TokenSource):
 
 
 def synthetic_source(cfg: Mapping, seq_len: int) -> SyntheticSource:
-    V, k = cfg.get("vocab_size"), cfg.get("order", 2)
-    alpha, seed = cfg.get("alpha", 0.1), cfg.get("seed", 0)
+    V, k = cfg["vocab_size"], cfg["order"]
+    alpha, seed = cfg["alpha"], cfg["seed"]
     if not _is_int(V) or not 2 <= V <= 65536:
         raise bad("data.vocab_size", V, "an integer in [2, 65536] for data=synthetic")
     if not _is_int(k) or not 1 <= k <= 8:
@@ -178,8 +186,10 @@ def synthetic_source(cfg: Mapping, seq_len: int) -> SyntheticSource:
     if not _is_int(seed) or seed < 0:
         raise bad("data.seed", seed, "an integer >= 0")
     if V ** (k + 1) > MAX_TABLE:
-        raise BadInput(f"data.vocab_size {V} with data.order {k} needs V^(k+1) = {V ** (k + 1)} "
-                       f"transition entries (allowed: at most {MAX_TABLE})")
+        raise BadInput(
+            f"data.vocab_size {V} with data.order {k} needs V^(k+1) = {V ** (k + 1)} "
+            f"transition entries (allowed: at most {MAX_TABLE})"
+        )
     return SyntheticSource(MarkovChain(int(V), int(k), float(alpha), int(seed)), seq_len)
 
 

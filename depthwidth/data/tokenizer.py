@@ -7,7 +7,8 @@
   training text; the file is written atomically, so concurrent runs at worst
   train twice.
 * ``load_tokenizer("byte" | "cl100k" | "cl100k:PATH" | PATH)`` gives the tokenizer
-  ``dw data prepare`` uses (cl100k: the VWT paper's, through tiktoken).  Every document is followed by an end-of-text id: for ``byte`` that is
+  ``dw data prepare`` uses (cl100k: the VWT paper's, through tiktoken).  Every document is
+  followed by an end-of-text id: for ``byte`` that is
   256 (vocab 257); for a tokenizer.json the first of ``EOT_TOKENS`` it knows,
   otherwise one id past its vocabulary (vocab + 1, noted in meta.json).
 
@@ -44,8 +45,12 @@ def cache_dir(explicit: str | os.PathLike | None = None) -> Path:
 
 
 def bpe_key(text: str, vocab_size: int) -> str:
-    settings = {"algo": BPE_ALGO, "vocab_size": vocab_size, "min_frequency": 2,
-                "text_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+    settings = {
+        "algo": BPE_ALGO,
+        "vocab_size": vocab_size,
+        "min_frequency": 2,
+        "text_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    }
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -56,7 +61,10 @@ def train_bpe(text: str, vocab_size: int):
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=2, show_progress=False, special_tokens=[],
+        vocab_size=vocab_size,
+        min_frequency=2,
+        show_progress=False,
+        special_tokens=[],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tk.train_from_iterator([text], trainer=trainer)
@@ -76,8 +84,10 @@ def cached_bpe(text: str, vocab_size: int, cache: str | os.PathLike | None = Non
             pass  # unreadable cache entry: train again and replace it
     tk = train_bpe(text, vocab_size)
     write_text(path, tk.to_str())
-    write_json(d / "settings.json", {"algo": BPE_ALGO, "vocab_size": vocab_size, "min_frequency": 2,
-                                     "learned_vocab": tk.get_vocab_size()})
+    write_json(
+        d / "settings.json",
+        {"algo": BPE_ALGO, "vocab_size": vocab_size, "min_frequency": 2, "learned_vocab": tk.get_vocab_size()},
+    )
     return tk, path
 
 
@@ -125,9 +135,15 @@ class FileTokenizer:
 
     def describe(self) -> dict:
         h = hashlib.sha256(self.path.read_bytes()).hexdigest()
-        return {"kind": "file", "path": str(self.path), "sha256": h, "vocab_size": self.vocab_size,
-                "eot": self.eot, "eot_token": self.eot_token,
-                "eot_appended": self.eot_token is None}
+        return {
+            "kind": "file",
+            "path": str(self.path),
+            "sha256": h,
+            "vocab_size": self.vocab_size,
+            "eot": self.eot,
+            "eot_token": self.eot_token,
+            "eot_appended": self.eot_token is None,
+        }
 
 
 class Cl100kTokenizer:
@@ -189,5 +205,7 @@ def load_tokenizer(spec: str):
     if p.is_dir() and (p / "tokenizer.json").is_file():
         p = p / "tokenizer.json"
     if not p.is_file():
-        raise BadInput(f"unknown --tokenizer {spec!r} (allowed: byte, cl100k, cl100k:PATH, or the path of a tokenizer.json)")
+        raise BadInput(
+            f"unknown --tokenizer {spec!r} (allowed: byte, cl100k, cl100k:PATH, or the path of a tokenizer.json)"
+        )
     return FileTokenizer(p)

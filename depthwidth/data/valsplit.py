@@ -42,10 +42,12 @@ from pathlib import Path
 import numpy as np
 
 RULE = "dw-split/2"
-SPLIT_RULE = (f"{RULE}: document -> val iff blake2b-64(utf-8 text) / 2^64 < val_fraction; if val then holds fewer "
-              "than goal = max(ceil(val_fraction * T), min(val_min_tokens, T // 2)) tokens (T: all tokens), train "
-              "documents move to val in increasing hash order (ties: source order) until it does, the one that would "
-              "carry val past max(goal, T // 2) cut (its last tokens to val); eot after every document")
+SPLIT_RULE = (
+    f"{RULE}: document -> val iff blake2b-64(utf-8 text) / 2^64 < val_fraction; if val then holds fewer "
+    "than goal = max(ceil(val_fraction * T), min(val_min_tokens, T // 2)) tokens (T: all tokens), train "
+    "documents move to val in increasing hash order (ties: source order) until it does, the one that would "
+    "carry val past max(goal, T // 2) cut (its last tokens to val); eot after every document"
+)
 DEFAULT_VAL_MIN_TOKENS = 100_000
 _CHUNK = 1 << 16  # train-index entries buffered before they become a numpy chunk
 
@@ -194,11 +196,19 @@ def top_up(train, val, index: TrainIndex, val_fraction: float, val_min_tokens: i
     cut = [take for i, take in moves if take < lengths[i]]
     warning = None
     if total and got < asked:
-        warning = (f"the validation split holds {got:,} tokens ({got / total:.1%} of the corpus's {total:,}), fewer "
-                   f"than the {asked:,} asked (--val-min-tokens {val_min_tokens:,}): the corpus is too small, and "
-                   "val takes at most half of it to reach the minimum; add documents or lower --val-min-tokens")
-    return {"rule": RULE, "val_fraction": val_fraction, "val_min_tokens": val_min_tokens, "total_tokens": int(total),
-            "asked_tokens": int(asked), "goal_tokens": int(goal),
-            "by_hash": {"docs": int(have_docs), "tokens": int(have)},
-            "moved": {"docs": len(moves), "tokens": int(got - have), "cut_tokens": int(cut[0]) if cut else 0},
-            "warning": warning}
+        warning = (
+            f"the validation split holds {got:,} tokens ({got / total:.1%} of the corpus's {total:,}), fewer "
+            f"than the {asked:,} asked (--val-min-tokens {val_min_tokens:,}): the corpus is too small, and "
+            "val takes at most half of it to reach the minimum; add documents or lower --val-min-tokens"
+        )
+    return {
+        "rule": RULE,
+        "val_fraction": val_fraction,
+        "val_min_tokens": val_min_tokens,
+        "total_tokens": int(total),
+        "asked_tokens": int(asked),
+        "goal_tokens": int(goal),
+        "by_hash": {"docs": int(have_docs), "tokens": int(have)},
+        "moved": {"docs": len(moves), "tokens": int(got - have), "cut_tokens": int(cut[0]) if cut else 0},
+        "warning": warning,
+    }

@@ -4,24 +4,43 @@
     res = fit("demo", law="depth-delusion", where=["shape=uniform"])   # a sweep under $DW_RUNS
     res = fit(runs="gemstones.jsonl", law="chinchilla", bootstrap=200)  # any run table (csv, jsonl, parquet)
     res = fit(runs=df, law="chinchilla", write=False)                   # or a pandas DataFrame
+    res = fit("demo", options=FitOptions(law="width-depth", bootstrap=1000))  # the options as one value
     res["params"], res["ci"], res["derived"], res["provenance"]
     m = flops_to_match(df)   # FLOPs to match uniform: m.rows[i].flops_fraction, .flops_fraction_ci, m.curves
 
-Modules: laws.py (laws as data), solver.py + engine.py (the robust multi-start
-fit), checks.py, boot.py (bootstrap), derived.py (D_crit, optimal shape),
-compare.py (laws side by side), persistence.py (gradient persistence),
-table.py (run tables in), run.py (the whole ``dw fit``: ``run_fit``), match.py
-(FLOPs to match uniform: ``flops_to_match``, ``dw fit --match``).
+Modules, in the order a fit uses them:
+
+- options.py: ``FitOptions``, every choice of a fit (shared by ``dw fit``, ``--match`` and the report)
+- files.py: what a fit reads and writes (the run table, fit.json / match.json, provenance fingerprint)
+- table.py: ``--where`` filters and cleaning a run table for a law
+- count.py: which N a fit means (``--n-convention``) and N(D, W) for the optimal shape
+- terms.py + laws.py: laws as data (parameters, bounds, start grids, terms; ``label``)
+- solver.py + engine.py: the robust multi-start fit (``fit_law``)
+- checks.py: plain-language warnings on a fit the data barely constrain
+- boot.py: bootstrap refits (seed noise or whole runs)
+- intervals.py: which intervals may be shown; measured coverage (calibration.json)
+- derived.py: numbers derived from a law (D_crit, compute-optimal allocation)
+- gradient_persistence.py: tau(W) from the runs' gradient-norm profiles
+- verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima)
+- holdout.py: every held-out fit (fit small, predict large; LORO and extrapolation errors)
+- compare.py: laws side by side (``--compare``)
+- sensitivity.py: refits under other fitting choices (``--sensitivity``)
+- isoflop.py: approach 2, isoFLOP profiles (``--approach isoflop``)
+- planted.py: a fit of a simulated store against the world it was planted from
+- pipeline.py: the whole ``dw fit`` (``run_fit``), one named step each
+- match.py: FLOPs to match uniform (``flops_to_match``, ``dw fit --match``)
 """
 
 from __future__ import annotations
 
 from depthwidth.fit.match import flops_to_match
-from depthwidth.fit.run import run_fit
+from depthwidth.fit.options import FitOptions
+from depthwidth.fit.pipeline import run_fit
 
-__all__ = ["fit", "flops_to_match", "run_fit"]
+__all__ = ["FitOptions", "fit", "flops_to_match", "run_fit"]
 
 
-def fit(name: str | None = None, *, law: str = "chinchilla", **options) -> dict:
-    """``dw fit NAME --law LAW ...``: the fit.json document (written for a sweep unless ``write=False``)."""
-    return run_fit(name, law=law, **options)
+def fit(name: str | None = None, **options) -> dict:
+    """``dw fit NAME --law LAW ...``: the fit.json document (written for a sweep unless ``write=False``);
+    ``options``: ``run_fit``'s, a ``FitOptions``'s fields among them (the law: chinchilla unless given)."""
+    return run_fit(name, **options)

@@ -106,8 +106,8 @@ def noise_scales(fr: FitResult, table) -> dict:
     point = 0.0
     if n > R:
         point = math.sqrt(float(((r - mean[codes]) ** 2).sum()) / (n - R))
-    between = float((mean ** 2).sum()) / max(R - k, 1)
-    run = math.sqrt(max(between - point ** 2 * float(np.mean(1.0 / n_b)), 0.0))
+    between = float((mean**2).sum()) / max(R - k, 1)
+    run = math.sqrt(max(between - point**2 * float(np.mean(1.0 / n_b)), 0.0))
     return {"run": run, "point": point, "runs": R, "points": n, "df_run": max(R - k, 1), "df_point": max(n - R, 1)}
 
 
@@ -131,8 +131,14 @@ def noise_targets(fr: FitResult, table, B: int, rng) -> np.ndarray:
     return yhat[None, :] + draw_noise(noise_scales(fr, table), codes, B, rng)
 
 
-def refit_many(fr: FitResult, table, weights: np.ndarray | None = None, starts: np.ndarray | None = None,
-               max_iter: int = 500, ys: np.ndarray | None = None) -> dict:
+def refit_many(
+    fr: FitResult,
+    table,
+    weights: np.ndarray | None = None,
+    starts: np.ndarray | None = None,
+    max_iter: int = 500,
+    ys: np.ndarray | None = None,
+) -> dict:
     """Refit ``fr.law`` under each row of ``weights`` (R, n), or to each row of targets ``ys``
     (R, n log losses); returns theta (R, P), F, ok."""
     law = fr.law
@@ -145,15 +151,15 @@ def refit_many(fr: FitResult, table, weights: np.ndarray | None = None, starts: 
     ok = np.zeros(R, dtype=bool)
     for a in range(0, R, _BLOCK):
         r = min(_BLOCK, R - a)
-        w = None if weights is None else np.repeat(weights[a:a + r], S0, axis=0)
-        yb = None if ys is None else np.repeat(ys[a:a + r], S0, axis=0)
+        w = None if weights is None else np.repeat(weights[a : a + r], S0, axis=0)
+        yb = None if ys is None else np.repeat(ys[a : a + r], S0, axis=0)
         res = batched_lm(pb, np.tile(st, (r, 1)), weights=w, ys=yb, max_iter=max_iter, xtol=1e-7, ftol=1e-10)
         Fr = res["F"].reshape(r, S0)
         best = np.argmin(Fr, axis=1)
         tb = res["theta"].reshape(r, S0, -1)[np.arange(r), best]
-        theta[a:a + r] = pb.full(tb)
-        F[a:a + r] = Fr[np.arange(r), best]
-        ok[a:a + r] = res["converged"].reshape(r, S0)[np.arange(r), best]
+        theta[a : a + r] = pb.full(tb)
+        F[a : a + r] = Fr[np.arange(r), best]
+        ok[a : a + r] = res["converged"].reshape(r, S0)[np.arange(r), best]
     # A replicate counts only if the solver says its best start converged: a finite
     # objective after max_iter iterations is just where the solver stopped.
     ok &= np.isfinite(F)

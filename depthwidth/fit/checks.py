@@ -3,9 +3,9 @@
 ``quality_warnings`` lists what a reader must know before trusting a fit:
 too few points for the free parameters (fewer runs than free parameters:
 fit/intervals.py, said before the numbers), parameters sitting on a bound,
-starts that did not converge, and for the depth-delusion law whether any
-point lies past the fitted D_crit and whether the penalty is supported at all
-(``penalty_support``: BIC against the same law with the penalty switched off).
+starts that did not converge, and for the depth-delusion law the evidence
+on its penalty (``penalty_support``: BIC against the same law with the
+penalty switched off) with what it says (verdicts.py: ``dcrit_warnings``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 from depthwidth.fit.laws import has_hinge
 from depthwidth.fit.solver import FitResult, Problem, batched_lm, best_starts
+from depthwidth.fit.verdicts import dcrit_warnings, penalty_supported
 
 
 def quality_warnings(fr: FitResult, table) -> list[str]:
@@ -26,23 +27,20 @@ def quality_warnings(fr: FitResult, table) -> list[str]:
         out.append(f"only {fr.n} points for {k} free parameters: the fit is barely constrained")
     for name in fr.on_bound:
         p = law.param(name)
-        out.append(f"{name} sits on a bound of its range ({_fmt(p.to_natural(p.lo))} .. {_fmt(p.to_natural(p.hi))}): the data do not pin it down")
+        out.append(
+            f"{name} sits on a bound of its range ({_fmt(p.to_natural(p.lo))} .. {_fmt(p.to_natural(p.hi))}): the "
+            "data do not pin it down"
+        )
     if fr.starts["converged"] < 0.5 * fr.starts["total"]:
         out.append(f"only {fr.starts['converged']} of {fr.starts['total']} starts converged")
     if has_hinge(law):
         vals = fr.params
         dc = law.dcrit(vals, np.asarray(table["width"], dtype=float))
         past = int((np.asarray(table["depth"], dtype=float) > dc).sum())
-        if past == 0:
-            out.append("no point lies beyond the fitted D_crit: the penalty (gamma, mu) and D_crit are not identified")
-        elif past < 3:
-            out.append(f"only {past} point(s) lie beyond the fitted D_crit: the penalty is weakly identified")
         sup = penalty_support(fr, table)
         if sup is not None:
             fr.checks["penalty_support"] = sup
-            if past and not sup["supported"]:
-                out.append(f"the depth penalty is not supported by the data (BIC {sup['delta_bic']:+.1f} against the "
-                           "same law without it): gamma, mu and D_crit are not identified")
+        out += dcrit_warnings(past, sup)
     if not fr.r2 > 0:
         out.append(f"R² = {fr.r2:.3g}: the law explains less than a constant would")
     return out
@@ -52,7 +50,7 @@ def penalty_support(fr: FitResult, table) -> dict | None:
     """BIC of the depth-delusion law against the same law with the penalty switched off.
 
     Gaussian likelihood of the log-loss residuals; without the penalty, gamma,
-    mu and the D_crit parameters are not counted.  ``supported`` when the
+    mu and the D_crit parameters are not counted.  ``supported`` (verdicts.py) when the
     penalty lowers BIC by more than 2.
     """
     law = fr.law
@@ -71,7 +69,11 @@ def penalty_support(fr: FitResult, table) -> dict | None:
     k0 = k1 - len([p for p in ("gamma", "mu", "kappa", "c", "p") if p in law.names and p not in fr.pins])
     bic1 = n * math.log(max(rss1, 1e-300) / n) + k1 * math.log(n)
     bic0 = n * math.log(max(rss0, 1e-300) / n) + k0 * math.log(n)
-    return {"delta_bic": bic1 - bic0, "supported": bool(bic1 - bic0 < -2.0), "rmse_log_without": math.sqrt(rss0 / n)}
+    return {
+        "delta_bic": bic1 - bic0,
+        "supported": penalty_supported(bic1 - bic0),
+        "rmse_log_without": math.sqrt(rss0 / n),
+    }
 
 
 def _fmt(x: float) -> str:

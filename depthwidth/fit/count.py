@@ -73,14 +73,19 @@ def with_convention(df, convention: str):
         df["params_total"] = df["params"]
     if convention == "12DW2":
         if not {"depth", "width"} <= cols:
-            raise bad("--n-convention", convention, "a table with depth and width columns (N = 12·D·W²), "
-                      "or total | non-embedding")
+            raise bad(
+                "--n-convention",
+                convention,
+                "a table with depth and width columns (N = 12·D·W²), or total | non-embedding",
+            )
         df["params"] = n_column({c: pd.to_numeric(df[c], errors="coerce") for c in ("depth", "width")}, convention)
         return df, "N = 12·D·W² (--n-convention 12DW2)"
     col = COLUMN[convention]
     if col not in cols or pd.to_numeric(df[col], errors="coerce").isna().all():
-        raise BadInput(f"bad value for --n-convention: {convention!r} (allowed: a table with a {col} column — "
-                       f"map one with --columns {col}=COLUMN — or one of {', '.join(c for c in CONVENTIONS if c != convention)})")
+        raise BadInput(
+            f"bad value for --n-convention: {convention!r} (allowed: a table with a {col} column — "
+            f"map one with --columns {col}=COLUMN — or one of {', '.join(c for c in CONVENTIONS if c != convention)})"
+        )
     df["params"] = df[col]
     return df, f"N = {col} (--n-convention {convention})"
 
@@ -97,7 +102,7 @@ class CountModel:
     def n(self, D, W):
         """N at depth(s) D and width(s) W (broadcast)."""
         D, W = np.asarray(D, dtype=float), np.asarray(W, dtype=float)
-        return sum(c * D ** i * W ** j for _, i, j, c in self.terms)
+        return sum(c * D**i * W**j for _, i, j, c in self.terms)
 
     def log_n_and_grad(self, v, u):
         """ln N, d ln N/d(u, v) and the Hessian, at u = ln W, v = ln D (arrays of one shape)."""
@@ -115,9 +120,13 @@ class CountModel:
         return "N = " + " + ".join(f"{_num(c)}·{lab}" if lab != "1" else _num(c) for lab, _, _, c in self.terms)
 
     def to_dict(self) -> dict:
-        return {"convention": self.convention, "formula": self.formula,
-                "terms": {lab: c for lab, _, _, c in self.terms}, "max_rel_error": self.max_rel_error,
-                "runs": self.runs}
+        return {
+            "convention": self.convention,
+            "formula": self.formula,
+            "terms": {lab: c for lab, _, _, c in self.terms},
+            "max_rel_error": self.max_rel_error,
+            "runs": self.runs,
+        }
 
 
 def _num(c: float) -> str:
@@ -143,7 +152,7 @@ def count_model(table, convention: str) -> CountModel | None:
     D, W, N = D[ok], W[ok], N[ok]
     if not len(N):
         return None
-    cols_all = [D ** i * W ** j / N for _, i, j in TERMS]  # rows weighted by 1/N: relative errors
+    cols_all = [D**i * W**j / N for _, i, j in TERMS]  # rows weighted by 1/N: relative errors
     chosen: list[int] = []
     for k in range(len(TERMS)):
         trial = chosen + [k]
@@ -168,5 +177,7 @@ def count_model(table, convention: str) -> CountModel | None:
 def warnings_for(model: CountModel | None, law) -> list[str]:
     if model is None or not model.max_rel_error or model.max_rel_error <= TOLERANCE:
         return []
-    return [f"the parameter count {model.formula} misses the runs' N by up to {100 * model.max_rel_error:.1f}% "
-            f"(non-uniform shapes?): the compute-optimal D*, W* of {law.name} are approximate"]
+    return [
+        f"the parameter count {model.formula} misses the runs' N by up to {100 * model.max_rel_error:.1f}% "
+        f"(non-uniform shapes?): the compute-optimal D*, W* of {law.name} are approximate"
+    ]

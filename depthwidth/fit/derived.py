@@ -204,15 +204,22 @@ def _width_depth_optimum(v, count: CountModel, c: float):
     return u, w
 
 
-def derived_numbers(law, values: dict, widths, c_ref: float = C_REF,
-                    count: CountModel | None = None) -> dict[str, np.ndarray]:
+def derived_numbers(
+    law, values: dict, widths, c_ref: float = C_REF, count: CountModel | None = None
+) -> dict[str, np.ndarray]:
     out = dcrit_numbers(law, values, widths)
     out.update({f"compute_optimal.{k}": x for k, x in compute_optimal(law, values, c_ref, count).items()})
     return out
 
 
-def nest(flat_point: dict[str, float], flat_ci: dict[str, list | None], law, widths, c_ref: float = C_REF,
-         count: CountModel | None = None) -> dict:
+def nest(
+    flat_point: dict[str, float],
+    flat_ci: dict[str, list | None],
+    law,
+    widths,
+    c_ref: float = C_REF,
+    count: CountModel | None = None,
+) -> dict:
     """Arrange flat derived numbers into the JSON layout of ``derived``."""
     out: dict = {}
     if "dcrit" in law.options:
@@ -220,13 +227,19 @@ def nest(flat_point: dict[str, float], flat_ci: dict[str, list | None], law, wid
         out["dcrit"] = {
             "form": form,
             "formula": "kappa*ln W" if form == "log" else "c*W^p",
-            "widths": {str(int(w)): {"value": flat_point.get(f"dcrit[W={int(w)}]"), "ci": flat_ci.get(f"dcrit[W={int(w)}]")}
-                       for w in sorted({int(w) for w in widths})},
+            "widths": {
+                str(int(w)): {"value": flat_point.get(f"dcrit[W={int(w)}]"), "ci": flat_ci.get(f"dcrit[W={int(w)}]")}
+                for w in sorted({int(w) for w in widths})
+            },
             "reference": {
-                name: {"width": w, "depth": d,
-                       "dcrit": flat_point.get(f"dcrit[{name}]"), "dcrit_ci": flat_ci.get(f"dcrit[{name}]"),
-                       "depth_over_dcrit": flat_point.get(f"depth_over_dcrit[{name}]"),
-                       "depth_over_dcrit_ci": flat_ci.get(f"depth_over_dcrit[{name}]")}
+                name: {
+                    "width": w,
+                    "depth": d,
+                    "dcrit": flat_point.get(f"dcrit[{name}]"),
+                    "dcrit_ci": flat_ci.get(f"dcrit[{name}]"),
+                    "depth_over_dcrit": flat_point.get(f"depth_over_dcrit[{name}]"),
+                    "depth_over_dcrit_ci": flat_ci.get(f"depth_over_dcrit[{name}]"),
+                }
                 for name, (w, d) in REFERENCE_MODELS.items()
             },
         }

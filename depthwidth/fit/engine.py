@@ -60,9 +60,19 @@ def _distinct(theta: np.ndarray, F: np.ndarray, k: int, tol: float = 1e-3) -> np
     return np.array(chosen, dtype=int)
 
 
-def fit_law(table, law: Law, *, pins: Mapping[str, float] | None = None, delta: float = DEFAULT_DELTA,
-            starts: np.ndarray | None = None, max_starts: int = 4500, grid_points: int = 600,
-            polish_top: int = 4, seed: int = 0, max_iter: int = 200) -> FitResult:
+def fit_law(
+    table,
+    law: Law,
+    *,
+    pins: Mapping[str, float] | None = None,
+    delta: float = DEFAULT_DELTA,
+    starts: np.ndarray | None = None,
+    max_starts: int = 4500,
+    grid_points: int = 600,
+    polish_top: int = 4,
+    seed: int = 0,
+    max_iter: int = 200,
+) -> FitResult:
     """Fit ``law`` to ``table`` (columns: loss + the law's columns; optional ``run``).
 
     ``starts``: internal start vectors (S, P) instead of the law's grid.
@@ -74,7 +84,9 @@ def fit_law(table, law: Law, *, pins: Mapping[str, float] | None = None, delta: 
     n = len(table["loss"])
     k_free = len(law.params) - len(pins)
     if n < k_free:
-        raise BadInput(f"bad value for points: {n} (allowed: at least as many points as free parameters of {law.name}: {k_free})")
+        raise BadInput(
+            f"bad value for points: {n} (allowed: at least as many points as free parameters of {law.name}: {k_free})"
+        )
     y = np.log(np.asarray(table["loss"], dtype=float))
     pb = Problem(law, law.data(table), y, delta, pins)
     grid = law.grid(max_starts=max_starts, seed=seed) if starts is None else np.atleast_2d(starts)
@@ -90,13 +102,21 @@ def fit_law(table, law: Law, *, pins: Mapping[str, float] | None = None, delta: 
         # rough shape of the objective, so they use a fixed subsample of points.
         # Every start then converges on the search points themselves.
         few = np.sort(np.random.default_rng(seed + 1).choice(search_pb.n, COARSE_POINTS, replace=False))
-        pre = batched_lm(search_pb.subset(few), g0, max_iter=COARSE_ITERS, smooth=smooth, xtol=SEARCH_XTOL,
-                         ftol=SEARCH_FTOL, dtype=np.float32)
+        pre = batched_lm(
+            search_pb.subset(few),
+            g0,
+            max_iter=COARSE_ITERS,
+            smooth=smooth,
+            xtol=SEARCH_XTOL,
+            ftol=SEARCH_FTOL,
+            dtype=np.float32,
+        )
         g1 = pre["theta"]
     else:
         g1 = g0
-    res = batched_lm(search_pb, g1, max_iter=max_iter, smooth=smooth, xtol=SEARCH_XTOL, ftol=SEARCH_FTOL,
-                     dtype=np.float32)
+    res = batched_lm(
+        search_pb, g1, max_iter=max_iter, smooth=smooth, xtol=SEARCH_XTOL, ftol=SEARCH_FTOL, dtype=np.float32
+    )
     F1 = res["F"]
     finite = np.isfinite(F1)
     if not finite.any():
@@ -131,17 +151,35 @@ def fit_law(table, law: Law, *, pins: Mapping[str, float] | None = None, delta: 
     rmse_log = float(np.sqrt(np.mean((np.log(pred) - y) ** 2)))
 
     span = law.hi - law.lo
-    on_bound = [p.name for i, p in enumerate(law.params)
-                if p.name not in pins and (theta[i] - p.lo <= 1e-6 * span[i] or p.hi - theta[i] <= 1e-6 * span[i])]
+    on_bound = [
+        p.name
+        for i, p in enumerate(law.params)
+        if p.name not in pins and (theta[i] - p.lo <= 1e-6 * span[i] or p.hi - theta[i] <= 1e-6 * span[i])
+    ]
     runs = table["run"] if _has(table, "run") else None
     n_runs = int(len(set(np.asarray(runs)))) if runs is not None else None
     fr = FitResult(
-        law=law, theta=theta, objective=float(best_F), n=n, n_runs=n_runs, r2=r2, rmse=rmse,
-        rmse_log=rmse_log, pins=pins, on_bound=on_bound,
-        starts={"total": int(len(g0)), "converged": int(res["converged"].sum()), "in_best_basin": in_best,
-                "distinct_optima": int(len(cand)), "search_points": int(search_pb.n),
-                "iterations": int(res["iterations"])},
-        basins=basins, delta=delta, seconds=time.perf_counter() - t0,
+        law=law,
+        theta=theta,
+        objective=float(best_F),
+        n=n,
+        n_runs=n_runs,
+        r2=r2,
+        rmse=rmse,
+        rmse_log=rmse_log,
+        pins=pins,
+        on_bound=on_bound,
+        starts={
+            "total": int(len(g0)),
+            "converged": int(res["converged"].sum()),
+            "in_best_basin": in_best,
+            "distinct_optima": int(len(cand)),
+            "search_points": int(search_pb.n),
+            "iterations": int(res["iterations"]),
+        },
+        basins=basins,
+        delta=delta,
+        seconds=time.perf_counter() - t0,
     )
     fr.warnings.extend(quality_warnings(fr, table))
     return fr

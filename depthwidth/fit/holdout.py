@@ -15,6 +15,11 @@ A confidence interval used as a prediction interval undercovers badly once
 the noise is comparable to the fit's uncertainty; the tests check both.
 Without K, ``largest`` holds out the top 20% of runs (at least one), the split
 ``--compare``'s extrapolation column uses too.
+
+Every held-out fit lives here: ``heldout`` gives each law of ``--compare``
+its two held-out errors in nats, leave-one-run-out (LORO: each run's points
+predicted by the law refitted without that run; 10 folds of runs when there
+are more than 50 runs) and the extrapolation to that same split.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ import math
 import numpy as np
 
 from depthwidth.core.errors import bad
-from depthwidth.fit.boot import bootstrap, draw_noise, noise_scales, run_codes
+from depthwidth.fit.boot import bootstrap, draw_noise, noise_scales, refit_many, run_codes
 from depthwidth.fit.engine import fit_law
+from depthwidth.fit.solver import FitResult
 
 DEFAULT_FRACTION = 0.2
+MAX_LORO_FOLDS = 50
 
 
 def parse_holdout(spec: str | None) -> int | None:
@@ -79,13 +86,30 @@ def split_largest(table, k: int | None = None) -> dict | None:
     big = np.argsort(per_run, kind="stable")[-k:]
     mask = np.isin(codes, big)
     rest = per_run[np.setdiff1d(np.arange(n_runs), big)]
-    return {"mask": mask, "runs": int(k), "points": int(mask.sum()), "by": by,
-            "name": f"largest {k} of {n_runs} runs by {by}",
-            "min_held_out": float(per_run[big].min()), "max_fitted": float(rest.max())}
+    return {
+        "mask": mask,
+        "runs": int(k),
+        "points": int(mask.sum()),
+        "by": by,
+        "name": f"largest {k} of {n_runs} runs by {by}",
+        "min_held_out": float(per_run[big].min()),
+        "max_fitted": float(rest.max()),
+    }
 
 
-def holdout(table, law, *, k: int | None = None, bootstrap_n: int = 200, level: float = 0.95,
-            pins=None, delta: float = 1e-3, seed: int = 0, max_starts: int = 4500, resample: str = "noise") -> dict:
+def holdout(
+    table,
+    law,
+    *,
+    k: int | None = None,
+    bootstrap_n: int = 200,
+    level: float = 0.95,
+    pins=None,
+    delta: float = 1e-3,
+    seed: int = 0,
+    max_starts: int = 4500,
+    resample: str = "noise",
+) -> dict:
     """Fit on all but the K largest runs; predict theirs with intervals; error and coverage."""
     sp = split_largest(table, k)
     if sp is None:
@@ -125,8 +149,14 @@ def holdout(table, law, *, k: int | None = None, bootstrap_n: int = 200, level: 
     runs = np.asarray(test["run"]).astype(str)
     points = []
     for i in range(len(L)):
-        row = {"run": runs[i], "loss": float(L[i]), "predicted": float(pred[i]), "error": float(err[i]),
-               "pi": [float(pi[0, i]), float(pi[1, i])], "inside": bool(inside[i])}
+        row = {
+            "run": runs[i],
+            "loss": float(L[i]),
+            "predicted": float(pred[i]),
+            "error": float(err[i]),
+            "pi": [float(pi[0, i]), float(pi[1, i])],
+            "inside": bool(inside[i]),
+        }
         if ci is not None:
             row["ci"] = [float(ci[0, i]), float(ci[1, i])]
         for c in ("params", "tokens", "depth", "width"):
@@ -134,11 +164,19 @@ def holdout(table, law, *, k: int | None = None, bootstrap_n: int = 200, level: 
                 row[c] = float(test[c].iloc[i])
         points.append(row)
     return {
-        "split": sp, "level": level, "law": law.name, "fitted_runs": fr.n_runs, "fitted_points": fr.n,
-        "params": fr.params, "on_bound": fr.on_bound, "replicates": replicates,
-        "rmse": float(math.sqrt(np.mean(err ** 2))), "bias": float(np.mean(err)),
+        "split": sp,
+        "level": level,
+        "law": law.name,
+        "fitted_runs": fr.n_runs,
+        "fitted_points": fr.n,
+        "params": fr.params,
+        "on_bound": fr.on_bound,
+        "replicates": replicates,
+        "rmse": float(math.sqrt(np.mean(err**2))),
+        "bias": float(np.mean(err)),
         "max_abs_error": float(np.abs(err).max()),
-        "inside": int(inside.sum()), "coverage": float(inside.mean()),
+        "inside": int(inside.sum()),
+        "coverage": float(inside.mean()),
         "ci_coverage": float(((L >= ci[0]) & (L <= ci[1])).mean()) if ci is not None else None,
         "points": points,
     }
@@ -146,5 +184,50 @@ def holdout(table, law, *, k: int | None = None, bootstrap_n: int = 200, level: 
 
 def summary_line(h: dict) -> str:
     """One line for a terminal or a report."""
-    return (f"hold-out ({h['split']['name']}): RMSE {h['rmse']:.3g} nats, bias {h['bias']:+.3g}, "
-            f"{h['inside']}/{len(h['points'])} held-out losses inside their {100 * h['level']:.0f}% prediction intervals")
+    return (
+        f"hold-out ({h['split']['name']}): RMSE {h['rmse']:.3g} nats, bias {h['bias']:+.3g}, "
+        f"{h['inside']}/{len(h['points'])} held-out losses inside their {100 * h['level']:.0f}% prediction intervals"
+    )
+
+
+def _folds(codes: np.ndarray, n_runs: int, seed: int) -> list[np.ndarray]:
+    if n_runs <= MAX_LORO_FOLDS:
+        return [np.array([r]) for r in range(n_runs)]
+    perm = np.random.default_rng(seed).permutation(n_runs)
+    return [perm[i::10] for i in range(10)]
+
+
+def heldout(fr: FitResult, table, seed: int = 0, holdout_k: int | None = None) -> dict:
+    """LORO and extrapolation errors (nats) of the fit ``fr``: refits from its best starts without the
+    held-out runs (``refit_many``), not the full multi-start search ``holdout`` runs."""
+    law = fr.law
+    codes, n_runs = run_codes(table)
+    L = np.asarray(table["loss"], dtype=float)
+    X = law.data(table)
+    out: dict = {}
+    if n_runs >= 3:
+        folds = _folds(codes, n_runs, seed)
+        W = np.ones((len(folds), len(L)))
+        for f, runs in enumerate(folds):
+            W[f, np.isin(codes, runs)] = 0.0
+        res = refit_many(fr, table, W)
+        err = np.full(len(L), np.nan)
+        for f, runs in enumerate(folds):
+            m = np.isin(codes, runs)
+            if res["ok"][f]:
+                err[m] = np.exp(law.evaluate(res["theta"][f][None, :], X)[0][m]) - L[m]
+        ok = np.isfinite(err)
+        out["loro_rmse"] = float(np.sqrt(np.mean(err[ok] ** 2))) if ok.any() else None
+        out["loro_mae"] = float(np.mean(np.abs(err[ok]))) if ok.any() else None
+        out["loro_folds"] = len(folds)
+        out["loro_failed_folds"] = int((~res["ok"]).sum())
+    sp = split_largest(table, holdout_k) if n_runs >= 4 else None
+    if sp is not None:
+        m = sp.pop("mask")
+        res = refit_many(fr, table, (~m).astype(float)[None, :])
+        if res["ok"][0]:
+            e = np.exp(law.evaluate(res["theta"][0][None, :], X)[0][m]) - L[m]
+            out["extrapolation_rmse"] = float(np.sqrt(np.mean(e**2)))
+            out["extrapolation_bias"] = float(np.mean(e))
+        out["extrapolation_held_out"] = sp
+    return out

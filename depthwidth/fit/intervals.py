@@ -49,12 +49,16 @@ def vet(point: dict, ci: dict, converged: int | None, replicates: int) -> tuple[
             continue
         v = point.get(k)
         if isinstance(v, (int, float)) and math.isfinite(v) and not _inside(v, c):
-            withheld[k] = (f"the bootstrap interval [{c[0]:.4g}, {c[1]:.4g}] does not contain the estimate {v:.4g}: "
-                           "the refits settled elsewhere (another optimum or a bound)")
+            withheld[k] = (
+                f"the bootstrap interval [{c[0]:.4g}, {c[1]:.4g}] does not contain the estimate {v:.4g}: "
+                "the refits settled elsewhere (another optimum or a bound)"
+            )
             kept[k] = None
         elif share < FLAG_CONVERGED:
-            flagged[k] = (f"rests on the {converged} of {replicates} bootstrap refits that converged "
-                          f"({100 * share:.0f}% < {100 * FLAG_CONVERGED:.0f}%): expect it wide")
+            flagged[k] = (
+                f"rests on the {converged} of {replicates} bootstrap refits that converged "
+                f"({100 * share:.0f}% < {100 * FLAG_CONVERGED:.0f}%): expect it wide"
+            )
     return kept, withheld, flagged
 
 
@@ -82,14 +86,18 @@ def underdetermined(fr, table) -> list[str]:
     k = len(fr.law.params) - len(fr.pins)
     out = []
     if fr.n_runs is not None and fr.n_runs < k:
-        out.append(f"{fr.n_runs} runs for {k} free parameters of {fr.law.name}: the data cannot pin them all; "
-                   "read every number below as a description of these runs, not as an estimate")
+        out.append(
+            f"{fr.n_runs} runs for {k} free parameters of {fr.law.name}: the data cannot pin them all; "
+            "read every number below as a description of these runs, not as an estimate"
+        )
     elif fr.n < k:
         out.append(f"{fr.n} points for {k} free parameters: the data cannot pin them all")
     r, kf = jacobian_rank(fr, table)
     if r < kf:
-        out.append(f"the data pin at most {r} of the {kf} free parameters (the fit's Jacobian has rank {r}): "
-                   "some combination of them changes no prediction")
+        out.append(
+            f"the data pin at most {r} of the {kf} free parameters (the fit's Jacobian has rank {r}): "
+            "some combination of them changes no prediction"
+        )
     return out
 
 
@@ -125,8 +133,10 @@ def coverage_warnings(label: str, keys, m: dict | None, holdout: bool = False) -
         if c is None or 0.90 <= c <= 0.98:
             continue
         name = ks[0] if len(ks) == 1 else f"D_crit at the sweep's widths ({ks[0]} … {ks[-1]})"
-        out.append(f"{name}: its 95% interval held the planted value in {100 * c:.0f}% of {where}: "
-                   + ("wider than it needs to be" if c > 0.98 else "read it as narrower than the truth"))
+        out.append(
+            f"{name}: its 95% interval held the planted value in {100 * c:.0f}% of {where}: "
+            + ("wider than it needs to be" if c > 0.98 else "read it as narrower than the truth")
+        )
     h = (m.get("holdout") or {}).get("coverage")
     if holdout and h is not None and not 0.90 <= h <= 0.98:
         out.append(f"hold-out: 95% prediction intervals held {100 * h:.0f}% of held-out losses in {where}")

@@ -51,8 +51,10 @@ GRID = 401  # points of the law's own profile along each budget's curve
 SKEW_MIN = 5  # distinct x values a budget needs for the cubic (skew) term
 MIN_SHARE = 0.25  # bounded replicates below which an exponent's interval is unbounded
 # Measured by benchmarks/calibration_isoflop.py (200 planted sweeps a case, 95% nominal), quoted by the warnings:
-COVERAGE = {"plain": "81-85.5%",  # x* of 4-run budgets (plain parabola) on the width-depth profile, ±1.2 in ln D
-            "partial": "92-97%"}  # exponents whose interval rests on part of the replicates (6 cases)
+COVERAGE = {
+    "plain": "81-85.5%",  # x* of 4-run budgets (plain parabola) on the width-depth profile, ±1.2 in ln D
+    "partial": "92-97%",
+}  # exponents whose interval rests on part of the replicates (6 cases)
 INF = math.inf
 
 
@@ -77,7 +79,7 @@ def budgets(table, tol: float = 0.25) -> list[dict]:
     lc, wide, groups, start = np.log(compute[idx]), math.log1p(tol), [], 0
     for i in range(1, len(idx) + 1):
         if i < len(idx):
-            m = lc[start:i + 1].mean()  # sorted: the first and the newest member are the extremes
+            m = lc[start : i + 1].mean()  # sorted: the first and the newest member are the extremes
             if lc[i] - m <= wide and m - lc[start] <= wide:
                 continue
         groups.append(np.arange(start, i))
@@ -116,8 +118,10 @@ def minimum(coef: np.ndarray) -> np.ndarray:
 def sides(v: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) value of each replicate minimum: ±inf beyond [lo, hi], (-inf, +inf) for NaN (no fit)."""
     none = np.isnan(v)
-    return (np.where(none | (v < lo), -INF, np.where(v > hi, INF, v)),
-            np.where(none | (v > hi), INF, np.where(v < lo, -INF, v)))
+    return (
+        np.where(none | (v < lo), -INF, np.where(v > hi, INF, v)),
+        np.where(none | (v > hi), INF, np.where(v < lo, -INF, v)),
+    )
 
 
 def interval(lo: np.ndarray, hi: np.ndarray, level: float, edges=(-INF, INF)) -> tuple[list | None, str | None]:
@@ -140,7 +144,10 @@ def _replicates(u, y, X, coef, deg, sig, rng, resample) -> tuple[np.ndarray, np.
     lies beyond that edge (±inf); NaN where no curve fits (fewer distinct x than coefficients)."""
     B, n = len(sig), len(u)
     if resample == "noise":
-        ok, cb = np.ones(B, dtype=bool), ((X @ coef)[None, :] + sig[:, None] * rng.standard_normal((B, n))) @ np.linalg.pinv(X).T
+        ok, cb = (
+            np.ones(B, dtype=bool),
+            ((X @ coef)[None, :] + sig[:, None] * rng.standard_normal((B, n))) @ np.linalg.pinv(X).T,
+        )
     else:
         pick = rng.integers(0, n, (B, n))
         ok = np.array([len(set(np.round(u[p], 9))) > deg for p in pick])
@@ -162,24 +169,38 @@ def _spread(rss, dof, rng) -> str | None:
     p = float(np.mean(sim.max(1) / sim.min(1) >= s2.max() / max(s2.min(), 1e-300))) if sim is not None else 1.0
     if p >= 0.01:
         return None
-    return (f"the budgets' residual scatter differs more than pooled noise allows (σ of ln loss "
-            f"{math.sqrt(s2.min()):.2g}–{math.sqrt(s2.max()):.2g}, p = {p:.3f}): pooled, the noisier budgets' intervals are too narrow")
+    return (
+        f"the budgets' residual scatter differs more than pooled noise allows (σ of ln loss "
+        f"{math.sqrt(s2.min()):.2g}–{math.sqrt(s2.max()):.2g}, p = {p:.3f}): pooled, the noisier budgets' intervals "
+        "are too narrow"
+    )
 
 
 def _power_law(lnC, lnx, lo, hi, level: float) -> dict:
     """ln x = k + a ln C: a with an interval from the replicates bounded at every budget ((R, budgets) arrays)."""
     a, k = np.polyfit(lnC, lnx, 1)
     ok = (np.isfinite(lo) & np.isfinite(hi)).all(axis=1)  # bounded: lo == hi
-    out = {"exponent": float(a), "prefactor": float(math.exp(k)), "budgets": int(len(lnC)), "replicates": int(len(lo)),
-           "bounded_replicates": int(ok.sum()), "ci": None, "ci_open": None}
+    out = {
+        "exponent": float(a),
+        "prefactor": float(math.exp(k)),
+        "budgets": int(len(lnC)),
+        "replicates": int(len(lo)),
+        "bounded_replicates": int(ok.sum()),
+        "ci": None,
+        "ci_open": None,
+    }
     if len(lo):
         share = float(ok.mean())
         if share >= MIN_SHARE:
             slopes = lo[ok] @ ((lnC - lnC.mean()) / ((lnC - lnC.mean()) ** 2).sum())  # least squares: Σ w·ln x*
             out["ci"] = interval(slopes, slopes, level)[0]
         else:
-            out.update(ci=[None, None], ci_open="both", ci_because=f"only {share:.0%} of replicates have every "
-                       f"optimum inside its sampled range (at least {MIN_SHARE:.0%} needed)")
+            out.update(
+                ci=[None, None],
+                ci_open="both",
+                ci_because=f"only {share:.0%} of replicates have every "
+                f"optimum inside its sampled range (at least {MIN_SHARE:.0%} needed)",
+            )
     return out
 
 
@@ -187,8 +208,10 @@ def _carry(lo, hi, u, lw):
     """The replicates' (lower, upper) ln W* from their ln D*: ln W interpolated along the budget's runs."""
     o = np.argsort(u)
     u, lw = u[o], lw[o]
-    a, b = [np.where(np.isfinite(v), np.interp(np.where(np.isfinite(v), v, 0.0), u, lw), np.sign(lw[-1] - lw[0]) * v)
-            for v in (lo, hi)]  # a D* off the range takes W* off the range on the side W moves to
+    a, b = [
+        np.where(np.isfinite(v), np.interp(np.where(np.isfinite(v), v, 0.0), u, lw), np.sign(lw[-1] - lw[0]) * v)
+        for v in (lo, hi)
+    ]  # a D* off the range takes W* off the range on the side W moves to
     return np.minimum(a, b), np.maximum(a, b)
 
 
@@ -209,8 +232,19 @@ def _budget(row, u, y, deg, axis):
     return X, coef, float(((y - X @ coef) ** 2).sum())
 
 
-def isoflop(table, *, axis: str = "auto", B: int = 1000, level: float = 0.95, seed: int = 0,
-            tol: float = 0.25, law=None, theta=None, resample: str = "noise", skew: bool = True) -> dict:
+def isoflop(
+    table,
+    *,
+    axis: str = "auto",
+    B: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    tol: float = 0.25,
+    law=None,
+    theta=None,
+    resample: str = "noise",
+    skew: bool = True,
+) -> dict:
     """Per-budget minima, the optima's power laws in C and, with ``law`` and ``theta``
     (internal parameter vectors: the fit's first, then its bootstrap replicates), the
     same optima of the approach-3 law and the comparison.  ``resample``/``skew``: the
@@ -226,8 +260,13 @@ def isoflop(table, *, axis: str = "auto", B: int = 1000, level: float = 0.95, se
         r = g["rows"]
         u, y = np.log(x_all[r]), np.log(L[r])
         distinct = len(set(np.round(u, 9)))
-        row = {"C": g["C"], "runs": int(len(r)), "x_range": [float(x_all[r].min()), float(x_all[r].max())],
-               "x_opt_ci": None, "x_opt_ci_open": None}
+        row = {
+            "C": g["C"],
+            "runs": int(len(r)),
+            "x_range": [float(x_all[r].min()), float(x_all[r].max())],
+            "x_opt_ci": None,
+            "x_opt_ci_open": None,
+        }
         if "params" in table:
             row["params"] = float(np.exp(np.mean(np.log(np.asarray(table["params"], dtype=float)[r]))))
         rows.append(row)
@@ -244,44 +283,70 @@ def isoflop(table, *, axis: str = "auto", B: int = 1000, level: float = 0.95, se
     pooled = [f for f in fits.values() if f[6] > 0]
     nu = int(sum(f[6] for f in pooled))
     s = math.sqrt(sum(f[5] for f in pooled) / nu) if nu else None
-    out = {"axis": axis, "budgets": rows, "level": level, "replicates": B, "tol": tol, "grouped_by": groups[0]["by"],
-           "resample": resample, "noise": {"sigma_ln_loss": s, "dof": nu, "budgets": len(pooled)}}
+    out = {
+        "axis": axis,
+        "budgets": rows,
+        "level": level,
+        "replicates": B,
+        "tol": tol,
+        "grouped_by": groups[0]["by"],
+        "resample": resample,
+        "noise": {"sigma_ln_loss": s, "dof": nu, "budgets": len(pooled)},
+    }
     bounds: dict[int, tuple] = {}  # budget -> replicates' (lower, upper) ln x*
     sig = s * np.sqrt(nu / rng.chisquare(nu, B)) if nu and B > 0 else np.empty(0)  # σ* with ν dof, shared by budgets
     for j, (u, y, X, coef, deg, _, df_j) in fits.items():
         row = rows[j]
         if B <= 0 or df_j <= 0:
-            row["ci_because"] = ("--bootstrap 0: no replicates, no interval" if B <= 0 else
-                                 f"{row['runs']} runs: the parabola through them fits them exactly, "
-                                 "so they cannot measure their own noise: no interval")
+            row["ci_because"] = (
+                "--bootstrap 0: no replicates, no interval"
+                if B <= 0
+                else f"{row['runs']} runs: the parabola through them fits them exactly, "
+                "so they cannot measure their own noise: no interval"
+            )
             continue
         v, none = _replicates(u, y, X, coef, deg, sig, rng, resample)
         bounds[j] = sides(v, u.min(), u.max())
         ci, row["x_opt_ci_open"] = interval(*bounds[j], level, (u.min(), u.max()))
         row["x_opt_ci"] = [None if c is None else math.exp(c) for c in ci] if ci else None
-        off = {"below": int((v < u.min()).sum()), "above": int((v > u.max()).sum()), "no_minimum": int(none.sum()),
-               "no_fit": int(np.isnan(v).sum())}
+        off = {
+            "below": int((v < u.min()).sum()),
+            "above": int((v > u.max()).sum()),
+            "no_minimum": int(none.sum()),
+            "no_fit": int(np.isnan(v).sum()),
+        }
         row.update(replicates_off_range=off, failed_replicates=off["below"] + off["above"] + off["no_fit"])
     warnings += [w for w in [_spread([f[5] for f in pooled], [f[6] for f in pooled], rng)] if w]
     plain = [f"{rows[j]['C']:.3g}" for j, f in fits.items() if skew and f[4] == 2 and j in bounds]
     if plain:
-        warnings.append(f"budget(s) {', '.join(plain)}: fewer than {SKEW_MIN} runs, so a plain parabola (no skew term); "
-                        f"on a planted asymmetric profile such intervals held the optimum {COVERAGE['plain']} of the "
-                        "time at 95% (benchmarks/calibration_isoflop.py): add runs")
+        warnings.append(
+            f"budget(s) {', '.join(plain)}: fewer than {SKEW_MIN} runs, so a plain parabola (no skew term); "
+            f"on a planted asymmetric profile such intervals held the optimum {COVERAGE['plain']} of the "
+            "time at 95% (benchmarks/calibration_isoflop.py): add runs"
+        )
     good = [i for i, r in enumerate(rows) if r.get("identified")]
     laws = _laws(rows, fits, bounds, good, W, groups, axis, level, B) if len(good) >= 2 else {}
     for sym, p in laws.items():
-        if p["replicates"] and p["ci_open"] is None and p["bounded_replicates"] < (1 - (1 - level) / 2) * p["replicates"]:
-            warnings.append(f"{sym}* ∝ C^a: its interval rests on the {p['bounded_replicates'] / p['replicates']:.0%} of "
-                            "replicates with every budget's optimum inside its sampled range; such intervals held the "
-                            f"planted exponent {COVERAGE['partial']} of the time at 95% (benchmarks/calibration_isoflop.py)")
+        if (
+            p["replicates"]
+            and p["ci_open"] is None
+            and p["bounded_replicates"] < (1 - (1 - level) / 2) * p["replicates"]
+        ):
+            warnings.append(
+                f"{sym}* ∝ C^a: its interval rests on the {p['bounded_replicates'] / p['replicates']:.0%} of "
+                "replicates with every budget's optimum inside its sampled range; such intervals held the "
+                f"planted exponent {COVERAGE['partial']} of the time at 95% (benchmarks/calibration_isoflop.py)"
+            )
     out["power_laws"] = laws
     if len(good) < 3:
-        out["note"] = f"{len(good)} budget(s) with an identified minimum: the exponents need at least 2 (3 to be trusted)"
+        out["note"] = (
+            f"{len(good)} budget(s) with an identified minimum: the exponents need at least 2 (3 to be trusted)"
+        )
     law_laws = {}
     if law is not None and theta is not None and len(good) >= 2:
-        law_laws = law_optima(table, law, np.atleast_2d(theta), [groups[i] for i in good],
-                              [rows[i] for i in good], axis, level)
+        law_laws = law_optima(
+            table, law, np.atleast_2d(theta), [groups[i] for i in good], [rows[i] for i in good], axis, level
+        )
     out.update(law_power_laws=law_laws, comparison=compare_approaches(laws, law_laws), warnings=warnings)
     return out
 
@@ -293,8 +358,11 @@ def _laws(rows, fits, bounds, good, W, groups, axis, level, B) -> dict:
     empty = np.empty((0, len(good)))
     stack = lambda k, arrs: np.stack([a[k] for a in arrs], axis=1) if not missing else empty  # noqa: E731
     reps = [bounds.get(i) for i in good]
-    laws = {"N" if axis == "params" else "D": _power_law(lnC, np.log([rows[i]["x_opt"] for i in good]),
-                                                         stack(0, reps), stack(1, reps), level)}
+    laws = {
+        "N" if axis == "params" else "D": _power_law(
+            lnC, np.log([rows[i]["x_opt"] for i in good]), stack(0, reps), stack(1, reps), level
+        )
+    }
     if W is not None:
         wr = [] if missing else [_carry(*bounds[i], fits[i][0], W[groups[i]["rows"]]) for i in good]
         laws["W"] = _power_law(lnC, np.log([rows[i]["width_opt"] for i in good]), stack(0, wr), stack(1, wr), level)
@@ -341,12 +409,18 @@ def compare_approaches(laws: dict, law_laws: dict) -> list[dict]:
     """Approach 2 vs approach 3 exponents: agree when their intervals overlap (an open side reaches ±∞)."""
     out = []
     for sym in laws:
-        (a2, c2), (a3, c3) = (laws[sym]["exponent"], laws[sym]["ci"]), (law_laws.get(sym, {}).get(k) for k in ("exponent", "ci"))
+        (a2, c2), (a3, c3) = (
+            (laws[sym]["exponent"], laws[sym]["ci"]),
+            (law_laws.get(sym, {}).get(k) for k in ("exponent", "ci")),
+        )
         row = {"quantity": f"{sym}* ∝ C^a", "isoflop": a2, "isoflop_ci": c2, "law": a3, "law_ci": c3}
         if a3 is None or not c2 or not c3:
             row["agree"] = None
-            row["because"] = ("an interval is missing (" + laws[sym].get("ci_because", "no bootstrap replicates") + ")"
-                              if a3 is not None else "the law has no minimum inside the sampled range at every budget")
+            row["because"] = (
+                "an interval is missing (" + laws[sym].get("ci_because", "no bootstrap replicates") + ")"
+                if a3 is not None
+                else "the law has no minimum inside the sampled range at every budget"
+            )
         else:
             (l2, h2), (l3, h3) = [(-INF if c[0] is None else c[0], INF if c[1] is None else c[1]) for c in (c2, c3)]
             row["agree"] = bool(l2 <= h3 and l3 <= h2)
@@ -374,24 +448,36 @@ def row_note(b: dict, level: float = 0.95) -> str:
     if b.get("ci_because"):
         return b["ci_because"]
     side = b.get("x_opt_ci_open")
-    return "" if not side else (f"open {side.replace('both', 'on both sides')}: over {50 * (1 - level):.3g}% of "
-                                "replicate minima lie past the sampled range")
+    return (
+        ""
+        if not side
+        else (
+            f"open {side.replace('both', 'on both sides')}: over {50 * (1 - level):.3g}% of "
+            "replicate minima lie past the sampled range"
+        )
+    )
 
 
 def summary_lines(iso: dict) -> list[str]:
     lines = []
     for sym, p in iso["power_laws"].items():
         ci = ci_text(p["ci"], "{:.3g}")
-        lines.append(f"isoFLOP: {sym}* ∝ C^{p['exponent']:.3g}" + ("" if ci == "—" else f" {ci}")
-                     + f" over {p['budgets']} budgets" + (f" ({p['ci_because']})" if p.get("ci_because") else ""))
+        lines.append(
+            f"isoFLOP: {sym}* ∝ C^{p['exponent']:.3g}"
+            + ("" if ci == "—" else f" {ci}")
+            + f" over {p['budgets']} budgets"
+            + (f" ({p['ci_because']})" if p.get("ci_because") else "")
+        )
     for c in iso["comparison"]:
         law = "—" if c["law"] is None else f"{c['law']:.3g}"
         verdict = {True: "agree", False: "DISAGREE", None: "cannot compare"}[c["agree"]]
         lines.append(f"{c['quantity']}: isoFLOP {c['isoflop']:.3g} vs the law's {law}: {verdict} ({c['because']})")
     nz = iso.get("noise") or {}
     if nz.get("sigma_ln_loss") is not None:
-        lines.append(f"isoFLOP intervals: noise σ = {nz['sigma_ln_loss']:.3g} in ln loss pooled over {nz['budgets']} "
-                     f"budget(s), {nz['dof']} residual degrees of freedom ({iso.get('resample', 'noise')} bootstrap)")
+        lines.append(
+            f"isoFLOP intervals: noise σ = {nz['sigma_ln_loss']:.3g} in ln loss pooled over {nz['budgets']} "
+            f"budget(s), {nz['dof']} residual degrees of freedom ({iso.get('resample', 'noise')} bootstrap)"
+        )
     lines += iso.get("warnings") or []
     if iso.get("note"):
         lines.append(iso["note"])

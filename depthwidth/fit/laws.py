@@ -115,15 +115,21 @@ class Law:
         return X
 
     # ---- evaluation
-    def evaluate(self, theta: np.ndarray, X: Mapping[str, np.ndarray], jac: bool = False,
-                 smooth: float = 0.0, free: Sequence[int] | None = None):
+    def evaluate(
+        self,
+        theta: np.ndarray,
+        X: Mapping[str, np.ndarray],
+        jac: bool = False,
+        smooth: float = 0.0,
+        free: Sequence[int] | None = None,
+    ):
         """log L_hat for a batch of internal parameter vectors.
 
         theta: (S, P) internal values.  Returns pred (S, n) and, with ``jac``,
         J (S, len(free), n) = d pred / d theta[free].
         """
         theta = np.atleast_2d(np.asarray(theta, dtype=X["_zero"].dtype))
-        th = {p.name: theta[:, i:i + 1] for i, p in enumerate(self.params)}
+        th = {p.name: theta[:, i : i + 1] for i, p in enumerate(self.params)}
         us = [t.value(th, X, smooth) for t in self.terms]
         m = us[0].copy()
         for u in us[1:]:
@@ -186,10 +192,20 @@ class Law:
 
     def describe(self) -> dict:
         return {
-            "name": self.name, "formula": self.formula, "columns": list(self.columns),
+            "name": self.name,
+            "formula": self.formula,
+            "columns": list(self.columns),
             "options": dict(self.options),
-            "params": [{"name": p.name, "bounds_internal": [p.lo, p.hi], "log": p.log,
-                        "exponent": p.exponent, "grid": list(p.grid)} for p in self.params],
+            "params": [
+                {
+                    "name": p.name,
+                    "bounds_internal": [p.lo, p.hi],
+                    "log": p.log,
+                    "exponent": p.exponent,
+                    "grid": list(p.grid),
+                }
+                for p in self.params
+            ],
         }
 
 
@@ -198,10 +214,12 @@ def _chinchilla(**_) -> Law:
     # e in {-1, -.5, ..., 1}, a, b in {0, 5, ..., 25}: 5*5*5*6*6 = 4,500 starts.
     ab = tuple(float(x) for x in range(0, 30, 5))
     return Law(
-        "chinchilla", "E + A/N^alpha + B/T^beta",
+        "chinchilla",
+        "E + A/N^alpha + B/T^beta",
         (
             irreducible_param(grid=(-1.0, -0.5, 0.0, 0.5, 1.0)),
-            coef("A", grid=ab), coef("B", grid=ab),
+            coef("A", grid=ab),
+            coef("B", grid=ab),
             expo("alpha", grid=(0.0, 0.5, 1.0, 1.5, 2.0)),
             expo("beta", grid=(0.0, 0.5, 1.0, 1.5, 2.0)),
         ),
@@ -213,17 +231,30 @@ def _depth_delusion(dcrit: str = "log", irreducible: bool = False, **_) -> Law:
     if dcrit not in ("log", "power"):
         raise bad("--dcrit", dcrit, "log (D_crit = kappa*ln W) | power (D_crit = c*W^p)")
     ps = [
-        coef("A"), expo("alpha"), coef("B"), expo("delta"),
+        coef("A"),
+        expo("alpha"),
+        coef("B"),
+        expo("delta"),
         Param("gamma", -25.0, 25.0, (-5.0, -2.0, 1.0), log=True, doc="penalty scale gamma > 0"),
         Param("mu", -3.0, 5.0, (0.0, 0.5), doc="width damping of the penalty"),
     ]
     if dcrit == "log":
-        ps.append(Param("kappa", math.log(0.05), math.log(200.0), (0.0, math.log(2.5), math.log(6.0)),
-                        log=True, doc="D_crit = kappa * ln W"))
+        ps.append(
+            Param(
+                "kappa",
+                math.log(0.05),
+                math.log(200.0),
+                (0.0, math.log(2.5), math.log(6.0)),
+                log=True,
+                doc="D_crit = kappa * ln W",
+            )
+        )
         dc = "kappa*ln W"
     else:
-        ps += [Param("c", -10.0, 10.0, (math.log(0.5), math.log(2.0)), log=True, doc="D_crit = c * W^p"),
-               Param("p", -1.0, 2.0, (0.2, 0.5, 0.8), doc="D_crit = c * W^p")]
+        ps += [
+            Param("c", -10.0, 10.0, (math.log(0.5), math.log(2.0)), log=True, doc="D_crit = c * W^p"),
+            Param("p", -1.0, 2.0, (0.2, 0.5, 0.8), doc="D_crit = c * W^p"),
+        ]
         dc = "c*W^p"
     terms = [Power("A", (("alpha", "params"),)), Power("B", (("delta", "tokens"),)), DepthPenalty(dcrit)]
     formula = f"A/N^alpha + B/T^delta + gamma*W^-mu*max(0, (D - D_crit)/D_crit), D_crit = {dc}"
@@ -231,22 +262,29 @@ def _depth_delusion(dcrit: str = "log", irreducible: bool = False, **_) -> Law:
         ps.insert(0, irreducible_param())
         terms.append(Const("E"))
         formula = "E + " + formula
-    return Law("depth-delusion", formula, tuple(ps), tuple(terms),
-               {"dcrit": dcrit, "irreducible": bool(irreducible)})
+    return Law("depth-delusion", formula, tuple(ps), tuple(terms), {"dcrit": dcrit, "irreducible": bool(irreducible)})
 
 
 def _width_depth(**_) -> Law:
     # The separable form fitted on the Gemstones suite (McLeish et al. 2025).
     return Law(
-        "width-depth", "E + A_w/W^a_w + A_d/D^a_d + B/T^beta",
+        "width-depth",
+        "E + A_w/W^a_w + A_d/D^a_d + B/T^beta",
         (
             irreducible_param(),
-            coef("A_w", grid=(0.0, 5.0, 10.0)), expo("a_w", grid=(0.2, 0.6, 1.2)),
-            coef("A_d", grid=(0.0, 5.0, 10.0)), expo("a_d", grid=(0.2, 0.6, 1.2)),
-            coef("B"), expo("beta", grid=(0.2, 0.5, 1.0)),
+            coef("A_w", grid=(0.0, 5.0, 10.0)),
+            expo("a_w", grid=(0.2, 0.6, 1.2)),
+            coef("A_d", grid=(0.0, 5.0, 10.0)),
+            expo("a_d", grid=(0.2, 0.6, 1.2)),
+            coef("B"),
+            expo("beta", grid=(0.2, 0.5, 1.0)),
         ),
-        (Power("A_w", (("a_w", "width"),)), Power("A_d", (("a_d", "depth"),)),
-         Power("B", (("beta", "tokens"),)), Const("E")),
+        (
+            Power("A_w", (("a_w", "width"),)),
+            Power("A_d", (("a_d", "depth"),)),
+            Power("B", (("beta", "tokens"),)),
+            Const("E"),
+        ),
     )
 
 
@@ -272,6 +310,13 @@ def get_law(name: str, dcrit: str = "log", irreducible: bool = False) -> Law:
     except KeyError:
         raise bad("--law", name, " | ".join(LAW_NAMES)) from None
     return make(dcrit=dcrit, irreducible=irreducible)
+
+
+def label(law: Law) -> str:
+    """A law as fit.json, comparisons and the report name it: depth-delusion carries its D_crit form."""
+    if law.name != "depth-delusion":
+        return law.name
+    return f"depth-delusion[{law.options['dcrit']}{'+E' if law.options['irreducible'] else ''}]"
 
 
 def parse_values(spec: str | Sequence[str] | None, law: Law, option: str = "--pin") -> dict[str, float]:

@@ -34,24 +34,33 @@ Public: ``flops_to_match`` (a ``Match``), ``final_points``, ``curve_law``,
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from depthwidth.core.errors import BadInput, bad
+from depthwidth.core import provenance
+from depthwidth.core.errors import BadInput
 from depthwidth.fit.boot import percentile_ci, refit_many, run_weights
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.laws import Law
 from depthwidth.fit.solver import DEFAULT_DELTA
-from depthwidth.fit.table import EXCLUDED_STATUS
+from depthwidth.fit.files import check_out, jsonable, read_input, table_fingerprint, write_document
+from depthwidth.fit.options import FitOptions
+from depthwidth.fit.table import EXCLUDED_STATUS, apply_where
 from depthwidth.fit.terms import Const, Power, coef, expo, irreducible_param
+from depthwidth.track.run_source import RunSource
 
 SCHEMA = "dw.match/1"
 BASELINE = "uniform"
 NEEDS = "needs ≥2 sizes per shape"
 PAPER_MATCH = {  # Wu et al., Variable-Width Transformers; docs/science.md §2 "Efficiency accounting"
-    "shape": "x", "baseline": "uniform 2B (h 1600, L 40)", "loss": 2.751,
-    "flops_fraction": 0.778, "mean_width_ratio": 0.851, "kv_ratio": 0.85,
+    "shape": "x",
+    "baseline": "uniform 2B (h 1600, L 40)",
+    "loss": 2.751,
+    "flops_fraction": 0.778,
+    "mean_width_ratio": 0.851,
+    "kv_ratio": 0.85,
 }
 
 
@@ -116,9 +125,16 @@ class Match:
     paper: dict = field(default_factory=lambda: dict(PAPER_MATCH))
 
     def to_dict(self) -> dict:
-        return {"baseline": self.baseline, "c_ref": self.c_ref, "curves": [asdict(c) for c in self.curves],
-                "rows": [asdict(r) for r in self.rows], "sizes": dict(self.sizes), "bootstrap": dict(self.bootstrap),
-                "warnings": list(self.warnings), "paper": dict(self.paper)}
+        return {
+            "baseline": self.baseline,
+            "c_ref": self.c_ref,
+            "curves": [asdict(c) for c in self.curves],
+            "rows": [asdict(r) for r in self.rows],
+            "sizes": dict(self.sizes),
+            "bootstrap": dict(self.bootstrap),
+            "warnings": list(self.warnings),
+            "paper": dict(self.paper),
+        }
 
 
 def final_points(table):
@@ -128,13 +144,17 @@ def final_points(table):
     df = pd.DataFrame(table).copy()
     for c in ("loss", "flops"):
         if c not in df.columns:
-            raise BadInput(f"missing column {c} for FLOPs to match (table has: {', '.join(map(str, df.columns))[:300]}; "
-                           f"map with --columns {c}=COLUMN)")
+            raise BadInput(
+                f"missing column {c} for FLOPs to match (table has: {', '.join(map(str, df.columns))[:300]}; "
+                f"map with --columns {c}=COLUMN)"
+            )
     if "run" not in df.columns:
         df["run"] = [f"row{i}" for i in range(len(df))]
     df["run"] = df["run"].astype(str)
     shape = df["shape"] if "shape" in df.columns else pd.Series([None] * len(df), index=df.index)
-    df["shape"] = [BASELINE if s is None or (isinstance(s, float) and math.isnan(s)) or s == "" else str(s) for s in shape]
+    df["shape"] = [
+        BASELINE if s is None or (isinstance(s, float) and math.isnan(s)) or s == "" else str(s) for s in shape
+    ]
     for c in ("loss", "flops", "depth", "width", "mean_width", "kv_bytes_per_token"):
         df[c] = pd.to_numeric(df[c], errors="coerce") if c in df.columns else np.nan
     if "status" in df.columns:
@@ -145,8 +165,9 @@ def final_points(table):
     uni = (df["shape"] == BASELINE) & ~np.isfinite(df["mean_width"])
     df.loc[uni, "mean_width"] = df.loc[uni, "width"]
     has_dims = np.isfinite(df["depth"]) & np.isfinite(df["width"])
-    df["size"] = np.where(has_dims, df["depth"].astype(str) + "x" + df["width"].astype(str),
-                          np.log(df["flops"]).round(6).astype(str))
+    df["size"] = np.where(
+        has_dims, df["depth"].astype(str) + "x" + df["width"].astype(str), np.log(df["flops"]).round(6).astype(str)
+    )
     return df.reset_index(drop=True)
 
 
@@ -176,9 +197,14 @@ def _loglog(c, cs, vs):
 
 def _per_size(g):
     """Sizes of one shape sorted by FLOPs: C, loss, mean width, KV (means over the size's runs)."""
-    s = g.groupby("size", sort=False).agg(flops=("flops", "mean"), loss=("loss", "mean"), depth=("depth", "first"),
-                                          width=("width", "first"), mean_width=("mean_width", "mean"),
-                                          kv=("kv_bytes_per_token", "mean"))
+    s = g.groupby("size", sort=False).agg(
+        flops=("flops", "mean"),
+        loss=("loss", "mean"),
+        depth=("depth", "first"),
+        width=("width", "first"),
+        mean_width=("mean_width", "mean"),
+        kv=("kv_bytes_per_token", "mean"),
+    )
     return s.sort_values("flops").reset_index()
 
 
@@ -187,8 +213,7 @@ def _fit_shape(shape, g, c_ref, B, level, rng, delta, seed, warnings):
     k = g["size"].nunique()
     law = curve_law(irreducible=k >= 3)
     k_free = len(law.params)
-    tab = {"loss": g["loss"].to_numpy(float), "flops": g["flops"].to_numpy(float) / c_ref,
-           "run": g["run"].to_numpy()}
+    tab = {"loss": g["loss"].to_numpy(float), "flops": g["flops"].to_numpy(float) / c_ref, "run": g["run"].to_numpy()}
     fr = fit_law(tab, law, delta=delta, seed=seed)
     warnings += [f"{shape}: {w}" for w in fr.warnings]
     point = {"E": 0.0, **fr.params}
@@ -211,16 +236,30 @@ def _fit_shape(shape, g, c_ref, B, level, rng, delta, seed, warnings):
         if n < 5:
             warnings.append(f"{shape}: only {n} runs: run-level bootstrap intervals are unreliable")
         elif n == k and k <= 4:  # e.g. vwt_scaling: 4 sizes, one run each (planted: 62% coverage at 95%)
-            warnings.append(f"{shape}: one run per size at {k} sizes: the bootstrap intervals are not calibrated "
-                            "(more sizes or seeds per size make them so)")
+            warnings.append(
+                f"{shape}: one run per size at {k} sizes: the bootstrap intervals are not calibrated "
+                "(more sizes or seeds per size make them so)"
+            )
     if k == 2:
-        warnings.append(f"{shape}: 2 sizes: fitted without E (a pure power law); 3 or more sizes fit the irreducible term")
+        warnings.append(
+            f"{shape}: 2 sizes: fitted without E (a pure power law); 3 or more sizes fit the irreducible term"
+        )
     elif k == k_free:
         warnings.append(f"{shape}: {k} sizes for {k_free} parameters: the curve passes through its points")
     ci = {n: percentile_ci(reps[n], level) for n in (["E"] if k >= 3 else []) + ["A", "alpha"]}
     sizes = _per_size(g)
-    curve = Curve(shape, law.formula, point, ci, int(k), int(len(g)), float(fr.r2), float(fr.rmse_log),
-                  [float(sizes["flops"].min()), float(sizes["flops"].max())], used)
+    curve = Curve(
+        shape,
+        law.formula,
+        point,
+        ci,
+        int(k),
+        int(len(g)),
+        float(fr.r2),
+        float(fr.rmse_log),
+        [float(sizes["flops"].min()), float(sizes["flops"].max())],
+        used,
+    )
     return curve, point, reps
 
 
@@ -271,43 +310,60 @@ def _row(s, u, curve, ps, rs, pu, ru, s_sizes, c_ref, level) -> MatchRow:
         ratio[key] = None if v is None else float(v)
         ratio_ci[key] = _ci_of(_ratio(reach, s_sizes, col, u[col]), level, open_top) if len(reach) else None
     return MatchRow(
-        shape=s, depth=_int(u["depth"]), width=_int(u["width"]), flops_uniform=c_i, loss_uniform=float(u["loss"]),
-        loss_uniform_fit=target, flops_match=c_star, flops_fraction=c_star / c_i if c_star else None,
-        flops_fraction_ci=ci_f, mean_width_ratio=ratio["mean_width"], mean_width_ratio_ci=ratio_ci["mean_width"],
-        kv_ratio=ratio["kv"], kv_ratio_ci=ratio_ci["kv"],
+        shape=s,
+        depth=_int(u["depth"]),
+        width=_int(u["width"]),
+        flops_uniform=c_i,
+        loss_uniform=float(u["loss"]),
+        loss_uniform_fit=target,
+        flops_match=c_star,
+        flops_fraction=c_star / c_i if c_star else None,
+        flops_fraction_ci=ci_f,
+        mean_width_ratio=ratio["mean_width"],
+        mean_width_ratio_ci=ratio_ci["mean_width"],
+        kv_ratio=ratio["kv"],
+        kv_ratio_ci=ratio_ci["kv"],
         extrapolated=bool(c_star is None or not curve.flops_range[0] <= c_star <= curve.flops_range[1]),
-        unreachable=unreach)
+        unreachable=unreach,
+    )
 
 
-def _check(bootstrap, level) -> None:
-    if bootstrap < 0:
-        raise bad("--bootstrap", bootstrap, "an integer >= 0 (0 disables intervals)")
-    if not 0 < level < 1:
-        raise bad("--ci", level, "a level in (0, 1), e.g. 0.95")
-
-
-def flops_to_match(table, *, baseline: str = BASELINE, bootstrap: int = 200, level: float = 0.95, seed: int = 0,
-                   delta: float = DEFAULT_DELTA) -> Match:
+def flops_to_match(
+    table,
+    *,
+    baseline: str = BASELINE,
+    bootstrap: int = 200,
+    level: float = 0.95,
+    seed: int = 0,
+    delta: float = DEFAULT_DELTA,
+) -> Match:
     """The fraction of the uniform model's FLOPs (mean width, KV cache) each shape needs to reach its loss."""
-    _check(bootstrap, level)
+    FitOptions(bootstrap=bootstrap, level=level, delta=delta).check_sampling()
     pts = final_points(table)
     sizes = {s: int(g["size"].nunique()) for s, g in pts.groupby("shape")}
     have = ", ".join(f"{s} {n}" for s, n in sorted(sizes.items())) or "no usable runs"
     others = [s for s, n in sorted(sizes.items()) if s != baseline and n >= 2]
     if sizes.get(baseline, 0) < 2 or not others:
-        raise BadInput(f"FLOPs to match {NEEDS}: {baseline} and at least one other shape with 2 or more sizes "
-                       f"(sizes per shape: {have})")
+        raise BadInput(
+            f"FLOPs to match {NEEDS}: {baseline} and at least one other shape with 2 or more sizes "
+            f"(sizes per shape: {have})"
+        )
     warnings = [f"{s}: {n} size: left out ({NEEDS})" for s, n in sorted(sizes.items()) if n < 2 and s != baseline]
     runs_in = {str(r) for r in table["run"]} if "run" in table else set()
     dropped = sorted(runs_in - set(pts["run"]))
     if dropped:
-        warnings.append(f"{len(dropped)} run(s) left out (diverged, failed, or no finite loss and FLOPs): "
-                        + ", ".join(dropped[:8]) + (" …" if len(dropped) > 8 else ""))
+        warnings.append(
+            f"{len(dropped)} run(s) left out (diverged, failed, or no finite loss and FLOPs): "
+            + ", ".join(dropped[:8])
+            + (" …" if len(dropped) > 8 else "")
+        )
     used = pts[pts["shape"].isin([baseline] + others)]
     c_ref = float(10.0 ** round(float(np.log10(used["flops"]).mean())))
     rng = np.random.default_rng(seed)
-    fits = {s: _fit_shape(s, used[used["shape"] == s], c_ref, bootstrap, level, rng, delta, seed, warnings)
-            for s in [baseline] + others}
+    fits = {
+        s: _fit_shape(s, used[used["shape"] == s], c_ref, bootstrap, level, rng, delta, seed, warnings)
+        for s in [baseline] + others
+    }
     _, pu, ru = fits[baseline]
     u_sizes = _per_size(used[used["shape"] == baseline])
     rows = []
@@ -318,8 +374,10 @@ def flops_to_match(table, *, baseline: str = BASELINE, bootstrap: int = 200, lev
             r = _row(s, u, curve, ps, rs, pu, ru, s_sizes, c_ref, level)
             rows.append(r)
             if r.flops_match is None:
-                warnings.append(f"{s}: its fitted curve never reaches the {baseline} loss {r.loss_uniform_fit:.4g} "
-                                f"of the size at C = {r.flops_uniform:.3g} (its E = {ps['E']:.4g})")
+                warnings.append(
+                    f"{s}: its fitted curve never reaches the {baseline} loss {r.loss_uniform_fit:.4g} "
+                    f"of the size at C = {r.flops_uniform:.3g} (its E = {ps['E']:.4g})"
+                )
     boot = {"replicates": bootstrap, "level": level, "unit": "run, within each shape", "seed": seed}
     return Match(baseline, c_ref, [fits[s][0] for s in [baseline] + others], rows, sizes, boot, warnings)
 
@@ -328,41 +386,42 @@ def _int(x):
     return int(x) if x is not None and math.isfinite(x) else None
 
 
-def run_match(name: str | None = None, *, runs=None, columns: str | None = None, root=None, source: str = "store",
-              project: str | None = None, group: str | None = None, where=None, bootstrap: int = 200,
-              level: float = 0.95, seed: int = 0, delta: float = DEFAULT_DELTA, out=None, write: bool = True) -> dict:
+def run_match(
+    name: str | None = None,
+    *,
+    runs=None,
+    columns: str | None = None,
+    root=None,
+    source: str = "store",
+    project: str | None = None,
+    group: str | None = None,
+    options: FitOptions | None = None,
+    out=None,
+    write: bool = True,
+    **settings,
+) -> dict:
     """``dw fit NAME --match``: the match document; a sweep writes it to ROOT/NAME/match.json (atomically).
 
-    match.json sits beside fit.json, not inside it: the law fit may be of a
-    filtered table (``--where shape=uniform``), the match needs every shape.
+    The options are ``dw fit``'s (``FitOptions``, or its fields as keywords); the match reads
+    ``where``, ``bootstrap``, ``level``, ``seed`` and ``delta``.  match.json sits beside fit.json,
+    not inside it: the law fit may be of a filtered table (``--where shape=uniform``), the match
+    needs every shape.
     """
-    import time
-    from pathlib import Path
-
-    from depthwidth.core import provenance
-    from depthwidth.core.atomic import write_json
-    from depthwidth.fit.run import check_source, jsonable, load_table, table_fingerprint
-    from depthwidth.fit.table import apply_where
-
     t0 = time.perf_counter()
-    check_source(name, runs, source, project)
-    _check(bootstrap, level)
-    if not (delta > 0 and math.isfinite(delta)):
-        raise bad("--huber-delta", delta, "a number > 0")
-    if out is not None and Path(out).is_dir():
-        raise bad("--out", str(out), "a file path (not a directory)")
-    df, sweep_dir = load_table(name, runs, columns, root, source, project, group)
-    df = apply_where(df, where)
-    m = flops_to_match(df, bootstrap=bootstrap, level=level, seed=seed, delta=delta)
-    res = {"schema": SCHEMA, **m.to_dict(), "where": [str(w) for w in (where or [])],
-           "source": {"sweep": name, "dir": str(sweep_dir) if sweep_dir else None,
-                      "runs": None if runs is None else ("DataFrame" if hasattr(runs, "columns") else str(runs)),
-                      "columns": columns},
-           "provenance": provenance.record(data=table_fingerprint(df)),
-           "seconds": round(time.perf_counter() - t0, 3)}
+    src = RunSource(name, runs, columns, root, source, project, group)
+    opts = replace(options or FitOptions(), **settings)
+    opts.check_sampling()
+    check_out(out)
+    rt = read_input(src)
+    df = apply_where(rt.df, opts.where)
+    m = flops_to_match(df, bootstrap=opts.bootstrap, level=opts.level, seed=opts.seed, delta=opts.delta)
+    res = {
+        "schema": SCHEMA,
+        **m.to_dict(),
+        "where": opts.where_list,
+        "source": src.record(rt.sweep_dir),
+        "provenance": provenance.record(data=table_fingerprint(df)),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
     res = jsonable(res)
-    target = Path(out) if out is not None else (sweep_dir / "match.json" if sweep_dir is not None else None)
-    if write and target is not None:
-        write_json(target, res)
-        res["written"] = str(target)
-    return res
+    return write_document(res, out, rt.sweep_dir, "match.json") if write else res

@@ -38,8 +38,19 @@ def _entry(truth, est, ci) -> dict:
     return {"planted": truth if ok else None, "estimate": est, "ci": ci, "covered": covered}
 
 
-def compare(doc: dict, law, params: dict, ci: dict, point: dict, dci: dict, widths, c_ref, count,
-            convention: str, withheld: dict | None = None) -> dict:
+def compare(
+    doc: dict,
+    law,
+    params: dict,
+    ci: dict,
+    point: dict,
+    dci: dict,
+    widths,
+    c_ref,
+    count,
+    convention: str,
+    withheld: dict | None = None,
+) -> dict:
     """{world, same_law, numbers: {key: {planted, estimate, ci, covered}}, covered, total, note}."""
     w = doc["world"]
     o = w.get("options") or {}
@@ -54,7 +65,7 @@ def compare(doc: dict, law, params: dict, ci: dict, point: dict, dci: dict, widt
     for k, est in point.items():
         if k in truth:
             numbers[k] = _entry(truth[k], est, dci.get(k))
-    for k in (withheld or {}):
+    for k in withheld or {}:
         if k in numbers:
             numbers[k]["withheld"] = True
     judged = [v["covered"] for v in numbers.values() if v["covered"] is not None]
@@ -62,21 +73,36 @@ def compare(doc: dict, law, params: dict, ci: dict, point: dict, dci: dict, widt
     if not same:
         note = f"planted with {w.get('label', w['law'])}, fitted {law.name}: only derived numbers compared"
     elif not same_n:
-        note = (f"planted with N = {w.get('n_convention')}, fitted with N = {convention}: the parameters mean "
-                "different things; only derived numbers compared")
-    return {"world": {k: w.get(k) for k in ("label", "params", "n_convention", "noise")}, "seed": doc.get("seed"),
-            "same_law": same and same_n, "numbers": numbers, "covered": sum(judged), "total": len(judged),
-            "withheld": sum(1 for v in numbers.values() if v.get("withheld")), "note": note}
+        note = (
+            f"planted with N = {w.get('n_convention')}, fitted with N = {convention}: the parameters mean "
+            "different things; only derived numbers compared"
+        )
+    return {
+        "world": {k: w.get(k) for k in ("label", "params", "n_convention", "noise")},
+        "seed": doc.get("seed"),
+        "same_law": same and same_n,
+        "numbers": numbers,
+        "covered": sum(judged),
+        "total": len(judged),
+        "withheld": sum(1 for v in numbers.values() if v.get("withheld")),
+        "note": note,
+    }
 
 
 def summary_line(p: dict) -> str:
     head = f"planted world ({p['world'].get('label')}, seed {p.get('seed')}): "
     if not p["total"]:
-        why = (f"all {p['withheld']} intervals withheld (see the fit's warnings)" if p.get("withheld")
-               else "no interval to compare (--bootstrap 0)")
+        why = (
+            f"all {p['withheld']} intervals withheld (see the fit's warnings)"
+            if p.get("withheld")
+            else "no interval to compare (--bootstrap 0)"
+        )
         return head + why + (f"; {p['note']}" if p.get("note") else "")
     missed = [k for k, v in p["numbers"].items() if v["covered"] is False]
-    return (head + f"{p['covered']} of {p['total']} intervals contain the planted value"
-            + (f" ({p['withheld']} withheld)" if p.get("withheld") else "")
-            + (f"; missed: {', '.join(missed[:8])}" + (" …" if len(missed) > 8 else "") if missed else "")
-            + (f"; {p['note']}" if p.get("note") else ""))
+    return (
+        head
+        + f"{p['covered']} of {p['total']} intervals contain the planted value"
+        + (f" ({p['withheld']} withheld)" if p.get("withheld") else "")
+        + (f"; missed: {', '.join(missed[:8])}" + (" …" if len(missed) > 8 else "") if missed else "")
+        + (f"; {p['note']}" if p.get("note") else "")
+    )

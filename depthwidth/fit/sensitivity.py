@@ -43,8 +43,10 @@ from depthwidth.fit.engine import fit_law
 
 DELTAS = (1e-4, 1e-3, 1e-2)
 DROP_HIGHEST = 5  # Besiroglu et al. (2024) drop the 5 highest-loss points
-WIDTH_NOTE = (f"the narrower of the baseline's bootstrap interval and that of the fit without the "
-              f"{DROP_HIGHEST} highest-loss points (a few extreme points widen the baseline's own)")
+WIDTH_NOTE = (
+    f"the narrower of the baseline's bootstrap interval and that of the fit without the "
+    f"{DROP_HIGHEST} highest-loss points (a few extreme points widen the baseline's own)"
+)
 
 
 def _other_count(table, convention: str):
@@ -86,14 +88,35 @@ def _e(x: float) -> str:
 def choices(table, law, delta: float, max_starts: int, convention: str = "total") -> list[dict]:
     """The grid of choices: key, label, and the table and fit options each one uses (or why it is skipped)."""
     grid_size = len(law.grid(max_starts=max_starts))
-    out = [{"key": "baseline", "label": f"baseline (δ = {delta:g}, {grid_size} starts, all points)",
-            "table": table, "delta": delta, "max_starts": max_starts}]
+    out = [
+        {
+            "key": "baseline",
+            "label": f"baseline (δ = {delta:g}, {grid_size} starts, all points)",
+            "table": table,
+            "delta": delta,
+            "max_starts": max_starts,
+        }
+    ]
     for d in DELTAS:
         if not math.isclose(d, delta):
-            out.append({"key": f"huber_delta={_e(d)}", "label": f"Huber δ = {_e(d)}", "table": table, "delta": d,
-                        "max_starts": max_starts})
-    out.append({"key": "half_grid", "label": f"halved start grid ({max(1, grid_size // 2)} starts)", "table": table,
-                "delta": delta, "max_starts": max(1, grid_size // 2)})
+            out.append(
+                {
+                    "key": f"huber_delta={_e(d)}",
+                    "label": f"Huber δ = {_e(d)}",
+                    "table": table,
+                    "delta": d,
+                    "max_starts": max_starts,
+                }
+            )
+    out.append(
+        {
+            "key": "half_grid",
+            "label": f"halved start grid ({max(1, grid_size // 2)} starts)",
+            "table": table,
+            "delta": delta,
+            "max_starts": max(1, grid_size // 2),
+        }
+    )
     key, label, t, other = _other_count(table, convention)
     c = {"key": key, "label": label, "delta": delta, "max_starts": max_starts}
     if "params" not in law.columns:
@@ -103,8 +126,12 @@ def choices(table, law, delta: float, max_starts: int, convention: str = "total"
     else:
         c.update(table=t, convention=other)
     out.append(c)
-    c = {"key": f"drop_{DROP_HIGHEST}_highest", "label": f"{DROP_HIGHEST} highest-loss points dropped",
-         "delta": delta, "max_starts": max_starts}
+    c = {
+        "key": f"drop_{DROP_HIGHEST}_highest",
+        "label": f"{DROP_HIGHEST} highest-loss points dropped",
+        "delta": delta,
+        "max_starts": max_starts,
+    }
     k_free = len(law.params)
     if len(table) - DROP_HIGHEST < k_free:
         c["skipped"] = f"fewer than {DROP_HIGHEST + k_free} points"
@@ -114,8 +141,12 @@ def choices(table, law, delta: float, max_starts: int, convention: str = "total"
     out.append(c)
     for which in ("first", "last"):
         t, why = _per_run_budget(table, which)
-        c = {"key": f"{which}_budget", "label": f"{which} token budget of each run only", "delta": delta,
-             "max_starts": max_starts}
+        c = {
+            "key": f"{which}_budget",
+            "label": f"{which} token budget of each run only",
+            "delta": delta,
+            "max_starts": max_starts,
+        }
         if t is None:
             c["skipped"] = why
         elif len(t) < k_free:
@@ -135,9 +166,23 @@ def _intervals(fr, table, law, B: int, level: float, seed: int, widths, c_ref, c
     return out
 
 
-def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins=None, seed: int = 0,
-                widths=(), ci: dict | None = None, base=None, boot: tuple[int, float] | None = None,
-                convention: str = "total", count=None, c_ref: float = C_REF, resample: str = "noise") -> dict:
+def sensitivity(
+    table,
+    law,
+    *,
+    delta: float = 1e-3,
+    max_starts: int = 4500,
+    pins=None,
+    seed: int = 0,
+    widths=(),
+    ci: dict | None = None,
+    base=None,
+    boot: tuple[int, float] | None = None,
+    convention: str = "total",
+    count=None,
+    c_ref: float = C_REF,
+    resample: str = "noise",
+) -> dict:
     """Refit under every choice; values, spreads and flags.
 
     ``ci``: flat {name: [lo, hi] or None} bootstrap intervals of the baseline
@@ -156,8 +201,11 @@ def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins
             row["skipped"] = c["skipped"]
             rows.append(row)
             continue
-        fr = base if (c["key"] == "baseline" and base is not None) else fit_law(
-            c["table"], law, pins=pins, delta=c["delta"], seed=seed, max_starts=c["max_starts"])
+        fr = (
+            base
+            if (c["key"] == "baseline" and base is not None)
+            else fit_law(c["table"], law, pins=pins, delta=c["delta"], seed=seed, max_starts=c["max_starts"])
+        )
         cc = count_model(c["table"], c["convention"]) if "convention" in c else count
         nums = dict(fr.params)
         nums.update({k: float(v[0]) for k, v in derived_numbers(law, fr.params, widths, c_ref, cc).items()})
@@ -179,11 +227,27 @@ def sensitivity(table, law, *, delta: float = 1e-3, max_starts: int = 4500, pins
         ref = min((w for w in (width, width_drop) if w is not None), default=None)
         flag = bool(spread is not None and ref is not None and spread > ref)
         b = v.get("baseline")
-        far = max((key for key, x in v.items() if key != "baseline" and x is not None and math.isfinite(x)),
-                  key=lambda key: abs(v[key] - b), default=None) if b is not None and math.isfinite(b) else None
-        numbers[k] = {"values": v, "spread": spread, "ci": c, "ci_width": width, "ci_drop": cd,
-                      "ci_drop_width": width_drop, "compared_width": ref, "flagged": flag,
-                      "derived": k in derived, "farthest": far}
+        far = (
+            max(
+                (key for key, x in v.items() if key != "baseline" and x is not None and math.isfinite(x)),
+                key=lambda key: abs(v[key] - b),
+                default=None,
+            )
+            if b is not None and math.isfinite(b)
+            else None
+        )
+        numbers[k] = {
+            "values": v,
+            "spread": spread,
+            "ci": c,
+            "ci_width": width,
+            "ci_drop": cd,
+            "ci_drop_width": width_drop,
+            "compared_width": ref,
+            "flagged": flag,
+            "derived": k in derived,
+            "farthest": far,
+        }
         if flag:
             flagged.append(k)
     out = {"choices": rows, "numbers": numbers, "flagged": flagged}
@@ -196,14 +260,22 @@ def _short(key: str) -> str:
     """A column header for a terminal table."""
     if key.startswith("huber_delta="):
         return "δ=" + key.split("=", 1)[1]
-    return {"baseline": "base", "half_grid": "½ grid", "no_embeddings": "no emb.", "with_embeddings": "with emb.",
-            f"drop_{DROP_HIGHEST}_highest": f"−top {DROP_HIGHEST}", "first_budget": "first T",
-            "last_budget": "last T"}.get(key, key)
+    return {
+        "baseline": "base",
+        "half_grid": "½ grid",
+        "no_embeddings": "no emb.",
+        "with_embeddings": "with emb.",
+        f"drop_{DROP_HIGHEST}_highest": f"−top {DROP_HIGHEST}",
+        "first_budget": "first T",
+        "last_budget": "last T",
+    }.get(key, key)
 
 
 def summary_line(s: dict) -> str:
     fitted = sum(1 for r in s["choices"] if "values" in r)
     if s["flagged"]:
-        return (f"sensitivity ({fitted} fits): {len(s['flagged'])} number(s) move more across fitting choices "
-                f"than their bootstrap interval is wide: {', '.join(s['flagged'])}")
+        return (
+            f"sensitivity ({fitted} fits): {len(s['flagged'])} number(s) move more across fitting choices "
+            f"than their bootstrap interval is wide: {', '.join(s['flagged'])}"
+        )
     return f"sensitivity ({fitted} fits): no number moves more than its bootstrap interval is wide"

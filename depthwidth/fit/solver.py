@@ -97,9 +97,18 @@ def _threads() -> int:
         return max(1, min(4, os.cpu_count() or 1))
 
 
-def batched_lm(pb: Problem, starts: np.ndarray, weights=None, max_iter: int = 200,
-               smooth: float = 0.0, xtol: float = 1e-8, ftol: float = 1e-13,
-               dtype=np.float64, threads: int | None = None, ys=None) -> dict:
+def batched_lm(
+    pb: Problem,
+    starts: np.ndarray,
+    weights=None,
+    max_iter: int = 200,
+    smooth: float = 0.0,
+    xtol: float = 1e-8,
+    ftol: float = 1e-13,
+    dtype=np.float64,
+    threads: int | None = None,
+    ys=None,
+) -> dict:
     """Optimise every row of ``starts`` (S, P_free) at once.
 
     ``weights``: None, (n,) or (S, n) per-point weights (bootstrap
@@ -252,9 +261,14 @@ def polish(pb: Problem, t0: np.ndarray, w=None, maxiter: int = 5000) -> tuple[np
             return 1e300, np.zeros_like(t)
         return F * scale, g * scale
 
-    res = minimize(fg, np.clip(t0, pb.lo, pb.hi), jac=True, method="L-BFGS-B",
-                   bounds=list(zip(pb.lo, pb.hi)),
-                   options={"maxiter": maxiter, "maxfun": 4 * maxiter, "ftol": 1e-15, "gtol": 1e-11, "maxcor": 30})
+    res = minimize(
+        fg,
+        np.clip(t0, pb.lo, pb.hi),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(pb.lo, pb.hi)),
+        options={"maxiter": maxiter, "maxfun": 4 * maxiter, "ftol": 1e-15, "gtol": 1e-11, "maxcor": 30},
+    )
     x = np.clip(res.x, pb.lo, pb.hi)
     F = float(pb.objective(x[None, :], w)[0])
     return x, F, bool(res.success)

@@ -1,9 +1,8 @@
-"""Run tables for ``dw fit``: read a file or a run store, map columns, clean.
+"""A run table made ready for a law: ``--where`` filters, then cleaning (``prepare``).
 
-Canonical columns: ``params, tokens, loss, depth, width`` (the law's inputs),
-``flops, seed, run`` (optional) and ``status, shape`` (from a run store).
-``--columns loss=final_loss,params=params_active_precise`` maps canonical
-names to a file's own column names.
+The table itself is loaded once, for every command, by track/run_source.py
+(a sweep, a table file or W&B, ``--columns`` mapped to the canonical names
+``params, tokens, loss, depth, width, flops, seed, run, status, shape``).
 
 Cleaning never silently drops data: rows of diverged or failed runs and rows
 with a non-finite value in a column the law reads are excluded and listed;
@@ -13,80 +12,13 @@ a finite value <= 0 where a logarithm is taken is bad input (exit 2).
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 
 from depthwidth.core.errors import BadInput, bad, key_values
 
-CANONICAL = ("params", "tokens", "loss", "depth", "width", "flops", "seed", "run", "status", "shape")
 LOG_TAKEN = ("params", "tokens", "loss", "depth", "width")
 EXCLUDED_STATUS = ("diverged", "failed")
-FORMATS = ("csv", "jsonl", "json", "parquet")
-
-
-def parse_columns(spec: str | None) -> dict[str, str]:
-    """``"loss=final_loss,params=p"`` -> {canonical: source column}."""
-    out: dict[str, str] = {}
-    for k, v in key_values(spec, "--columns", "NAME=COLUMN pairs, e.g. loss=final_loss,params=params_active_precise"):
-        if k not in CANONICAL:
-            raise bad("--columns", k, ", ".join(CANONICAL))
-        if not v:
-            raise bad(f"--columns {k}", v, "a column name of the table")
-        out[k] = v
-    return out
-
-
-def read_table(path: str | os.PathLike):
-    """csv, jsonl (or json lines/records) or parquet -> DataFrame (a DataFrame is copied)."""
-    import pandas as pd
-
-    if isinstance(path, pd.DataFrame):
-        return path.copy()
-    p = Path(path)
-    if not p.is_file():
-        raise bad("--runs", str(path), "an existing csv, jsonl or parquet file")
-    ext = p.suffix.lower().lstrip(".")
-    try:
-        if ext == "csv":
-            df = pd.read_csv(p)
-        elif ext in ("jsonl", "ndjson"):
-            df = pd.read_json(p, lines=True)
-        elif ext == "json":
-            try:
-                df = pd.read_json(p, lines=True)
-            except ValueError:
-                df = pd.read_json(p)
-        elif ext in ("parquet", "pq"):
-            df = pd.read_parquet(p)
-        else:
-            raise bad("--runs", str(path), "a file ending in .csv, .jsonl, .json or .parquet")
-    except BadInput:
-        raise
-    except Exception as e:  # unreadable content is the user's file, not our failure
-        raise BadInput(f"bad value for --runs: {str(path)!r} (allowed: a readable {ext} table; {type(e).__name__}: {_first_line(e)})") from None
-    if len(df) == 0:
-        raise bad("--runs", str(path), "a table with at least one row")
-    return df
-
-
-def _first_line(e: Exception) -> str:
-    s = str(e).strip().splitlines()
-    return s[0][:120] if s else ""
-
-
-def apply_columns(df, mapping: dict[str, str]):
-    """Rename mapped source columns to canonical names (sources must exist)."""
-    have = [str(c) for c in df.columns]
-    for k, src in mapping.items():
-        if src not in have:
-            raise bad(f"--columns {k}", src, "columns of the table: " + ", ".join(have[:30]))
-    ren = {src: k for k, src in mapping.items()}
-    # a canonical name that is also present under its own name loses to the mapping
-    drop = [k for k in mapping if k in have and mapping[k] != k]
-    out = df.drop(columns=drop).rename(columns=ren)
-    return out
 
 
 def apply_where(df, where):
@@ -121,7 +53,9 @@ def prepare(df, law, *, dcrit_needs_width_gt1: bool | None = None):
     notes: list[str] = []
     cols = set(map(str, df.columns))
     if "tokens" in law.columns and "tokens" not in cols and {"flops", "params"} <= cols:
-        df["tokens"] = pd.to_numeric(df["flops"], errors="coerce") / (6.0 * pd.to_numeric(df["params"], errors="coerce"))
+        df["tokens"] = pd.to_numeric(df["flops"], errors="coerce") / (
+            6.0 * pd.to_numeric(df["params"], errors="coerce")
+        )
         notes.append("tokens derived as flops / (6 * params)")
         cols.add("tokens")
     need = ("loss",) + tuple(law.columns)
@@ -169,7 +103,10 @@ def prepare(df, law, *, dcrit_needs_width_gt1: bool | None = None):
             raise bad("width", float(w[keep & (w <= 1)][0]), "> 1 for --dcrit log (D_crit = kappa*ln W)")
     clean = df[keep].reset_index(drop=True)
     if len(clean) == 0:
-        raise BadInput(f"bad value for table: no usable rows after exclusions ({_summ(excluded)}) (allowed: finite rows of runs that did not diverge)")
+        raise BadInput(
+            f"bad value for table: no usable rows after exclusions ({_summ(excluded)}) (allowed: finite rows of runs "
+            "that did not diverge)"
+        )
     return clean, excluded, notes
 
 
@@ -186,9 +123,6 @@ def _summ(excluded: list[dict]) -> str:
         return "none excluded"
     n = sum(e["points"] for e in excluded)
     return f"{n} point(s) excluded: " + "; ".join(f"{e['run']} ({e['reason']})" for e in excluded[:3])
-
-
-from depthwidth.core.store import runs_root  # noqa: E402,F401  (re-exported for fit/report)
 
 
 def finite_or_none(x):

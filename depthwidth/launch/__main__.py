@@ -15,7 +15,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("usage: python -m depthwidth.launch task TASKS.json INDEX | worker TASKS.json SLOT\n")
         return 2
     if argv[0] == "worker":
-
         return worker(argv[1], int(argv[2]))
 
     return run_task(argv[1], int(argv[2]), log=lambda m: print(m, flush=True))

@@ -2,7 +2,8 @@
 
 ``split_overrides`` separates a sweep's launcher overrides (``launcher=X``,
 ``launcher.K=V``, ``pack=N``) from the run overrides; ``launcher_config``
-merges them onto the chosen launcher's YAML and validates the result against
+merges them onto the chosen launcher's preset (``compose.load_group``: the
+same chain, down to the schema's defaults, that both composers use) and validates the result against
 the typed schema (config/schema.py), the same check ``dw train`` applies to
 the composed ``launcher`` group.  ``target_device`` says where the runs will
 train (cuda | cpu), which decides ``train.precision=auto``.
@@ -15,7 +16,8 @@ import shutil
 from typing import Sequence
 
 from depthwidth.config import schema
-from depthwidth.config.compose import conf_dir
+from depthwidth.config.check import check_group
+from depthwidth.config.compose import conf_dir, load_group
 from depthwidth.config.fast import parse_cli_overrides
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.local import visible_gpus, worker_slots
@@ -35,8 +37,9 @@ def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     return runs, launcher
 
 
-def launcher_config(overrides: Sequence[str] = (), *, need_scheduler: bool = True, defaults=None,
-                    check_gpus: bool | None = None) -> dict:
+def launcher_config(
+    overrides: Sequence[str] = (), *, need_scheduler: bool = True, defaults=None, check_gpus: bool | None = None
+) -> dict:
     """The chosen launcher's settings as a plain dict; bad names/keys -> BadInput.
     ``defaults``: {launcher name: {key: value}} from a sweep file, applied over
     conf/launcher/NAME.yaml and under the overrides.
@@ -54,17 +57,14 @@ def launcher_config(overrides: Sequence[str] = (), *, need_scheduler: bool = Tru
         raise bad("override", next(iter(groups)), "launcher=NAME, launcher.KEY=VALUE or pack=N")
     if name not in LAUNCHERS:
         raise bad("launcher", name, "|".join(LAUNCHERS))
-    path = conf_dir() / "launcher" / f"{name}.yaml"
-    if not path.is_file():
-        raise BadInput(f"missing launcher config {path}")
-    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    cfg = OmegaConf.to_container(load_group("launcher", name), resolve=True)  # the composers' own chain
     preset = (defaults or {}).get(name) or {}
     if not isinstance(preset, dict):
         raise bad(f"sweep file launcher.{name}", preset, "a mapping of launcher keys")
     keys = {**{f"launcher.{k}": v for k, v in preset.items()}, **keys}
     for k, v in keys.items():
         k = k.lstrip("+")
-        short = "pack" if k == "pack" else k[len("launcher."):]
+        short = "pack" if k == "pack" else k[len("launcher.") :]
         top = short.split(".")[0]
         if top not in cfg or top == "name":
             allowed = ", ".join(f"launcher.{x}" for x in cfg if x != "name")
@@ -90,10 +90,11 @@ def _default_launcher() -> str:
 
 
 def _check(cfg: dict, need_scheduler: bool = True, check_gpus: bool = True) -> None:
-    schema.check_group("launcher", cfg)
-    gpn, tpn = int(cfg.get("gpus_per_node") or 0), cfg.get("tasks_per_node")
-    if cfg["name"] == "slurm" and gpn and tpn is not None and int(tpn) > gpn:  # a process per GPU, at most
-        raise bad("launcher.tasks_per_node", tpn, f"at most launcher.gpus_per_node={gpn} (one process per GPU)")
+    check_group("launcher", cfg)
+    if cfg["name"] == "slurm":
+        gpn, tpn = int(cfg["gpus_per_node"]), cfg["tasks_per_node"]
+        if gpn and tpn is not None and int(tpn) > gpn:  # a process per GPU, at most
+            raise bad("launcher.tasks_per_node", tpn, f"at most launcher.gpus_per_node={gpn} (one process per GPU)")
     if cfg["name"] == "slurm" and need_scheduler and shutil.which("sbatch") is None:
         raise BadInput("launcher=slurm but there is no sbatch on PATH (use launcher=local or launcher=debug here)")
     if cfg["name"] == "local" and check_gpus and cfg.get("gpus") == "auto" and int(cfg["gpus_per_run"]) > 1:
@@ -107,7 +108,7 @@ def target_device(cfg: dict) -> str:
     with a visible GPU) or ``cpu``.  Decides ``train.precision=auto`` at submission."""
 
     if cfg["name"] == "slurm":
-        return "cuda" if int(cfg.get("gpus_per_node") or 0) > 0 else "cpu"
+        return "cuda" if int(cfg["gpus_per_node"]) > 0 else "cpu"
     if cfg["name"] == "local" and cfg.get("gpus") == "none":
         return "cpu"
     return "cuda" if visible_gpus() else "cpu"
@@ -116,10 +117,10 @@ def target_device(cfg: dict) -> str:
 def processes(cfg: dict) -> int:
     """Processes one run gets: slurm nodes × tasks per node; local ``gpus_per_run`` on GPUs; else 1."""
     if cfg["name"] == "slurm":
-        gpn = int(cfg.get("gpus_per_node") or 0)
-        return int(cfg.get("nodes") or 1) * int(cfg.get("tasks_per_node") or max(1, gpn))
+        gpn = int(cfg["gpus_per_node"])
+        return int(cfg["nodes"]) * int(cfg["tasks_per_node"] or max(1, gpn))
     if cfg["name"] == "local" and target_device(cfg) == "cuda":
-        return int(cfg.get("gpus_per_run") or 1)
+        return int(cfg["gpus_per_run"])
     return 1
 
 
@@ -127,14 +128,14 @@ def capacity(cfg: dict, device: str) -> int | None:
     """Bytes per device the memory plan must fit (``launcher.gpu_memory`` GiB); None on the CPU."""
     if device != "cuda":
         return None
-    return int(float(cfg.get("gpu_memory") or 80) * 2 ** 30)
+    return int(float(cfg["gpu_memory"]) * 2**30)
 
 
 def parallel_tasks(cfg: dict) -> int:
     """Tasks this launcher runs at once: slurm ``array_parallelism`` (per job array); local its
     workers (``local.worker_slots``); debug 1."""
     if cfg["name"] == "slurm":
-        return max(1, int(cfg.get("array_parallelism") or 1))
+        return int(cfg["array_parallelism"])
     if cfg["name"] == "local":
         return max(1, len(worker_slots(cfg)))
     return 1

@@ -31,8 +31,14 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
 
     n_runs = sum(len(t) for t in tasks)
     lines: list = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=show, transient=False) as prog:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=show,
+        transient=False,
+    ) as prog:
         overall = prog.add_task(f"sweep {name}", total=n_runs)
         cur = prog.add_task("", total=1, visible=False)
         halt = threading.Event()
@@ -47,8 +53,12 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
                 tot = it.get("tokens_total") or 1
                 if last and last.get("tokens") is not None:
                     loss = last.get("loss")
-                    prog.update(cur, completed=min(last["tokens"], tot), total=tot,
-                                description=f"  run {it['run_id']}" + (f"  loss {loss:.3f}" if loss is not None else ""))
+                    prog.update(
+                        cur,
+                        completed=min(last["tokens"], tot),
+                        total=tot,
+                        description=f"  run {it['run_id']}" + (f"  loss {loss:.3f}" if loss is not None else ""),
+                    )
 
         th = threading.Thread(target=poll, daemon=True)
         th.start()
@@ -62,10 +72,21 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
                 rc = 0
                 for k, it in enumerate(t):
                     watch["it"] = it
-                    prog.update(cur, completed=0, total=it.get("tokens_total") or 1, visible=True,
-                                description=f"  run {it['run_id']}")
-                    r = run_items(name, [it], job_ids[i], log=lines.append, in_process=True,
-                                  on_preempt=lambda run, e: stopped.append((run, e)))
+                    prog.update(
+                        cur,
+                        completed=0,
+                        total=it.get("tokens_total") or 1,
+                        visible=True,
+                        description=f"  run {it['run_id']}",
+                    )
+                    r = run_items(
+                        name,
+                        [it],
+                        job_ids[i],
+                        log=lines.append,
+                        in_process=True,
+                        on_preempt=lambda run, e: stopped.append((run, e)),
+                    )
                     rc = r if r else rc
                     prog.advance(overall)
                     if r == EXIT_PREEMPTED:
@@ -87,10 +108,12 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
         _cancel(d, i + 1, len(tasks))
     if stopped and stopped[-1][1].signal == "SIGINT":
         run, e = stopped[-1]
-        rest = sum(len(t) for t in tasks[i + 1:])  # never started in this submission: cancelled, resumed alike
+        rest = sum(len(t) for t in tasks[i + 1 :])  # never started in this submission: cancelled, resumed alike
         also = f" (and the {rest} run{'s' * (rest != 1)} not started, cancelled)" if rest else ""
-        raise Interrupted(interrupted_line(e.step, e.where, f"dw sweep {name} --retry-failed resumes it{also}",
-                                           run=run["run_id"]), EXIT_PREEMPTED)
+        raise Interrupted(
+            interrupted_line(e.step, e.where, f"dw sweep {name} --retry-failed resumes it{also}", run=run["run_id"]),
+            EXIT_PREEMPTED,
+        )
 
 
 def _terminal_hook(console):

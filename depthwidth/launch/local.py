@@ -31,7 +31,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def _python(cfg: dict) -> str:
-    return cfg.get("python") or sys.executable
+    return cfg["python"] or sys.executable
 
 
 def _env_pythonpath(env: dict) -> dict:
@@ -58,16 +58,19 @@ def visible_gpus() -> list[str]:
 
 def gpu_slots(gpus: list[str], per_run: int) -> list[dict]:
     """One worker per group of ``per_run`` visible GPUs (a remainder too small for a run stays idle)."""
-    return [{"CUDA_VISIBLE_DEVICES": ",".join(gpus[i:i + per_run]), "DW_GPUS_PER_RUN": str(per_run)}
-            for i in range(0, len(gpus) - per_run + 1, per_run)]
+    return [
+        {"CUDA_VISIBLE_DEVICES": ",".join(gpus[i : i + per_run]), "DW_GPUS_PER_RUN": str(per_run)}
+        for i in range(0, len(gpus) - per_run + 1, per_run)
+    ]
 
 
 def worker_slots(cfg: dict) -> list[dict]:
     """Each worker's own environment: one per group of ``gpus_per_run`` visible GPUs, else
     ``workers`` CPU workers (the dry run's schedule counts these too)."""
-    gpus = visible_gpus() if cfg.get("gpus", "auto") == "auto" else []
-    return gpu_slots(gpus, int(cfg.get("gpus_per_run") or 1)) or [
-        {"CUDA_VISIBLE_DEVICES": ""} for _ in range(int(cfg["workers"]))]
+    gpus = visible_gpus() if cfg["gpus"] == "auto" else []
+    return gpu_slots(gpus, int(cfg["gpus_per_run"])) or [
+        {"CUDA_VISIBLE_DEVICES": ""} for _ in range(int(cfg["workers"]))
+    ]
 
 
 def spawn_workers(d: Path, tasks_file: Path, cfg: dict) -> None:
@@ -76,8 +79,12 @@ def spawn_workers(d: Path, tasks_file: Path, cfg: dict) -> None:
         log = open(d / f"worker-{slot}.log", "ab")
         p = subprocess.Popen(
             [_python(cfg), "-m", "depthwidth.launch", "worker", str(tasks_file), str(slot)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True, close_fds=True,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
         )
         log.close()
         write_json(d / f"worker-{slot}.json", {"pid": p.pid, "slot": slot, "state": "running", **extra})
@@ -125,10 +132,21 @@ def _run(tasks_file: Path, index: int, stop: dict) -> int:
     """Task ``index`` on this worker's GPUs: in this process, or as one torchrun of G processes."""
     g = int(os.environ.get("DW_GPUS_PER_RUN", "1"))
     if g <= 1:
-        return run_task(tasks_file, index, log=lambda m: print(m, flush=True), in_process=True,
-                        stopped=lambda: "sig" in stop)
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={g}", f"--master_port={free_port()}",
-           "-m", "depthwidth.launch", "task", str(tasks_file), str(index)]
+        return run_task(
+            tasks_file, index, log=lambda m: print(m, flush=True), in_process=True, stopped=lambda: "sig" in stop
+        )
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={g}",
+        f"--master_port={free_port()}",
+        "-m",
+        "depthwidth.launch",
+        "task",
+        str(tasks_file),
+        str(index),
+    ]
     stop["child"] = child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
     if "sig" in stop:  # it came while the child started
         child.send_signal(stop["sig"])

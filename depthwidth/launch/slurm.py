@@ -72,9 +72,9 @@ def minutes(t) -> int:
 
 def parameters(name: str, cfg: dict) -> dict:
     """SlurmExecutor.update_parameters(**this) from the launcher config."""
-    gpn = int(cfg.get("gpus_per_node") or 0)
-    tpn = int(cfg.get("tasks_per_node") or max(1, gpn))
-    nodes = int(cfg.get("nodes") or 1)
+    gpn = int(cfg["gpus_per_node"])
+    tpn = int(cfg["tasks_per_node"] or max(1, gpn))
+    nodes = int(cfg["nodes"])
     setup = [
         "trap '' USR2  # USR2 is for the steps (python under srun); scancel --full/--batch must not kill this shell",
         f"cd {shlex.quote(os.getcwd())}",
@@ -83,18 +83,28 @@ def parameters(name: str, cfg: dict) -> dict:
     ]
     if nodes * tpn > 1:  # torch.distributed's rendezvous: the allocation's first host
         # the first node's address (NodeAddr: node names need not resolve), else its name
-        setup += ['_dw_first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
-                  'export MASTER_ADDR="$(scontrol show node "$_dw_first" -o | sed -n \'s/.* NodeAddr=\\([^ ]*\\).*/\\1/p\')"',
-                  'export MASTER_ADDR="${MASTER_ADDR:-$_dw_first}"',
-                  "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))"]
-    setup += [str(s) for s in cfg.get("setup") or []]
+        setup += [
+            '_dw_first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+            'export MASTER_ADDR="$(scontrol show node "$_dw_first" -o | sed -n \'s/.* NodeAddr=\\([^ ]*\\).*/\\1/p\')"',
+            'export MASTER_ADDR="${MASTER_ADDR:-$_dw_first}"',
+            "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))",
+        ]
+    setup += [str(s) for s in cfg["setup"]]
     extra = {"requeue": True}
-    for k, v in (cfg.get("additional") or {}).items():
+    for k, v in cfg["additional"].items():
         extra[str(k).replace("_", "-")] = True if v in (None, True) else v
-    p = dict(job_name=cfg.get("job_name") or f"dw-{name}", time=minutes(cfg["time"]), nodes=nodes,
-             ntasks_per_node=tpn, cpus_per_task=int(cfg["cpus_per_task"]),
-             array_parallelism=int(cfg["array_parallelism"]), signal_delay_s=int(cfg["signal_delay_s"]),
-             stderr_to_stdout=True, setup=setup, additional_parameters=extra)
+    p = dict(
+        job_name=cfg["job_name"] or f"dw-{name}",
+        time=minutes(cfg["time"]),
+        nodes=nodes,
+        ntasks_per_node=tpn,
+        cpus_per_task=int(cfg["cpus_per_task"]),
+        array_parallelism=int(cfg["array_parallelism"]),
+        signal_delay_s=int(cfg["signal_delay_s"]),
+        stderr_to_stdout=True,
+        setup=setup,
+        additional_parameters=extra,
+    )
     if gpn:
         p["gpus_per_node"] = gpn
     for k in ("partition", "account", "qos", "constraint", "mem"):
@@ -106,8 +116,9 @@ def parameters(name: str, cfg: dict) -> dict:
 def executor(name: str, folder: Path, cfg: dict) -> submitit.SlurmExecutor:
     if shutil.which("sbatch") is None or shutil.which("srun") is None:
         raise BadInput("launcher=slurm but there is no sbatch/srun on PATH (use launcher=local or launcher=debug here)")
-    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=MAX_NUM_TIMEOUT,
-                                python=shlex.quote(cfg.get("python") or sys.executable))
+    ex = submitit.SlurmExecutor(
+        folder=folder, max_num_timeout=MAX_NUM_TIMEOUT, python=shlex.quote(cfg["python"] or sys.executable)
+    )
     try:
         ex.update_parameters(**parameters(name, cfg))
     except ValueError as e:

@@ -1,6 +1,6 @@
 """``dw status``: every submitted run of a sweep, joined from the manifest, each
 run directory's summary.json and the tail of its metrics.jsonl, and the
-scheduler's view of the run's latest job (launch/states.py)."""
+scheduler's view of the run's latest job (launch/scheduler.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from depthwidth.core.store import (
     runs_root,
     sweep_dir,
 )
-from depthwidth.launch.states import SLURM_STATES, SchedulerUnknown, slurm_states, task_states
+from depthwidth.launch.scheduler import SLURM_STATES, SchedulerUnknown, slurm_states, task_states
 
 STATES = ("pending", "running", "done", "failed", "diverged", "preempted", "cancelled", "lost", "unknown")
 # never "unknown" (it may still be running), nor "diverged" (the same run diverges again: --retry-diverged)
@@ -46,18 +46,31 @@ def run_state(summary: dict | None, sched: str | None, started: bool = False, kn
     return "failed" if s == "failed" else "lost"
 
 
-def status(name: str) -> dict:
-    """Every submitted run of sweep NAME: state, progress, last loss, attempts."""
+def status(name: str, root=None) -> dict:
+    """Every submitted run of sweep NAME in the run store ``root`` (None: $DW_RUNS, else ./runs):
+    state, progress, last loss, attempts."""
     bad_lines: list[int] = []
-    events = read_manifest(name, bad_lines)
-    problems = [f"manifest: {len(bad_lines)} unreadable line(s) skipped (line "
-                + ", ".join(map(str, bad_lines[:5])) + (", ..." if len(bad_lines) > 5 else "") + ")"] if bad_lines else []
+    events = read_manifest(name, bad_lines, root)
+    problems = (
+        [
+            f"manifest: {len(bad_lines)} unreadable line(s) skipped (line "
+            + ", ".join(map(str, bad_lines[:5]))
+            + (", ..." if len(bad_lines) > 5 else "")
+            + ")"
+        ]
+        if bad_lines
+        else []
+    )
     if not events:
-        if (other := checkout_store(name)) is not None:
-            raise BadInput(f"no sweep {name!r} in {runs_root().absolute()}; its store is {other}: run dw from "
-                           f"{other.parent.parent}, or set DW_RUNS={other.parent}")
-        raise BadInput(f"no sweep {name!r} in {runs_root().absolute()} (DW_RUNS chooses the runs directory, "
-                       f"else ./runs; sweeps with a manifest there: {', '.join(known_sweeps()) or 'none'})")
+        if (other := checkout_store(name, root)) is not None:
+            raise BadInput(
+                f"no sweep {name!r} in {runs_root(root).absolute()}; its store is {other}: run dw from "
+                f"{other.parent.parent}, or set DW_RUNS={other.parent}"
+            )
+        raise BadInput(
+            f"no sweep {name!r} in {runs_root(root).absolute()} (DW_RUNS chooses the runs directory, "
+            f"else ./runs; sweeps with a manifest there: {', '.join(known_sweeps(root)) or 'none'})"
+        )
     runs = manifest_runs(events)
     slurm = [r["job_id"] for r in runs.values() if r.get("launcher") == "slurm"]
     raw, why = {}, None
@@ -65,11 +78,11 @@ def status(name: str) -> dict:
         raw = slurm_states(slurm) if slurm else {}
     except SchedulerUnknown as e:
         why = str(e)
-    local = task_states(name) if len(slurm) < len(runs) else {}
+    local = task_states(name, root) if len(slurm) < len(runs) else {}
     retried_as = {r["retry_of"]: rid for rid, r in runs.items() if r.get("retry_of")}
     rows = []
     for r in runs.values():
-        rd = Path(r.get("run_dir") or sweep_dir(name) / r["run_id"])
+        rd = Path(r.get("run_dir") or sweep_dir(name, root) / r["run_id"])
         summ = read_json(rd / "summary.json")
         if summ is None and (rd / "summary.json").exists():
             problems.append(f"{r['run_id']}: summary.json unreadable")
@@ -89,20 +102,41 @@ def status(name: str) -> dict:
         loss = (last or {}).get("loss")
         if loss is None and summ:
             loss = summ.get("last_loss")
-        rows.append({
-            "run_id": r["run_id"], "state": state, "tokens": tok, "tokens_total": total,
-            "progress": min(1.0, tok / total) if total else None, "last_loss": loss,
-            "final_val_loss": (summ or {}).get("final_val_loss"), "attempts": r["attempts"],
-            "job_id": r["job_id"], "jobs": r["jobs"], "scheduler_state": sched_raw, "launcher": r.get("launcher"),
-            "label": r.get("label"), "reason": (summ or {}).get("reason"), "run_dir": str(rd),
-            "params": r.get("params"), "overrides": r.get("overrides"), **shape_of(summ, r.get("overrides"), r),
-            "retry_of": r.get("retry_of"), "retried_as": retried_as.get(r["run_id"]),
-        })
+        rows.append(
+            {
+                "run_id": r["run_id"],
+                "state": state,
+                "tokens": tok,
+                "tokens_total": total,
+                "progress": min(1.0, tok / total) if total else None,
+                "last_loss": loss,
+                "final_val_loss": (summ or {}).get("final_val_loss"),
+                "attempts": r["attempts"],
+                "job_id": r["job_id"],
+                "jobs": r["jobs"],
+                "scheduler_state": sched_raw,
+                "launcher": r.get("launcher"),
+                "label": r.get("label"),
+                "reason": (summ or {}).get("reason"),
+                "run_dir": str(rd),
+                "params": r.get("params"),
+                "overrides": r.get("overrides"),
+                **shape_of(summ, r.get("overrides"), r),
+                "retry_of": r.get("retry_of"),
+                "retried_as": retried_as.get(r["run_id"]),
+            }
+        )
     counts = {s: 0 for s in STATES}
     for row in rows:
         counts[row["state"]] += 1
-    return {"sweep": name, "total": len(rows), "counts": counts, "runs": rows, "scheduler_unknown": why,
-            "problems": problems}
+    return {
+        "sweep": name,
+        "total": len(rows),
+        "counts": counts,
+        "runs": rows,
+        "scheduler_unknown": why,
+        "problems": problems,
+    }
 
 
 SHAPE_KEYS = {"model.depth": "depth", "model.width": "width", "model.shape": "shape"}
@@ -146,5 +180,8 @@ def summary_line(st: dict) -> str:
     parts = [f"{c[s]} {s}" for s in STATES if c[s]]
     n = st["total"]
     why = st.get("scheduler_unknown")
-    return (f"{st['sweep']}: {n} run{'s' * (n != 1)} — " + (", ".join(parts) if parts else "none")
-            + (f" (scheduler state unknown: {why})" if why else ""))
+    return (
+        f"{st['sweep']}: {n} run{'s' * (n != 1)} — "
+        + (", ".join(parts) if parts else "none")
+        + (f" (scheduler state unknown: {why})" if why else "")
+    )

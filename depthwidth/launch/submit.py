@@ -44,15 +44,22 @@ def submit(name: str, items: list[dict], cfg: dict, *, show: Callable | None = N
     for slurm where the ids exist only once sbatch has answered)."""
     if not items:
         return []
-    pack = int(cfg.get("pack", 1))
-    tasks = [items[i:i + pack] for i in range(0, len(items), pack)]
+    pack = int(cfg["pack"])
+    tasks = [items[i : i + pack] for i in range(0, len(items), pack)]
     sub = _sub_id()
     d = store.jobs_dir(name) / sub
     d.mkdir(parents=True, exist_ok=True)
     tasks_file = d / "tasks.json"
-    write_json(tasks_file, {"sweep": name, "launcher": cfg["name"], "submission": sub,
-                            "runs_root": str(store.runs_root().absolute()),
-                            "tasks": [[{k: it[k] for k in ("run_id", "overrides", "run_dir")} for it in t] for t in tasks]})
+    write_json(
+        tasks_file,
+        {
+            "sweep": name,
+            "launcher": cfg["name"],
+            "submission": sub,
+            "runs_root": str(store.runs_root().absolute()),
+            "tasks": [[{k: it[k] for k in ("run_id", "overrides", "run_dir")} for it in t] for t in tasks],
+        },
+    )
     kind = cfg["name"]
     if kind == "slurm":
         from depthwidth.launch.slurm import (
@@ -71,10 +78,8 @@ def submit(name: str, items: list[dict], cfg: dict, *, show: Callable | None = N
         write_json(d / f"task-{i}.json", {"job_id": j, "index": i, "state": "queued"})
     _register(name, tasks, job_ids, kind)
     if kind == "local":
-
         spawn_workers(d, tasks_file, cfg)
     else:
-
         run_debug(name, d, tasks_file, tasks, job_ids, show=show)
     return _pairs(tasks, job_ids)
 
@@ -87,8 +92,18 @@ def _register(name, tasks, job_ids, kind):
     rows = []
     for t, j in zip(tasks, job_ids):
         for it in t:
-            rows.append({"event": "submit", "run_id": it["run_id"], "job_id": j, "launcher": kind,
-                         **{k: it.get(k) for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "index")},
-                         **{k: it[k] for k in ("depth", "width", "shape") if it.get(k) is not None},
-                         **({"retry_of": it["retry_of"]} if it.get("retry_of") else {})})
+            rows.append(
+                {
+                    "event": "submit",
+                    "run_id": it["run_id"],
+                    "job_id": j,
+                    "launcher": kind,
+                    **{
+                        k: it.get(k)
+                        for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "index")
+                    },
+                    **{k: it[k] for k in ("depth", "width", "shape") if it.get(k) is not None},
+                    **({"retry_of": it["retry_of"]} if it.get("retry_of") else {}),
+                }
+            )
     store.append_events(name, rows)

@@ -52,12 +52,14 @@ def _distributed_env() -> None:
 def run_task(tasks_file: str | os.PathLike, index: int, *, log=print, in_process: bool = False, **kw) -> int:
     """Train every run of task ``index``; returns an exit code (0 ok, 1 a run failed, 3 preempted)."""
     doc = json.loads(Path(tasks_file).read_text())
-    return run_items(doc["sweep"], doc["tasks"][index], _current_job_id(doc, index), log=log, in_process=in_process,
-                     **kw)
+    return run_items(
+        doc["sweep"], doc["tasks"][index], _current_job_id(doc, index), log=log, in_process=in_process, **kw
+    )
 
 
-def run_items(name: str, runs: list[dict], job_id: str, *, log=print, in_process: bool = False,
-              stopped=None, on_preempt=None) -> int:
+def run_items(
+    name: str, runs: list[dict], job_id: str, *, log=print, in_process: bool = False, stopped=None, on_preempt=None
+) -> int:
     """Train ``runs`` one after another as job ``job_id``; the task's exit code.
     ``stopped()``: a stop signal reached the caller between runs (the next one is not started:
     EXIT_PREEMPTED); ``on_preempt(run, Preempted)``: told which run stopped, where, on which signal."""
@@ -81,9 +83,19 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
         if stopped():
             return EXIT_PREEMPTED
         if rank0:
-            store.append_events(name, [{"event": "start", "run_id": it["run_id"], "job_id": job_id,
-                                        "restart": int(os.environ.get("SLURM_RESTART_COUNT", "0")),
-                                        "host": os.uname().nodename, "pid": os.getpid()}])
+            store.append_events(
+                name,
+                [
+                    {
+                        "event": "start",
+                        "run_id": it["run_id"],
+                        "job_id": job_id,
+                        "restart": int(os.environ.get("SLURM_RESTART_COUNT", "0")),
+                        "host": os.uname().nodename,
+                        "pid": os.getpid(),
+                    }
+                ],
+            )
         try:
             s = train(compose(it["overrides"]), log=lambda m, r=it["run_id"]: log(f"[{r}] {m}"))
             if s.get("status") != "done":
@@ -99,7 +111,7 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
         except BadInput as e:  # validated at submission; a changed conf/ can still break it
             log(f"[{it['run_id']}] bad input: {e}")
             rc = 1
-        except Exception as e:  # train() has written summary status=failed
+        except Exception as e:  # train() has written summary status=failed (a failed set-up too)
             log(f"[{it['run_id']}] failed: {type(e).__name__}: {e}")
             rc = 1
     return rc
@@ -108,7 +120,11 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
 def _requeue(log) -> None:
     """Requeue this task only (SLURM_JOB_ID of an array task may name the whole array)."""
     e = os.environ
-    jid = f"{e['SLURM_ARRAY_JOB_ID']}_{e['SLURM_ARRAY_TASK_ID']}" if e.get("SLURM_ARRAY_JOB_ID") else e.get("SLURM_JOB_ID")
+    jid = (
+        f"{e['SLURM_ARRAY_JOB_ID']}_{e['SLURM_ARRAY_TASK_ID']}"
+        if e.get("SLURM_ARRAY_JOB_ID")
+        else e.get("SLURM_JOB_ID")
+    )
     if not jid:
         return
     p = subprocess.run(["scontrol", "requeue", jid], capture_output=True, text=True)

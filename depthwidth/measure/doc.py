@@ -27,9 +27,20 @@ FILE = "analysis.json"
 SCHEMA = "dw.analysis/2"
 OLDER = ("dw.analysis/1",)  # still read (``read`` brings them to the current keys)
 # per-layer keys, in the order tables print them
-LAYER_KEYS = ("entropy_prefix", "entropy_full", "mlp_density", "mlp_dead", "mlp_balance", "mlp_threshold",
-              "lens_ce", "lens_target_prob", "lens_target_prob_mean", "lens_entropy", "lens_kl_final",
-              "lens_kl_prev")
+LAYER_KEYS = (
+    "entropy_prefix",
+    "entropy_full",
+    "mlp_density",
+    "mlp_dead",
+    "mlp_balance",
+    "mlp_threshold",
+    "lens_ce",
+    "lens_target_prob",
+    "lens_target_prob_mean",
+    "lens_entropy",
+    "lens_kl_final",
+    "lens_kl_prev",
+)
 
 
 def path_for(run_dir, step: int | None = None) -> Path:

@@ -131,14 +131,18 @@ def _on_units(model, fn, done=None):
             if done is not None:
                 handles.append(b.mlp.register_forward_hook(lambda *_, i=i: done(i)))
         else:
-            handles.append(_unit_inputs(b).register_forward_pre_hook(
-                lambda _mod, inp, i=i: fn(i, None, inp[0].reshape(-1, inp[0].size(-1)))))
+            handles.append(
+                _unit_inputs(b).register_forward_pre_hook(
+                    lambda _mod, inp, i=i: fn(i, None, inp[0].reshape(-1, inp[0].size(-1)))
+                )
+            )
 
     def remove():
         for hd in handles:
             hd.remove()
         for b in model.blocks if model.spec.mlp == "moe" else ():
             b.mlp.on_hidden = None
+
     return remove
 
 
@@ -184,9 +188,18 @@ def entropy_profile(model, idx, centre: bool = False) -> list[float]:
         model.train(was)
 
 
-def analyse(model, x, y, *, centre: bool = False, threshold: float | None = None,
-            cett_target: float = CETT_TARGET, calibration_tokens: int = CALIBRATION_TOKENS,
-            entropy_tokens: int = ENTROPY_TOKENS, batch_tokens: int = BATCH_TOKENS) -> dict:
+def analyse(
+    model,
+    x,
+    y,
+    *,
+    centre: bool = False,
+    threshold: float | None = None,
+    cett_target: float = CETT_TARGET,
+    calibration_tokens: int = CALIBRATION_TOKENS,
+    entropy_tokens: int = ENTROPY_TOKENS,
+    batch_tokens: int = BATCH_TOKENS,
+) -> dict:
     """Every measure of every layer of ``model`` on tokens ``x`` -> targets ``y`` (numpy or tensors).
     ``threshold``: None, each SwiGLU layer's CETT threshold at ``cett_target`` (calibrated on the
     first ``calibration_tokens`` of x); a number, that fixed ε for every layer."""
@@ -200,7 +213,7 @@ def analyse(model, x, y, *, centre: bool = False, threshold: float | None = None
     k = min(int(entropy_tokens), N)
     pick = (torch.arange(k, device=dev) * (N - 1)) // max(k - 1, 1)  # evenly spaced token indices
     moe, C = spec.mlp == "moe", int(calibration_tokens)
-    Xc = X[:max(1, C // T), :min(T, C)]  # the first <= C evaluation tokens
+    Xc = X[: max(1, C // T), : min(T, C)]  # the first <= C evaluation tokens
     rule = "gelu>0" if spec.mlp == "gelu" else "cett" if threshold is None else "fixed"
     units = [spec.mlp_hidden(i) * (spec.n_experts if moe else 1) for i in range(L)]
     counts = [torch.zeros(u, dtype=torch.int64, device=dev) for u in units]
@@ -213,8 +226,8 @@ def analyse(model, x, y, *, centre: bool = False, threshold: float | None = None
             counts[i].add_(on)
         else:
             m = spec.mlp_hidden(i)
-            counts[i][e * m:(e + 1) * m] += on
-            seen[i][e * m:(e + 1) * m] += a.size(0)
+            counts[i][e * m : (e + 1) * m] += on
+            seen[i][e * m : (e + 1) * m] += a.size(0)
 
     rows = [[] for _ in range(L)]  # the entropy's tokens, per layer
     sums = [dict.fromkeys(LENS_KEYS, 0.0) for _ in range(L + 1)]  # index 0: the embedding stream
@@ -223,13 +236,16 @@ def analyse(model, x, y, *, centre: bool = False, threshold: float | None = None
     model.eval()
     remove = None
     try:
-        eps = calibrate(model, Xc, cett_target) if rule == "cett" else [
-            None if rule == "gelu>0" else float(threshold)] * L
+        eps = (
+            calibrate(model, Xc, cett_target)
+            if rule == "cett"
+            else [None if rule == "gelu>0" else float(threshold)] * L
+        )
         remove = _on_units(model, count)
         with torch.no_grad():
             per = max(1, int(batch_tokens) // T)
             for b0 in range(0, n_seq, per):
-                xb, yb = X[b0:b0 + per], Y[b0:b0 + per]
+                xb, yb = X[b0 : b0 + per], Y[b0 : b0 + per]
                 _, loss, hidden = model(xb, yb, return_hidden=True)
                 loss_sum += float(loss) * xb.numel()
                 lo = b0 * T
@@ -254,21 +270,40 @@ def analyse(model, x, y, *, centre: bool = False, threshold: float | None = None
     for i in range(L):
         Z, w = torch.cat(rows[i]), spec.widths[i]
         d = density(counts[i], seen[i].clamp(min=1) if moe else N)
-        layers.append({"layer": i + 1, "width": w,
-                       "entropy_prefix": matrix_entropy(Z[:, :w], centre), "entropy_full": matrix_entropy(Z, centre),
-                       "mlp_density": d["density"], "mlp_dead": d["dead"], "mlp_balance": d["balance"],
-                       "mlp_threshold": eps[i], **_lens(sums[i + 1], N)})
+        layers.append(
+            {
+                "layer": i + 1,
+                "width": w,
+                "entropy_prefix": matrix_entropy(Z[:, :w], centre),
+                "entropy_full": matrix_entropy(Z, centre),
+                "mlp_density": d["density"],
+                "mlp_dead": d["dead"],
+                "mlp_balance": d["balance"],
+                "mlp_threshold": eps[i],
+                **_lens(sums[i + 1], N),
+            }
+        )
     emb = _lens(sums[0], N)
     emb.pop("lens_kl_prev")
     xs = X.to("cpu").numpy()
     return {
-        "eval": {"sequences": int(n_seq), "seq_len": int(T), "tokens": int(N), "entropy_tokens": int(k),
-                 "sha": fingerprint(xs.astype("int64").tobytes(), Y.to("cpu").numpy().astype("int64").tobytes())},
-        "options": {"centre": bool(centre), "mlp_rule": rule,
-                    "cett_target": float(cett_target) if rule == "cett" else None,
-                    "calibration_tokens": int(Xc.numel()) if rule == "cett" else None,
-                    "swiglu_threshold": float(threshold) if rule == "fixed" else None,
-                    "dead_below": DEAD_BELOW, "mlp": spec.mlp, "resize": spec.resize},
+        "eval": {
+            "sequences": int(n_seq),
+            "seq_len": int(T),
+            "tokens": int(N),
+            "entropy_tokens": int(k),
+            "sha": fingerprint(xs.astype("int64").tobytes(), Y.to("cpu").numpy().astype("int64").tobytes()),
+        },
+        "options": {
+            "centre": bool(centre),
+            "mlp_rule": rule,
+            "cett_target": float(cett_target) if rule == "cett" else None,
+            "calibration_tokens": int(Xc.numel()) if rule == "cett" else None,
+            "swiglu_threshold": float(threshold) if rule == "fixed" else None,
+            "dead_below": DEAD_BELOW,
+            "mlp": spec.mlp,
+            "resize": spec.resize,
+        },
         "eval_loss": loss_sum / N,
         "embedding_lens": emb,
         "layers": layers,

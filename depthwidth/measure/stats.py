@@ -145,8 +145,7 @@ def density(counts, n_tokens: int, dead_below: float = DEAD_BELOW) -> dict:
     else:
         q = f[f > 0] / total
         balance = float(-(q * q.log()).sum() / math.log(m))
-    return {"density": float(f.mean()), "dead": float((f < dead_below).to(torch.float64).mean()),
-            "balance": balance}
+    return {"density": float(f.mean()), "dead": float((f < dead_below).to(torch.float64).mean()), "balance": balance}
 
 
 def lens_sums(logits, targets, final_logp, prev_logp):
@@ -159,8 +158,11 @@ def lens_sums(logits, targets, final_logp, prev_logp):
     logp = torch.log_softmax(logits.to(torch.float32), dim=-1)
     p = logp.exp()
     lp_t = logp.gather(-1, targets[:, None]).squeeze(-1)
-    s = {"ce": float(-lp_t.to(torch.float64).sum()), "target_prob_mean": float(lp_t.exp().to(torch.float64).sum()),
-         "entropy": float(-(p * logp).sum())}
+    s = {
+        "ce": float(-lp_t.to(torch.float64).sum()),
+        "target_prob_mean": float(lp_t.exp().to(torch.float64).sum()),
+        "entropy": float(-(p * logp).sum()),
+    }
     if final_logp is not None:
         pf = final_logp.exp()
         s["kl_final"] = float((pf * (final_logp - logp)).sum())

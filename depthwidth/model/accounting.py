@@ -184,8 +184,12 @@ def param_shapes(spec: ModelSpec) -> list[tuple[str, str, tuple[int, ...]]]:
         ps += norm("norm_2", w)
         if spec.mlp == "moe":  # MoE's own stacked expert weights come before its router submodule
             E = spec.n_experts
-            ps += [("mlp.w_fc", (E, m, w)), ("mlp.w_gate", (E, m, w)), ("mlp.w_proj", (E, w, m)),
-                   ("mlp.router.weight", (E, w))]
+            ps += [
+                ("mlp.w_fc", (E, m, w)),
+                ("mlp.w_gate", (E, m, w)),
+                ("mlp.w_proj", (E, w, m)),
+                ("mlp.router.weight", (E, w)),
+            ]
         else:
             ps += linear("mlp.c_fc", w, m, b)
             if spec.mlp == "swiglu":

@@ -15,11 +15,21 @@ from depthwidth.model.spec import ModelSpec
 def figures(spec: ModelSpec, seq_len: int) -> dict:
     """Accounting figures of one spec, flat, for tables and JSON."""
     a = accounting.account(spec, seq_len)
-    keys = ("params", "params_non_embedding", "params_active", "flops_per_token", "flops_attention_per_token",
-            "kv_bytes_per_token", "mean_width")
+    keys = (
+        "params",
+        "params_non_embedding",
+        "params_active",
+        "flops_per_token",
+        "flops_attention_per_token",
+        "kv_bytes_per_token",
+        "mean_width",
+    )
     out = {k: a[k] for k in keys}
-    terms = (shapes.moe_terms(spec.n_experts, spec.expert_hidden / spec.embed_width) if spec.mlp == "moe"
-             else shapes.DENSE_TERMS)
+    terms = (
+        shapes.moe_terms(spec.n_experts, spec.expert_hidden / spec.embed_width)
+        if spec.mlp == "moe"
+        else shapes.DENSE_TERMS
+    )
     out["params_vwt"] = shapes.vwt_params(spec.widths, spec.embed_width, spec.vocab_size, terms)
     if spec.mlp == "moe":  # the paper's active count (solve_hparams.compute_active_params): the unrouted
         # experts' share of Σ 3·E·r·w_i² taken from the convention's total, its waste terms left as they are
@@ -29,8 +39,22 @@ def figures(spec: ModelSpec, seq_len: int) -> dict:
     return out
 
 
-def shape_report(family, *, width, depth, ratio=0.3, turn=None, match=None, vocab=100263,
-                 preset="vwt", symmetric=None, quantum=None, seq_len=4096, heads=None, head_dim=None) -> dict:
+def shape_report(
+    family,
+    *,
+    width,
+    depth,
+    ratio=0.3,
+    turn=None,
+    match=None,
+    vocab=100263,
+    preset="vwt",
+    symmetric=None,
+    quantum=None,
+    seq_len=4096,
+    heads=None,
+    head_dim=None,
+) -> dict:
     """``dw shapes``: FAMILY's widths against the uniform DEPTH x WIDTH model of ``preset``.
 
     ``match`` None: the preset's (exact for vwt and depth_delusion, vwt for the paper
@@ -50,7 +74,7 @@ def shape_report(family, *, width, depth, ratio=0.3, turn=None, match=None, voca
     m = load_group("model", preset)
     width = int(m.width) if width is None else width
     depth = int(m.depth) if depth is None else depth
-    match = str(m.get("match", "exact")) if match is None else match
+    match = str(m.match) if match is None else match
     m.vocab_size = vocab
     m.depth, m.width, m.shape, m.ratio, m.turn, m.match = depth, width, fam, ratio, turn, match
     m.symmetric = symmetric
@@ -69,9 +93,11 @@ def shape_report(family, *, width, depth, ratio=0.3, turn=None, match=None, voca
     r = fs["params"] / fu["params"]
     warning = shaped.extra.get("warning")
     if abs(r - 1) > shapes.MATCH_TOLERANCE:
-        warning = (f"params ×uniform {r:.3f}: {fam} is {100 * abs(r - 1):.1f}% off the uniform {width} × {depth} "
-                   f"model's true parameter count (more than {100 * shapes.MATCH_TOLERANCE:g}%), not matched; "
-                   + ("--match exact matches the true count" if match == "vwt" else "lower --quantum"))
+        warning = (
+            f"params ×uniform {r:.3f}: {fam} is {100 * abs(r - 1):.1f}% off the uniform {width} × {depth} "
+            f"model's true parameter count (more than {100 * shapes.MATCH_TOLERANCE:g}%), not matched; "
+            + ("--match exact matches the true count" if match == "vwt" else "lower --quantum")
+        )
     return {
         "family": fam,
         "width": width,

@@ -1,6 +1,8 @@
 """A ``model`` config group -> a validated ``ModelSpec``: widths from the shape
 family (shapes.py), matched in parameters to the uniform model, counted by
-accounting.py under the chosen convention (``match: exact | vwt``; exact when unset)."""
+accounting.py under the chosen convention (``match: exact | vwt``).  A group given
+in part is completed with the schema's defaults (config/schema.py), never with
+defaults of its own."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from depthwidth.config.schema import Model, choices, complete
 from depthwidth.core.errors import bad, number
 from depthwidth.model import shapes
 from depthwidth.model.accounting import total_params_for_widths
@@ -20,46 +23,46 @@ def from_config(m: Any) -> ModelSpec:
     ``shape`` + ``ratio``/``turn``/``symmetric``/``quantum``/``match`` give the
     widths through ``shapes.schedule``; an explicit ``widths`` list wins.
     """
-    g = (lambda k, d=None: m.get(k, d)) if hasattr(m, "get") else (lambda k, d=None: getattr(m, k, d))
-    depth, width = g("depth"), g("width")
+    c = complete("model", m if hasattr(m, "items") else vars(m))  # a partial group: the schema's defaults
+    depth, width = c["depth"], c["width"]
     if not isinstance(depth, int) or depth < 1:
         raise bad("model.depth", depth, "an integer >= 1")
     if not isinstance(width, int) or width < 1:
         raise bad("model.width", width, "an integer >= 1")
-    embed = g("embed", "h")
-    if embed not in ("h", "first"):
-        raise bad("model.embed", embed, "h|first")
-    heads, head_dim = g("heads"), g("head_dim")
+    embed = c["embed"]
+    if embed not in choices(Model, "embed"):
+        raise bad("model.embed", embed, "|".join(choices(Model, "embed")))
+    heads, head_dim = c["heads"], c["head_dim"]
     template = ModelSpec(
         widths=tuple([width] * depth),
-        vocab_size=int(g("vocab_size")),
+        vocab_size=int(c["vocab_size"]),
         embed_width=width,
-        norm=g("norm", "layernorm"),
-        mlp=g("mlp", "gelu"),
-        mlp_ratio=number("model.mlp_ratio", g("mlp_ratio", 4)),
+        norm=c["norm"],
+        mlp=c["mlp"],
+        mlp_ratio=number("model.mlp_ratio", c["mlp_ratio"]),
         n_head=None if heads is None else int(heads),
         head_dim=None if head_dim is None else int(head_dim),
-        rope=bool(g("rope", True)),
-        rope_base=number("model.rope_base", g("rope_base", 10000.0)),
-        tied=bool(g("tied", False)),
-        resize=g("resize", "carry"),
-        stabiliser=g("stabiliser", "none"),
-        bias=bool(g("bias", False)),
-        init_std=number("model.init_std", g("init_std", 0.02)),
-        width_scaled_init=bool(g("width_scaled_init", False)),
-        mup=bool(g("mup", False)),
-        m_width=number("model.m_width", g("m_width", 8.0)),
-        m_emb=number("model.m_emb", g("m_emb", 12.0)),
-        m_residual=number("model.m_residual", g("m_residual", 0.22)),
-        attn_scale=g("attn_scale", "auto"),
-        n_experts=g("n_experts", 22),
-        top_k=g("top_k", 3),
-        expert_hidden=g("expert_hidden", 512),
-        aux_loss_coef=number("model.aux_loss_coef", g("aux_loss_coef", 0.01)),
-        router_z=number("model.router_z", g("router_z", 0.1)),
+        rope=bool(c["rope"]),
+        rope_base=number("model.rope_base", c["rope_base"]),
+        tied=bool(c["tied"]),
+        resize=c["resize"],
+        stabiliser=c["stabiliser"],
+        bias=bool(c["bias"]),
+        init_std=number("model.init_std", c["init_std"]),
+        width_scaled_init=bool(c["width_scaled_init"]),
+        mup=bool(c["mup"]),
+        m_width=number("model.m_width", c["m_width"]),
+        m_emb=number("model.m_emb", c["m_emb"]),
+        m_residual=number("model.m_residual", c["m_residual"]),
+        attn_scale=c["attn_scale"],
+        n_experts=c["n_experts"],
+        top_k=c["top_k"],
+        expert_hidden=c["expert_hidden"],
+        aux_loss_coef=number("model.aux_loss_coef", c["aux_loss_coef"]),
+        router_z=number("model.router_z", c["router_z"]),
     )
     warning = None
-    explicit = g("widths")
+    explicit = c["widths"]
     if explicit:
         widths = [int(w) for w in explicit]
         if len(widths) != depth:
@@ -71,20 +74,36 @@ def from_config(m: Any) -> ModelSpec:
             return total_params_for_widths(ws, replace(template, embed_width=ws[0]) if embed == "first" else at_h)
 
         widths = shapes.schedule(
-            g("shape", "uniform"), width, depth,
-            ratio=number("model.ratio", g("ratio", 0.3)), turn=g("turn"), symmetric=g("symmetric"),
-            quantum=int(g("quantum", 32)), match=g("match", "exact"), count=count, strict=False,
-            vwt_terms=(shapes.moe_terms(template.n_experts, template.expert_hidden / width)
-                       if template.mlp == "moe" else shapes.DENSE_TERMS),
+            c["shape"],
+            width,
+            depth,
+            ratio=number("model.ratio", c["ratio"]),
+            turn=c["turn"],
+            symmetric=c["symmetric"],
+            quantum=int(c["quantum"]),
+            match=c["match"],
+            count=count,
+            strict=False,
+            vwt_terms=(
+                shapes.moe_terms(template.n_experts, template.expert_hidden / width)
+                if template.mlp == "moe"
+                else shapes.DENSE_TERMS
+            ),
         )
-        if g("match", "exact") == "exact" and len(set(widths)) > 1:
+        if c["match"] == "exact" and len(set(widths)) > 1:
             off = shapes.exact_mismatch(widths, width, count)
             if off > shapes.EXACT_TOLERANCE:  # small models: a step of q is a large share of a width
-                warning = (f"model.match=exact: widths rounded to multiples of {g('quantum', 32)} leave the "
-                           f"parameters {100 * off:.2f}% off the uniform model (0.5% wanted); lower model.quantum")
-    spec = replace(template, widths=tuple(widths), embed_width=widths[0] if embed == "first" else width,
-                   extra={"warning": warning} if warning else {})
-    check_heads(spec, quantum=None if explicit or len(set(widths)) == 1 else int(g("quantum", 32)))
+                warning = (
+                    f"model.match=exact: widths rounded to multiples of {c['quantum']} leave the "
+                    f"parameters {100 * off:.2f}% off the uniform model (0.5% wanted); lower model.quantum"
+                )
+    spec = replace(
+        template,
+        widths=tuple(widths),
+        embed_width=widths[0] if embed == "first" else width,
+        extra={"warning": warning} if warning else {},
+    )
+    check_heads(spec, quantum=None if explicit or len(set(widths)) == 1 else int(c["quantum"]))
     return spec.validate()
 
 
@@ -92,22 +111,31 @@ def check_heads(spec: ModelSpec, quantum: int | None = None) -> None:
     """A fixed head count must split every layer's width into whole, even (RoPE) heads: name
     the first width that fails and the head counts (or the quantum) that would fit."""
     n = spec.n_head
-    if (n is None or not isinstance(n, int) or n < 1 or spec.head_dim is not None
-            or any(not isinstance(w, int) or w < 1 for w in spec.widths)):
+    if (
+        n is None
+        or not isinstance(n, int)
+        or n < 1
+        or spec.head_dim is not None
+        or any(not isinstance(w, int) or w < 1 for w in spec.widths)
+    ):
         return  # spec.validate() words the other cases
     pair = 2 if spec.rope else 1
     for i, w in enumerate(spec.widths):
         if w % n == 0 and (w // n) % pair == 0:
             continue
-        fits = [h for h in range(1, min(spec.widths) + 1)
-                if all(x % h == 0 and (x // h) % pair == 0 for x in spec.widths)]
+        fits = [
+            h for h in range(1, min(spec.widths) + 1) if all(x % h == 0 and (x // h) % pair == 0 for x in spec.widths)
+        ]
         fits = sorted(sorted(fits, key=lambda h: abs(math.log(h / n)))[:3], reverse=True)  # the nearest to n
         need = f"a multiple of the head count {n}"
         if pair > 1:
             need += f" with an even head size (RoPE), i.e. of {pair * n}"
         says = ", ".join(map(str, fits[:-1])) + (" or " if len(fits) > 1 else "") + str(fits[-1]) if fits else ""
-        hint = (f"--heads (model.heads) {says} would fit every width" if fits
-                else "no head count fits every width" + (" (RoPE needs an even head size)" if pair > 1 else ""))
+        hint = (
+            f"--heads (model.heads) {says} would fit every width"
+            if fits
+            else "no head count fits every width" + (" (RoPE needs an even head size)" if pair > 1 else "")
+        )
         if quantum is not None:
             hint += f", or a --quantum (model.quantum) that is a multiple of {pair * n}"
         raise bad(f"width of layer {i + 1}", w, f"{need}; {hint}")

@@ -51,10 +51,16 @@ from depthwidth.core.errors import BadInput, bad
 
 FAMILIES = ("uniform", "increasing", "decreasing", "diamond", "x")
 ALIASES = {
-    "×": "x", "><": "x", "cross": "x", "bottleneck": "x",
-    "<": "increasing", "inc": "increasing",
-    ">": "decreasing", "dec": "decreasing",
-    "◇": "diamond", "<>": "diamond",
+    "×": "x",
+    "><": "x",
+    "cross": "x",
+    "bottleneck": "x",
+    "<": "increasing",
+    "inc": "increasing",
+    ">": "decreasing",
+    "dec": "decreasing",
+    "◇": "diamond",
+    "<>": "diamond",
     "flat": "uniform",
 }
 MATCHES = ("vwt", "exact")
@@ -142,6 +148,7 @@ def _solve_h1_exact(m: Sequence[float], target: float, count: Counter) -> float:
     """h_1 with count(h_1·m) = target.  For fixed multipliers the count is a quadratic in h_1
     (every matrix is w_i·w_j or w_i·V, norms and biases are linear), so three evaluations give
     it and one more checks its root; a count that is not (a caller's own) is bisected."""
+
     def f(t: float) -> float:
         return count([t * x for x in m]) - target
 
@@ -256,7 +263,9 @@ def schedule(
     widths = [round_to(h1 * x, quantum) for x in m]
     for i, w in enumerate(widths):
         if w < 1:
-            raise bad(f"width of layer {i + 1}", w, f"a positive multiple of {quantum}; raise --ratio or lower --quantum")
+            raise bad(
+                f"width of layer {i + 1}", w, f"a positive multiple of {quantum}; raise --ratio or lower --quantum"
+            )
     if match == "exact":
         widths = _fix_exact(widths, h1, m, quantum, count, target, strict, (family, k, sym))
     return widths
@@ -267,6 +276,7 @@ def _fix_exact(widths, h1, m, q, count, target, strict=True, shape=None):
     width recomputed from the same multipliers); where that cannot reach 0.5%
     (few, coarse layers), step single layers by ±q, greedily, keeping the shape:
     its monotone runs, the turn, w_1 = w_L when symmetric, the narrowest layer."""
+
     def err(ws):
         return abs(count(ws) - target) / target
 
@@ -279,7 +289,11 @@ def _fix_exact(widths, h1, m, q, count, target, strict=True, shape=None):
     if err(best) > EXACT_TOLERANCE and shape is not None:
         best = _step_layers(best, q, err, *shape)
     if err(best) > EXACT_TOLERANCE and strict:
-        raise bad("quantum", q, f"a smaller rounding multiple: parameters are {100 * err(best):.2f}% off the uniform model (limit 0.5%)")
+        raise bad(
+            "quantum",
+            q,
+            f"a smaller rounding multiple: parameters are {100 * err(best):.2f}% off the uniform model (limit 0.5%)",
+        )
     return best
 
 
@@ -294,8 +308,8 @@ def _keeps_shape(ws: Sequence[int], family: str, k: int, sym: bool) -> bool:
     if family == "decreasing":
         return rising(ws[::-1])
     if family == "x":  # narrowing to layer k, widening after it
-        return rising(ws[:k][::-1]) and rising(ws[k - 1:])
-    return rising(ws[:k]) and rising(ws[k - 1:][::-1])  # diamond
+        return rising(ws[:k][::-1]) and rising(ws[k - 1 :])
+    return rising(ws[:k]) and rising(ws[k - 1 :][::-1])  # diamond
 
 
 def _step_layers(widths, q, err, family, k, sym):

@@ -14,14 +14,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+from depthwidth.config.schema import Model, choices, defaults
 from depthwidth.core.errors import BadInput, bad
 
-NORMS = ("layernorm", "rmsnorm")
-MLPS = ("gelu", "swiglu", "moe")  # moe: a mixture of SwiGLU experts per layer (model/moe.py)
-ATTN_SCALES = ("auto", "inv_sqrt", "inv")  # softmax scale 1/sqrt(head_dim) | 1/head_dim; auto: inv with µP
-RESIZES = ("carry", "zero", "proj")
+# The choices and defaults of the config's ``model`` group (config/schema.py), the one place they live.
+NORMS = choices(Model, "norm")
+MLPS = choices(Model, "mlp")  # moe: a mixture of SwiGLU experts per layer (model/moe.py)
+ATTN_SCALES = choices(Model, "attn_scale")  # softmax scale 1/sqrt(head_dim) | 1/head_dim; auto: inv with µP
+RESIZES = choices(Model, "resize")
 # Depth stabilisers (docs/science.md §3: never tried by the Depth-Delusion paper).
-STABILISERS = ("none", "post", "deepnorm", "rezero", "normformer")
+STABILISERS = choices(Model, "stabiliser")
+_D = defaults(Model)
 
 
 @dataclass(frozen=True)
@@ -29,31 +32,35 @@ class ModelSpec:
     widths: tuple[int, ...]  # per-layer width w_i
     vocab_size: int  # V
     embed_width: int  # h: token embedding and LM-head input width
-    norm: str = "layernorm"  # layernorm (weight+bias) | rmsnorm (weight), on the active prefix
-    mlp: str = "gelu"  # gelu: 2 matrices w->m->w ; swiglu: 3 matrices
-    mlp_ratio: float = 4.0  # MLP hidden width m_i = int(mlp_ratio * w_i)
-    n_head: int | None = None  # fixed head count per layer (VWT) ...
-    head_dim: int | None = 64  # ... or fixed head dimension (exactly one is set)
-    rope: bool = True
-    rope_base: float = 10000.0
-    tied: bool = False  # LM head shares the embedding matrix
-    resize: str = "carry"  # carry-forward | zero-padding | learned projection
-    stabiliser: str = "none"  # none (pre-LN) | post (post-LN) | deepnorm | rezero | normformer
-    bias: bool = False  # biases in Linear layers
-    init_std: float = 0.02
-    width_scaled_init: bool = False  # layer i init std *= sqrt(h / w_i)
+    norm: str = _D["norm"]  # layernorm (weight+bias) | rmsnorm (weight), on the active prefix
+    mlp: str = _D["mlp"]  # gelu: 2 matrices w->m->w ; swiglu: 3 matrices
+    mlp_ratio: float = _D["mlp_ratio"]  # MLP hidden width m_i = int(mlp_ratio * w_i)
+    n_head: int | None = _D["heads"]  # fixed head count per layer (VWT) ...
+    head_dim: int | None = _D["head_dim"]  # ... or fixed head dimension (exactly one is set)
+    rope: bool = _D["rope"]
+    rope_base: float = _D["rope_base"]
+    tied: bool = _D["tied"]  # LM head shares the embedding matrix
+    resize: str = _D["resize"]  # carry-forward | zero-padding | learned projection
+    stabiliser: str = _D["stabiliser"]  # none (pre-LN) | post (post-LN) | deepnorm | rezero | normformer
+    bias: bool = _D["bias"]  # biases in Linear layers
+    init_std: float = _D["init_std"]
+    width_scaled_init: bool = _D["width_scaled_init"]  # layer i init std *= sqrt(h / w_i)
     # µP as the VWT configs set it (lm-engine's m_width, m_emb, m_residual; gpt.py says where each acts)
-    mup: bool = False
-    m_width: float = 8.0  # logits / m_width; hidden-matrix init std / sqrt(m_width) and lr / m_width
-    m_emb: float = 12.0  # token embedding output x m_emb
-    m_residual: float = 0.22  # every attention / MLP output x m_residual before it joins the stream
-    attn_scale: str = "auto"  # inv_sqrt: q.k / sqrt(head_dim) | inv: q.k / head_dim | auto: inv iff mup
+    mup: bool = _D["mup"]
+    m_width: float = _D["m_width"]  # logits / m_width; hidden-matrix init std / sqrt(m_width) and lr / m_width
+    m_emb: float = _D["m_emb"]  # token embedding output x m_emb
+    m_residual: float = _D["m_residual"]  # every attention / MLP output x m_residual before it joins the stream
+    attn_scale: str = _D["attn_scale"]  # inv_sqrt: q.k / sqrt(head_dim) | inv: q.k / head_dim | auto: inv iff mup
     # mixture of experts (mlp = "moe"): SwiGLU experts, softmax router, top-k, no shared expert
-    n_experts: int = 22
-    top_k: int = 3
-    expert_hidden: int = 512  # an expert's hidden width at width h; layer i: round(w_i * expert_hidden / h)
-    aux_loss_coef: float = 0.01  # coefficient of the per-layer auxiliary loss (load balance + router_z · z-loss)
-    router_z: float = 0.1  # weight of the router z-loss inside it (lm-engine's built-in 0.1)
+    n_experts: int = _D["n_experts"]
+    top_k: int = _D["top_k"]
+    expert_hidden: int = _D[
+        "expert_hidden"
+    ]  # an expert's hidden width at width h; layer i: round(w_i * expert_hidden / h)
+    aux_loss_coef: float = _D[
+        "aux_loss_coef"
+    ]  # coefficient of the per-layer auxiliary loss (load balance + router_z · z-loss)
+    router_z: float = _D["router_z"]  # weight of the router z-loss inside it (lm-engine's built-in 0.1)
     extra: dict = field(default_factory=dict, compare=False)  # free-form labels
 
     # ---- derived -----------------------------------------------------------
@@ -139,11 +146,16 @@ class ModelSpec:
                 raise bad("model.n_experts", self.n_experts, "an integer >= 1")
             if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or not 1 <= self.top_k <= self.n_experts:
                 raise bad("model.top_k", self.top_k, f"an integer from 1 to model.n_experts={self.n_experts}")
-            if isinstance(self.expert_hidden, bool) or not isinstance(self.expert_hidden, int) or self.expert_hidden < 1:
+            if (
+                isinstance(self.expert_hidden, bool)
+                or not isinstance(self.expert_hidden, int)
+                or self.expert_hidden < 1
+            ):
                 raise bad("model.expert_hidden", self.expert_hidden, "an integer >= 1")
             for k in ("aux_loss_coef", "router_z"):
-                if isinstance(getattr(self, k), bool) or not (isinstance(getattr(self, k), (int, float))
-                                                             and getattr(self, k) >= 0):
+                if isinstance(getattr(self, k), bool) or not (
+                    isinstance(getattr(self, k), (int, float)) and getattr(self, k) >= 0
+                ):
                     raise bad(f"model.{k}", getattr(self, k), "a number >= 0")
             if self.stabiliser == "normformer":
                 raise bad("model.stabiliser", self.stabiliser, "none|post|deepnorm|rezero with model.mlp=moe")

@@ -6,17 +6,30 @@
     print(report.render_markdown(rep))
     report.write_outputs(rep, Path("out/demo"))     # report.md, report.json, tables/
 
-Modules: model.py (the data model and the papers' numbers), load.py (sweep or
-table -> Data), tables.py (Data -> tables), render.py (rich, markdown, csv,
-json, files), figs.py (matplotlib, only for --plots), matching.py (FLOPs to
-match uniform: tables and figure), readme.py (the README's demo section).
+Modules, in the order a report is made:
+
+- load.py: a sweep, a run table or W&B (through track/run_source.py) -> ``Data``
+- document.py: the report's document model (``Data``, ``Table``, ``Col``) and the papers' numbers
+- tables.py: ``Data`` -> every table of the report (``build``)
+- papers.py: D_crit beside the papers' numbers, published losses of shared configurations
+- optima.py: the compute-optimal table; "not identified" outside the meaningful range
+- rests.py: what a fit rests on (identification, hold-out, isoFLOP, sensitivity, planted truth)
+- matching.py: FLOPs to match uniform, its tables and figure
+- router.py: the MoE router's load per layer
+- inside.py: the runs' analysis.json per shape, the papers' claims with verdicts
+- provenance.py: which code, versions, devices and precisions made the runs and the fit
+- render.py: rich, markdown, csv, json and the files of ``--plots``
+- figs.py: the figures (matplotlib, only for ``--plots``)
+- inside_figs.py + isofigs.py: the figures of the inside and isoFLOP sections
+- readme.py: the README's demo section (``make readme-demo``)
+
 No torch here.
 """
 
 from __future__ import annotations
 
 from depthwidth.report.load import load
-from depthwidth.report.model import FORMATS, Data, Table
+from depthwidth.report.document import FORMATS, Data, Table
 from depthwidth.report.render import (
     md_table,
     render_csv,
@@ -27,12 +40,25 @@ from depthwidth.report.render import (
 )
 from depthwidth.report.tables import build as build_tables
 
-__all__ = ["FORMATS", "Data", "Table", "build", "build_tables", "load", "md_table", "render_csv",
-           "render_markdown", "render_rich", "to_json", "write_outputs"]
+__all__ = [
+    "FORMATS",
+    "Data",
+    "Table",
+    "build",
+    "build_tables",
+    "load",
+    "md_table",
+    "render_csv",
+    "render_markdown",
+    "render_rich",
+    "to_json",
+    "write_outputs",
+]
 
 
-def build(what: "str | Data | None" = None, *, at_width: int | None = None, at_depth: int | None = None,
-          **load_options) -> dict:
+def build(
+    what: "str | Data | None" = None, *, at_width: int | None = None, at_depth: int | None = None, **load_options
+) -> dict:
     """The report of ``what``: a sweep name, a ``Data`` from ``load``, or None with
     ``runs=TABLE`` (or ``source="wandb", project=...``) among ``load_options`` (see ``load``)."""
     data = what if isinstance(what, Data) else load(what, **load_options)

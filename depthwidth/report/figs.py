@@ -16,10 +16,10 @@ import numpy as np
 
 from depthwidth.fit.count import COLUMN, n_column
 from depthwidth.fit.laws import get_law
-from depthwidth.fit.prefer import preferred
+from depthwidth.fit.verdicts import preferred
 from depthwidth.report import inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
-from depthwidth.report.model import SHAPE_LABEL, SHAPES
+from depthwidth.report.document import SHAPE_LABEL, SHAPES
 
 DPI = 150
 WIDTH_IN = 6.4
@@ -33,9 +33,20 @@ def _plt():
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"font.size": 10, "axes.labelsize": 10, "axes.titlesize": 10.5, "legend.fontsize": 8,
-                         "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.grid": True, "grid.alpha": 0.3,
-                         "figure.dpi": DPI, "savefig.dpi": DPI})
+    plt.rcParams.update(
+        {
+            "font.size": 10,
+            "axes.labelsize": 10,
+            "axes.titlesize": 10.5,
+            "legend.fontsize": 8,
+            "xtick.labelsize": 9,
+            "ytick.labelsize": 9,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "figure.dpi": DPI,
+            "savefig.dpi": DPI,
+        }
+    )
     return plt
 
 
@@ -47,16 +58,31 @@ def _save(plt, fig, out: Path, file: str, title: str, caption: str) -> dict:
     fig.savefig(tmp, dpi=DPI)  # fixed size: no bbox_inches="tight", so the stated size holds
     plt.close(fig)
     tmp.replace(path)
-    return {"file": file, "path": str(path), "title": title, "caption": caption,
-            "width_px": int(round(w * DPI)), "height_px": int(round(h * DPI))}
+    return {
+        "file": file,
+        "path": str(path),
+        "title": title,
+        "caption": caption,
+        "width_px": int(round(w * DPI)),
+        "height_px": int(round(h * DPI)),
+    }
 
 
 def make_all(data, rep, out: Path) -> list[dict]:
     plt = _plt()
     out = Path(out)
     figs, skipped = [], []
-    for fn in (loss_vs_depth, grad_profiles, tau_vs_width, shape_profiles, loss_vs_flops, flops_match_curves,
-               fit_residuals, *inside_figs.FIGURES, isoflop_profiles):
+    for fn in (
+        loss_vs_depth,
+        grad_profiles,
+        tau_vs_width,
+        shape_profiles,
+        loss_vs_flops,
+        flops_match_curves,
+        fit_residuals,
+        *inside_figs.FIGURES,
+        isoflop_profiles,
+    ):
         try:
             r = fn(plt, data, rep, out)
             if isinstance(r, tuple):  # inside_figs: (fig, file, title, caption)
@@ -120,7 +146,7 @@ def _predict(fit, rows: dict, convention: str | None = None) -> np.ndarray:
 
 def loss_vs_depth(plt, data, rep, out):
     """Measured loss vs depth with the fitted law; when its claim is not identified and ``--compare``
-    prefers another law on held-out error, that law solid and the fitted one dashed (fit/prefer.py)."""
+    prefers another law on held-out error, that law solid and the fitted one dashed (fit/verdicts.py)."""
     grid = [r for r in rep["tables"]["loss_grid"].rows if r["loss"] is not None]
     if not grid:
         return "no finished uniform runs"
@@ -146,8 +172,12 @@ def loss_vs_depth(plt, data, rep, out):
                 slope, icpt = np.polyfit(d, [r[nkey] for r in rs], 1)  # params are linear in depth at fixed W
                 dd = np.linspace(d.min(), d.max(), 200)
                 toks = max(r["tokens"] or 0 for r in rs) or 1.0
-                cols = {nkey: icpt + slope * dd, "tokens": np.full_like(dd, toks), "depth": dd,
-                        "width": np.full_like(dd, w)}
+                cols = {
+                    nkey: icpt + slope * dd,
+                    "tokens": np.full_like(dd, toks),
+                    "depth": dd,
+                    "width": np.full_like(dd, w),
+                }
                 pred = _predict(main, cols, conv)
                 if not np.isfinite(pred).any():
                     raise ValueError("the law predicts no finite loss at these depths")
@@ -172,26 +202,35 @@ def loss_vs_depth(plt, data, rep, out):
     ax.set_title(title, **({"fontsize": 9.5} if pref else {}))
     ax.legend(loc="best", ncol=2 if len(widths) > 5 else 1)
     if curves and pref:
-        cap = (f"points: measured (± sd over seeds); solid: {pref['law']}, dashed: {pref['alternative']}, "
-               f"at each width's token budget; {pref['line']}")
+        cap = (
+            f"points: measured (± sd over seeds); solid: {pref['law']}, dashed: {pref['alternative']}, "
+            f"at each width's token budget; {pref['line']}"
+        )
     elif curves:
         cap = "points: measured (± sd over seeds); lines: the fitted law at each width's token budget"
     else:
         cap = "points: measured (± sd over seeds); " + (
-            f"the fitted {data.fit['law']} law could not be drawn" if data.fit else "no fit.json, so no fitted curves")
+            f"the fitted {data.fit['law']} law could not be drawn" if data.fit else "no fit.json, so no fitted curves"
+        )
     if missing:
         cap += "; no fitted curve for " + "; ".join(f"W = {w} ({why})" for w, why in missing.items())
     ident = (data.fit or {}).get("identification") or {}
     if curves and ident.get("claim", {}).get("identified") is False:  # the curve rests on a claim the data do not pin
         import textwrap
 
-        ax.set_xlabel(ax.get_xlabel() + "\n" + textwrap.fill(pref["line"] if pref else ident["verdict"], 96), fontsize=8)
+        ax.set_xlabel(
+            ax.get_xlabel() + "\n" + textwrap.fill(pref["line"] if pref else ident["verdict"], 96), fontsize=8
+        )
         cap += "; " + ident["verdict"]
     return _save(plt, fig, out, "loss_vs_depth.png", title, cap)
 
 
 def _profile_record(probes, step=1000):
-    rec = [p for p in probes if isinstance(p, dict) and isinstance(p.get("grad_norm"), dict) and p["grad_norm"].get("block")]
+    rec = [
+        p
+        for p in probes
+        if isinstance(p, dict) and isinstance(p.get("grad_norm"), dict) and p["grad_norm"].get("block")
+    ]
     if not rec:
         return None
     return min(rec, key=lambda p: (abs(float(p.get("step", 0)) - step), float(p.get("step", 0))))
@@ -217,9 +256,18 @@ def _profiles(data):
         if rec is None or len(rec["grad_norm"]["block"]) < 2:
             continue
         tau, a = _tau_fit(rec["grad_norm"]["block"])
-        out.append({"run": pr["run"], "width": int(pr["width"]), "depth": len(rec["grad_norm"]["block"]),
-                    "g": rec["grad_norm"]["block"], "step": rec.get("step"), "tau": tau, "a": a,
-                    "entropy": None})
+        out.append(
+            {
+                "run": pr["run"],
+                "width": int(pr["width"]),
+                "depth": len(rec["grad_norm"]["block"]),
+                "g": rec["grad_norm"]["block"],
+                "step": rec.get("step"),
+                "tau": tau,
+                "a": a,
+                "entropy": None,
+            }
+        )
     return out
 
 
@@ -259,8 +307,14 @@ def grad_profiles(plt, data, rep, out):
     steps = sorted({p["step"] for p in prof if p["step"] is not None})
     title = "Per-layer gradient norms with fitted exp(−(L−l)/τ)"
     fig.suptitle(title + (f", step {steps[-1]}" if len(steps) == 1 else ""), fontsize=10.5)
-    return _save(plt, fig, out, "grad_profiles.png", title,
-                 "solid: measured at the probe step nearest 1000; dashed: least-squares exponential decay from the top layer")
+    return _save(
+        plt,
+        fig,
+        out,
+        "grad_profiles.png",
+        title,
+        "solid: measured at the probe step nearest 1000; dashed: least-squares exponential decay from the top layer",
+    )
 
 
 def tau_points(data) -> list[dict]:
@@ -269,8 +323,11 @@ def tau_points(data) -> list[dict]:
     gp = ((data.fit or {}).get("derived") or {}).get("gradient_persistence")
     runs = gp.get("runs") if gp and gp.get("tau_law") else None
     pts = runs if runs is not None else _profiles(data)
-    return [{"run": p["run"], "width": p["width"], "tau": p["tau"]} for p in pts
-            if p["tau"] is not None and math.isfinite(p["tau"]) and p["tau"] > 0]
+    return [
+        {"run": p["run"], "width": p["width"], "tau": p["tau"]}
+        for p in pts
+        if p["tau"] is not None and math.isfinite(p["tau"]) and p["tau"] > 0
+    ]
 
 
 def tau_vs_width(plt, data, rep, out):
@@ -289,7 +346,7 @@ def tau_vs_width(plt, data, rep, out):
     ax.scatter(W, tau, color="C0", zorder=3, label="runs (τ per profile)")
     ww = np.geomspace(W.min() / 1.1, W.max() * 1.1, 50)
     lab = f"fit: τ ∝ W^{pexp:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-    ax.plot(ww, np.exp(k) * ww ** pexp, "-", color="C0", label=lab)
+    ax.plot(ww, np.exp(k) * ww**pexp, "-", color="C0", label=lab)
     gm_w, gm_t = math.exp(np.log(W).mean()), math.exp(np.log(tau).mean())
     ax.plot(ww, gm_t * (ww / gm_w) ** 0.44, "--", color="C3", label="paper: τ ∝ W^0.44 (through our mean)")
     ax.set_xscale("log")
@@ -299,8 +356,15 @@ def tau_vs_width(plt, data, rep, out):
     ax.set_ylabel("gradient persistence τ (layers)")
     ax.set_title("Gradient persistence length vs width")
     ax.legend(loc="best")
-    return _save(plt, fig, out, "tau_vs_width.png", "Gradient persistence length vs width",
-                 "log-log; the paper's exponent 0.44 drawn through the geometric mean of our points (its prefactor is not published)")
+    return _save(
+        plt,
+        fig,
+        out,
+        "tau_vs_width.png",
+        "Gradient persistence length vs width",
+        "log-log; the paper's exponent 0.44 drawn through the geometric mean of our points (its prefactor is not "
+        "published)",
+    )
 
 
 def shape_profiles(plt, data, rep, out):
@@ -320,8 +384,14 @@ def shape_profiles(plt, data, rep, out):
         if r is None:
             continue
         ws = r["widths"]
-        ax.plot(np.arange(1, len(ws) + 1), ws, "--" if s == "uniform" else "o-", ms=4, color=f"C{i}",
-                label=f"{SHAPE_LABEL[s]} (mean {np.mean(ws) / h:.2f}·h)")
+        ax.plot(
+            np.arange(1, len(ws) + 1),
+            ws,
+            "--" if s == "uniform" else "o-",
+            ms=4,
+            color=f"C{i}",
+            label=f"{SHAPE_LABEL[s]} (mean {np.mean(ws) / h:.2f}·h)",
+        )
         n += 1
     if not n:
         plt.close(fig)
@@ -331,8 +401,14 @@ def shape_profiles(plt, data, rep, out):
     ax.set_ylabel("layer width w_i (hidden units)")
     ax.set_title(f"Width profiles of the shape families (h = {h}, L = {L})")
     ax.legend(loc="best")
-    return _save(plt, fig, out, "shape_profiles.png", f"Width profiles of the shape families (h = {h}, L = {L})",
-                 "per-layer widths as trained, matched in parameters to the uniform model")
+    return _save(
+        plt,
+        fig,
+        out,
+        "shape_profiles.png",
+        f"Width profiles of the shape families (h = {h}, L = {L})",
+        "per-layer widths as trained, matched in parameters to the uniform model",
+    )
 
 
 def loss_vs_flops(plt, data, rep, out):
@@ -341,8 +417,10 @@ def loss_vs_flops(plt, data, rep, out):
     if not pts:
         return "no finished runs with FLOPs"
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
-    shapes = sorted({(done[p["run"]]["shape"] or "uniform") for p in pts},
-                    key=lambda s: SHAPE_ORDER.index(s) if s in SHAPE_ORDER else 99)
+    shapes = sorted(
+        {(done[p["run"]]["shape"] or "uniform") for p in pts},
+        key=lambda s: SHAPE_ORDER.index(s) if s in SHAPE_ORDER else 99,
+    )
     for s in shapes:
         i = SHAPE_ORDER.index(s) if s in SHAPE_ORDER else len(SHAPE_ORDER)
         ps = [p for p in pts if (done[p["run"]]["shape"] or "uniform") == s]
@@ -354,18 +432,37 @@ def loss_vs_flops(plt, data, rep, out):
             if len(rp) > 1:
                 ax.plot([p["flops"] for p in rp], [p["loss"] for p in rp], "-", color=f"C{i}", lw=0.8, alpha=0.6)
             r = done[run]  # which line is which: depth × width at the run's last budget
-            ax.annotate(f"{r['depth']}×{r['width']}", (rp[-1]["flops"], rp[-1]["loss"]), xytext=(3, 2),
-                        textcoords="offset points", fontsize=6, color=f"C{i}")
-        ax.scatter([p["flops"] for p in ps], [p["loss"] for p in ps], color=f"C{i}", s=22,
-                   marker="o" if s == "uniform" else "D", label=SHAPE_LABEL.get(s, s), zorder=3)
+            ax.annotate(
+                f"{r['depth']}×{r['width']}",
+                (rp[-1]["flops"], rp[-1]["loss"]),
+                xytext=(3, 2),
+                textcoords="offset points",
+                fontsize=6,
+                color=f"C{i}",
+            )
+        ax.scatter(
+            [p["flops"] for p in ps],
+            [p["loss"] for p in ps],
+            color=f"C{i}",
+            s=22,
+            marker="o" if s == "uniform" else "D",
+            label=SHAPE_LABEL.get(s, s),
+            zorder=3,
+        )
     ax.set_xscale("log")
     ax.set_xlabel("training compute C (FLOPs = FLOPs/token × tokens)")
     ax.set_ylabel(LOSS_LABEL)
     ax.set_title("Loss vs training compute per shape family")
     ax.legend(loc="best")
-    return _save(plt, fig, out, "loss_vs_flops.png", "Loss vs training compute per shape family",
-                 "one point per run and token budget (lines join a run's budgets, labelled L×W at the last); "
-                 "FLOPs/token = 6N + attention")
+    return _save(
+        plt,
+        fig,
+        out,
+        "loss_vs_flops.png",
+        "Loss vs training compute per shape family",
+        "one point per run and token budget (lines join a run's budgets, labelled L×W at the last); "
+        "FLOPs/token = 6N + attention",
+    )
 
 
 def fit_residuals(plt, data, rep, out):
@@ -398,15 +495,29 @@ def fit_residuals(plt, data, rep, out):
     a1.set_ylabel("residual: measured − fit (nats)")
     a2.set_xlabel("depth L (layers)")
     a1.legend(loc="best", fontsize=7)
-    rmse = float(np.sqrt(np.mean(res ** 2)))
+    rmse = float(np.sqrt(np.mean(res**2)))
     title = f"Fit residuals ({data.fit['law']}, RMSE {rmse:.3g} nats)"
     fig.suptitle(title, fontsize=10.5)
-    return _save(plt, fig, out, "fit_residuals.png", title, "every finished run's points; diamonds: width-shaped runs (W = their h), which the fit pools with the uniform ones")
+    return _save(
+        plt,
+        fig,
+        out,
+        "fit_residuals.png",
+        title,
+        "every finished run's points; diamonds: width-shaped runs (W = their h), which the fit pools with the "
+        "uniform ones",
+    )
 
 
 def isoflop_profiles(plt, data, rep, out):
     iso = (data.fit or {}).get("isoflop")
     if not iso:
         return "no isoflop in fit.json (dw fit NAME --approach isoflop)"
-    return _save(plt, isofigs.draw(plt, iso), out, "isoflop.png", f"IsoFLOP profiles and optima ({iso['axis']})",
-                 "per budget: loss vs x with its parabola in ln x and minimum; right: optima vs C with power laws")
+    return _save(
+        plt,
+        isofigs.draw(plt, iso),
+        out,
+        "isoflop.png",
+        f"IsoFLOP profiles and optima ({iso['axis']})",
+        "per budget: loss vs x with its parabola in ln x and minimum; right: optima vs C with power laws",
+    )

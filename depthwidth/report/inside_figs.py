@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from depthwidth.report.inside import by_shape, mlp_rule
-from depthwidth.report.model import SHAPE_LABEL, SHAPES
+from depthwidth.report.document import SHAPE_LABEL, SHAPES
 
 WIDTH_IN = 6.4
 
@@ -51,15 +51,23 @@ def _per_layer(plt, data, panels, file, title, caption):
     key, profs = by_shape(data.analyses)
     if not profs and panels[0][0] == "entropy_prefix":
         key, profs = _from_probes(data)
-        caption = "H over each layer's w_i coordinates, last probes.jsonl profile (probe.entropy_every; no analysis.json)"
+        caption = (
+            "H over each layer's w_i coordinates, last probes.jsonl profile (probe.entropy_every; no analysis.json)"
+        )
     if not profs:
         return "no analysis.json in the sweep's finished runs (dw analyze NAME)"
     fig, axes = plt.subplots(1, len(panels), figsize=(WIDTH_IN, 3.8), squeeze=False)
     for ax, (k, label, log) in zip(axes[0], panels):
         for shape, p in profs.items():
             v = np.array([np.nan if x is None else x for x in p[k]], float)
-            ax.plot(np.arange(1, len(v) + 1), v, "--" if shape == "uniform" else "o-", ms=3, color=_color(shape),
-                    label=SHAPE_LABEL.get(shape, shape))
+            ax.plot(
+                np.arange(1, len(v) + 1),
+                v,
+                "--" if shape == "uniform" else "o-",
+                ms=3,
+                color=_color(shape),
+                label=SHAPE_LABEL.get(shape, shape),
+            )
         if log:
             ax.set_yscale("symlog", linthresh=1e-3)
         elif k in FRACTIONS:  # a fraction of units or tokens: nothing below 0 (or above 1) to show
@@ -74,25 +82,38 @@ def _per_layer(plt, data, panels, file, title, caption):
 
 
 def entropy(plt, data, rep, out):
-    return _per_layer(plt, data, [("entropy_prefix", "normalised matrix entropy H (0–1)", False)], "entropy.png",
-                      "Residual-stream matrix entropy per layer",
-                      "H over each layer's own w_i coordinates on the fixed held-out set (dw analyze); a compression "
-                      "valley is H near 0 in the middle layers (Wu et al.)")
+    return _per_layer(
+        plt,
+        data,
+        [("entropy_prefix", "normalised matrix entropy H (0–1)", False)],
+        "entropy.png",
+        "Residual-stream matrix entropy per layer",
+        "H over each layer's own w_i coordinates on the fixed held-out set (dw analyze); a compression "
+        "valley is H near 0 in the middle layers (Wu et al.)",
+    )
 
 
 def mlp_dead(plt, data, rep, out):
-    return _per_layer(plt, data, [("mlp_dead", "dead MLP units (fraction)", False),
-                                  ("mlp_density", "mean activation density", False)], "mlp_dead.png",
-                      "MLP units per layer: dead fraction and density",
-                      f"dead: active on < 0.1% of the held-out tokens ({mlp_rule(data.analyses)})")
+    return _per_layer(
+        plt,
+        data,
+        [("mlp_dead", "dead MLP units (fraction)", False), ("mlp_density", "mean activation density", False)],
+        "mlp_dead.png",
+        "MLP units per layer: dead fraction and density",
+        f"dead: active on < 0.1% of the held-out tokens ({mlp_rule(data.analyses)})",
+    )
 
 
 def logit_lens(plt, data, rep, out):
-    return _per_layer(plt, data, [("lens_ce", "logit-lens CE (nats/token)", False),
-                                  ("lens_kl_final", "KL(final ‖ layer) (nats)", True)], "logit_lens.png",
-                      "Logit lens per layer",
-                      "each layer's stream read through the model's own final norm and LM head (carry: as readout "
-                      "reads it); the last layer is the model's output")
+    return _per_layer(
+        plt,
+        data,
+        [("lens_ce", "logit-lens CE (nats/token)", False), ("lens_kl_final", "KL(final ‖ layer) (nats)", True)],
+        "logit_lens.png",
+        "Logit lens per layer",
+        "each layer's stream read through the model's own final norm and LM head (carry: as readout "
+        "reads it); the last layer is the model's output",
+    )
 
 
 def entropy_training(plt, data, rep, out):
@@ -115,8 +136,14 @@ def entropy_training(plt, data, rep, out):
         recs = runs[s]
         for j, r in enumerate(recs):
             e = r["entropy"]
-            ax.plot(np.arange(1, len(e) + 1), e, "-", lw=1.1, color=cmap(0.1 + 0.8 * j / max(1, len(recs) - 1)),
-                    label=f"step {r['step']}")  # every line named: the colour runs early (dark) to late
+            ax.plot(
+                np.arange(1, len(e) + 1),
+                e,
+                "-",
+                lw=1.1,
+                color=cmap(0.1 + 0.8 * j / max(1, len(recs) - 1)),
+                label=f"step {r['step']}",
+            )  # every line named: the colour runs early (dark) to late
         ax.set_title(SHAPE_LABEL.get(s, s))
         ax.set_xlabel("layer l (1 = bottom)")
         layer_ticks(ax, key[1])
@@ -124,8 +151,15 @@ def entropy_training(plt, data, rep, out):
     axes[0][0].set_ylabel("normalised matrix entropy H (0–1)")
     title = "Entropy profile over training"
     fig.suptitle(f"{title} (h = {key[0]}, L = {key[1]})", fontsize=10.5)
-    return fig, "entropy_training.png", title, ("probe.entropy_every: H over each layer's w_i coordinates on a fixed "
-                                                "512-token held-out batch; dark = early, light = late")
+    return (
+        fig,
+        "entropy_training.png",
+        title,
+        (
+            "probe.entropy_every: H over each layer's w_i coordinates on a fixed "
+            "512-token held-out batch; dark = early, light = late"
+        ),
+    )
 
 
 FIGURES = (entropy, mlp_dead, logit_lens, entropy_training)

@@ -29,8 +29,9 @@ def draw(plt, iso: dict):
             x0, (lo, hi) = b["x_opt"], b.get("x_opt_ci") or (b["x_opt"], b["x_opt"])
             # an open side (None) runs to the sampled range's edge, with an arrow: beyond it, unbounded
             lo_x, hi_x = b["x_range"][0] if lo is None else lo, b["x_range"][1] if hi is None else hi
-            a1.errorbar([x0], [b["loss_opt"]], xerr=[[x0 - lo_x], [hi_x - x0]], fmt="*", color=col, ms=11, mec="k",
-                        capsize=3)
+            a1.errorbar(
+                [x0], [b["loss_opt"]], xerr=[[x0 - lo_x], [hi_x - x0]], fmt="*", color=col, ms=11, mec="k", capsize=3
+            )
             for edge, open_, m in ((lo_x, lo is None, "<"), (hi_x, hi is None, ">")):
                 if open_:
                     a1.plot([edge], [b["loss_opt"]], m, color=col, ms=7)
@@ -49,12 +50,22 @@ def draw(plt, iso: dict):
         p = iso["power_laws"].get(sym)
         if p:
             ci = ci_text(p["ci"], "{:.3f}")
-            a2.plot(C, p["prefactor"] * C ** p["exponent"], "-", color=line.get_color(),
-                    label=f"{sym}* ∝ C^{p['exponent']:.3f}" + ("" if ci == "—" else f" {ci}"))
+            a2.plot(
+                C,
+                p["prefactor"] * C ** p["exponent"],
+                "-",
+                color=line.get_color(),
+                label=f"{sym}* ∝ C^{p['exponent']:.3f}" + ("" if ci == "—" else f" {ci}"),
+            )
         law = iso.get("law_power_laws", {}).get(sym)
         if law:
-            a2.plot(C, law["prefactor"] * C ** law["exponent"], "--", color=line.get_color(),
-                    label=f"law: {sym}* ∝ C^{law['exponent']:.3f}")
+            a2.plot(
+                C,
+                law["prefactor"] * C ** law["exponent"],
+                "--",
+                color=line.get_color(),
+                label=f"law: {sym}* ∝ C^{law['exponent']:.3f}",
+            )
     a2.set_xscale("log")
     a2.set_yscale("log")
     a2.set_xlabel("training compute C (FLOPs)")

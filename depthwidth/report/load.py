@@ -1,5 +1,5 @@
 """Gather one sweep (``ROOT/NAME``: run summaries, manifest, status, fit.json)
-or a ``--runs`` table into a report ``Data`` (model.py).
+or a ``--runs`` / W&B table into a report ``Data`` (document.py).
 
 Conventions: losses are held-out nats per token at each run's final token
 budget; ``params`` count embeddings; FLOPs/token are training FLOPs (6N +
@@ -9,8 +9,6 @@ attention).  No torch here.
 from __future__ import annotations
 
 import math
-import os
-from contextlib import contextmanager
 from pathlib import Path
 
 from depthwidth.core import store
@@ -18,25 +16,9 @@ from depthwidth.core.atomic import read_jsonl
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.status import status
 from depthwidth.report.inside import read_analyses
-from depthwidth.report.model import Data, num
-from depthwidth.track.table import probe_profiles, refuse_mixed, run_table
-from depthwidth.track.wandb_table import run_table_from_wandb
-
-
-@contextmanager
-def _runs_env(root):
-    """launch.status.status() reads $DW_RUNS; point it at --root for the call."""
-    old = os.environ.get("DW_RUNS")
-    if root is not None:
-        os.environ["DW_RUNS"] = str(root)
-    try:
-        yield
-    finally:
-        if root is not None:
-            if old is None:
-                os.environ.pop("DW_RUNS", None)
-            else:
-                os.environ["DW_RUNS"] = old
+from depthwidth.report.document import Data, num
+from depthwidth.track.run_source import RunSource
+from depthwidth.track.table import probe_profiles
 
 
 def _parse_overrides(ovr) -> dict:
@@ -58,30 +40,31 @@ def _shape(s):
     return None if s is None or (isinstance(s, float) and math.isnan(s)) else str(s)
 
 
-def load(name: str | None = None, *, runs=None, columns: str | None = None, root=None, fit_path=None,
-         source: str = "store", project: str | None = None, group: str | None = None) -> Data:
-    """Everything a report reads, from a sweep directory, a run table or the W&B API (one of them)."""
+def load(
+    name: str | None = None,
+    *,
+    runs=None,
+    columns: str | None = None,
+    root=None,
+    fit_path=None,
+    source: str = "store",
+    project: str | None = None,
+    group: str | None = None,
+) -> Data:
+    """Everything a report reads, from a sweep directory, a run table or the W&B API (one of them:
+    track/run_source.py, the loader ``dw fit`` reads through too)."""
     import json
 
-    from depthwidth.fit.run import check_source
-    from depthwidth.fit.table import apply_columns, parse_columns, runs_root
-
-    check_source(name, runs, source, project)
+    src = RunSource(name, runs, columns, root, source, project, group)
     if fit_path is not None and not Path(fit_path).is_file():
         raise bad("--fit", str(fit_path), "an existing fit.json written by dw fit")
     fit = None
-    if source == "wandb":
-
-        df = apply_columns(run_table_from_wandb(project, group), parse_columns(columns))
-        d = _table_data(df, f"wandb:{project}" + (f" group {group}" if group else ""))
-    elif runs is not None:
-        d = _load_table(runs, columns)
+    rt = src.load()
+    if rt.sweep_dir is None:
+        d = _table_data(rt.df, rt.label)
     else:
-        sweep_dir = runs_root(root) / store.check_name(name)
-        if not sweep_dir.is_dir():
-            raise bad("sweep", name, f"a sweep directory under {runs_root(root)} (set --root or DW_RUNS)")
-        d = _load_sweep(name, sweep_dir, root)
-        fp = sweep_dir / "fit.json"
+        d = _load_sweep(name, rt.df, rt.sweep_dir)
+        fp = rt.sweep_dir / "fit.json"
         if fit_path is None and fp.is_file():
             fit_path = fp
     if fit_path is not None:
@@ -96,11 +79,9 @@ def load(name: str | None = None, *, runs=None, columns: str | None = None, root
     return d
 
 
-def _load_sweep(name: str, sweep_dir: Path, root) -> Data:
+def _load_sweep(name: str, df, sweep_dir: Path) -> Data:
     import json
 
-    df = run_table(sweep_dir)
-    refuse_mixed(df, f"sweep {name}")
     simulated = bool(len(df)) and bool(df["simulated"].all())
     events = read_jsonl(sweep_dir / store.MANIFEST)
     manifest, gone = store.manifest_runs(events), store.forgotten(events)
@@ -115,12 +96,10 @@ def _load_sweep(name: str, sweep_dir: Path, root) -> Data:
     states = {}
     notes = []
     if manifest:
-        with _runs_env(root if root is not None else sweep_dir.parent):
-            try:
-                st = status(name)
-                states = {r["run_id"]: r for r in st["runs"]}
-            except BadInput:
-                pass
+        try:
+            states = {r["run_id"]: r for r in status(name, root=sweep_dir.parent)["runs"]}
+        except BadInput:
+            pass
     else:
         notes.append("no manifest: run states come from each summary.json alone")
     if simulated:
@@ -133,52 +112,78 @@ def _load_sweep(name: str, sweep_dir: Path, root) -> Data:
         s, m, stt = summ.get(rid, {}), manifest.get(rid, {}), states.get(rid, {})
         ov = _parse_overrides(m.get("overrides"))
         state = stt.get("state") or s.get("status") or "lost"  # no manifest: the summary's word
-        recs.append({
-            "run": rid, "label": m.get("label"), "ref": m.get("ref"), "state": state,
-            "reason": stt.get("reason") or s.get("reason"),
-            "depth": s.get("depth", ov.get("depth")), "width": s.get("width", ov.get("width")),
-            "shape": s.get("shape", ov.get("shape")), "seed": s.get("seed", ov.get("seed")),
-            "params": num(s.get("params") or m.get("params")), "params_non_embedding": num(s.get("params_non_embedding")),
-            "flops_per_token": num(s.get("flops_per_token")), "kv_bytes_per_token": num(s.get("kv_bytes_per_token")),
-            "widths": s.get("widths"), "overrides": m.get("overrides"), "provenance": s.get("provenance"),
-        })
+        recs.append(
+            {
+                "run": rid,
+                "label": m.get("label"),
+                "ref": m.get("ref"),
+                "state": state,
+                "reason": stt.get("reason") or s.get("reason"),
+                "depth": s.get("depth", ov.get("depth")),
+                "width": s.get("width", ov.get("width")),
+                "shape": s.get("shape", ov.get("shape")),
+                "seed": s.get("seed", ov.get("seed")),
+                "params": num(s.get("params") or m.get("params")),
+                "params_non_embedding": num(s.get("params_non_embedding")),
+                "flops_per_token": num(s.get("flops_per_token")),
+                "kv_bytes_per_token": num(s.get("kv_bytes_per_token")),
+                "widths": s.get("widths"),
+                "overrides": m.get("overrides"),
+                "provenance": s.get("provenance"),
+            }
+        )
     unread = df.attrs.get("unreadable", [])
     if unread:
         notes.append(f"unreadable summary.json: {', '.join(unread)}")
     points = _points(df)
     _attach_final(recs, points)
 
-    return Data({"sweep": name, "dir": str(sweep_dir), "runs": None}, recs, points, None,
-                probe_profiles(sweep_dir), notes, read_analyses(sweep_dir, recs))
-
-
-def _load_table(path, columns) -> Data:
-    from depthwidth.fit.table import apply_columns, parse_columns, read_table
-
-    return _table_data(apply_columns(read_table(path), parse_columns(columns)), str(path))
+    return Data(
+        {"sweep": name, "dir": str(sweep_dir), "runs": None},
+        recs,
+        points,
+        None,
+        probe_profiles(sweep_dir),
+        notes,
+        read_analyses(sweep_dir, recs),
+    )
 
 
 def _table_data(df, path: str) -> Data:
     """A report's data from a run table (one row per (run, token budget) point)."""
     if "loss" not in df.columns:
-        raise BadInput(f"missing column loss in {path} (table has: {', '.join(map(str, df.columns))[:300]}; map with --columns loss=COLUMN)")
+        raise BadInput(
+            f"missing column loss in {path} (table has: {', '.join(map(str, df.columns))[:300]}; map with --columns "
+            "loss=COLUMN)"
+        )
     if "run" not in df.columns:
         df = df.assign(run=[f"row{i}" for i in range(len(df))])
-    refuse_mixed(df, path)
     points = _points(df)
     recs = []
     for rid, g in df.groupby("run", sort=False):
         r0 = g.iloc[-1]
         get = lambda k: r0[k] if k in g.columns else None  # noqa: E731
         st = get("status")
-        recs.append({
-            "run": str(rid), "label": get("label"), "ref": None,
-            "state": str(st) if isinstance(st, str) else "done", "reason": get("reason"),
-            "depth": num(get("depth")), "width": num(get("width")), "shape": _shape(get("shape")),
-            "seed": get("seed"), "params": num(get("params")), "params_non_embedding": None,
-            "flops_per_token": num(get("flops_per_token")), "kv_bytes_per_token": num(get("kv_bytes_per_token")),
-            "mean_width": num(get("mean_width")), "widths": None, "overrides": None,
-        })
+        recs.append(
+            {
+                "run": str(rid),
+                "label": get("label"),
+                "ref": None,
+                "state": str(st) if isinstance(st, str) else "done",
+                "reason": get("reason"),
+                "depth": num(get("depth")),
+                "width": num(get("width")),
+                "shape": _shape(get("shape")),
+                "seed": get("seed"),
+                "params": num(get("params")),
+                "params_non_embedding": None,
+                "flops_per_token": num(get("flops_per_token")),
+                "kv_bytes_per_token": num(get("kv_bytes_per_token")),
+                "mean_width": num(get("mean_width")),
+                "widths": None,
+                "overrides": None,
+            }
+        )
     _attach_final(recs, points)
     return Data({"sweep": None, "dir": None, "runs": str(path)}, recs, points, None, [], [])
 
@@ -189,11 +194,20 @@ def _points(df) -> list[dict]:
         loss = num(r.get("loss"))
         if loss is None:
             continue
-        out.append({"run": str(r.get("run")), "loss": loss, "tokens": num(r.get("tokens")),
-                    "flops": num(r.get("flops")), "params": num(r.get("params")),
-                    "params_non_embedding": num(r.get("params_non_embedding")),
-                    "depth": num(r.get("depth")), "width": num(r.get("width")),
-                    "shape": _shape(r.get("shape")), "status": r.get("status")})
+        out.append(
+            {
+                "run": str(r.get("run")),
+                "loss": loss,
+                "tokens": num(r.get("tokens")),
+                "flops": num(r.get("flops")),
+                "params": num(r.get("params")),
+                "params_non_embedding": num(r.get("params_non_embedding")),
+                "depth": num(r.get("depth")),
+                "width": num(r.get("width")),
+                "shape": _shape(r.get("shape")),
+                "status": r.get("status"),
+            }
+        )
     return out
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from depthwidth.report.model import DONE, PAPER_DCRIT, PAPER_KAPPA, Col, Data, Table, ci_pair, is_uniform, paper_loss
+from depthwidth.report.document import DONE, PAPER_DCRIT, PAPER_KAPPA, Col, Data, Table, ci_pair, is_uniform, paper_loss
 
 
 def dcrit_tables(data: Data, cells) -> dict:
@@ -20,17 +20,37 @@ def dcrit_tables(data: Data, cells) -> dict:
         v = (dc.get("widths") or {}).get(str(w)) or {}
         lo, hi = ci_pair(v.get("ci"))
         p = prof.get(str(w)) or {}
-        rows.append({"width": w, "law": v.get("value"), "ci_lo": lo, "ci_hi": hi, "profiles": p.get("profiles"),
-                     "censored": f"{p['censored']}/{p['runs']}" if "censored" in p else None,
-                     "paper": PAPER_KAPPA * math.log(w) if w > 1 else None})
-    cols = [Col("width", "width"), Col("law", "D_crit measured (law)", "{:.3g}"), Col("ci_lo", "CI lo", "{:.3g}"),
-            Col("ci_hi", "CI hi", "{:.3g}"), Col("profiles", "D_crit measured (1/e, profiles)", "{:.3g}"),
-            Col("censored", "censored"), Col("paper", "D_crit paper (2.43·ln W)", "{:.3g}")]
-    t = Table("dcrit_widths", f"D_crit at the sweep's widths (law form: {dc.get('formula', 'no D_crit in the fitted law')})",
-              cols, rows)
-    t.notes.append("1/e: D_crit as a depth, like the law's: the depth of a network whose bottom layer's gradient norm "
-                   "is 1/e of the top layer's (1 + the distance below the top where a run's profile falls to 1/e); "
-                   "censored = runs whose bottom layer never got there (D_crit > depth)")
+        rows.append(
+            {
+                "width": w,
+                "law": v.get("value"),
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "profiles": p.get("profiles"),
+                "censored": f"{p['censored']}/{p['runs']}" if "censored" in p else None,
+                "paper": PAPER_KAPPA * math.log(w) if w > 1 else None,
+            }
+        )
+    cols = [
+        Col("width", "width"),
+        Col("law", "D_crit measured (law)", "{:.3g}"),
+        Col("ci_lo", "CI lo", "{:.3g}"),
+        Col("ci_hi", "CI hi", "{:.3g}"),
+        Col("profiles", "D_crit measured (1/e, profiles)", "{:.3g}"),
+        Col("censored", "censored"),
+        Col("paper", "D_crit paper (2.43·ln W)", "{:.3g}"),
+    ]
+    t = Table(
+        "dcrit_widths",
+        f"D_crit at the sweep's widths (law form: {dc.get('formula', 'no D_crit in the fitted law')})",
+        cols,
+        rows,
+    )
+    t.notes.append(
+        "1/e: D_crit as a depth, like the law's: the depth of a network whose bottom layer's gradient norm "
+        "is 1/e of the top layer's (1 + the distance below the top where a run's profile falls to 1/e); "
+        "censored = runs whose bottom layer never got there (D_crit > depth)"
+    )
     mrows = []
     for m, paper in PAPER_DCRIT.items():
         v = (dc.get("reference") or {}).get(m) or {}
@@ -38,12 +58,30 @@ def dcrit_tables(data: Data, cells) -> dict:
 
         w, d = REFERENCE_MODELS[m]
         lo, hi = ci_pair(v.get("dcrit_ci"))
-        mrows.append({"model": m, "width": w, "depth": d, "measured": v.get("dcrit"), "ci_lo": lo, "ci_hi": hi,
-                      "depth_over_dcrit": v.get("depth_over_dcrit"), "paper": paper, "paper_ratio": d / paper})
-    mcols = [Col("model", "model"), Col("width", "width"), Col("depth", "depth used"),
-             Col("measured", "D_crit measured", "{:.3g}"), Col("ci_lo", "CI lo", "{:.3g}"), Col("ci_hi", "CI hi", "{:.3g}"),
-             Col("depth_over_dcrit", "depth/D_crit measured", "{:.3g}"), Col("paper", "D_crit paper", "{:.3g}"),
-             Col("paper_ratio", "depth/D_crit paper", "{:.3g}")]
+        mrows.append(
+            {
+                "model": m,
+                "width": w,
+                "depth": d,
+                "measured": v.get("dcrit"),
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "depth_over_dcrit": v.get("depth_over_dcrit"),
+                "paper": paper,
+                "paper_ratio": d / paper,
+            }
+        )
+    mcols = [
+        Col("model", "model"),
+        Col("width", "width"),
+        Col("depth", "depth used"),
+        Col("measured", "D_crit measured", "{:.3g}"),
+        Col("ci_lo", "CI lo", "{:.3g}"),
+        Col("ci_hi", "CI hi", "{:.3g}"),
+        Col("depth_over_dcrit", "depth/D_crit measured", "{:.3g}"),
+        Col("paper", "D_crit paper", "{:.3g}"),
+        Col("paper_ratio", "depth/D_crit paper", "{:.3g}"),
+    ]
     mt = Table("dcrit_models", "D_crit extrapolated to production models", mcols, mrows)
     if not dc:
         mt.notes.append("measured column empty: the fit has no D_crit (dw fit NAME --law depth-delusion)")
@@ -53,7 +91,7 @@ def dcrit_tables(data: Data, cells) -> dict:
 
 def _profile_dcrit(data: Data) -> dict:
     """D_crit by the 1/e rule per width straight from probes (when no fit.json carries it)."""
-    from depthwidth.fit.persistence import persistence
+    from depthwidth.fit.gradient_persistence import persistence
 
     if not data.probes:
         return {}
@@ -68,17 +106,35 @@ def paper_table(runs) -> Table:
             continue
         ref = r.get("ref") or {}
         cfg = f"{r['depth']}L×{r['width']}" + ("" if is_uniform(r) else f" {r['shape']}")
-        rows.append({"config": cfg, "note": ref.get("note") or ref.get("scale"), "paper_loss": pl,
-                     "measured_loss": r["loss"] if r["state"] in DONE else None,
-                     "delta": (r["loss"] - pl) if r["state"] in DONE and r["loss"] is not None else None,
-                     "paper_params": pp, "measured_params": r["params"], "state": r["state"], "from": src,
-                     "run": r["run"]})
-    cols = [Col("config", "config"), Col("note", "note"), Col("paper_loss", "loss paper", "{:.3f}"),
-            Col("measured_loss", "loss measured", "{:.4f}"), Col("delta", "measured − paper", "{:+.4f}"),
-            Col("paper_params", "params paper", "{:.4g}"), Col("measured_params", "params measured", "{:.4g}"),
-            Col("state", "state"), Col("from", "paper value from")]
+        rows.append(
+            {
+                "config": cfg,
+                "note": ref.get("note") or ref.get("scale"),
+                "paper_loss": pl,
+                "measured_loss": r["loss"] if r["state"] in DONE else None,
+                "delta": (r["loss"] - pl) if r["state"] in DONE and r["loss"] is not None else None,
+                "paper_params": pp,
+                "measured_params": r["params"],
+                "state": r["state"],
+                "from": src,
+                "run": r["run"],
+            }
+        )
+    cols = [
+        Col("config", "config"),
+        Col("note", "note"),
+        Col("paper_loss", "loss paper", "{:.3f}"),
+        Col("measured_loss", "loss measured", "{:.4f}"),
+        Col("delta", "measured − paper", "{:+.4f}"),
+        Col("paper_params", "params paper", "{:.4g}"),
+        Col("measured_params", "params measured", "{:.4g}"),
+        Col("state", "state"),
+        Col("from", "paper value from"),
+    ]
     t = Table("paper", "Published numbers beside ours (configurations that match)", cols, rows)
-    t.notes.append("paper losses are the papers' (training loss on SlimPajama / DCLM); ours are held-out on this sweep's data")
+    t.notes.append(
+        "paper losses are the papers' (training loss on SlimPajama / DCLM); ours are held-out on this sweep's data"
+    )
     if not rows:
         t.notes.append("no run of this sweep matches a published configuration")
     return t

@@ -6,13 +6,23 @@ commits, dirty trees or precisions."""
 from __future__ import annotations
 
 from depthwidth.core.provenance import mixed
-from depthwidth.report.model import Col, Table
+from depthwidth.report.document import Col, Table
 
 
 def _key(p: dict) -> tuple:
     g, v = p.get("git") or {}, p.get("versions") or {}
-    return (p.get("dw"), g.get("commit"), g.get("dirty"), p.get("precision"), p.get("device"),
-            v.get("python"), v.get("torch"), v.get("numpy"), v.get("scipy"), p.get("data"))
+    return (
+        p.get("dw"),
+        g.get("commit"),
+        g.get("dirty"),
+        p.get("precision"),
+        p.get("device"),
+        v.get("python"),
+        v.get("torch"),
+        v.get("numpy"),
+        v.get("scipy"),
+        p.get("data"),
+    )
 
 
 def provenance_table(runs: list[dict], fit: dict | None) -> tuple[Table, list[str]]:
@@ -24,12 +34,34 @@ def provenance_table(runs: list[dict], fit: dict | None) -> tuple[Table, list[st
     rows = []
     for k, ps in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         dw, commit, dirty, prec, dev, py, torch, np_, sp, data = k
-        rows.append({"runs": len(ps), "dw": dw, "commit": (commit or "unknown")[:12], "dirty": dirty,
-                     "precision": prec, "device": dev, "python": py, "torch": torch, "numpy": np_, "scipy": sp,
-                     "data": data, "job_ids": sorted({p.get("job_id") for p in ps if p.get("job_id")})[:3]})
-    cols = [Col("runs", "runs"), Col("commit", "commit"), Col("dirty", "dirty tree"), Col("precision", "precision"),
-            Col("device", "device"), Col("dw", "dw"), Col("torch", "torch"), Col("numpy", "numpy"),
-            Col("python", "python"), Col("data", "data fingerprint")]
+        rows.append(
+            {
+                "runs": len(ps),
+                "dw": dw,
+                "commit": (commit or "unknown")[:12],
+                "dirty": dirty,
+                "precision": prec,
+                "device": dev,
+                "python": py,
+                "torch": torch,
+                "numpy": np_,
+                "scipy": sp,
+                "data": data,
+                "job_ids": sorted({p.get("job_id") for p in ps if p.get("job_id")})[:3],
+            }
+        )
+    cols = [
+        Col("runs", "runs"),
+        Col("commit", "commit"),
+        Col("dirty", "dirty tree"),
+        Col("precision", "precision"),
+        Col("device", "device"),
+        Col("dw", "dw"),
+        Col("torch", "torch"),
+        Col("numpy", "numpy"),
+        Col("python", "python"),
+        Col("data", "data fingerprint"),
+    ]
     t = Table("provenance", "Provenance: the code, versions and devices behind these runs", cols, rows)
     missing = len(runs) - len(recs)
     if missing:
@@ -37,8 +69,11 @@ def provenance_table(runs: list[dict], fit: dict | None) -> tuple[Table, list[st
     if fit and isinstance(fit.get("provenance"), dict):
         fp = fit["provenance"]
         g = fp.get("git") or {}
-        t.notes.append(f"fit.json: dw {fp.get('dw')}, commit {(g.get('commit') or 'unknown')[:12]}"
-                       + (" (dirty tree)" if g.get("dirty") else "") + f", input table {fp.get('data')}")
+        t.notes.append(
+            f"fit.json: dw {fp.get('dw')}, commit {(g.get('commit') or 'unknown')[:12]}"
+            + (" (dirty tree)" if g.get("dirty") else "")
+            + f", input table {fp.get('data')}"
+        )
     warnings = mixed(recs)
     t.notes += warnings
     return t, warnings

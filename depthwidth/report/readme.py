@@ -22,68 +22,114 @@ from pathlib import Path
 from depthwidth.core.atomic import write_text
 from depthwidth.core.store import runs_root
 from depthwidth.core.errors import BadInput, DwError
-from depthwidth.fit.prefer import preferred
+from depthwidth.fit.verdicts import preferred, truth_line
 from depthwidth.report.load import load
-from depthwidth.report.model import Table
+from depthwidth.report.document import Table
 from depthwidth.report.render import md_table
 from depthwidth.fit.planted import summary_line as planted_line
-from depthwidth.report.rests import truth_line
 from depthwidth.report.tables import build
 
 BEGIN, END = "<!-- demo:begin -->", "<!-- demo:end -->"
 MAX_FIGURE_BYTES = 200_000
 
 
-def section(rep, figure_rel: str, seconds: str | None, entropy_rel: str | None = None, fit: dict | None = None,
-            planted: dict | None = None) -> str:
+def section(
+    rep,
+    figure_rel: str,
+    seconds: str | None,
+    entropy_rel: str | None = None,
+    fit: dict | None = None,
+    planted: dict | None = None,
+) -> str:
     """The demo section; ``fit``: the fit.json document, for the one line on what it does not identify;
     ``planted``: the fit.json of the demo grid planted by ``dw simulate`` (make demo's last step)."""
     T = rep["tables"]
     out = ["    make demo", ""]
     st = ", ".join(f"{n} {k}" for k, n in sorted(rep["states"].items()))
     timing = f" in {seconds} s (sweep, fit and report, 2 CPU workers)" if seconds else ""
-    out += [f"The demo trains {rep['runs']} tiny models ({st}){timing}, then prints these tables "
-            "and writes figures, `report.md` and `report.json` to `out/demo/`. Held-out loss "
-            "(nats per token, bytes of Python's own documentation), `*` marks the best depth at each width:", ""]
+    out += [
+        f"The demo trains {rep['runs']} tiny models ({st}){timing}, then prints these tables "
+        "and writes figures, `report.md` and `report.json` to `out/demo/`. Held-out loss "
+        "(nats per token, bytes of Python's own documentation), `*` marks the best depth at each width:",
+        "",
+    ]
     out += [md_table(T["loss_grid"]), ""]
     if T["shapes"].rows:
-        out += ["The four width shapes against the uniform model they are matched to:", "",
-                md_table(_cut(T["shapes"], ("shape", "loss", "delta_loss", "params_ratio", "flops_ratio",
-                                            "kv_ratio", "mean_width_over_h"))), ""]
+        out += [
+            "The four width shapes against the uniform model they are matched to:",
+            "",
+            md_table(
+                _cut(
+                    T["shapes"],
+                    ("shape", "loss", "delta_loss", "params_ratio", "flops_ratio", "kv_ratio", "mean_width_over_h"),
+                )
+            ),
+            "",
+        ]
     if "fit" in T:
         rows = {r["quantity"]: r for r in T["fit"].rows}
         r2, rmse = rows.get("R²", {}).get("measured"), rows.get("RMSE (nats)", {}).get("measured")
         if r2 is not None and rmse is not None:
-            out += [f"`dw fit demo --law depth-delusion --where shape=uniform` fits the structural-penalty law with R² = {r2:.3f}, "
-                    f"RMSE = {rmse:.3f} nats (the paper: 0.922, 0.113) on {rows.get('points / runs', {}).get('measured')} "
-                    "points / runs; its intervals and warnings are in the report.", ""]
+            out += [
+                "`dw fit demo --law depth-delusion --where shape=uniform` fits the structural-penalty law with R² = "
+                f"{r2:.3f}, "
+                f"RMSE = {rmse:.3f} nats (the paper: 0.922, 0.113) on {rows.get('points / runs', {}).get('measured')} "
+                "points / runs; its intervals and warnings are in the report.",
+                "",
+            ]
     line = truth_line(fit)
     if line:  # the claim is not identified: say so, and which law the figure draws (report/rests.py)
         out += [f"**{line[0].upper() + line[1:]}.**", ""]
     if planted and planted.get("planted"):
         v = (planted.get("identification") or {}).get("verdict")
-        out += [f"Is that the grid or the data? `dw simulate demo --name demo-planted` writes the same 16 runs with "
-                f"losses planted from the depth-delusion law near the paper's fit, and its fit answers: {v}; "
-                f"{planted_line(planted['planted'])}.", ""]
+        out += [
+            f"Is that the grid or the data? `dw simulate demo --name demo-planted` writes the same 16 runs with "
+            f"losses planted from the depth-delusion law near the paper's fit, and its fit answers: {v}; "
+            f"{planted_line(planted['planted'])}.",
+            "",
+        ]
     pref = preferred(fit)
-    alt = (f"Loss vs depth per width: {pref['law']} solid (held-out preferred), {pref['alternative']} dashed"
-           if pref else "Loss vs depth per width, with the fitted law")
+    alt = (
+        f"Loss vs depth per width: {pref['law']} solid (held-out preferred), {pref['alternative']} dashed"
+        if pref
+        else "Loss vs depth per width, with the fitted law"
+    )
     out += [f"![{alt}]({figure_rel})", ""]
     if "inside" in T and T["inside"].rows:
-        out += ["Inside the models (`dw analyze`, run by each demo run as it ends: per-layer matrix entropy of the "
-                "residual stream, dead MLP units and the logit lens on 8,192 held-out tokens):", "",
-                md_table(_cut(T["inside"], ("shape", "min_entropy", "min_entropy_layer", "entropy_narrowest",
-                                            "dead_narrowest", "lens_converged_layer", "max_kl_prev"))), "",
-                "The Variable-Width paper's claims about the inside of the models, against these runs:", "",
-                md_table(T["inside_claims"]), ""]
+        out += [
+            "Inside the models (`dw analyze`, run by each demo run as it ends: per-layer matrix entropy of the "
+            "residual stream, dead MLP units and the logit lens on 8,192 held-out tokens):",
+            "",
+            md_table(
+                _cut(
+                    T["inside"],
+                    (
+                        "shape",
+                        "min_entropy",
+                        "min_entropy_layer",
+                        "entropy_narrowest",
+                        "dead_narrowest",
+                        "lens_converged_layer",
+                        "max_kl_prev",
+                    ),
+                )
+            ),
+            "",
+            "The Variable-Width paper's claims about the inside of the models, against these runs:",
+            "",
+            md_table(T["inside_claims"]),
+            "",
+        ]
         if entropy_rel:
             out += [f"![Residual-stream matrix entropy per layer, one line per shape]({entropy_rel})", ""]
-    out += ["Next steps: the same commands drive a real sweep. `dw sweep depth_delusion launcher=slurm --dry-run "
-            "--no-data-check` plans its 30 runs (parameters, FLOPs, GPU-hours, requeues, nodes, calendar time, "
-            "checkpoint disk) before the data exist; `dw sweep depth_delusion launcher=slurm launcher.partition=gpu` "
-            "submits one SLURM job array and returns (see docs/slurm.md); `dw status depth_delusion --watch`, "
-            "`dw fit` and `dw report depth_delusion --plots out/dd` follow. On a GPU machine, install the CUDA "
-            "build of torch first (\"GPU install\" below)."]
+    out += [
+        "Next steps: the same commands drive a real sweep. `dw sweep depth_delusion launcher=slurm --dry-run "
+        "--no-data-check` plans its 30 runs (parameters, FLOPs, GPU-hours, requeues, nodes, calendar time, "
+        "checkpoint disk) before the data exist; `dw sweep depth_delusion launcher=slurm launcher.partition=gpu` "
+        "submits one SLURM job array and returns (see docs/slurm.md); `dw status depth_delusion --watch`, "
+        "`dw fit` and `dw report depth_delusion --plots out/dd` follow. On a GPU machine, install the CUDA "
+        'build of torch first ("GPU install" below).'
+    ]
     return "\n".join(out)
 
 

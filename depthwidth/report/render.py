@@ -6,11 +6,34 @@ from __future__ import annotations
 from pathlib import Path
 
 from depthwidth.core.atomic import write_text
-from depthwidth.report.model import Table
+from depthwidth.report.document import Table
 
-ORDER = ("loss_grid", "apart", "u_shape", "width_sweep", "pairs", "shapes", "router", "fit", "fit_compare", "fit_identification", "fit_optimal",
-         "fit_holdout", "fit_sensitivity", "fit_isoflop", "fit_planted", "dcrit_widths", "dcrit_models", "flops_curves", "flops_match",
-         "paper", "inside", "inside_claims", "missing", "provenance")
+ORDER = (
+    "loss_grid",
+    "apart",
+    "u_shape",
+    "width_sweep",
+    "pairs",
+    "shapes",
+    "router",
+    "fit",
+    "fit_compare",
+    "fit_identification",
+    "fit_optimal",
+    "fit_holdout",
+    "fit_sensitivity",
+    "fit_isoflop",
+    "fit_planted",
+    "dcrit_widths",
+    "dcrit_models",
+    "flops_curves",
+    "flops_match",
+    "paper",
+    "inside",
+    "inside_claims",
+    "missing",
+    "provenance",
+)
 
 
 # what the papers claim or published, beside this sweep's numbers: on a sweep that is not one of the
@@ -41,12 +64,12 @@ def _title(rep) -> str:
     return f"dw report — {what}: {rep['runs']} runs ({st or 'none'}{more})"
 
 
-def print_table(t: Table, console) -> None:
-    """One report table and its notes on a rich console."""
+def print_table(t: Table, console, skip: tuple[str, ...] = ()) -> None:
+    """One report table and its notes on a rich console, less the columns ``skip``."""
     from rich.markup import escape
     from rich.table import Table as RT
 
-    head, rows = t.display()
+    head, rows = t.display(skip)
     rt = RT(title=escape(t.title), title_justify="left")
     for i, h in enumerate(head):
         rt.add_column(escape(h), justify="left" if i == 0 and not t.pivot else "right")
@@ -61,8 +84,18 @@ def print_table(t: Table, console) -> None:
 
 
 # the terminal's report without --all: the sweep's own headline tables; the rest are named in one line
-BRIEF = ("loss_grid", "apart", "shapes", "fit", "fit_identification", "fit_optimal", "fit_planted", "dcrit_widths",
-         "inside", "missing")
+BRIEF = (
+    "loss_grid",
+    "apart",
+    "shapes",
+    "fit",
+    "fit_identification",
+    "fit_optimal",
+    "fit_planted",
+    "dcrit_widths",
+    "inside",
+    "missing",
+)
 
 
 def render_rich(rep, console, brief: bool = False) -> None:
@@ -80,8 +113,10 @@ def render_rich(rep, console, brief: bool = False) -> None:
             said = head
         print_table(t, console)
     if rest:
-        console.print(escape(f"{len(rest)} more tables (dw report NAME --all, or --plots DIR for report.md): "
-                             + "; ".join(rest)), style="dim")
+        console.print(
+            escape(f"{len(rest)} more tables (dw report NAME --all, or --plots DIR for report.md): " + "; ".join(rest)),
+            style="dim",
+        )
     for n in rep["notes"]:
         console.print(f"[yellow]note:[/yellow] {escape(n)}")
     for f in rep["figures"]:
@@ -98,8 +133,10 @@ def _md_note(n: str) -> str:
 
 def md_table(t: Table) -> str:
     head, rows = t.display()
-    out = ["| " + " | ".join(_md_cell(h) for h in head) + " |",
-           "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|"]
+    out = [
+        "| " + " | ".join(_md_cell(h) for h in head) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|",
+    ]
     out += ["| " + " | ".join(_md_cell(x) for x in r) + " |" for r in rows]
     return "\n".join(out)
 
@@ -144,7 +181,7 @@ def render_csv(rep) -> str:
 
 
 def to_json(rep) -> dict:
-    from depthwidth.fit.run import jsonable
+    from depthwidth.fit.files import jsonable
 
     out = {k: v for k, v in rep.items() if k != "tables"}
     out["tables"] = {t.key: t.to_json() for t in _tables(rep)}

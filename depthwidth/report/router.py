@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from depthwidth.report.model import Col, Table
+from depthwidth.report.document import Col, Table
 
 
 def _entropy(shares: list[float]) -> float:
@@ -34,20 +34,42 @@ def router_table(probes: list[dict]) -> Table | None:
         E = len(load[0]) if load else 0
         over = [max(layer) * E for layer in load]
         worst = max(range(len(over)), key=over.__getitem__)
-        rows.append({
-            "run": run["run"], "shape": run.get("shape") or "uniform", "width": run.get("width"),
-            "depth": run.get("depth"), "step": last.get("step"), "experts": E,
-            "mean_max": sum(over) / len(over), "worst_max": over[worst], "worst_layer": worst + 1,
-            "min_share": min(min(layer) * E for layer in load),
-            "entropy": sum(_entropy(layer) for layer in load) / len(load),
-            "dropped": sum(last["router"].get("dropped") or []),
-        })
+        rows.append(
+            {
+                "run": run["run"],
+                "shape": run.get("shape") or "uniform",
+                "width": run.get("width"),
+                "depth": run.get("depth"),
+                "step": last.get("step"),
+                "experts": E,
+                "mean_max": sum(over) / len(over),
+                "worst_max": over[worst],
+                "worst_layer": worst + 1,
+                "min_share": min(min(layer) * E for layer in load),
+                "entropy": sum(_entropy(layer) for layer in load) / len(load),
+                "dropped": sum(last["router"].get("dropped") or []),
+            }
+        )
     if not rows:
         return None
-    cols = [Col("run", "run"), Col("shape", "shape"), Col("width", "h"), Col("depth", "L"), Col("step", "step"),
-            Col("experts", "E"), Col("mean_max", "max share×E (mean over layers)", "{:.2f}"),
-            Col("worst_max", "worst layer: max share×E", "{:.2f}"), Col("worst_layer", "worst layer"),
-            Col("min_share", "least-used expert: share×E", "{:.2f}"),
-            Col("entropy", "load entropy (1 = balanced)", "{:.3f}"), Col("dropped", "tokens dropped")]
-    return Table("router", "MoE router load at the last probe step (1.00 = every expert an equal share)", cols,
-                 rows, notes=["dw's experts have no capacity limit, so no token is ever dropped"])
+    cols = [
+        Col("run", "run"),
+        Col("shape", "shape"),
+        Col("width", "h"),
+        Col("depth", "L"),
+        Col("step", "step"),
+        Col("experts", "E"),
+        Col("mean_max", "max share×E (mean over layers)", "{:.2f}"),
+        Col("worst_max", "worst layer: max share×E", "{:.2f}"),
+        Col("worst_layer", "worst layer"),
+        Col("min_share", "least-used expert: share×E", "{:.2f}"),
+        Col("entropy", "load entropy (1 = balanced)", "{:.3f}"),
+        Col("dropped", "tokens dropped"),
+    ]
+    return Table(
+        "router",
+        "MoE router load at the last probe step (1.00 = every expert an equal share)",
+        cols,
+        rows,
+        notes=["dw's experts have no capacity limit, so no token is ever dropped"],
+    )

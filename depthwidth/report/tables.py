@@ -11,7 +11,7 @@ import math
 
 from depthwidth.core.errors import bad
 from depthwidth.model.shapes import MATCH_TOLERANCE  # a shape more than 1% off the uniform model's is not "matched"
-from depthwidth.report.model import (
+from depthwidth.report.document import (
     DONE,
     PAPER_FIT,
     PAPER_KAPPA,
@@ -30,6 +30,7 @@ from depthwidth.report.model import (
     papers_grid,
     pm,
 )
+from depthwidth.fit.verdicts import fitted_label
 from depthwidth.report.inside import tables as inside_tables
 from depthwidth.report.matching import tables as match_tables
 from depthwidth.report.optima import optimal_tables
@@ -83,24 +84,60 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
         T["provenance"], mixed = provenance_table(data.runs, data.fit)
         notes += [f"provenance: {w}" for w in mixed]
     if data.fit is None:
-        notes.append("no fit.json: the fit and D_crit-from-the-law tables and the fitted curves are absent "
-                     + (f"(run: dw fit {data.source['sweep']} --law depth-delusion)" if data.source.get("sweep") else "(pass --fit FILE)"))
+        notes.append(
+            "no fit.json: the fit and D_crit-from-the-law tables and the fitted curves are absent "
+            + (
+                f"(run: dw fit {data.source['sweep']} --law depth-delusion)"
+                if data.source.get("sweep")
+                else "(pass --fit FILE)"
+            )
+        )
     counts = {}
     for r in data.runs:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
-    return {"schema": SCHEMA, "source": data.source, "runs": len(data.runs), "states": counts,
-            "papers_grid": papers_grid(data),
-            "at_width": w_star, "at_depth": d_star, "tables": T, "notes": notes, "figures": []}
+    return {
+        "schema": SCHEMA,
+        "source": data.source,
+        "runs": len(data.runs),
+        "states": counts,
+        "papers_grid": papers_grid(data),
+        "at_width": w_star,
+        "at_depth": d_star,
+        "tables": T,
+        "notes": notes,
+        "figures": [],
+    }
 
 
 def _apart(apart, sweep) -> Table:
-    rows = [{"run": r["run"], "depth": r["depth"], "width": r["width"], "shape": r["shape"] or "uniform",
-             "state": r["state"], "loss": r["loss"], "differs": r["differs"]} for r in apart]
-    cols = [Col("run", "run"), Col("depth", "L"), Col("width", "W"), Col("shape", "shape"), Col("state", "state"),
-            Col("loss", "loss", "{:.4f}"), Col("differs", "differs from its cell by")]
-    t = Table("apart", "Runs set apart: they differ from the other runs of their cell in more than the seed", cols, rows)
-    t.notes.append("not averaged into any cell of the tables or figures (dw fit uses them: its law has the tokens)" + (f"; dw forget {sweep} RUN_ID… leaves them out of the "
-                                                              "sweep for good (nothing is deleted)" if sweep else ""))
+    rows = [
+        {
+            "run": r["run"],
+            "depth": r["depth"],
+            "width": r["width"],
+            "shape": r["shape"] or "uniform",
+            "state": r["state"],
+            "loss": r["loss"],
+            "differs": r["differs"],
+        }
+        for r in apart
+    ]
+    cols = [
+        Col("run", "run"),
+        Col("depth", "L"),
+        Col("width", "W"),
+        Col("shape", "shape"),
+        Col("state", "state"),
+        Col("loss", "loss", "{:.4f}"),
+        Col("differs", "differs from its cell by"),
+    ]
+    t = Table(
+        "apart", "Runs set apart: they differ from the other runs of their cell in more than the seed", cols, rows
+    )
+    t.notes.append(
+        "not averaged into any cell of the tables or figures (dw fit uses them: its law has the tokens)"
+        + (f"; dw forget {sweep} RUN_ID… leaves them out of the sweep for good (nothing is deleted)" if sweep else "")
+    )
     return t
 
 
@@ -123,29 +160,71 @@ def _grid(uni, cells) -> Table:
         if w not in best or c["loss"] < cells[(best[w], w)]["loss"]:
             best[w] = d
     for (d, w), c in sorted(cells.items()):
-        rows.append({"depth": d, "width": w, "loss": c["loss"], "sd": c["sd"], "seeds": c["seeds"],
-                     "params": c["params"], "params_non_embedding": c["params_non_embedding"],
-                     "tokens": c["tokens"], "best": best.get(w) == d, "state": "done"})
+        rows.append(
+            {
+                "depth": d,
+                "width": w,
+                "loss": c["loss"],
+                "sd": c["sd"],
+                "seeds": c["seeds"],
+                "params": c["params"],
+                "params_non_embedding": c["params_non_embedding"],
+                "tokens": c["tokens"],
+                "best": best.get(w) == d,
+                "state": "done",
+            }
+        )
     for r in uni:  # cells with no finished run: show what they are waiting for
         if r["depth"] is None or r["width"] is None or (r["depth"], r["width"]) in cells:
             continue
         if any(x["depth"] == r["depth"] and x["width"] == r["width"] for x in rows):
             continue
-        rows.append({"depth": r["depth"], "width": r["width"], "loss": None, "sd": None, "seeds": 0,
-                     "params": r["params"], "tokens": None, "best": False, "state": r["state"]})
+        rows.append(
+            {
+                "depth": r["depth"],
+                "width": r["width"],
+                "loss": None,
+                "sd": None,
+                "seeds": 0,
+                "params": r["params"],
+                "tokens": None,
+                "best": False,
+                "state": r["state"],
+            }
+        )
 
     def cell(r):
         if r["loss"] is None:
             return f"({r['state']})"
         return pm(r["loss"], r["sd"]) + (" *" if r["best"] else "")
 
-    cols = [Col("depth", "depth", "{}"), Col("width", "width", "{}"), Col("loss", "loss (nats)", "{:.4f}"),
-            Col("sd", "sd", "{:.4f}"), Col("seeds", "seeds"), Col("params", "params", "{:.4g}"),
-            Col("tokens", "tokens", "{:.4g}"), Col("best", "best depth"), Col("state", "state")]
-    t = Table("loss_grid", "Held-out loss (nats/token), depth × width, uniform runs", cols, rows,
-              pivot={"index": "depth", "columns": "width", "cell": cell, "index_label": "depth \\ width",
-                     "column_label": "W="})
-    t.notes.append("* best depth at that width; mean ± sd over seeds where a cell has several; (state) a cell with no finished run")
+    cols = [
+        Col("depth", "depth", "{}"),
+        Col("width", "width", "{}"),
+        Col("loss", "loss (nats)", "{:.4f}"),
+        Col("sd", "sd", "{:.4f}"),
+        Col("seeds", "seeds"),
+        Col("params", "params", "{:.4g}"),
+        Col("tokens", "tokens", "{:.4g}"),
+        Col("best", "best depth"),
+        Col("state", "state"),
+    ]
+    t = Table(
+        "loss_grid",
+        "Held-out loss (nats/token), depth × width, uniform runs",
+        cols,
+        rows,
+        pivot={
+            "index": "depth",
+            "columns": "width",
+            "cell": cell,
+            "index_label": "depth \\ width",
+            "column_label": "W=",
+        },
+    )
+    t.notes.append(
+        "* best depth at that width; mean ± sd over seeds where a cell has several; (state) a cell with no finished run"
+    )
     toks = sorted({r["tokens"] for r in rows if r["tokens"] is not None})
     if len(toks) > 1:
         t.notes.append(f"final token budgets differ across cells ({toks[0]:.3g} to {toks[-1]:.3g} tokens)")
@@ -166,16 +245,29 @@ def _delta_rows(cs):
 def _ushape(cells, w, paper) -> Table:
     cs = [dict(c, paper_loss=paper.get((c["depth"], c["width"]))) for k, c in sorted(cells.items()) if k[1] == w]
     _delta_rows(cs)
-    cols = [Col("depth", "depth"), Col("params", "params", "{:.4g}"), Col("loss", "loss measured (nats)", "{:.4f}"),
-            Col("sd", "sd", "{:.4f}"), Col("seeds", "seeds"), Col("delta_best", "Δ vs best", "{:+.4f}")]
+    cols = [
+        Col("depth", "depth"),
+        Col("params", "params", "{:.4g}"),
+        Col("loss", "loss measured (nats)", "{:.4f}"),
+        Col("sd", "sd", "{:.4f}"),
+        Col("seeds", "seeds"),
+        Col("delta_best", "Δ vs best", "{:+.4f}"),
+    ]
     if any(c["paper_loss"] is not None for c in cs):
         cols.append(Col("paper_loss", "loss paper", "{:.3f}"))
-    t = Table("u_shape", f"Loss vs depth at width {w} (the U-shape)" if w is not None else "Loss vs depth (the U-shape)",
-              cols, _strip(cs, cols))
+    t = Table(
+        "u_shape",
+        f"Loss vs depth at width {w} (the U-shape)" if w is not None else "Loss vs depth (the U-shape)",
+        cols,
+        _strip(cs, cols),
+    )
     if len(cs) >= 3:
         i = min(range(len(cs)), key=lambda j: cs[j]["loss"])
-        t.notes.append("minimum inside the depth range: a U-shape" if 0 < i < len(cs) - 1
-                       else f"minimum at the {'shallowest' if i == 0 else 'deepest'} depth: no U-shape in this range")
+        t.notes.append(
+            "minimum inside the depth range: a U-shape"
+            if 0 < i < len(cs) - 1
+            else f"minimum at the {'shallowest' if i == 0 else 'deepest'} depth: no U-shape in this range"
+        )
     if not cs:
         t.notes.append("no finished uniform runs")
     return t
@@ -185,11 +277,19 @@ def _wsweep(cells, d, paper) -> Table:
     cs = [dict(c, paper_loss=paper.get((c["depth"], c["width"]))) for k, c in sorted(cells.items()) if k[0] == d]
     for a, b in zip(cs, cs[1:]):
         b["delta_prev"] = b["loss"] - a["loss"]
-    cols = [Col("width", "width"), Col("params", "params", "{:.4g}"), Col("loss", "loss measured (nats)", "{:.4f}"),
-            Col("sd", "sd", "{:.4f}"), Col("seeds", "seeds"), Col("delta_prev", "Δ vs narrower", "{:+.4f}")]
+    cols = [
+        Col("width", "width"),
+        Col("params", "params", "{:.4g}"),
+        Col("loss", "loss measured (nats)", "{:.4f}"),
+        Col("sd", "sd", "{:.4f}"),
+        Col("seeds", "seeds"),
+        Col("delta_prev", "Δ vs narrower", "{:+.4f}"),
+    ]
     if any(c["paper_loss"] is not None for c in cs):
         cols.append(Col("paper_loss", "loss paper", "{:.3f}"))
-    t = Table("width_sweep", f"Loss vs width at depth {d}" if d is not None else "Loss vs width", cols, _strip(cs, cols))
+    t = Table(
+        "width_sweep", f"Loss vs width at depth {d}" if d is not None else "Loss vs width", cols, _strip(cs, cols)
+    )
     if len(cs) >= 2:
         mono = all(b["loss"] < a["loss"] for a, b in zip(cs, cs[1:]))
         t.notes.append("loss falls monotonically with width" if mono else "loss does NOT fall monotonically with width")
@@ -216,25 +316,43 @@ def _pairs(cells, paper, lo=0.5, hi=2.0, limit=12) -> Table:
             continue
         a, ratio = best
         fr = (a["flops_per_token"] / b["flops_per_token"]) if a["flops_per_token"] and b["flops_per_token"] else None
-        rows.append({
-            "shallow_wide": f"{a['depth']}L×{a['width']}", "sw_params": a["params"], "sw_loss": a["loss"],
-            "deep_narrow": f"{b['depth']}L×{b['width']}", "dn_params": b["params"], "dn_loss": b["loss"],
-            "params_ratio": ratio, "flops_ratio": fr, "delta_loss": b["loss"] - a["loss"],
-            "winner": "shallow-wide" if a["loss"] < b["loss"] else "deep-narrow",
-            "sw_paper": paper.get((a["depth"], a["width"])), "dn_paper": paper.get((b["depth"], b["width"])),
-        })
+        rows.append(
+            {
+                "shallow_wide": f"{a['depth']}L×{a['width']}",
+                "sw_params": a["params"],
+                "sw_loss": a["loss"],
+                "deep_narrow": f"{b['depth']}L×{b['width']}",
+                "dn_params": b["params"],
+                "dn_loss": b["loss"],
+                "params_ratio": ratio,
+                "flops_ratio": fr,
+                "delta_loss": b["loss"] - a["loss"],
+                "winner": "shallow-wide" if a["loss"] < b["loss"] else "deep-narrow",
+                "sw_paper": paper.get((a["depth"], a["width"])),
+                "dn_paper": paper.get((b["depth"], b["width"])),
+            }
+        )
     rows.sort(key=lambda r: abs(math.log(r["params_ratio"])))
     rows = rows[:limit]
-    cols = [Col("shallow_wide", "shallow-wide"), Col("sw_params", "params", "{:.4g}"),
-            Col("sw_loss", "loss measured", "{:.4f}"), Col("deep_narrow", "deep-narrow"),
-            Col("dn_params", "params", "{:.4g}"), Col("dn_loss", "loss measured", "{:.4f}"),
-            Col("params_ratio", "params SW/DN", "{:.3f}"), Col("flops_ratio", "FLOPs/token SW/DN", "{:.3f}"),
-            Col("delta_loss", "Δloss DN−SW", "{:+.4f}"), Col("winner", "winner")]
+    cols = [
+        Col("shallow_wide", "shallow-wide"),
+        Col("sw_params", "params", "{:.4g}"),
+        Col("sw_loss", "loss measured", "{:.4f}"),
+        Col("deep_narrow", "deep-narrow"),
+        Col("dn_params", "params", "{:.4g}"),
+        Col("dn_loss", "loss measured", "{:.4f}"),
+        Col("params_ratio", "params SW/DN", "{:.3f}"),
+        Col("flops_ratio", "FLOPs/token SW/DN", "{:.3f}"),
+        Col("delta_loss", "Δloss DN−SW", "{:+.4f}"),
+        Col("winner", "winner"),
+    ]
     if any(r["sw_paper"] is not None or r["dn_paper"] is not None for r in rows):
         cols += [Col("sw_paper", "SW loss paper", "{:.3f}"), Col("dn_paper", "DN loss paper", "{:.3f}")]
     t = Table("pairs", "Shallow-wide vs deep-narrow (closest in parameters)", cols, _strip(rows, cols))
-    t.notes.append(f"each deep-narrow cell paired with the shallower, wider cell nearest in total parameters "
-                   f"(ratio within [{lo}, {hi}]); ratios > 1 mean the shallow-wide model is bigger")
+    t.notes.append(
+        f"each deep-narrow cell paired with the shallower, wider cell nearest in total parameters "
+        f"(ratio within [{lo}, {hi}]); ratios > 1 mean the shallow-wide model is bigger"
+    )
     if rows:
         sw = sum(r["winner"] == "shallow-wide" for r in rows)
         t.notes.append(f"shallow-wide wins {sw} of {len(rows)} pairs")
@@ -258,25 +376,51 @@ def _shapes(runs) -> Table:
             def ratio(k):
                 return c[k] / u[k] if u and c.get(k) and u.get(k) else None
 
-            rows.append({"width": w, "depth": d, "shape": s, "loss": c["loss"], "sd": c["sd"], "seeds": c["seeds"],
-                         "params": c["params"], "flops_per_token": c["flops_per_token"],
-                         "kv_bytes_per_token": c["kv_bytes_per_token"],
-                         "mean_width_over_h": mw / w if mw else None,
-                         "delta_loss": c["loss"] - u["loss"] if u else None,
-                         "params_ratio": ratio("params"), "flops_ratio": ratio("flops_per_token"),
-                         "kv_ratio": ratio("kv_bytes_per_token")})
-    cols = [Col("width", "h"), Col("depth", "L"), Col("shape", "shape"), Col("loss", "loss measured", "{:.4f}"),
-            Col("sd", "sd", "{:.4f}"), Col("delta_loss", "Δloss vs uniform", "{:+.4f}"),
-            Col("params", "params", "{:.4g}"), Col("params_ratio", "params ×unif", "{:.3f}"),
-            Col("flops_per_token", "FLOPs/token", "{:.4g}"), Col("flops_ratio", "FLOPs ×unif", "{:.3f}"),
-            Col("kv_bytes_per_token", "KV bytes/token", "{:.4g}"), Col("kv_ratio", "KV ×unif", "{:.3f}"),
-            Col("mean_width_over_h", "mean width / h", "{:.3f}")]
-    t = Table("shapes", "Width-shape families at matched parameters (vs the uniform model of the same h, L)", cols, rows)
+            rows.append(
+                {
+                    "width": w,
+                    "depth": d,
+                    "shape": s,
+                    "loss": c["loss"],
+                    "sd": c["sd"],
+                    "seeds": c["seeds"],
+                    "params": c["params"],
+                    "flops_per_token": c["flops_per_token"],
+                    "kv_bytes_per_token": c["kv_bytes_per_token"],
+                    "mean_width_over_h": mw / w if mw else None,
+                    "delta_loss": c["loss"] - u["loss"] if u else None,
+                    "params_ratio": ratio("params"),
+                    "flops_ratio": ratio("flops_per_token"),
+                    "kv_ratio": ratio("kv_bytes_per_token"),
+                }
+            )
+    cols = [
+        Col("width", "h"),
+        Col("depth", "L"),
+        Col("shape", "shape"),
+        Col("loss", "loss measured", "{:.4f}"),
+        Col("sd", "sd", "{:.4f}"),
+        Col("delta_loss", "Δloss vs uniform", "{:+.4f}"),
+        Col("params", "params", "{:.4g}"),
+        Col("params_ratio", "params ×unif", "{:.3f}"),
+        Col("flops_per_token", "FLOPs/token", "{:.4g}"),
+        Col("flops_ratio", "FLOPs ×unif", "{:.3f}"),
+        Col("kv_bytes_per_token", "KV bytes/token", "{:.4g}"),
+        Col("kv_ratio", "KV ×unif", "{:.3f}"),
+        Col("mean_width_over_h", "mean width / h", "{:.3f}"),
+    ]
+    t = Table(
+        "shapes", "Width-shape families at matched parameters (vs the uniform model of the same h, L)", cols, rows
+    )
     off = [r for r in rows if r["params_ratio"] is not None and abs(r["params_ratio"] - 1) > MATCH_TOLERANCE]
     if off:
-        t.notes.insert(0, "warning: not matched in parameters: " + ", ".join(
-            f"{r['shape']} {r['params_ratio']:.3f}× (h {r['width']}, L {r['depth']})" for r in off)
-            + " the uniform model's: their Δloss mixes shape and size (lower model.quantum: exact matching reaches 0.5% where the quantum leaves room)")
+        t.notes.insert(
+            0,
+            "warning: not matched in parameters: "
+            + ", ".join(f"{r['shape']} {r['params_ratio']:.3f}× (h {r['width']}, L {r['depth']})" for r in off)
+            + " the uniform model's: their Δloss mixes shape and size (lower model.quantum: exact matching reaches "
+            "0.5% where the quantum leaves room)",
+        )
     t.notes.append("paper (Wu et al., 500M): × 3.099 vs uniform 3.138 nats; mean width ≈ 0.89·h, ≈ 10% less KV cache")
     if not rows:
         t.notes.append("no finished non-uniform runs")
@@ -304,8 +448,10 @@ def ended_after(data, fit) -> str | None:
             continue
     if not late:
         return None
-    return (f"warning: {len(late)} run{'s' * (len(late) != 1)} ended after this fit was made ({made}): "
-            f"it does not have them; refit with dw fit {data.source.get('sweep') or 'NAME'}")
+    return (
+        f"warning: {len(late)} run{'s' * (len(late) != 1)} ended after this fit was made ({made}): "
+        f"it does not have them; refit with dw fit {data.source.get('sweep') or 'NAME'}"
+    )
 
 
 def _fit_tables(fit) -> dict:
@@ -316,8 +462,15 @@ def _fit_tables(fit) -> dict:
     rows = []
     for k, v in (fit.get("params") or {}).items():
         lo, hi = ci_pair((fit.get("ci") or {}).get(k))
-        rows.append({"quantity": k, "measured": v, "ci_lo": lo, "ci_hi": hi,
-                     "paper": (PAPER_FIT.get(k) if k == "alpha" else PAPER_KAPPA if k == "kappa" else None) if dd else None})
+        rows.append(
+            {
+                "quantity": k,
+                "measured": v,
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "paper": (PAPER_FIT.get(k) if k == "alpha" else PAPER_KAPPA if k == "kappa" else None) if dd else None,
+            }
+        )
     rows.append({"quantity": "R²", "measured": fit.get("r2"), "paper": PAPER_FIT["r2"] if dd else None})
     rows.append({"quantity": "RMSE (nats)", "measured": fit.get("rmse"), "paper": PAPER_FIT["rmse"] if dd else None})
     rows.append({"quantity": "points / runs", "measured": f"{fit.get('n')} / {fit.get('n_runs')}"})
@@ -325,34 +478,65 @@ def _fit_tables(fit) -> dict:
     tl = gp.get("tau_law")
     if tl:
         lo, hi = ci_pair(tl.get("p_ci"))
-        rows.append({"quantity": "τ(W) ∝ W^p: p", "measured": tl.get("p"), "ci_lo": lo, "ci_hi": hi,
-                     "paper": PAPER_TAU_EXPONENT})
+        rows.append(
+            {
+                "quantity": "τ(W) ∝ W^p: p",
+                "measured": tl.get("p"),
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "paper": PAPER_TAU_EXPONENT,
+            }
+        )
         rows.append({"quantity": "τ(W) fit R²", "measured": tl.get("r2"), "paper": PAPER_TAU_R2})
     lvl = (fit.get("bootstrap") or {}).get("level", 0.95)
-    cols = [Col("quantity", "quantity"), Col("measured", "measured", "{:.4g}"),
-            Col("ci_lo", f"{100 * lvl:.0f}% CI lo", "{:.4g}"), Col("ci_hi", f"{100 * lvl:.0f}% CI hi", "{:.4g}"),
-            Col("paper", "paper", "{:.4g}")]
+    cols = [
+        Col("quantity", "quantity"),
+        Col("measured", "measured", "{:.4g}"),
+        Col("ci_lo", f"{100 * lvl:.0f}% CI lo", "{:.4g}"),
+        Col("ci_hi", f"{100 * lvl:.0f}% CI hi", "{:.4g}"),
+        Col("paper", "paper", "{:.4g}"),
+    ]
     t = Table("fit", f"Fit: {fit.get('law')} — {fit.get('formula', '')}", cols, rows)
-    o = fit.get("options") or {}
-    which = fit.get("law") + (f"[{o['dcrit']}{'+E' if o.get('irreducible') else ''}]" if "dcrit" in o else "")
-    t.notes.append(f"the fit shown: {which} of {', '.join(fit.get('where') or []) or 'every run'}, "
-                   f"N = {(fit.get('n_convention') or {}).get('name', 'total')}, made "
-                   f"{(fit.get('provenance') or {}).get('time', 'at an unknown time')} (its fit.json; a fit of another law "
-                   "or filter replaces it only with dw fit --force)")
+    t.notes.append(
+        f"the fit shown: {fitted_label(fit)} of {', '.join(fit.get('where') or []) or 'every run'}, "
+        f"N = {(fit.get('n_convention') or {}).get('name', 'total')}, made "
+        f"{(fit.get('provenance') or {}).get('time', 'at an unknown time')} (its fit.json; a fit of another law "
+        "or filter replaces it only with dw fit --force)"
+    )
     t.notes += fit_notes(fit)
     if dd:
-        t.notes.append("paper (Depth Delusion): alpha 0.22 [−0.21, 0.65], kappa 2.43, R² 0.922, RMSE 0.113 nats on training loss")
+        t.notes.append(
+            "paper (Depth Delusion): alpha 0.22 [−0.21, 0.65], kappa 2.43, R² 0.922, RMSE 0.113 nats on training loss"
+        )
     out["fit"] = t
     cmp = fit.get("compare")
     if cmp and cmp.get("laws"):
         best = cmp.get("best") or {}
-        crow = [{"law": r.get("law"), "k": r.get("k"), "r2": r.get("r2"), "rmse": r.get("rmse"),
-                 "loro_rmse": r.get("loro_rmse"), "extrapolation_rmse": r.get("extrapolation_rmse"),
-                 "aic": r.get("aic"), "bic": r.get("bic"),
-                 "best": ", ".join(k for k, v in best.items() if v == r.get("law")) or None} for r in cmp["laws"]]
-        ccols = [Col("law", "law"), Col("k", "k"), Col("r2", "R²", "{:.4f}"), Col("rmse", "RMSE", "{:.4g}"),
-                 Col("loro_rmse", "held-out RMSE (LORO)", "{:.4g}"), Col("extrapolation_rmse", "extrap. RMSE", "{:.4g}"),
-                 Col("aic", "AIC", "{:.1f}"), Col("bic", "BIC", "{:.1f}"), Col("best", "best by")]
+        crow = [
+            {
+                "law": r.get("law"),
+                "k": r.get("k"),
+                "r2": r.get("r2"),
+                "rmse": r.get("rmse"),
+                "loro_rmse": r.get("loro_rmse"),
+                "extrapolation_rmse": r.get("extrapolation_rmse"),
+                "aic": r.get("aic"),
+                "bic": r.get("bic"),
+                "best": ", ".join(k for k, v in best.items() if v == r.get("law")) or None,
+            }
+            for r in cmp["laws"]
+        ]
+        ccols = [
+            Col("law", "law"),
+            Col("k", "k"),
+            Col("r2", "R²", "{:.4f}"),
+            Col("rmse", "RMSE", "{:.4g}"),
+            Col("loro_rmse", "held-out RMSE (LORO)", "{:.4g}"),
+            Col("extrapolation_rmse", "extrap. RMSE", "{:.4g}"),
+            Col("aic", "AIC", "{:.1f}"),
+            Col("bic", "BIC", "{:.1f}"),
+            Col("best", "best by"),
+        ]
         ct = Table("fit_compare", "Law comparison (errors in nats)", ccols, crow)
         if "dcrit_preference" in cmp:
             ct.notes.append(f"D_crit form preferred by the data: {cmp['dcrit_preference'].get('prefers')}")
@@ -382,10 +566,24 @@ def _missing(data: Data, w_star, d_star) -> Table:
         if r.get("seed") is not None:
             cfg += f" seed {r['seed']}"
         state = r["state"] if r["state"] not in DONE else "done, no loss"
-        rows.append({"run": r["run"], "label": r.get("label"), "config": cfg, "state": state,
-                     "reason": r.get("reason"), "incomplete": ", ".join(aff)})
-    cols = [Col("run", "run"), Col("label", "label"), Col("config", "config"), Col("state", "state"),
-            Col("reason", "reason"), Col("incomplete", "leaves incomplete")]
+        rows.append(
+            {
+                "run": r["run"],
+                "label": r.get("label"),
+                "config": cfg,
+                "state": state,
+                "reason": r.get("reason"),
+                "incomplete": ", ".join(aff),
+            }
+        )
+    cols = [
+        Col("run", "run"),
+        Col("label", "label"),
+        Col("config", "config"),
+        Col("state", "state"),
+        Col("reason", "reason"),
+        Col("incomplete", "leaves incomplete"),
+    ]
     t = Table("missing", "What is missing: runs not done", cols, rows)
     if not rows:
         t.notes.append(f"nothing: all {len(data.runs)} runs are done")
@@ -395,5 +593,3 @@ def _missing(data: Data, w_star, d_star) -> Table:
             by[r["state"]] = by.get(r["state"], 0) + 1
         t.notes.append(", ".join(f"{n} {s}" for s, n in sorted(by.items())) + f" of {len(data.runs)} runs")
     return t
-
-

@@ -64,23 +64,39 @@ def truth(w: World, table, widths, c_ref: float = C_REF) -> dict:
     return {k: (v if math.isfinite(v) else None) for k, v in out.items()}
 
 
-def simulate(sweep: str, overrides=(), *, name: str | None = None, root=None, law: str = "depth-delusion",
-             dcrit: str = "log", irreducible: bool = False, set_values=None, n_convention: str | None = None,
-             noise: Noise | None = None, budgets="sweep", seed: int = 0, replace: bool = False,
-             c_ref: float = C_REF, only: str | None = None) -> dict:
+def simulate(
+    sweep: str,
+    overrides=(),
+    *,
+    name: str | None = None,
+    root=None,
+    law: str = "depth-delusion",
+    dcrit: str = "log",
+    irreducible: bool = False,
+    set_values=None,
+    n_convention: str | None = None,
+    noise: Noise | None = None,
+    budgets="sweep",
+    seed: int = 0,
+    replace: bool = False,
+    c_ref: float = C_REF,
+    only: str | None = None,
+) -> dict:
     """Write the planted store of sweep file ``sweep`` to ROOT/NAME (default ``SWEEP-sim``); its summary."""
     import pandas as pd
 
     t0 = time.perf_counter()
-    w = world(law, dcrit=dcrit, irreducible=irreducible, set_values=set_values, n_convention=n_convention,
-              noise=noise)
+    w = world(law, dcrit=dcrit, irreducible=irreducible, set_values=set_values, n_convention=n_convention, noise=noise)
     fractions = parse_budgets(budgets)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise bad("--seed", seed, "an integer >= 0")
     name = check_name(name or f"{sweep}-sim", "--name")
     if name in available():
-        raise bad("--name", name, f"a name that is no sweep file's (dw sweep {name} would take its planted runs "
-                  "for trained ones)")
+        raise bad(
+            "--name",
+            name,
+            f"a name that is no sweep file's (dw sweep {name} would take its planted runs for trained ones)",
+        )
     target = runs_root(root) / name
     check_target(target, replace)
     planned = plan(sweep, list(overrides), only=only)
@@ -93,11 +109,27 @@ def simulate(sweep: str, overrides=(), *, name: str | None = None, root=None, la
             pts_r = [(b.tokens, b.steps) for b in check_run(r.cfg).budgets]
         else:
             pts_r = sorted({(int(round(x * f["tokens"])), max(1, int(round(x * f["steps"])))) for x in fractions})
-        N = float(n_column({"params": acc["params"], "params_non_embedding": acc["params_non_embedding"],
-                            "depth": f["depth"], "width": f["width"]}, w.convention))
+        N = float(
+            n_column(
+                {
+                    "params": acc["params"],
+                    "params_non_embedding": acc["params_non_embedding"],
+                    "depth": f["depth"],
+                    "width": f["width"],
+                },
+                w.convention,
+            )
+        )
         for tok, _ in pts_r:
-            rows.append({"run": r.run_id, "params": N, "tokens": float(tok), "depth": float(f["depth"]),
-                         "width": float(f["width"])})
+            rows.append(
+                {
+                    "run": r.run_id,
+                    "params": N,
+                    "tokens": float(tok),
+                    "depth": float(f["depth"]),
+                    "width": float(f["width"]),
+                }
+            )
             idx.append(i)
         pts.append(pts_r)
         accs.append(acc)
@@ -111,12 +143,33 @@ def simulate(sweep: str, overrides=(), *, name: str | None = None, root=None, la
         prof = gradient_profile(w, int(r.figures["depth"]), float(r.figures["width"]), rng)
         recs.append(run_record(r, name, target, accs[i], pts[i], L[idx == i], world_prov, prof))
     uniform = [a for a, r in zip(accs, planned.runs) if r.figures["shape"] == "uniform"] or accs
-    tab = pd.DataFrame([{"run": str(k), "depth": a["depth"], "width": a["widths"][0], "params": a["params"],
-                         "params_non_embedding": a["params_non_embedding"]} for k, a in enumerate(uniform)])
+    tab = pd.DataFrame(
+        [
+            {
+                "run": str(k),
+                "depth": a["depth"],
+                "width": a["widths"][0],
+                "params": a["params"],
+                "params_non_embedding": a["params_non_embedding"],
+            }
+            for k, a in enumerate(uniform)
+        ]
+    )
     widths = sorted({int(r.figures["width"]) for r in planned.runs})
     planted = truth(w, tab, widths, c_ref)
-    doc = {"schema": WORLD_SCHEMA, "sweep": sweep, "name": name, "overrides": list(overrides), "seed": seed,
-           "world": w.to_dict(), "budgets": "sweep" if fractions is None else list(fractions), "c_ref": c_ref,
-           "runs": len(recs), "points": int(len(table)), "truth": planted, "provenance": provenance.record()}
+    doc = {
+        "schema": WORLD_SCHEMA,
+        "sweep": sweep,
+        "name": name,
+        "overrides": list(overrides),
+        "seed": seed,
+        "world": w.to_dict(),
+        "budgets": "sweep" if fractions is None else list(fractions),
+        "c_ref": c_ref,
+        "runs": len(recs),
+        "points": int(len(table)),
+        "truth": planted,
+        "provenance": provenance.record(),
+    }
     write_store(target, name, recs, doc)
     return {**doc, "dir": str(target), "seconds": round(time.perf_counter() - t0, 3)}

@@ -51,7 +51,7 @@ def existing_state(target: Path) -> str:
         return "trained"
     for s in target.glob("*/summary.json"):
         try:
-            prov = (json.loads(s.read_text(encoding="utf-8")).get("provenance") or {})
+            prov = json.loads(s.read_text(encoding="utf-8")).get("provenance") or {}
         except (OSError, ValueError, AttributeError):
             return "trained"
         if not prov.get("simulated"):
@@ -74,11 +74,22 @@ def write_store(target: Path, name: str, runs: list[dict], world_doc: dict) -> N
             write_json(d / "summary.json", r["summary"])
             if r.get("probes"):
                 write_jsonl(d / "probes.jsonl", r["probes"])
-            events.append({"event": "submit", "run_id": r["run_id"], "overrides": r["overrides"],
-                           "run_dir": str(target / r["run_id"]), "launcher": "simulate",
-                           "job_id": f"simulate-{r['index']}", "label": r.get("label"), "ref": r.get("ref"),
-                           "tokens_total": r["summary"]["tokens_total"], "params": r["summary"]["params"],
-                           "index": r["index"], "time": r["summary"]["provenance"]["time"]})
+            events.append(
+                {
+                    "event": "submit",
+                    "run_id": r["run_id"],
+                    "overrides": r["overrides"],
+                    "run_dir": str(target / r["run_id"]),
+                    "launcher": "simulate",
+                    "job_id": f"simulate-{r['index']}",
+                    "label": r.get("label"),
+                    "ref": r.get("ref"),
+                    "tokens_total": r["summary"]["tokens_total"],
+                    "params": r["summary"]["params"],
+                    "index": r["index"],
+                    "time": r["summary"]["provenance"]["time"],
+                }
+            )
         write_jsonl(tmp / MANIFEST, events)
         write_json(tmp / WORLD_FILE, world_doc)
         old = None
@@ -99,8 +110,16 @@ def _yaml(doc: dict) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def run_record(r, name: str, target: Path, accounting: dict, budgets: list[tuple[int, int]], loss: np.ndarray,
-               world_prov: dict, probe: list[float] | None) -> dict:
+def run_record(
+    r,
+    name: str,
+    target: Path,
+    accounting: dict,
+    budgets: list[tuple[int, int]],
+    loss: np.ndarray,
+    world_prov: dict,
+    probe: list[float] | None,
+) -> dict:
     """One planned run (sweep.expand.Run) with its planted losses at ``budgets`` [(tokens, step)]."""
     prov = {**provenance.record(device="simulated", precision=r.figures.get("precision")), **world_prov}
     cfg = plain(r.cfg)
@@ -109,29 +128,59 @@ def run_record(r, name: str, target: Path, accounting: dict, budgets: list[tuple
     f = r.figures
     pts = [{"tokens": int(t), "step": int(s), "val_loss": float(x)} for (t, s), x in zip(budgets, loss)]
     summary = {
-        "run_id": r.run_id, "sweep": name, "status": "done", "reason": None,
-        "final_val_loss": pts[-1]["val_loss"], "tokens": int(f["tokens"]), "tokens_total": int(f["tokens"]),
-        "steps": int(f["steps"]), "steps_total": int(f["steps"]),
-        "params": accounting["params"], "params_non_embedding": accounting["params_non_embedding"],
-        "params_active": accounting["params_active"], "flops_per_token": accounting["flops_per_token"],
-        "kv_bytes_per_token": accounting["kv_bytes_per_token"], "depth": int(f["depth"]), "width": int(f["width"]),
-        "widths": list(f["widths"]), "shape": f["shape"], "seed": int(f["seed"]), "budgets": pts,
-        "bayes_loss": None, "last_loss": pts[-1]["val_loss"], "wall_time_s": 0.0, "device": "simulated",
-        "precision": f.get("precision"), "provenance": prov, "plan": f.get("plan"),
+        "run_id": r.run_id,
+        "sweep": name,
+        "status": "done",
+        "reason": None,
+        "final_val_loss": pts[-1]["val_loss"],
+        "tokens": int(f["tokens"]),
+        "tokens_total": int(f["tokens"]),
+        "steps": int(f["steps"]),
+        "steps_total": int(f["steps"]),
+        "params": accounting["params"],
+        "params_non_embedding": accounting["params_non_embedding"],
+        "params_active": accounting["params_active"],
+        "flops_per_token": accounting["flops_per_token"],
+        "kv_bytes_per_token": accounting["kv_bytes_per_token"],
+        "depth": int(f["depth"]),
+        "width": int(f["width"]),
+        "widths": list(f["widths"]),
+        "shape": f["shape"],
+        "seed": int(f["seed"]),
+        "budgets": pts,
+        "bayes_loss": None,
+        "last_loss": pts[-1]["val_loss"],
+        "wall_time_s": 0.0,
+        "device": "simulated",
+        "precision": f.get("precision"),
+        "provenance": prov,
+        "plan": f.get("plan"),
     }
     probes = None
     if probe is not None:
         step = min(1000, int(f["steps"]))
-        probes = [{"step": step, "tokens": step * int(f["tokens"]) // max(int(f["steps"]), 1),
-                   "grad_norm": {"block": probe}}]
-    return {"run_id": r.run_id, "overrides": r.full_overrides(name, target / r.run_id), "label": r.label,
-            "ref": r.ref, "index": r.index, "config": doc, "summary": summary, "probes": probes}
+        probes = [
+            {"step": step, "tokens": step * int(f["tokens"]) // max(int(f["steps"]), 1), "grad_norm": {"block": probe}}
+        ]
+    return {
+        "run_id": r.run_id,
+        "overrides": r.full_overrides(name, target / r.run_id),
+        "label": r.label,
+        "ref": r.ref,
+        "index": r.index,
+        "config": doc,
+        "summary": summary,
+        "probes": probes,
+    }
 
 
 def check_target(target: Path, replace: bool) -> None:
     state = existing_state(target)
     if state == "trained":
-        raise bad("--name", target.name, f"a new store, or one dw simulate wrote ({target} holds runs that were "
-                  "not simulated: never written over)")
+        raise bad(
+            "--name",
+            target.name,
+            f"a new store, or one dw simulate wrote ({target} holds runs that were not simulated: never written over)",
+        )
     if state == "simulated" and not replace:
         raise bad("--name", target.name, f"a new store, or --replace to rewrite the simulated store {target}")

@@ -34,15 +34,22 @@ import numpy as np
 
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.count import check_convention
-from depthwidth.fit.compare import label
-from depthwidth.fit.laws import Law, get_law, parse_values
+from depthwidth.fit.laws import Law, get_law, label, parse_values
 
 _DD = {"A": 11.04, "alpha": 0.0837, "B": 32.21, "delta": 0.1552, "gamma": 0.7298, "mu": 0.3197}
 _DD_E = {"E": 1.0, "A": 23.77, "alpha": 0.1662, "B": 48.97, "delta": 0.1648, "gamma": 2.71, "mu": 0.4867}
 PUBLISHED = {
     "depth-delusion[log]": {**_DD, "kappa": 2.43},
-    "depth-delusion[power]": {"A": 10.94, "alpha": 0.0820, "B": 21.88, "delta": 0.1405, "gamma": 0.7298,
-                              "mu": 0.3197, "c": 0.981, "p": 0.44},
+    "depth-delusion[power]": {
+        "A": 10.94,
+        "alpha": 0.0820,
+        "B": 21.88,
+        "delta": 0.1405,
+        "gamma": 0.7298,
+        "mu": 0.3197,
+        "c": 0.981,
+        "p": 0.44,
+    },
     "depth-delusion[log+E]": {**_DD_E, "kappa": 2.43},
     "depth-delusion[power+E]": {**_DD_E, "c": 0.981, "p": 0.44},
     "chinchilla": {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
@@ -86,13 +93,26 @@ class World:
         return label(self.law)
 
     def to_dict(self) -> dict:
-        return {"law": self.law.name, "label": self.label, "options": dict(self.law.options),
-                "formula": self.law.formula, "params": dict(self.values), "n_convention": self.convention,
-                "noise": {**asdict(self.noise), "point": self.noise.per_point}}
+        return {
+            "law": self.law.name,
+            "label": self.label,
+            "options": dict(self.law.options),
+            "formula": self.law.formula,
+            "params": dict(self.values),
+            "n_convention": self.convention,
+            "noise": {**asdict(self.noise), "point": self.noise.per_point},
+        }
 
 
-def world(law: str = "depth-delusion", *, dcrit: str = "log", irreducible: bool = False, set_values=None,
-          n_convention: str | None = None, noise: Noise | None = None) -> World:
+def world(
+    law: str = "depth-delusion",
+    *,
+    dcrit: str = "log",
+    irreducible: bool = False,
+    set_values=None,
+    n_convention: str | None = None,
+    noise: Noise | None = None,
+) -> World:
     """The planted world: the law's ``PUBLISHED`` parameters, overridden by ``set_values`` ("k=v,...")."""
     lw = get_law(law, dcrit=dcrit, irreducible=irreducible)
     conv = check_convention(n_convention, lw.name)
@@ -124,7 +144,7 @@ def losses(w: World, rows: dict, run_index: np.ndarray, seed: int) -> np.ndarray
 
 def gradient_profile(w: World, depth: int, width: float, rng) -> list[float] | None:
     """Per-layer gradient norms (bottom first) decaying from the top with the planted D_crit:
-    ||g_l|| = exp(−(D − l) / τ), τ = D_crit(W) − 1 (D_crit is a depth: fit/persistence.py), 2% noise.
+    ||g_l|| = exp(−(D − l) / τ), τ = D_crit(W) − 1 (D_crit is a depth: fit/gradient_persistence.py), 2% noise.
     None for a law without D_crit."""
     dc = w.law.dcrit(w.values, [width])
     if dc is None:

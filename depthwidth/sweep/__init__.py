@@ -10,6 +10,6 @@ sweep costs: device-hours, requeues, nodes, calendar time, checkpoint disk),
 submission.py (plan and submit).
 """
 
-from depthwidth.sweep.submission import Planned, Submission, plan, submit
+from depthwidth.sweep.submission import Submission, SweepPlan, plan, submit
 
-__all__ = ["Planned", "Submission", "plan", "submit"]
+__all__ = ["Submission", "SweepPlan", "plan", "submit"]

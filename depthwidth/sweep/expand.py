@@ -25,6 +25,7 @@ from typing import Any, Iterable, Sequence
 from depthwidth.config.fast import compose_fast, override_list, parse_cli_overrides
 from depthwidth.config.identity import run_id
 from depthwidth.launch.config import capacity, launcher_config, processes, target_device
+from depthwidth.core.devices import PLAN_MFU, PLAN_PEAK_FLOPS
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.model.accounting import count_params
 from depthwidth.model.figures import figures
@@ -37,8 +38,8 @@ from depthwidth.train.plan import check as check_run
 from depthwidth.train.plan import precision_for
 
 # Stated assumptions for the device-hour estimate (dry-run); override with --mfu/--peak/--cpu-peak.
-DEFAULT_MFU = 0.40
-DEFAULT_PEAK = 989e12  # H100 SXM dense bf16 FLOP/s, per GPU
+DEFAULT_MFU = PLAN_MFU
+DEFAULT_PEAK = PLAN_PEAK_FLOPS
 
 
 @dataclass
@@ -71,9 +72,17 @@ class Sweep:
         return [r for r in self.runs if r.error]
 
 
-def expand(name: str, cli_overrides: Sequence[str] = (), *, launcher_overrides: Sequence[str] = (),
-           need_scheduler: bool = False, check_gpus: bool | None = None, mfu: float = DEFAULT_MFU,
-           peak: float = DEFAULT_PEAK, cpu_peak: float = DEFAULT_CPU_PEAK) -> Sweep:
+def expand(
+    name: str,
+    cli_overrides: Sequence[str] = (),
+    *,
+    launcher_overrides: Sequence[str] = (),
+    need_scheduler: bool = False,
+    check_gpus: bool | None = None,
+    mfu: float = DEFAULT_MFU,
+    peak: float = DEFAULT_PEAK,
+    cpu_peak: float = DEFAULT_CPU_PEAK,
+) -> Sweep:
     """The sweep's runs, composed, identified, validated and planned.  File-level errors
     raise BadInput; per-run errors are kept in ``run.error`` (see ``check``).
     Each run's launcher is conf/launcher ← the sweep file's ``launcher`` defaults ←
@@ -89,14 +98,16 @@ def expand(name: str, cli_overrides: Sequence[str] = (), *, launcher_overrides: 
     for pt in points(name, doc):
         lkey = json.dumps(pt["launcher"], sort_keys=True, default=str)
         if lkey not in launchers:  # launcher errors are the sweep's, not one run's: raised here
-            launchers[lkey] = launcher_config(launcher_overrides, need_scheduler=need_scheduler,
-                                              check_gpus=check_gpus, defaults=pt["launcher"])
+            launchers[lkey] = launcher_config(
+                launcher_overrides, need_scheduler=need_scheduler, check_gpus=check_gpus, defaults=pt["launcher"]
+            )
         lcfg = launchers[lkey]
         device = target_device(lcfg)
         groups = {**pt["groups"], **cli_groups}
         keys = {**pt["keys"], **cli_keys}
-        r = Run(index=len(runs), overrides=[], groups=groups, keys=keys, ref=pt["ref"], label=pt["label"],
-                launcher=lcfg)
+        r = Run(
+            index=len(runs), overrides=[], groups=groups, keys=keys, ref=pt["ref"], label=pt["label"], launcher=lcfg
+        )
         try:
             cfg = compose_fast(groups, keys)
             if pt["tokens"] is not None and "train.tokens" not in cli_keys:
@@ -106,8 +117,15 @@ def expand(name: str, cli_overrides: Sequence[str] = (), *, launcher_overrides: 
             if cfg.train.get("precision") == "auto":
                 keys["train.precision"] = cfg.train.precision = precision_for("auto", run_device)
             r.cfg = cfg
-            r.figures = validate(cfg, mfu=mfu, peak=peak, cpu_peak=cpu_peak, device=run_device,
-                                 processes=processes(lcfg), capacity=capacity(lcfg, run_device))
+            r.figures = validate(
+                cfg,
+                mfu=mfu,
+                peak=peak,
+                cpu_peak=cpu_peak,
+                device=run_device,
+                processes=processes(lcfg),
+                capacity=capacity(lcfg, run_device),
+            )
             r.run_id = run_id(cfg)
         except BadInput as e:
             r.error = str(e)
@@ -147,8 +165,16 @@ def _tokens(rule: Any, cfg: Any) -> int:
     return int(round(t))
 
 
-def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, cpu_peak: float = DEFAULT_CPU_PEAK,
-             device: str = "cpu", processes: int = 1, capacity: int | None = None) -> dict:
+def validate(
+    cfg: Any,
+    *,
+    mfu: float = DEFAULT_MFU,
+    peak: float = DEFAULT_PEAK,
+    cpu_peak: float = DEFAULT_CPU_PEAK,
+    device: str = "cpu",
+    processes: int = 1,
+    capacity: int | None = None,
+) -> dict:
     """Everything `dw train` would reject, short of touching the data (``train.plan.check``;
     ``check_data`` opens it), the memory plan on ``processes`` devices of ``capacity`` bytes
     (BadInput if it cannot fit), and the dry-run figures of the run (plan_costs.py: device-hours
@@ -156,24 +182,44 @@ def validate(cfg: Any, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, 
     rp = check_run(cfg, processes=processes)
     spec, t = rp.spec, cfg.train
     mb = t.micro_batch_size
-    lay = memory.layout(spec, seq_len=t.seq_len, batch_size=t.batch_size, world=processes, parallel=t.parallel,
-                        micro_batch=mb, ac=t.activation_checkpointing, precision=t.precision, device=device,
-                        capacity=capacity, wsd_branches=any(b.branch_at is not None for b in rp.budgets))
+    lay = memory.layout(
+        spec,
+        seq_len=t.seq_len,
+        batch_size=t.batch_size,
+        world=processes,
+        parallel=t.parallel,
+        micro_batch=mb,
+        ac=t.activation_checkpointing,
+        precision=t.precision,
+        device=device,
+        capacity=capacity,
+        wsd_branches=any(b.branch_at is not None for b in rp.budgets),
+    )
     if not lay.fits:
-        raise BadInput(f"needs {lay.total / memory.GiB:.1f} GiB per device ({lay.mode}, {processes} processes, "
-                       f"micro-batch {lay.micro_batch}, activation checkpointing {'on' if lay.ac else 'off'}) but "
-                       f"launcher.gpu_memory is {capacity / memory.GiB:.0f} GiB; it would fit with {lay.advice}")
+        raise BadInput(
+            f"needs {lay.total / memory.GiB:.1f} GiB per device ({lay.mode}, {processes} processes, "
+            f"micro-batch {lay.micro_batch}, activation checkpointing {'on' if lay.ac else 'off'}) but "
+            f"launcher.gpu_memory is {capacity / memory.GiB:.0f} GiB; it would fit with {lay.advice}"
+        )
     f = figures(spec, t.seq_len)
     tokens = rp.steps * rp.tokens_per_step
     flops = f["flops_per_token"] * tokens
     return {
-        "depth": spec.depth, "width": int(cfg.model.width),
+        "depth": spec.depth,
+        "width": int(cfg.model.width),
         "shape": "custom" if cfg.model.get("widths") else str(cfg.model.shape),
-        "widths": list(spec.widths), "params": f["params"], "params_non_embedding": f["params_non_embedding"],
-        "flops_per_token": f["flops_per_token"], "tokens": tokens, "steps": rp.steps, "flops": flops,
+        "widths": list(spec.widths),
+        "params": f["params"],
+        "params_non_embedding": f["params_non_embedding"],
+        "flops_per_token": f["flops_per_token"],
+        "tokens": tokens,
+        "steps": rp.steps,
+        "flops": flops,
         **hours(flops, device=device, processes=processes, mfu=mfu, peak=peak, cpu_peak=cpu_peak),
         **checkpoint_figures(spec, steps=rp.steps, ckpt_every=int(t.ckpt_every), keep=int(t.keep_ckpts)),
-        "seed": int(cfg.run.seed), "precision": t.precision, "plan": lay.to_dict(),
+        "seed": int(cfg.run.seed),
+        "precision": t.precision,
+        "plan": lay.to_dict(),
         "model_warning": spec.extra.get("warning"),  # what dw train would warn (e.g. shapes off their match)
     }
 
@@ -196,8 +242,9 @@ def check(sw: Sweep, runs: list[Run] | None = None) -> None:
             who += f" and {len(rs) - 1} more"
         parts.append(f"{who}: {err}")
     more = f"; and {len(by_error) - 5} more errors" if len(by_error) > 5 else ""
-    raise BadInput(f"sweep {sw.name}: {len(badr)} of {len(runs)} runs are invalid, nothing submitted: "
-                   + "; ".join(parts) + more)
+    raise BadInput(
+        f"sweep {sw.name}: {len(badr)} of {len(runs)} runs are invalid, nothing submitted: " + "; ".join(parts) + more
+    )
 
 
 def _axis_keys(sw: Sweep) -> set:
@@ -247,15 +294,24 @@ def select(runs: Iterable[Run], pattern: str | None) -> list[Run]:
         if any(fnmatch.fnmatchcase(n, pattern) for n in names):
             out.append(r)
     if not out:
-        raise BadInput(f"--only {pattern!r} matches none of the {len(runs)} runs (glob on run id, label or an override like model.depth=16)")
+        raise BadInput(
+            f"--only {pattern!r} matches none of the {len(runs)} runs (glob on run id, label or an override like "
+            "model.depth=16)"
+        )
     return out
 
 
 def dry_run_rows(sw: Sweep, runs_root: Path) -> list[dict]:
     rows = []
     for r in sw.runs:
-        row = {"index": r.index, "run_id": r.run_id, "label": r.label, **r.figures,
-               "ref": r.ref, "error": r.error,
-               "overrides": r.full_overrides(sw.name, runs_root / sw.name / (r.run_id or "INVALID"))}
+        row = {
+            "index": r.index,
+            "run_id": r.run_id,
+            "label": r.label,
+            **r.figures,
+            "ref": r.ref,
+            "error": r.error,
+            "overrides": r.full_overrides(sw.name, runs_root / sw.name / (r.run_id or "INVALID")),
+        }
         rows.append(row)
     return rows

@@ -72,7 +72,9 @@ def load_file(name: str) -> dict:
         raise bad("sweep name", name, ", ".join(available()) or "a file in sweeps/")
     path = sweeps_dir() / f"{name}.yaml"
     if not path.is_file():
-        raise BadInput(f"unknown sweep {name!r}: {did_you_mean(name, available())}(available: {', '.join(available()) or 'none'})")
+        raise BadInput(
+            f"unknown sweep {name!r}: {did_you_mean(name, available())}(available: {', '.join(available()) or 'none'})"
+        )
     try:
         doc = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except Exception as e:
@@ -81,8 +83,10 @@ def load_file(name: str) -> dict:
         raise BadInput(f"sweep file {path} must hold a mapping (keys: {', '.join(TOP_KEYS)})")
     unknown = [k for k in doc if k not in TOP_KEYS]
     if unknown:
-        raise BadInput(f"sweep {name}: unknown key {unknown[0]!r}: {did_you_mean(unknown[0], TOP_KEYS)}"
-                       f"(allowed: {', '.join(TOP_KEYS)})")
+        raise BadInput(
+            f"sweep {name}: unknown key {unknown[0]!r}: {did_you_mean(unknown[0], TOP_KEYS)}"
+            f"(allowed: {', '.join(TOP_KEYS)})"
+        )
     return doc
 
 
@@ -141,8 +145,10 @@ def points(name: str, doc: dict) -> list[dict]:
             raise bad(f"sweep {name}: block {bi + 1}", blk, "a mapping")
         unknown = [k for k in blk if k not in BLOCK_KEYS]
         if unknown:
-            raise BadInput(f"sweep {name}: block {bi + 1}: unknown key {unknown[0]!r}: "
-                           f"{did_you_mean(unknown[0], BLOCK_KEYS)}(allowed: {', '.join(BLOCK_KEYS)})")
+            raise BadInput(
+                f"sweep {name}: block {bi + 1}: unknown key {unknown[0]!r}: "
+                f"{did_you_mean(unknown[0], BLOCK_KEYS)}(allowed: {', '.join(BLOCK_KEYS)})"
+            )
         fixed = {**(doc.get("fixed") or {}), **(blk.get("fixed") or {})}
         groups = {**(doc.get("groups") or {}), **(blk.get("groups") or {})}
         tokens = blk.get("tokens", doc.get("tokens"))
@@ -164,8 +170,14 @@ def points(name: str, doc: dict) -> list[dict]:
                 for z in _zipped(name, zips):
                     for s in seed_axis:
                         merged = {**fixed, **{k: v for k, v in p.items() if k not in POINT_META}, **combo, **z, **s}
-                        pt = {"groups": dict(groups), "keys": {}, "ref": p.get("ref"), "launcher": launcher,
-                              "label": p.get("label", blk.get("label")), "tokens": p.get("tokens", tokens)}
+                        pt = {
+                            "groups": dict(groups),
+                            "keys": {},
+                            "ref": p.get("ref"),
+                            "launcher": launcher,
+                            "label": p.get("label", blk.get("label")),
+                            "tokens": p.get("tokens", tokens),
+                        }
                         for k, v in merged.items():
                             _place(name, pt, k, v)
                         out.append(pt)

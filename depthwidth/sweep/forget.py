@@ -24,7 +24,9 @@ def forget(name: str, run_ids=(), states=(), reason: str | None = None) -> dict:
         if s not in STATES or s in BUSY:
             raise bad("--state", s, " | ".join(x for x in STATES if x not in BUSY))
     if not run_ids and not states:
-        raise BadInput("bad value for runs: nothing (allowed: one or more RUN_IDs, or --state STATE, e.g. --state lost)")
+        raise BadInput(
+            "bad value for runs: nothing (allowed: one or more RUN_IDs, or --state STATE, e.g. --state lost)"
+        )
     with store.SweepLock(name):
         st = status(name)
         rows = {r["run_id"]: r for r in st["runs"]}
@@ -34,9 +36,16 @@ def forget(name: str, run_ids=(), states=(), reason: str | None = None) -> dict:
         pick = list(dict.fromkeys([*run_ids, *(r for r, x in rows.items() if x["state"] in states)]))
         busy = [r for r in pick if rows[r]["state"] in BUSY]
         if busy:
-            raise bad("RUN_ID", busy[0], f"a run that has ended: it is {rows[busy[0]]['state']} "
-                      "(wait for it, or cancel its job first)")
-        store.append_events(name, [{"event": "forget", "run_id": r, "state": rows[r]["state"],
-                                    "reason": reason} for r in pick])
-    return {"sweep": name, "forgotten": [{"run_id": r, "state": rows[r]["state"]} for r in pick],
-            "remaining": len(rows) - len(pick)}
+            raise bad(
+                "RUN_ID",
+                busy[0],
+                f"a run that has ended: it is {rows[busy[0]]['state']} (wait for it, or cancel its job first)",
+            )
+        store.append_events(
+            name, [{"event": "forget", "run_id": r, "state": rows[r]["state"], "reason": reason} for r in pick]
+        )
+    return {
+        "sweep": name,
+        "forgotten": [{"run_id": r, "state": rows[r]["state"]} for r in pick],
+        "remaining": len(rows) - len(pick),
+    }

@@ -76,8 +76,10 @@ def solve_width(groups: dict, keys: dict, depth: int, target: float, count: str 
     below = [j for j in range(lo, 0, -1) if cache.get(j) is not None][:1]  # the valid width just under
     cands += [(j, cache[j]) for j in below]
     if not cands:
-        raise BadInput(f"isoflop: no valid width near {target:.4g} parameters at depth {depth} "
-                       f"(multiples of model.quantum={q}; check model.heads / model.head_dim)")
+        raise BadInput(
+            f"isoflop: no valid width near {target:.4g} parameters at depth {depth} "
+            f"(multiples of model.quantum={q}; check model.heads / model.head_dim)"
+        )
     m, p = min(cands, key=lambda v: abs(v[1] - target))
     return {"width": m * q, "params": p, "target": float(target), "quantum": q, "params_error": (p - target) / target}
 
@@ -123,9 +125,20 @@ def blocks(name: str, doc: dict) -> list[dict]:
             T = int(round(k * N))
             for d in depths:
                 s = solve_width(groups, keys, d, N, count)
-                runs.append({"model.depth": d, "model.width": s["width"], "tokens": {"value": T},
-                             "ref": {"source": "isoflop", "budget": C, "target_params": N,
-                                     "params_error": s["params_error"], "count": count}})
+                runs.append(
+                    {
+                        "model.depth": d,
+                        "model.width": s["width"],
+                        "tokens": {"value": T},
+                        "ref": {
+                            "source": "isoflop",
+                            "budget": C,
+                            "target_params": N,
+                            "params_error": s["params_error"],
+                            "count": count,
+                        },
+                    }
+                )
         else:
             sizes = iso.get("sizes")
             if not isinstance(sizes, list) or not sizes or not all(isinstance(m, dict) and m for m in sizes):
@@ -133,8 +146,13 @@ def blocks(name: str, doc: dict) -> list[dict]:
             for m in sizes:
                 cfg = compose_fast(groups, {**keys, **m})
                 N = count_params(from_config(cfg.model))[count]
-                runs.append({**m, "tokens": {"value": int(round(C / (6.0 * N)))},
-                             "ref": {"source": "isoflop", "budget": C, "count": count}})
+                runs.append(
+                    {
+                        **m,
+                        "tokens": {"value": int(round(C / (6.0 * N)))},
+                        "ref": {"source": "isoflop", "budget": C, "count": count},
+                    }
+                )
         out.append({"label": f"C={C:.0e}", "runs": runs})
     return out
 

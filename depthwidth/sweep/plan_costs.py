@@ -34,10 +34,12 @@ import heapq
 import json
 import math
 
+from depthwidth.config.schema import complete
+from depthwidth.core.devices import PLAN_CPU_FLOPS
 from depthwidth.launch.config import parallel_tasks, time_minutes
 from depthwidth.train import memory
 
-DEFAULT_CPU_PEAK = 1e11  # fp32 FLOP/s per CPU process (a few cores' vector peak); override with --cpu-peak
+DEFAULT_CPU_PEAK = PLAN_CPU_FLOPS  # override with --cpu-peak
 CPU_WARN_HOURS = 24.0  # a CPU run planned for longer than a day is warned about
 SPAN = 10.0  # max/min run compute above which the small runs are advised first
 MIN_RUNS = 10  # ... in a sweep of more runs than this (or one with labelled blocks)
@@ -47,8 +49,12 @@ HOLDOUT_FRACTION = 0.2  # dw fit --holdout largest's default K (fit/holdout.py D
 def hours(flops: float, *, device: str, processes: int, mfu: float, peak: float, cpu_peak: float) -> dict:
     """Device-hours of a run at ``mfu`` of the device's peak, by device, and its wall-hours."""
     h = flops / (mfu * (peak if device == "cuda" else cpu_peak)) / 3600.0
-    return {"device_hours": h, "gpu_hours": h if device == "cuda" else 0.0,
-            "cpu_hours": 0.0 if device == "cuda" else h, "wall_hours": h / processes}
+    return {
+        "device_hours": h,
+        "gpu_hours": h if device == "cuda" else 0.0,
+        "cpu_hours": 0.0 if device == "cuda" else h,
+        "wall_hours": h / processes,
+    }
 
 
 def checkpoint_figures(spec, *, steps: int, ckpt_every: int, keep: int) -> dict:
@@ -102,32 +108,51 @@ def schedule(runs: list, rows: list) -> dict:
         groups.setdefault(key, (r.launcher, []))[1].append(row)
     out = []
     for cfg, rs in groups.values():
-        pack = max(1, int(cfg.get("pack") or 1))
-        tasks = [sum(x["wall_hours"] for x in rs[i:i + pack]) for i in range(0, len(rs), pack)]
+        cfg = complete("launcher", cfg)  # a launcher given in part: the schema's defaults
+        pack = int(cfg["pack"])
+        tasks = [sum(x["wall_hours"] for x in rs[i : i + pack]) for i in range(0, len(rs), pack)]
         slots = parallel_tasks(cfg)
         busy = min(slots, len(tasks))
         procs = max(x["plan"]["processes"] for x in rs)
         cuda = any(x["plan"]["device"] == "cuda" for x in rs)
         if cfg["name"] == "slurm":
-            per_node = int(cfg.get("gpus_per_node") or 0)
-            nodes = busy * int(cfg.get("nodes") or 1)
+            per_node = int(cfg["gpus_per_node"])
+            nodes = busy * int(cfg["nodes"])
             gpus = nodes * per_node
         else:
             per_node, nodes = 0, 1
             gpus = busy * procs if cuda else 0
-        out.append({"launcher": cfg["name"], "runs": len(rs), "tasks": len(tasks), "pack": pack, "slots": slots,
-                    "at_once": busy, "nodes": nodes, "gpus": gpus, "gpus_per_node": per_node,
-                    "gpu_memory_gib": float(cfg.get("gpu_memory") or 80), "calendar_hours": makespan(tasks, slots)})
+        out.append(
+            {
+                "launcher": cfg["name"],
+                "runs": len(rs),
+                "tasks": len(tasks),
+                "pack": pack,
+                "slots": slots,
+                "at_once": busy,
+                "nodes": nodes,
+                "gpus": gpus,
+                "gpus_per_node": per_node,
+                "gpu_memory_gib": float(cfg["gpu_memory"]),
+                "calendar_hours": makespan(tasks, slots),
+            }
+        )
     cal = [g["calendar_hours"] for g in out]
     kind = out[0]["launcher"] if out else "debug"
     per = {g["gpus_per_node"] for g in out if g["gpus_per_node"]}
     node = max(per) if len(per) > 1 else 0  # tasks of fewer GPUs may share the larger tasks' kind of node
     gpus = sum(g["gpus"] for g in out)
-    return {"launcher": kind, "groups": out, "tasks": sum(g["tasks"] for g in out),
-            "at_once": sum(g["at_once"] for g in out),
-            "nodes": sum(g["nodes"] for g in out) if kind == "slurm" else 1,
-            "gpus": gpus, "full_nodes": math.ceil(gpus / node) if node else None, "gpus_per_full_node": node or None,
-            "calendar_hours": (sum(cal) if kind == "debug" else max(cal, default=0.0))}
+    return {
+        "launcher": kind,
+        "groups": out,
+        "tasks": sum(g["tasks"] for g in out),
+        "at_once": sum(g["at_once"] for g in out),
+        "nodes": sum(g["nodes"] for g in out) if kind == "slurm" else 1,
+        "gpus": gpus,
+        "full_nodes": math.ceil(gpus / node) if node else None,
+        "gpus_per_full_node": node or None,
+        "calendar_hours": (sum(cal) if kind == "debug" else max(cal, default=0.0)),
+    }
 
 
 def unit(rows: list) -> str:
@@ -155,8 +180,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def _size(b: float) -> str:
-    return (f"{b / 2 ** 40:,.2f} TiB" if b >= 2 ** 40 else f"{b / 2 ** 30:,.1f} GiB" if b >= 2 ** 30
-            else f"{b / 2 ** 20:,.1f} MiB")
+    return f"{b / 2**40:,.2f} TiB" if b >= 2**40 else f"{b / 2**30:,.1f} GiB" if b >= 2**30 else f"{b / 2**20:,.1f} MiB"
 
 
 def _run(row: dict) -> str:
@@ -173,11 +197,13 @@ def time_warning(rows: list) -> str | None:
         return None
     worst = max(over, key=lambda r: r["wall_hours"])
     lim = "/".join(sorted({str(r["time_limit"]) for r in over}))
-    return (f"{len(over)} of {len(rows)} runs plan more wall-time than launcher.time={lim}: each requeues "
-            f"from its checkpoint (the requeues column: {sum(r['requeues'] for r in over):,} in all, "
-            f"{worst['requeues']:,} for {_run(worst)} at {worst['wall_hours']:,.1f} h); "
-            f"launcher.time={slurm_time(worst['wall_hours'])} holds every run in one allocation, "
-            "where the partition allows it")
+    return (
+        f"{len(over)} of {len(rows)} runs plan more wall-time than launcher.time={lim}: each requeues "
+        f"from its checkpoint (the requeues column: {sum(r['requeues'] for r in over):,} in all, "
+        f"{worst['requeues']:,} for {_run(worst)} at {worst['wall_hours']:,.1f} h); "
+        f"launcher.time={slurm_time(worst['wall_hours'])} holds every run in one allocation, "
+        "where the partition allows it"
+    )
 
 
 def cpu_warning(runs: list, rows: list) -> str | None:
@@ -186,14 +212,21 @@ def cpu_warning(runs: list, rows: list) -> str | None:
         return None
     r, worst = max(slow, key=lambda p: p[1]["wall_hours"])
     name = r.launcher["name"]
-    why = ("launcher.gpus_per_node=0" if name == "slurm" else
-           "launcher.gpus=none" if r.launcher.get("gpus") == "none" else f"launcher={name} sees no GPU here")
+    why = (
+        "launcher.gpus_per_node=0"
+        if name == "slurm"
+        else "launcher.gpus=none"
+        if r.launcher.get("gpus") == "none"
+        else f"launcher={name} sees no GPU here"
+    )
     procs = worst["plan"]["processes"]
-    return (f"{len(slow)} of {len(rows)} runs are planned on the CPU ({why}; {worst['precision']}, "
-            f"{_plural(procs, 'process')} each) for more than {CPU_WARN_HOURS:g} h each, up to "
-            f"{short(worst['wall_hours'])} h for {_run(worst)}, which needs {_size(worst['plan']['total'])} of memory "
-            "(not checked on the CPU): plan them for the GPUs they will train on, e.g. launcher=slurm "
-            "launcher.gpus_per_node=8 (or launcher=local on the GPU machine)")
+    return (
+        f"{len(slow)} of {len(rows)} runs are planned on the CPU ({why}; {worst['precision']}, "
+        f"{_plural(procs, 'process')} each) for more than {CPU_WARN_HOURS:g} h each, up to "
+        f"{short(worst['wall_hours'])} h for {_run(worst)}, which needs {_size(worst['plan']['total'])} of memory "
+        "(not checked on the CPU): plan them for the GPUs they will train on, e.g. launcher=slurm "
+        "launcher.gpus_per_node=8 (or launcher=local on the GPU machine)"
+    )
 
 
 def advice(name: str, runs: list, rows: list, hu: str) -> str | None:
@@ -221,10 +254,12 @@ def advice(name: str, runs: list, rows: list, hu: str) -> str | None:
     if len(small) < 2 or len(small) == len(rows) or sh * SPAN > total:  # the small part must be cheap
         return None
     k = max(1, int(round(HOLDOUT_FRACTION * len(small))))
-    return (f"the runs span {max(flops) / min(flops):,.0f}× in compute: train {how}{_plural(len(small), 'run')}, "
-            f"{short(sh)} {hu}-h, {sh / total:.1%} of the {short(total)}) first; `dw fit {name} --holdout "
-            f"largest:{k}` then shows whether their smaller runs predict their largest, before the other "
-            f"{_plural(len(rows) - len(small), 'run')} spend the remaining {short(total - sh)} {hu}-h")
+    return (
+        f"the runs span {max(flops) / min(flops):,.0f}× in compute: train {how}{_plural(len(small), 'run')}, "
+        f"{short(sh)} {hu}-h, {sh / total:.1%} of the {short(total)}) first; `dw fit {name} --holdout "
+        f"largest:{k}` then shows whether their smaller runs predict their largest, before the other "
+        f"{_plural(len(rows) - len(small), 'run')} spend the remaining {short(total - sh)} {hu}-h"
+    )
 
 
 def summarize(name: str, runs: list, rows: list) -> dict:
@@ -234,14 +269,23 @@ def summarize(name: str, runs: list, rows: list) -> dict:
     disk = [x["ckpt_disk_bytes"] for x in rows]
     big = max(rows, key=lambda x: x["ckpt_disk_bytes"]) if rows else None
     warnings = [w for w in (time_warning(rows), cpu_warning(runs, rows)) if w]
-    return {"hours_unit": hu,
-            "device_hours": {d: sum(x["device_hours"] for x in rows if x["plan"]["device"] == d)
-                             for d in sorted({x["plan"]["device"] for x in rows})},
-            "requeues": sum(x["requeues"] or 0 for x in rows),
-            "schedule": schedule(runs, rows),
-            "disk": {"ckpt_bytes_per_param": 12, "total_bytes": sum(disk),
-                     "max_run_bytes": max(disk, default=0), "max_run": big["index"] if big else None},
-            "warnings": warnings, "advice": advice(name, runs, rows, hu)}
+    return {
+        "hours_unit": hu,
+        "device_hours": {
+            d: sum(x["device_hours"] for x in rows if x["plan"]["device"] == d)
+            for d in sorted({x["plan"]["device"] for x in rows})
+        },
+        "requeues": sum(x["requeues"] or 0 for x in rows),
+        "schedule": schedule(runs, rows),
+        "disk": {
+            "ckpt_bytes_per_param": 12,
+            "total_bytes": sum(disk),
+            "max_run_bytes": max(disk, default=0),
+            "max_run": big["index"] if big else None,
+        },
+        "warnings": warnings,
+        "advice": advice(name, runs, rows, hu),
+    }
 
 
 def lines(s: dict, rows: list) -> list[str]:
@@ -255,15 +299,21 @@ def lines(s: dict, rows: list) -> list[str]:
         mem = "/".join(sorted({f"{x['gpu_memory_gib']:g}" for x in g}))
         gpus = f", {sc['gpus']:,} GPUs of {mem} GiB" if sc["gpus"] else ""
         if sc["full_nodes"]:
-            gpus += f" (≥ {sc['full_nodes']:,} nodes of {sc['gpus_per_full_node']} GPUs where smaller tasks share nodes)"
-        out.append(f"schedule: {_plural(sc['tasks'], 'array task')} in {_plural(len(g), 'job array')} "
-                   f"(launcher.array_parallelism={par}, pack={pack}): at most {sc['at_once']:,} at once on "
-                   f"{_plural(sc['nodes'], 'node')}{gpus}; {when}, without queue waits or requeue restarts")
+            gpus += (
+                f" (≥ {sc['full_nodes']:,} nodes of {sc['gpus_per_full_node']} GPUs where smaller tasks share nodes)"
+            )
+        out.append(
+            f"schedule: {_plural(sc['tasks'], 'array task')} in {_plural(len(g), 'job array')} "
+            f"(launcher.array_parallelism={par}, pack={pack}): at most {sc['at_once']:,} at once on "
+            f"{_plural(sc['nodes'], 'node')}{gpus}; {when}, without queue waits or requeue restarts"
+        )
     elif sc["launcher"] == "local":
         slots = "/".join(sorted({str(x["slots"]) for x in g}))
         what = f"{sc['gpus']} GPUs" if sc["gpus"] else "the CPU"
-        out.append(f"schedule: {_plural(sc['tasks'], 'task')} on {slots} local worker(s) here, at most "
-                   f"{sc['at_once']} at once on {what}; {when}")
+        out.append(
+            f"schedule: {_plural(sc['tasks'], 'task')} on {slots} local worker(s) here, at most "
+            f"{sc['at_once']} at once on {what}; {when}"
+        )
     else:
         out.append(f"schedule: {_plural(sc['tasks'], 'run')} one after another here (launcher=debug); {when}")
     d = s["disk"]
@@ -272,8 +322,11 @@ def lines(s: dict, rows: list) -> list[str]:
         keep = sorted({x["keep_ckpts"] for x in rows})
         big = next(x for x in rows if x["index"] == d["max_run"])
         n_kept = str(kept[0]) if len(kept) == 1 else f"{kept[0]}–{kept[-1]}"
-        out.append(f"checkpoints: 12 bytes per parameter (fp32 weights + AdamW's two moments) × {n_kept} on disk "
-                   f"at once (the saves a run makes, at most train.keep_ckpts={'/'.join(map(str, keep))}; 0 keeps every save): up to "
-                   f"{_size(d['max_run_bytes'])} for {_run(big)}, {_size(d['total_bytes'])} in all "
-                   f"({_plural(len(rows), 'run')}); a save holds one more until it deletes the oldest")
+        out.append(
+            f"checkpoints: 12 bytes per parameter (fp32 weights + AdamW's two moments) × {n_kept} on disk "
+            f"at once (the saves a run makes, at most train.keep_ckpts={'/'.join(map(str, keep))}; 0 keeps every "
+            "save): up to "
+            f"{_size(d['max_run_bytes'])} for {_run(big)}, {_size(d['total_bytes'])} in all "
+            f"({_plural(len(rows), 'run')}); a save holds one more until it deletes the oldest"
+        )
     return out

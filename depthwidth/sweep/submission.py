@@ -12,7 +12,8 @@ exclusive lock on ``runs/NAME/.lock`` (``core.store.SweepLock``), so two submiss
 submit one run twice.  A diverged run is never resubmitted as it was (the same
 config, seed and data diverge again): ``retry_diverged=[overrides]`` that
 change it (a lower ``optim.lr``) start it afresh under its new run id, linked
-to the old one in the manifest (``retry_of``) and in ``dw status``.  Every run is validated (``train.plan.check``, and the
+to the old one in the manifest (``retry_of``) and in ``dw status``.  Every run is
+validated (``train.plan.check``, and the
 data opened once per distinct source) before anything is written.  ``dw sweep --dry-run`` checks
 exactly what the submission checks (``plan(..., data="refuse")`` and ``preflight``), except that
 sbatch be on PATH: a cluster's sweep may be planned anywhere.
@@ -48,7 +49,7 @@ DATA_MODES = ("auto", "refuse", "warn", "skip")
 
 
 @dataclass
-class Planned:
+class SweepPlan:
     sweep: Sweep
     runs: list  # the selected (``only``) runs, all valid
     launcher: dict
@@ -67,8 +68,15 @@ class Submission:
     notes: list = field(default_factory=list)  # why runs one asked to retry were not resubmitted
 
     def to_dict(self) -> dict:
-        return {"sweep": self.sweep, "launcher": self.launcher, "submitted": self.submitted, "jobs": self.jobs,
-                "skipped": self.skipped, "notes": self.notes, "seconds": self.seconds}
+        return {
+            "sweep": self.sweep,
+            "launcher": self.launcher,
+            "submitted": self.submitted,
+            "jobs": self.jobs,
+            "skipped": self.skipped,
+            "notes": self.notes,
+            "seconds": self.seconds,
+        }
 
 
 def _launcher_overrides(launcher) -> list[str]:
@@ -78,19 +86,27 @@ def _launcher_overrides(launcher) -> list[str]:
     if isinstance(launcher, str):
         return [f"launcher={launcher}"]
     if isinstance(launcher, dict):
-
         d = dict(launcher)
         out = [f"launcher={d.pop('name')}"] if "name" in d else []
         return out + [f"{'pack' if k == 'pack' else 'launcher.' + k}={fmt_value(v)}" for k, v in d.items()]
     return list(launcher)
 
 
-def plan(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str | None = None,
-         mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, cpu_peak: float = DEFAULT_CPU_PEAK,
-         dry_run: bool = True, data: str = "auto") -> Planned:
+def plan(
+    name: str,
+    overrides: Sequence[str] = (),
+    *,
+    launcher=None,
+    only: str | None = None,
+    mfu: float = DEFAULT_MFU,
+    peak: float = DEFAULT_PEAK,
+    cpu_peak: float = DEFAULT_CPU_PEAK,
+    dry_run: bool = True,
+    data: str = "auto",
+) -> SweepPlan:
     """Expand and validate sweep ``name`` with ``overrides`` (BadInput naming every bad run).
     ``dry_run``: no scheduler (sbatch) is needed.  ``data``: refuse runs whose data cannot be
-    opened (``refuse``, what the submission does), list them in ``Planned.warnings`` (``warn``),
+    opened (``refuse``, what the submission does), list them in ``SweepPlan.warnings`` (``warn``),
     or leave the data alone (``skip``); ``auto``: refuse unless ``dry_run``, else skip (``dw
     sweep --dry-run`` refuses; ``dw simulate`` plans without data)."""
     if not 0 < mfu <= 1:
@@ -105,8 +121,16 @@ def plan(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str |
     run_ovr, launch_ovr = split_overrides([*_launcher_overrides(launcher), *(overrides or [])])
     # launcher=local's runs train here: its GPUs are checked in a dry run too
     lcfg = launcher_config(launch_ovr, need_scheduler=not dry_run, check_gpus=True)
-    sw = expand(name, run_ovr, launcher_overrides=launch_ovr, need_scheduler=not dry_run, check_gpus=True,
-                mfu=mfu, peak=peak, cpu_peak=cpu_peak)
+    sw = expand(
+        name,
+        run_ovr,
+        launcher_overrides=launch_ovr,
+        need_scheduler=not dry_run,
+        check_gpus=True,
+        mfu=mfu,
+        peak=peak,
+        cpu_peak=cpu_peak,
+    )
     runs = select(sw.runs, only)
     warnings = []
     failed = check_data(sw, runs, mark=mode == "refuse") if mode != "skip" else {}
@@ -117,27 +141,39 @@ def plan(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str |
             raise BadInput(f"{e}; {NO_DATA_HINT.replace('NAME', name)}") from None
         raise
     for err, rs in failed.items():
-        warnings.append(f"{len(rs)} of {len(runs)} runs would be refused by the submission (planned anyway: "
-                        f"--no-data-check): {err}")
+        warnings.append(
+            f"{len(rs)} of {len(runs)} runs would be refused by the submission (planned anyway: --no-data-check): {err}"
+        )
     said_of: dict = {}
     for r in runs:  # what dw train would warn of each run, said before it trains
-        if (w := r.figures.get("model_warning")):
+        if w := r.figures.get("model_warning"):
             said_of.setdefault(w, []).append(r.index)
     for w, idx in said_of.items():
-        warnings.append(f"{len(idx)} of {len(runs)} runs (run {', '.join(map(str, idx[:6]))}"
-                        f"{', …' if len(idx) > 6 else ''}): {w}")
+        warnings.append(
+            f"{len(idx)} of {len(runs)} runs (run {', '.join(map(str, idx[:6]))}{', …' if len(idx) > 6 else ''}): {w}"
+        )
     if (other := store.checkout_store(name)) is not None:  # a second store of the same sweep
-        said = (f"sweep {name} has its store at {other}; submitting from here would start a second one in "
-                f"{store.runs_root().absolute()} and train every run again: run dw from {other.parent.parent}, or "
-                f"set DW_RUNS={other.parent} (or DW_RUNS={store.runs_root().absolute()} to start one here on purpose)")
+        said = (
+            f"sweep {name} has its store at {other}; submitting from here would start a second one in "
+            f"{store.runs_root().absolute()} and train every run again: run dw from {other.parent.parent}, or "
+            f"set DW_RUNS={other.parent} (or DW_RUNS={store.runs_root().absolute()} to start one here on purpose)"
+        )
         if not dry_run:
             raise BadInput(said)
         warnings.append(said)
-    return Planned(sw, runs, lcfg, target_device(lcfg), warnings)
+    return SweepPlan(sw, runs, lcfg, target_device(lcfg), warnings)
 
 
-def submit(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str | None = None,
-           retry_failed: bool = False, retry_diverged: Sequence[str] = (), show: Callable | None = None) -> Submission:
+def submit(
+    name: str,
+    overrides: Sequence[str] = (),
+    *,
+    launcher=None,
+    only: str | None = None,
+    retry_failed: bool = False,
+    retry_diverged: Sequence[str] = (),
+    show: Callable | None = None,
+) -> Submission:
     """Validate every run of sweep ``name``, then submit those not done or running; returns at once
     (``launcher=debug`` trains them here first).  Bad input: BadInput, nothing written."""
     t0 = time.perf_counter()
@@ -149,21 +185,35 @@ def submit(name: str, overrides: Sequence[str] = (), *, launcher=None, only: str
 @dataclass
 class Retry:
     """``--retry-diverged OVERRIDES``: the sweep planned once more with them (diverged runs only use it)."""
+
     overrides: list
-    planned: Planned
+    planned: SweepPlan
 
 
-def plan_retry(name: str, overrides: Sequence[str], retry_diverged: Sequence[str], *, launcher=None,
-               only: str | None = None, dry_run: bool = False, data: str = "auto") -> Retry | None:
+def plan_retry(
+    name: str,
+    overrides: Sequence[str],
+    retry_diverged: Sequence[str],
+    *,
+    launcher=None,
+    only: str | None = None,
+    dry_run: bool = False,
+    data: str = "auto",
+) -> Retry | None:
     if not retry_diverged:
         return None
     ovr = list(retry_diverged)
-    return Retry(ovr, plan(name, [*(overrides or []), *ovr], launcher=launcher, only=only, dry_run=dry_run,
-                           data=data))
+    return Retry(ovr, plan(name, [*(overrides or []), *ovr], launcher=launcher, only=only, dry_run=dry_run, data=data))
 
 
-def submit_planned(p: Planned, *, retry_failed: bool = False, retry: Retry | None = None,
-                   show: Callable | None = None, t0: float | None = None) -> Submission:
+def submit_planned(
+    p: SweepPlan,
+    *,
+    retry_failed: bool = False,
+    retry: Retry | None = None,
+    show: Callable | None = None,
+    t0: float | None = None,
+) -> Submission:
     """The second half of ``submit``: ``p`` from ``plan(..., dry_run=False)``."""
     t0 = time.perf_counter() if t0 is None else t0
     name = p.sweep.name
@@ -180,9 +230,12 @@ def _fresh(diverged: list, retry: Retry, prior: dict, skipped: dict) -> list:
     for r in diverged:
         new = by_index[r.index]
         if new.run_id == r.run_id:
-            raise bad("--retry-diverged", " ".join(retry.overrides),
-                      f"overrides that change the run (e.g. a lower optim.lr): run {r.run_id} would be "
-                      "trained again exactly as it diverged")
+            raise bad(
+                "--retry-diverged",
+                " ".join(retry.overrides),
+                f"overrides that change the run (e.g. a lower optim.lr): run {r.run_id} would be "
+                "trained again exactly as it diverged",
+            )
         if (prior.get(new.run_id) or {}).get("state") is None:
             out.append((new, r.run_id))
         else:  # retried already: the new run is in the manifest with its own state
@@ -193,6 +246,7 @@ def _fresh(diverged: list, retry: Retry, prior: dict, skipped: dict) -> list:
 @dataclass
 class Preflight:
     """What a submission now would do with the planned runs (read-only: the manifest as it is)."""
+
     todo: list  # (run, old run id or None)
     skipped: dict  # state -> count
     prior: dict
@@ -202,7 +256,7 @@ class Preflight:
         return {"would_submit": len(self.todo), "skipped": dict(sorted(self.skipped.items()))}
 
 
-def preflight(p: Planned, *, retry_failed: bool = False, retry: Retry | None = None) -> Preflight:
+def preflight(p: SweepPlan, *, retry_failed: bool = False, retry: Retry | None = None) -> Preflight:
     """The submission's checks against the run store, and which runs it would submit or skip;
     BadInput as the submission raises it (a store of planted runs, a --retry-diverged that
     changes nothing).  ``dw sweep --dry-run`` and ``submit_planned`` both call it."""
@@ -214,8 +268,12 @@ def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight
     if store.manifest_path(name).exists():
         st = status(name)
         if any(r.get("launcher") == "simulate" for r in st["runs"]):
-            raise bad("sweep", name, f"a run store of trained runs: {store.sweep_dir(name)} holds runs dw simulate "
-                      "planted, which would count as done (move it away or simulate under another --name)")
+            raise bad(
+                "sweep",
+                name,
+                f"a run store of trained runs: {store.sweep_dir(name)} holds runs dw simulate "
+                "planted, which would count as done (move it away or simulate under another --name)",
+            )
         prior, why = {r["run_id"]: r for r in st["runs"]}, st.get("scheduler_unknown")
     todo, skipped, diverged = [], {}, []
     for r in runs:
@@ -241,25 +299,37 @@ def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry
     for r, old in todo:
         key = json.dumps(r.launcher, sort_keys=True, default=str)
         groups.setdefault(key, (r.launcher, []))[1].append(
-            {"run_id": r.run_id, "index": r.index, "label": r.label, "ref": r.ref,
-             "run_dir": str(root / name / r.run_id), "overrides": r.full_overrides(name, root / name / r.run_id),
-             "tokens_total": r.figures["tokens"], "params": r.figures["params"], "retry_of": old,
-             **{k: r.figures.get(k) for k in ("depth", "width", "shape")}})
+            {
+                "run_id": r.run_id,
+                "index": r.index,
+                "label": r.label,
+                "ref": r.ref,
+                "run_dir": str(root / name / r.run_id),
+                "overrides": r.full_overrides(name, root / name / r.run_id),
+                "tokens_total": r.figures["tokens"],
+                "params": r.figures["params"],
+                "retry_of": old,
+                **{k: r.figures.get(k) for k in ("depth", "width", "shape")},
+            }
+        )
     subs = []
     for cfg, items in groups.values():
         subs += launch_submit(name, items, cfg, show=show)
     notes = []
     if retry_failed and retry is None and skipped.get("diverged"):
         n = skipped["diverged"]
-        notes.append(f"{n} diverged run{'s' * (n != 1)} not resubmitted: the same config, seed and data diverge "
-                     "again; --retry-diverged OVERRIDE (e.g. a lower optim.lr) starts them afresh under a new run id")
+        notes.append(
+            f"{n} diverged run{'s' * (n != 1)} not resubmitted: the same config, seed and data diverge "
+            "again; --retry-diverged OVERRIDE (e.g. a lower optim.lr) starts them afresh under a new run id"
+        )
     if retry_failed and skipped.get("unknown"):
         n = skipped["unknown"]
-        notes.append(f"{n} run{'s' * (n != 1)} not resubmitted: the scheduler's state is unknown ({why}), "
-                     "so they may still be running and a second job would write the same run directory; "
-                     "retry once sacct answers (or after scancel)")
-    return Submission(name, lcfg["name"], subs, sorted({x["job_id"] for x in subs}, key=job_key), skipped,
-                      notes=notes)
+        notes.append(
+            f"{n} run{'s' * (n != 1)} not resubmitted: the scheduler's state is unknown ({why}), "
+            "so they may still be running and a second job would write the same run directory; "
+            "retry once sacct answers (or after scancel)"
+        )
+    return Submission(name, lcfg["name"], subs, sorted({x["job_id"] for x in subs}, key=job_key), skipped, notes=notes)
 
 
 def job_key(j: str):

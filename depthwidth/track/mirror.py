@@ -25,6 +25,7 @@ import os
 import time
 from pathlib import Path
 
+from depthwidth.config.schema import complete
 from depthwidth.core.atomic import read_jsonl
 from depthwidth.model.shapes import ALIASES
 from depthwidth.track.wandb_log import WandbLogError, finished, last_history_step
@@ -45,10 +46,10 @@ def setting(node, key, default=None):
 
 
 def shape_family(model: dict) -> str:
-    if model.get("widths"):
+    model = complete("model", model)  # a config written before a key existed: the schema's default
+    if model["widths"]:
         return "custom"
-
-    s = str(model.get("shape", "uniform"))
+    s = str(model["shape"])
     return ALIASES.get(s, s)
 
 
@@ -142,8 +143,10 @@ class WandbMirror:
         if not self.alive:
             return
         self.alive = False
-        self.log(f"warning: W&B {what} failed ({type(e).__name__}: {_scrub(e)}); "
-                 f"continuing without W&B, the run directory {self.dir} is complete")
+        self.log(
+            f"warning: W&B {what} failed ({type(e).__name__}: {_scrub(e)}); "
+            f"continuing without W&B, the run directory {self.dir} is complete"
+        )
         self.run, self._rows = None, {}
         try:  # drop the broken service so a later run in this process starts afresh
             import wandb
@@ -163,8 +166,14 @@ class WandbMirror:
             init_timeout=wait,
             x_service_wait=wait,
             finish_timeout=float(setting(t, "finish_timeout", 120)),
-            console="off", silent=True, quiet=True, show_info=False,
-            x_disable_stats=True, x_disable_meta=True, disable_git=True, save_code=False,
+            console="off",
+            silent=True,
+            quiet=True,
+            show_info=False,
+            x_disable_stats=True,
+            x_disable_meta=True,
+            disable_git=True,
+            save_code=False,
             disable_job_creation=True,
             x_transaction_log_flush_interval=FLUSH_S,
         )
@@ -175,11 +184,17 @@ class WandbMirror:
         t, cfg = self.t, self.config
         model = cfg.get("model", {})
         return wandb.init(
-            project=setting(t, "project", "depthwidth"), entity=setting(t, "entity"), id=self.run_id,
-            resume="allow", mode=mode, dir=str(self.dir),
-            group=(cfg.get("run") or {}).get("sweep") or None, job_type=shape_family(model),
+            project=setting(t, "project", "depthwidth"),
+            entity=setting(t, "entity"),
+            id=self.run_id,
+            resume="allow",
+            mode=mode,
+            dir=str(self.dir),
+            group=(cfg.get("run") or {}).get("sweep") or None,
+            job_type=shape_family(model),
             name=run_name(cfg, bool(setting(t, "seed_in_name", False))),
-            tags=list(setting(t, "tags", []) or []), config=cfg,
+            tags=list(setting(t, "tags", []) or []),
+            config=cfg,
             settings=self._settings(wandb, mode),
         )
 
@@ -205,8 +220,10 @@ class WandbMirror:
             except Exception as e:
                 if mode != "online":
                     raise
-                self.log(f"warning: W&B online start failed ({type(e).__name__}: {_scrub(e)}); "
-                         f"logging offline to {self.dir}/wandb, upload later with `dw sync`")
+                self.log(
+                    f"warning: W&B online start failed ({type(e).__name__}: {_scrub(e)}); "
+                    f"logging offline to {self.dir}/wandb, upload later with `dw sync`"
+                )
                 try:
                     wandb.teardown()
                 except Exception:
@@ -262,8 +279,10 @@ class WandbMirror:
         form = setting(self.t, "probes", "histogram")
         if form in ("table", "both") and vectors:
             n = max(len(v) for v in vectors.values())
-            data = [[i, *(_clean(float(v[i])) if i < len(v) and v[i] is not None else None
-                          for v in vectors.values())] for i in range(n)]
+            data = [
+                [i, *(_clean(float(v[i])) if i < len(v) and v[i] is not None else None for v in vectors.values())]
+                for i in range(n)
+            ]
             out["probes/layers"] = wandb.Table(columns=["layer", *vectors], data=data)
         if form in ("histogram", "both"):
             for name, vec in vectors.items():

@@ -14,8 +14,24 @@ from pathlib import Path
 from depthwidth.core.atomic import read_jsonl
 from depthwidth.core.store import MANIFEST, forgotten
 
-TABLE_COLUMNS = ("run", "params", "params_non_embedding", "params_active", "tokens", "loss", "depth", "width", "flops",
-                 "seed", "shape", "status", "step", "mean_width", "kv_bytes_per_token", "simulated")
+TABLE_COLUMNS = (
+    "run",
+    "params",
+    "params_non_embedding",
+    "params_active",
+    "tokens",
+    "loss",
+    "depth",
+    "width",
+    "flops",
+    "seed",
+    "shape",
+    "status",
+    "step",
+    "mean_width",
+    "kv_bytes_per_token",
+    "simulated",
+)
 
 
 def _summaries(sweep_dir: str | Path):
@@ -107,12 +123,15 @@ def refuse_mixed(df, what: str) -> None:
 
     if "simulated" not in df or not len(df):
         return
-    per_run = df.groupby("run")["simulated"].first()
+    # a table without a run column: each row is its own run, as the fit treats it
+    per_run = df.groupby("run")["simulated"].first() if "run" in df else df["simulated"]
     sim = int(per_run.astype(bool).sum())
     if 0 < sim < len(per_run):
-        raise BadInput(f"bad value for {what}: it mixes {sim} simulated run(s) (dw simulate) with "
-                       f"{len(per_run) - sim} trained run(s) (allowed: a store of trained runs only, or of "
-                       "simulated runs only: planted losses would read as measured ones)")
+        raise BadInput(
+            f"bad value for {what}: it mixes {sim} simulated run(s) (dw simulate) with "
+            f"{len(per_run) - sim} trained run(s) (allowed: a store of trained runs only, or of "
+            "simulated runs only: planted losses would read as measured ones)"
+        )
 
 
 def probe_profiles(sweep_dir: str | Path) -> list[dict]:
@@ -122,13 +141,15 @@ def probe_profiles(sweep_dir: str | Path) -> list[dict]:
         f = d / "probes.jsonl"
         if s is None or not f.is_file():
             continue
-        out.append({
-            "run": str(s.get("run_id") or d.name),
-            "width": s.get("width"),
-            "depth": s.get("depth"),
-            "seed": s.get("seed"),
-            "shape": s.get("shape"),
-            "status": s.get("status"),
-            "probes": read_jsonl(f),
-        })
+        out.append(
+            {
+                "run": str(s.get("run_id") or d.name),
+                "width": s.get("width"),
+                "depth": s.get("depth"),
+                "seed": s.get("seed"),
+                "shape": s.get("shape"),
+                "status": s.get("status"),
+                "probes": read_jsonl(f),
+            }
+        )
     return out

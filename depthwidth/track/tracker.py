@@ -14,12 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from depthwidth.config.schema import check
+from depthwidth.config.check import check
 from depthwidth.core.atomic import append_jsonl, read_jsonl, write_jsonl
 from depthwidth.track.mirror import WandbMirror, setting
 
 if TYPE_CHECKING:
     from depthwidth.track.mirror import WandbMirror
+
 
 class LocalTracker:
     FILES = ("metrics.jsonl", "probes.jsonl")

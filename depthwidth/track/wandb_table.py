@@ -74,8 +74,15 @@ def rows_for_run(run_id: str, summary: dict, config: dict, state: str | None = N
     out = []
     for tokens, loss, step in points:
         t = _num(tokens)
-        out.append({**base, "tokens": t, "loss": _num(loss), "flops": fpt * t if math.isfinite(t) else float("nan"),
-                    "step": step})
+        out.append(
+            {
+                **base,
+                "tokens": t,
+                "loss": _num(loss),
+                "flops": fpt * t if math.isfinite(t) else float("nan"),
+                "step": step,
+            }
+        )
     return out
 
 
@@ -88,15 +95,19 @@ def run_table_from_wandb(project: str, group: str | None = None, api=None):
     import pandas as pd
 
     if not isinstance(project, str) or not _PROJECT.fullmatch(project):
-        raise BadInput(f"bad value for --project: {project!r} (allowed: ENTITY/PROJECT; "
-                       f"ENTITY {WANDB_ENTITY_ALLOWED}; PROJECT {WANDB_NAME_ALLOWED})")
+        raise BadInput(
+            f"bad value for --project: {project!r} (allowed: ENTITY/PROJECT; "
+            f"ENTITY {WANDB_ENTITY_ALLOWED}; PROJECT {WANDB_NAME_ALLOWED})"
+        )
     if api is None:
         try:
             import wandb
 
             api = wandb.Api(timeout=60)
         except Exception as e:
-            raise WorkFailed(f"cannot reach the W&B API: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+            raise WorkFailed(
+                f"cannot reach the W&B API: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            ) from None
     filters = {"group": group} if group else None
     rows: list[dict] = []
     try:
@@ -105,7 +116,9 @@ def run_table_from_wandb(project: str, group: str | None = None, api=None):
     except (BadInput, WorkFailed):
         raise
     except Exception as e:
-        raise WorkFailed(f"W&B API query for {project} failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+        raise WorkFailed(
+            f"W&B API query for {project} failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+        ) from None
     df = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     df.attrs["source"] = f"wandb:{project}" + (f" group {group}" if group else "")
     df.attrs["unreadable"] = []

@@ -53,8 +53,11 @@ def find_checkpoint(run_dir: Path, which="final") -> tuple[int, Path]:
     except (TypeError, ValueError):
         raise bad("--checkpoint", which, "final or a checkpoint step") from None
     if step not in steps:
-        raise bad("--checkpoint", which, f"final or one of the checkpoints in {ckpt}: "
-                  + (", ".join(map(str, steps)) or "none"))
+        raise bad(
+            "--checkpoint",
+            which,
+            f"final or one of the checkpoints in {ckpt}: " + (", ".join(map(str, steps)) or "none"),
+        )
     path = ckpt / f"step_{step:08d}"
     why = checkpoint.verify(path)
     if why is not None:
@@ -83,9 +86,17 @@ def load_model(run_dir, which="final", device="cpu"):
     return model, cfg, step
 
 
-def analyse_run(run_dir, checkpoint: str | int = "final", tokens: int = DEFAULT_TOKENS, *, centre: bool = False,
-                threshold: float | None = None, cett_target: float = CETT_TARGET, write: bool = True,
-                device="cpu") -> dict:
+def analyse_run(
+    run_dir,
+    checkpoint: str | int = "final",
+    tokens: int = DEFAULT_TOKENS,
+    *,
+    centre: bool = False,
+    threshold: float | None = None,
+    cett_target: float = CETT_TARGET,
+    write: bool = True,
+    device="cpu",
+) -> dict:
     """Every measure of one run's checkpoint (fp32, on ``device``); written to analysis.json
     (or analysis_step_N.json).  SwiGLU units: active when |a| >= the layer's CETT threshold at
     ``cett_target`` (``measure.inside``), or >= ``threshold`` in every layer when one is given."""
@@ -101,11 +112,19 @@ def analyse_run(run_dir, checkpoint: str | int = "final", tokens: int = DEFAULT_
     body = analyse(model, x, y, centre=centre, threshold=threshold, cett_target=cett_target)
     spec = model.spec
     status = _status(run_dir)
-    out = {"schema": adoc.SCHEMA, "run_id": cfg.get("run_id"), "run_dir": str(run_dir), "step": step,
-           "checkpoint": f"ckpt/step_{step:08d}", "run_status": status,
-           "shape": str(cfg.model.shape) if not cfg.model.get("widths") else "custom",
-           "depth": spec.depth, "width": int(cfg.model.width), "widths": list(spec.widths),
-           **body}
+    out = {
+        "schema": adoc.SCHEMA,
+        "run_id": cfg.get("run_id"),
+        "run_dir": str(run_dir),
+        "step": step,
+        "checkpoint": f"ckpt/step_{step:08d}",
+        "run_status": status,
+        "shape": str(cfg.model.shape) if not cfg.model.get("widths") else "custom",
+        "depth": spec.depth,
+        "width": int(cfg.model.width),
+        "widths": list(spec.widths),
+        **body,
+    }
     out["eval"] = {"source": source.name, "split": "val", **body["eval"]}
     out["provenance"] = provenance.record(device=str(device), precision="fp32", data=source.fingerprint)
     if write:
@@ -120,8 +139,10 @@ def at_end(run_dir, log, device="cpu") -> None:
         low = min(d["layers"], key=lambda r: r["entropy_prefix"])
         log(f"analysis: {adoc.path_for(run_dir)} (min entropy {low['entropy_prefix']:.3f} at layer {low['layer']})")
     except Exception as e:
-        log(f"warning: analysis failed ({type(e).__name__}: {' '.join(str(e).split())[:200]}); "
-            f"rerun it with dw analyze {run_dir}")
+        log(
+            f"warning: analysis failed ({type(e).__name__}: {' '.join(str(e).split())[:200]}); "
+            f"rerun it with dw analyze {run_dir}"
+        )
 
 
 def _status(run_dir: Path) -> str | None:
@@ -138,20 +159,35 @@ def pending(name: str, root=None, checkpoint: str | int = "final") -> list[Path]
     if not sweep.is_dir():
         raise bad("RUN_DIR|SWEEP", name, f"a run directory or a sweep under {runs_root(root)} (set --root or DW_RUNS)")
     step = None if checkpoint in (None, "final") else int(checkpoint)
-    return [d for d in sorted(p for p in sweep.iterdir() if p.is_dir())
-            if _status(d) == "done" and not adoc.current(d, step)]
+    return [
+        d
+        for d in sorted(p for p in sweep.iterdir() if p.is_dir())
+        if _status(d) == "done" and not adoc.current(d, step)
+    ]
 
 
-def analyse_sweep(name: str, root=None, checkpoint: str | int = "final", tokens: int = DEFAULT_TOKENS, *,
-                  centre: bool = False, threshold: float | None = None, cett_target: float = CETT_TARGET,
-                  progress=None, device="cpu") -> list[dict]:
+def analyse_sweep(
+    name: str,
+    root=None,
+    checkpoint: str | int = "final",
+    tokens: int = DEFAULT_TOKENS,
+    *,
+    centre: bool = False,
+    threshold: float | None = None,
+    cett_target: float = CETT_TARGET,
+    progress=None,
+    device="cpu",
+) -> list[dict]:
     """Analyse every finished run of a sweep that has none yet, or only an older schema's (rerun: only the rest).
     ``progress(done, total, run_dir)`` is called after each run."""
     todo = pending(name, root, checkpoint)
     out = []
     for i, d in enumerate(todo):
-        out.append(analyse_run(d, checkpoint, tokens, centre=centre, threshold=threshold, cett_target=cett_target,
-                               device=device))
+        out.append(
+            analyse_run(
+                d, checkpoint, tokens, centre=centre, threshold=threshold, cett_target=cett_target, device=device
+            )
+        )
         if progress is not None:
             progress(i + 1, len(todo), d)
     return out

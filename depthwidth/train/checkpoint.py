@@ -84,8 +84,11 @@ def _write_errors(tmp: Path):
     except BaseException as e:  # DCP's CheckpointException derives from BaseException
         free = shutil.disk_usage(tmp).free if tmp.exists() else -1
         code = errno.ENOSPC if 0 <= free < 1 << 20 else errno.EIO
-        why = " ".join(str(e).split())[:200]
-        raise OSError(code, f"{os.strerror(code)} ({type(e).__name__}: {why})", str(tmp)) from e
+        # DCP's message is every rank's traceback: name the first rank's own error instead
+        failures = getattr(e, "failures", None) or {}
+        cause = next(iter(failures.values()))[0] if failures else e
+        why = f"{type(cause).__name__}: {' '.join(str(cause).split())[:200]}"
+        raise OSError(code, f"{os.strerror(code)} ({why})", str(tmp)) from e
 
 
 def save(ckpt_dir: Path, step: int, world, model, opt, extra: dict, keep: int = 2) -> Path:
@@ -161,7 +164,7 @@ def verify(path: Path, world=None) -> str | None:
     if not listed:
         return "empty manifest"
     names = sorted(listed)
-    share = names[world.rank::world.size] if world is not None and world.distributed else names
+    share = names[world.rank :: world.size] if world is not None and world.distributed else names
     why = None
     for name in share:
         f = path / name
@@ -192,19 +195,36 @@ def latest(ckpt_dir: Path, world=None, warn=None) -> Path | None:
 
 # what DCP's .metadata may name: its index classes and the values they hold
 METADATA_GLOBALS = {
-    *(("torch.distributed.checkpoint.metadata", n) for n in (
-        "Metadata", "MetadataIndex", "StorageMeta", "TensorProperties", "TensorStorageMetadata",
-        "BytesStorageMetadata", "ChunkStorageMetadata", "_MEM_FORMAT_ENCODING")),
-    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"), ("torch", "Size"),
-    ("torch.serialization", "_get_layout"), ("collections", "OrderedDict"),
-    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PureWindowsPath"),
+    *(
+        ("torch.distributed.checkpoint.metadata", n)
+        for n in (
+            "Metadata",
+            "MetadataIndex",
+            "StorageMeta",
+            "TensorProperties",
+            "TensorStorageMetadata",
+            "BytesStorageMetadata",
+            "ChunkStorageMetadata",
+            "_MEM_FORMAT_ENCODING",
+        )
+    ),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch", "Size"),
+    ("torch.serialization", "_get_layout"),
+    ("collections", "OrderedDict"),
+    ("pathlib", "PosixPath"),
+    ("pathlib", "PurePosixPath"),
+    ("pathlib", "WindowsPath"),
+    ("pathlib", "PureWindowsPath"),
 }
 
 
 def _refused(path: Path, why: str) -> WorkFailed:
     why = " ".join(str(why).split())[:160]
-    return WorkFailed(f"checkpoint {path} holds objects that are not plain data (refused: {why}); "
-                      "move it aside to resume from an earlier one")
+    return WorkFailed(
+        f"checkpoint {path} holds objects that are not plain data (refused: {why}); "
+        "move it aside to resume from an earlier one"
+    )
 
 
 def check_metadata(path: Path) -> None:
@@ -214,7 +234,8 @@ def check_metadata(path: Path) -> None:
     class Index(pickle.Unpickler):
         def find_class(self, module, name):
             if (module, name) in METADATA_GLOBALS or (
-                    module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.memory_format))):
+                module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.memory_format))
+            ):
                 return super().find_class(module, name)
             raise pickle.UnpicklingError(f"{module}.{name} in .metadata")
 

@@ -72,16 +72,34 @@ def rows(world: World, x, y):
     return x[sl], y[sl]
 
 
-def mean(world: World, t, op: str = "mean"):
-    """All-reduce mean (or ``op="min"``) of a tensor (identity on one process)."""
+def mean(world: World, t):
+    """All-reduce mean of a tensor (identity on one process)."""
     if not world.distributed:
         return t
     import torch.distributed as dist
 
     t = t.clone()
-    if op == "min":
-        dist.all_reduce(t, op=dist.ReduceOp.MIN)
-        return t
     dist.all_reduce(t)
     return t / world.size
 
+
+def smallest(world: World, value: float, device=None) -> float:
+    """The smallest of every rank's ``value`` (``value`` on one process), e.g. the memory of the
+    smallest GPU of an allocation, so that every rank plans alike."""
+    return _all_reduce(world, value, device, "MIN")
+
+
+def largest(world: World, value: float, device=None) -> float:
+    """The largest of every rank's ``value`` (``value`` on one process)."""
+    return _all_reduce(world, value, device, "MAX")
+
+
+def _all_reduce(world: World, value: float, device, op: str) -> float:
+    if not world.distributed:
+        return value
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([float(value)], dtype=torch.float64, device=device)  # float32 would round bytes of memory
+    dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+    return t.item()

@@ -35,19 +35,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from depthwidth.core.devices import GPU_MEMORY_GIB
 from depthwidth.core.errors import bad
 from depthwidth.model.accounting import param_shapes
 from depthwidth.model.spec import ModelSpec
 
-GiB = 2 ** 30
-DEFAULT_GPU_MEMORY = 80 * GiB
+GiB = 2**30
+DEFAULT_GPU_MEMORY = GPU_MEMORY_GIB * GiB
 CUDA_RESERVE = 2 * GiB
 SAVED_PER_WIDTH = {"gelu": 19, "swiglu": 29}  # values saved per token per layer, in units of w_i
 HEAD_BYTES_BF16 = 10  # per token per vocabulary entry: bf16 logits + fp32 log-softmax + its gradient
 
 
 @dataclass
-class Plan:
+class MemoryPlan:
     processes: int
     mode: str  # single | ddp | fsdp
     micro_batch: int  # sequences per process per micro-batch
@@ -56,7 +57,9 @@ class Plan:
     precision: str
     device: str  # cuda | cpu
     capacity: int | None  # bytes per device (None: not checked, e.g. a CPU run)
-    bytes: dict = field(default_factory=dict)  # params, grads, optimizer, branch, buffers, compute, activations, reserve
+    bytes: dict = field(
+        default_factory=dict
+    )  # params, grads, optimizer, branch, buffers, compute, activations, reserve
     fits: bool = True
     advice: str = ""
 
@@ -65,10 +68,20 @@ class Plan:
         return int(sum(self.bytes.values()))
 
     def to_dict(self) -> dict:
-        return {"processes": self.processes, "mode": self.mode, "micro_batch": self.micro_batch,
-                "accum": self.accum, "activation_checkpointing": self.ac, "precision": self.precision,
-                "device": self.device, "capacity": self.capacity, "bytes": dict(self.bytes), "total": self.total,
-                "fits": self.fits, "advice": self.advice}
+        return {
+            "processes": self.processes,
+            "mode": self.mode,
+            "micro_batch": self.micro_batch,
+            "accum": self.accum,
+            "activation_checkpointing": self.ac,
+            "precision": self.precision,
+            "device": self.device,
+            "capacity": self.capacity,
+            "bytes": dict(self.bytes),
+            "total": self.total,
+            "fits": self.fits,
+            "advice": self.advice,
+        }
 
 
 def _units(spec: ModelSpec) -> dict:
@@ -122,8 +135,9 @@ def activation_bytes(spec: ModelSpec, tokens: int, precision: str, device: str, 
     e = 2 if bf16 else 4
     layer = [2 * _saved(spec, i) + 8 * w if bf16 else 4 * _saved(spec, i) for i, w in enumerate(spec.widths)]
     if spec.resize == "proj":  # a learned resize keeps its input
-        layer = [b + (e * spec.input_width(i) if spec.input_width(i) != spec.widths[i] else 0)
-                 for i, b in enumerate(layer)]
+        layer = [
+            b + (e * spec.input_width(i) if spec.input_width(i) != spec.widths[i] else 0) for i, b in enumerate(layer)
+        ]
     h, V = spec.embed_width, spec.vocab_size
     head = HEAD_BYTES_BF16 * V + 8 * h if bf16 else 4 * V + 8 * h
     if spec.resize == "proj" and spec.widths[-1] != h:
@@ -147,10 +161,22 @@ def compute_bytes(spec: ModelSpec, mode: str, world: int, precision: str, device
     return 2 * e * in_flight  # unsharded parameters + their unsharded gradients before reduce-scatter
 
 
-def estimate(spec: ModelSpec, *, seq_len: int, micro_batch: int, mode: str, world: int, precision: str,
-             device: str, ac: bool, wsd_branches: bool) -> dict:
-    return {**_fixed(spec, seq_len, mode, world, precision, device, wsd_branches),
-            "activations": activation_bytes(spec, micro_batch * seq_len, precision, device, ac)}
+def estimate(
+    spec: ModelSpec,
+    *,
+    seq_len: int,
+    micro_batch: int,
+    mode: str,
+    world: int,
+    precision: str,
+    device: str,
+    ac: bool,
+    wsd_branches: bool,
+) -> dict:
+    return {
+        **_fixed(spec, seq_len, mode, world, precision, device, wsd_branches),
+        "activations": activation_bytes(spec, micro_batch * seq_len, precision, device, ac),
+    }
 
 
 def _fixed(spec, seq_len, mode, world, precision, device, wsd_branches) -> dict:
@@ -167,8 +193,20 @@ def _divisors_desc(n: int) -> list[int]:
     return [d for d in range(n, 0, -1) if n % d == 0]
 
 
-def layout(spec: ModelSpec, *, seq_len: int, batch_size: int, world: int, parallel: str, micro_batch,
-           ac: str, precision: str, device: str, capacity: int | None, wsd_branches: bool) -> Plan:
+def layout(
+    spec: ModelSpec,
+    *,
+    seq_len: int,
+    batch_size: int,
+    world: int,
+    parallel: str,
+    micro_batch,
+    ac: str,
+    precision: str,
+    device: str,
+    capacity: int | None,
+    wsd_branches: bool,
+) -> MemoryPlan:
     """Resolve the ``auto`` settings for ``world`` processes on devices of ``capacity`` bytes."""
     per_rank = batch_size // world
     if world == 1:  # one process: nothing to replicate; FSDP only when asked for (it still shards nothing)
@@ -178,8 +216,11 @@ def layout(spec: ModelSpec, *, seq_len: int, batch_size: int, world: int, parall
     else:
         modes = ["ddp", "fsdp"] if parallel == "auto" else [parallel]
     acs = [False, True] if ac == "auto" else [ac == "block"]
-    mbs = _divisors_desc(per_rank) if micro_batch in ("auto", None) and capacity is not None else (
-        [per_rank] if micro_batch in ("auto", None) else [int(micro_batch)])
+    mbs = (
+        _divisors_desc(per_rank)
+        if micro_batch in ("auto", None) and capacity is not None
+        else ([per_rank] if micro_batch in ("auto", None) else [int(micro_batch)])
+    )
     if micro_batch is None:
         mbs = [per_rank]
     best = None
@@ -188,7 +229,7 @@ def layout(spec: ModelSpec, *, seq_len: int, batch_size: int, world: int, parall
         for use_ac in acs:
             for mb in mbs:
                 by = {**fixed, "activations": activation_bytes(spec, mb * seq_len, precision, device, use_ac)}
-                p = Plan(world, mode, mb, per_rank // mb, use_ac, precision, device, capacity, by)
+                p = MemoryPlan(world, mode, mb, per_rank // mb, use_ac, precision, device, capacity, by)
                 p.fits = capacity is None or p.total <= capacity
                 if p.fits:
                     return p
@@ -198,7 +239,7 @@ def layout(spec: ModelSpec, *, seq_len: int, batch_size: int, world: int, parall
     return best
 
 
-def _advice(p: Plan, spec: ModelSpec, seq_len: int) -> str:
+def _advice(p: MemoryPlan, spec: ModelSpec, seq_len: int) -> str:
     tips = []
     more = "more GPUs (launcher.gpus_per_node up to the node's, then launcher.nodes)"
     tips.append(f"train.parallel=fsdp with {more}" if p.mode != "fsdp" else more)

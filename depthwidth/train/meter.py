@@ -12,10 +12,8 @@ from __future__ import annotations
 import math
 import time
 
+from depthwidth.core.devices import PEAK_FLOPS
 from depthwidth.train import dist
-
-# Dense bf16 peak FLOP/s by device-name substring, for MFU.  CPU: unknown.
-PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12, "V100": 125e12}
 
 
 def peak_flops(device) -> float | None:

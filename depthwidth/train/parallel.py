@@ -67,8 +67,9 @@ def apply(model, mode: str, device, precision: str, *, ac: bool = False, compile
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                       gradient_as_bucket_view=True)  # .grad are views into the buckets: no 2nd copy
+        return DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True
+        )  # .grad are views into the buckets: no 2nd copy
     if mode == "fsdp":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 

@@ -39,8 +39,11 @@ class GradProbe:
         from depthwidth.train.parallel import global_sq_norms, local
 
         grads = [p.grad if p.grad is not None else torch.zeros_like(local(p)) for p in self.params]
-        sq = global_sq_norms(self.world, grads) if self.world is not None else torch.stack(
-            torch._foreach_norm(grads)).float() ** 2
+        sq = (
+            global_sq_norms(self.world, grads)
+            if self.world is not None
+            else torch.stack(torch._foreach_norm(grads)).float() ** 2
+        )
         L = self.depth
         out = torch.zeros(3, L, device=sq.device)
         out[0].index_add_(0, self.layer, sq)

@@ -35,7 +35,7 @@ class Schedule:
         self.log_every, self.eval_every = int(train["log_every"]), int(train["eval_every"])
         self.ckpt_every = int(train["ckpt_every"])
         self.probe_every, self.probe_at = int(probe["every"]), list(probe["at"])
-        self.entropy_every = int(probe.get("entropy_every", 0))
+        self.entropy_every = int(probe["entropy_every"])
         self._branches: dict = {}
         for b in budgets:
             if b.branch_at is not None:

@@ -54,11 +54,15 @@ def give_terminal_back(fd: int = 2) -> None:
         pass
 
 
-def interrupted_line(step: int, where: str = "", resume: str = "rerun the same command to resume",
-                     run: str | None = None) -> str:
+def interrupted_line(
+    step: int, where: str = "", resume: str = "rerun the same command to resume", run: str | None = None
+) -> str:
     """What a Ctrl-C'd run says on stderr, in one line."""
-    return (f"dw: interrupted {f'run {run} ' if run else ''}at step {step}" + (f" ({where})" if where else "")
-            + f": checkpointed, summary preempted; {resume}")
+    return (
+        f"dw: interrupted {f'run {run} ' if run else ''}at step {step}"
+        + (f" ({where})" if where else "")
+        + f": checkpointed, summary preempted; {resume}"
+    )
 
 
 class StopFlag:
@@ -70,8 +74,9 @@ class StopFlag:
     ``escalate``), returns the line to print before exiting; ``clock`` and ``exit``
     are there for tests."""
 
-    def __init__(self, install: bool = True, *, on_again=None, escalate: bool = True,
-                 clock=time.monotonic, exit=os._exit):
+    def __init__(
+        self, install: bool = True, *, on_again=None, escalate: bool = True, clock=time.monotonic, exit=os._exit
+    ):
         self.install = install and threading.current_thread() is threading.main_thread()
         self.signum: int | None = None
         self._old: dict = {}
@@ -121,12 +126,9 @@ class StopFlag:
         """Whether to stop after this step: on every rank of ``world`` the same answer and signal
         (the highest number any rank got), in one all-reduce per step."""
         if world.distributed:
-            import torch
-
             from depthwidth.train import dist
 
-            got = -dist.mean(world, torch.tensor([-float(self.signum or 0)], device=device), op="min")
-            self.signum = int(got.item()) or None
+            self.signum = int(dist.largest(world, self.signum or 0, device)) or None
         return self.requested
 
     @property

@@ -21,8 +21,9 @@ class TrainState:
     wall_before: float = 0.0  # seconds of earlier attempts
 
     def record(self, budget, loss: float) -> None:
-        self.results.append({"tokens": budget.tokens, "step": budget.steps,
-                             "val_loss": loss if math.isfinite(loss) else None})
+        self.results.append(
+            {"tokens": budget.tokens, "step": budget.steps, "val_loss": loss if math.isfinite(loss) else None}
+        )
 
     @property
     def steps_recorded(self) -> set:
@@ -49,5 +50,9 @@ def restore(extra: dict, sampler) -> TrainState:
 
     sampler.load_state_dict(json.loads(extra["sampler"]))
     torch.set_rng_state(extra["torch_rng"])
-    return TrainState(int(extra["step"]), json.loads(extra["results"]), extra.get("last_finite_loss"),
-                      float(extra.get("wall_time_s", 0.0)))
+    return TrainState(
+        int(extra["step"]),
+        json.loads(extra["results"]),
+        extra.get("last_finite_loss"),
+        float(extra.get("wall_time_s", 0.0)),
+    )

@@ -1,10 +1,10 @@
 """One training run, start to finish, resumable after any kill.
 
-``prepare(cfg)`` validates everything and writes nothing (bad input exits 2
+``plan.prepare(cfg)`` validates everything and writes nothing (bad input exits 2
 with nothing on disk); ``train(cfg)`` then owns the run directory:
 
     config.yaml    resolved config + run_id + accounting + provenance
-    metrics.jsonl  one line per logged step (track.local.LocalTracker)
+    metrics.jsonl  one line per logged step (track.tracker.LocalTracker)
     probes.jsonl   per-layer gradient norms on probe steps
     summary.json   status running | done | diverged | failed | preempted
     ckpt/          checksummed checkpoints (checkpoint.py)
@@ -15,137 +15,100 @@ optimiser, the data sampler and torch's RNG all come back from the checkpoint
 (state.py), and history lines written after it are dropped before training
 goes on.
 
-The loop (``Trainer.run``) is a few lines; each concern is a piece of its
-own: when to log/evaluate/checkpoint/probe (schedule.py), preemption signals
-(signals.py), WSD decay branches (branch.py), NaN watch and throughput
-(meter.py), the summary (summary.py).  SIGUSR2 / SIGTERM / SIGINT (Ctrl-C) make
-the run finish its current step, write a checkpoint and raise ``Preempted``;
-``dw train`` then exits with ``EXIT_PREEMPTED`` (3), which launchers treat as
-"requeue me".  A second Ctrl-C soon after exits at once (130, summary.abandoned).
+``Trainer`` declares all it holds; its loop is a few lines, each concern a piece:
+when to log/evaluate/checkpoint/probe (schedule.py), stop signals (signals.py),
+WSD decay branches (``_decay_branch``), NaN watch and throughput (meter.py).  A
+run ends one way: set-up and loop give an ``Ending`` (summary.py: done, diverged,
+preempted, or failed on any error, set-up's included) and ``_end`` writes the
+summary, then returns it or raises the ending's error.  SIGUSR2 / SIGTERM /
+SIGINT make the run finish its step, checkpoint and raise ``Preempted``; ``dw
+train`` exits ``EXIT_PREEMPTED`` (3), which launchers take as "requeue me".  A
+second Ctrl-C soon after exits at once (130, ``RunSummary.abandoned``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import shutil
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from depthwidth.config.identity import run_id as config_run_id
 from depthwidth.core import provenance
 from depthwidth.core.atomic import write_text
-from depthwidth.core.errors import BadInput, bad
-from depthwidth.core.store import runs_root
+from depthwidth.core.errors import BadInput
 from depthwidth.measure.inside import ENTROPY_PROBE_TOKENS, entropy_profile, eval_set
-from depthwidth.model.accounting import account
 from depthwidth.track.tracker import NullTracker, make_tracker
 from depthwidth.train import analysis, checkpoint, dist, memory, optim, parallel
-from depthwidth.train.branch import decay_branch
 from depthwidth.train.meter import LossWatch, Throughput, describe_device, peak_flops
-from depthwidth.train.plan import check, precision_for
+from depthwidth.train.plan import PreparedRun, prepare
 from depthwidth.train.probes import GradProbe
 from depthwidth.train.schedule import Schedule
 from depthwidth.train.signals import Preempted, StopFlag
 from depthwidth.train.state import TrainState, extra_state, restore
-from depthwidth.train.summary import abandoned, summary_path, write_summary
+from depthwidth.train.summary import Ending, RunSummary, summary_path
 
-EXIT_PREEMPTED = 3
-
-
-@dataclass
-class Plan:
-    cfg: Any
-    spec: Any
-    source: Any
-    run_id: str
-    run_dir: Path
-    steps: int
-    tokens_per_step: int
-    budgets: list
-    device_type: str = "cpu"
-    precision: str = "fp32"
-    accounting: dict = field(default_factory=dict)
-
-
-def prepare(cfg) -> Plan:
-    """Validate the whole config and resolve what the run needs; write nothing.
-    ``train.precision=auto`` is resolved here (bf16 on CUDA, else fp32): the
-    precision is part of the run's identity, the device is not."""
-    from depthwidth.data.source import make_source
-
-    world = dist.world_from_env()
-    rp = check(cfg, processes=world.size)
-    t = cfg.train
-    source = make_source(cfg.data, t.seq_len)
-    if rp.spec.vocab_size != source.vocab_size:
-        raise BadInput(
-            f"vocabulary mismatch: model.vocab_size={rp.spec.vocab_size} but data {source.name!r} has {source.vocab_size} tokens"
-        )
-    device_type = _device_type(t.device)
-    precision = precision_for(t.precision, device_type)
-    if t.precision != precision:
-        cfg.train.precision = precision
-    rid = config_run_id(cfg)
-    run_dir = Path(cfg.run.dir) if cfg.run.dir else runs_root() / "adhoc" / rid
-    existing = _existing_run_id(run_dir)
-    if existing is not None and existing != rid:
-        raise BadInput(
-            f"run.dir {str(run_dir)!r} holds run {existing} trained with a different config (this one is {rid}); "
-            "choose another run.dir"
-        )
-    return Plan(cfg, rp.spec, source, rid, run_dir, rp.steps, rp.tokens_per_step, rp.budgets, device_type,
-                precision, account(rp.spec, t.seq_len))
-
-
-def _device_type(name: str) -> str:
-    if name == "cpu":
-        return "cpu"
+if TYPE_CHECKING:
     import torch
 
-    if name == "cuda" and not torch.cuda.is_available():
-        raise bad("train.device", name, "auto|cpu (no CUDA device is visible)")
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    from depthwidth.data.base import Sampler
+    from depthwidth.model.gpt import VariableWidthGPT
+    from depthwidth.track.tracker import Tracker
 
-
-def _existing_run_id(run_dir: Path) -> str | None:
-    p = run_dir / "config.yaml"
-    if not p.exists():
-        return None
-    from omegaconf import OmegaConf
-
-    try:
-        rid = OmegaConf.load(p).get("run_id")
-        return None if rid is None else str(rid)
-    except Exception:
-        return None
+EXIT_PREEMPTED = 3
 
 
 def train(cfg, *, handle_signals: bool = True, log=print, progress=None) -> dict:
     """Train (or resume, or find finished) the run ``cfg`` describes; returns its summary.
     ``progress``: ``begin(step, steps, tokens_per_step)`` once, ``update(step, loss)`` every
     step (it keeps its own pace)."""
-    plan = prepare(cfg)
-    if plan.spec.extra.get("warning"):
-        log(f"warning: {plan.spec.extra['warning']}")
-    sp = summary_path(plan.run_dir)
+    run = prepare(cfg)
+    if run.spec.extra.get("warning"):
+        log(f"warning: {run.spec.extra['warning']}")
+    sp = summary_path(run.run_dir)
     if sp.exists():
         prev = json.loads(sp.read_text())
-        if prev.get("status") in ("done", "diverged") and prev.get("run_id") == plan.run_id:
-            log(f"run {plan.run_id} is already {prev['status']}; nothing to do")
+        if prev.get("status") in ("done", "diverged") and prev.get("run_id") == run.run_id:
+            log(f"run {run.run_id} is already {prev['status']}; nothing to do")
             return prev
-    return Trainer(plan, log, progress).run(handle_signals)
+    return Trainer(run, log, progress).run(handle_signals)
 
 
 class Trainer:
-    def __init__(self, plan: Plan, log, progress=None):
-        self.p = plan
-        self.cfg = plan.cfg
+    """Everything one run holds, declared here; ``setup()`` builds the part that needs torch."""
+
+    prepared: PreparedRun  # the validated config, its data, run id and directory
+    cfg: Any  # prepared.cfg: the composed config
+    world: dist.World
+    log: Callable[[str], None]  # rank 0's lines (the other ranks say nothing)
+    progress: Any  # rank 0's live display (begin/update), or None
+    summary: RunSummary  # summary.json; set-up adds the device, provenance and memory plan
+    state: TrainState  # the step, budget results, last finite loss: what a checkpoint restores
+    saved_at: int | None  # the step of the newest checkpoint on disk (resumed from, or saved)
+    clock: Callable[[], float] | None  # seconds trained, earlier attempts included, once the loop runs
+    tracker: Tracker | NullTracker  # metrics.jsonl, probes.jsonl, the W&B mirror (rank 0, once the dir is open)
+    # built by setup()
+    device: torch.device
+    layout: memory.MemoryPlan  # single | ddp | fsdp, micro-batches, activation checkpointing
+    model: VariableWidthGPT
+    fwd: Callable  # the model as parallel.apply wrapped it (DDP, FSDP, compiled): what training calls
+    opt: torch.optim.Optimizer
+    sampler: Sampler  # the deterministic training token stream
+    val: list  # held-out (x, y) batches on the device
+    probe: GradProbe  # per-layer gradient norms, MoE router load
+    entropy_batch: torch.Tensor  # the fixed held-out rows of the entropy probe
+    autocast: Any  # the precision's autocast context
+
+    def __init__(self, run: PreparedRun, log, progress=None):
+        self.prepared, self.cfg = run, run.cfg
         self.world = dist.world_from_env()
         self.log = log if self.world.main else (lambda m: None)
         self.progress = progress if self.world.main else None
-        self._saved_at = None  # the step of the newest checkpoint on disk (resumed from, or saved)
-        self._wall = None  # seconds trained, once the loop runs
+        self.summary = RunSummary(run, writes=self.world.main)
+        self.state = TrainState()
+        self.saved_at = None
+        self.clock = None
+        self.tracker = NullTracker()
 
     # -- set-up ---------------------------------------------------------------
     def setup(self) -> None:
@@ -153,20 +116,26 @@ class Trainer:
 
         from depthwidth.model.gpt import VariableWidthGPT
 
-        cfg, p, w = self.cfg, self.p, self.world
+        cfg, p, w = self.cfg, self.prepared, self.world
         if cfg.train.threads:
             torch.set_num_threads(int(cfg.train.threads))
         self.device = torch.device(p.device_type)
         if w.distributed and self.device.type == "cuda":
             self.device = torch.device("cuda", w.local_rank)
             torch.cuda.set_device(self.device)
+        self.summary.device = str(self.device)
+        self.summary.provenance = provenance.record(
+            device=describe_device(self.device), precision=p.precision, data=p.source.fingerprint
+        )
         dist.init(w, self.device.type)  # several processes: before the layout, which all ranks must agree on
         self.layout = self._layout()
+        self.summary.memory_plan = self.layout.to_dict()
         dist.init(w, self.device.type, force=self.layout.mode == "fsdp")  # FSDP on one process: a group of one
         torch.manual_seed(int(cfg.run.seed))
         self.model = VariableWidthGPT(p.spec, cfg.train.seq_len).to(self.device)
-        self.fwd = parallel.apply(self.model, self.layout.mode, self.device, p.precision, ac=self.layout.ac,
-                                  compile=bool(cfg.train.compile))
+        self.fwd = parallel.apply(
+            self.model, self.layout.mode, self.device, p.precision, ac=self.layout.ac, compile=bool(cfg.train.compile)
+        )
         self.opt = optim.build_optimizer(self.model, cfg.optim)
         self.sampler = p.source.sampler("train", cfg.train.batch_size, cfg.train.seq_len, int(cfg.run.seed))
         self.val = [
@@ -174,53 +143,63 @@ class Trainer:
             for x, y in p.source.val_batches(cfg.train.batch_size, cfg.train.seq_len, cfg.train.eval_batches)
         ]
         self.probe = GradProbe(self.model, self.world)
-        self.entropy_batch = torch.from_numpy(eval_set(p.source, cfg.train.seq_len, ENTROPY_PROBE_TOKENS)[0]).to(self.device)
-        self.state = TrainState()
-        path = self._latest_checkpoint()
+        rows = eval_set(p.source, cfg.train.seq_len, ENTROPY_PROBE_TOKENS)[0]
+        self.entropy_batch = torch.from_numpy(rows).to(self.device)
+        path = self._latest_checkpoint(p.run_dir / "ckpt")
         if path is not None:
             extra = checkpoint.load(path, self.model, self.opt)
             if extra.get("run_id") != p.run_id:
                 raise BadInput(f"checkpoint in {p.run_dir}/ckpt belongs to run {extra.get('run_id')}, not {p.run_id}")
             self.state = restore(extra, self.sampler)
-            self._saved_at = self.state.step
+            self.saved_at = self.state.step
             self.log(f"resuming run {p.run_id} from step {self.state.step}")
         self.autocast = parallel.autocast(self.device, p.precision, self.layout.mode)
-        self.provenance = provenance.record(device=describe_device(self.device), precision=p.precision,
-                                            data=p.source.fingerprint)
         self._open_run_dir()
 
-    def _layout(self) -> memory.Plan:
+    def _layout(self) -> memory.MemoryPlan:
         """single | ddp | fsdp, micro-batch and activation checkpointing for this world and device."""
         import torch
 
-        t, p, w = self.cfg.train, self.p, self.world
+        t, p, w = self.cfg.train, self.prepared, self.world
         cap = None
         if self.device.type == "cuda":  # the smallest device of the allocation, so every rank plans alike
-            cap = int(-dist.mean(w, -torch.tensor(float(torch.cuda.get_device_properties(self.device).total_memory),
-                                                  device=self.device), op="min"))
-        lay = memory.layout(p.spec, seq_len=t.seq_len, batch_size=t.batch_size, world=w.size, parallel=t.parallel,
-                            micro_batch=t.micro_batch_size, ac=t.activation_checkpointing, precision=p.precision,
-                            device=self.device.type, capacity=cap,
-                            wsd_branches=any(b.branch_at is not None for b in p.budgets))
+            cap = int(dist.smallest(w, torch.cuda.get_device_properties(self.device).total_memory, self.device))
+        lay = memory.layout(
+            p.spec,
+            seq_len=t.seq_len,
+            batch_size=t.batch_size,
+            world=w.size,
+            parallel=t.parallel,
+            micro_batch=t.micro_batch_size,
+            ac=t.activation_checkpointing,
+            precision=p.precision,
+            device=self.device.type,
+            capacity=cap,
+            wsd_branches=any(b.branch_at is not None for b in p.budgets),
+        )
         if not lay.fits:
-            self.log(f"warning: the memory plan needs {lay.total / memory.GiB:.1f} GiB per device of "
-                     f"{cap / memory.GiB:.1f} GiB; try {lay.advice}")
-        self.log(f"layout: {w.size} process{'es' * (w.size > 1)}, {lay.mode}, micro-batch {lay.micro_batch} x "
-                 f"{lay.accum}, activation checkpointing {'on' if lay.ac else 'off'}")
+            self.log(
+                f"warning: the memory plan needs {lay.total / memory.GiB:.1f} GiB per device of "
+                f"{cap / memory.GiB:.1f} GiB; try {lay.advice}"
+            )
+        self.log(
+            f"layout: {w.size} process{'es' * (w.size > 1)}, {lay.mode}, micro-batch {lay.micro_batch} x "
+            f"{lay.accum}, activation checkpointing {'on' if lay.ac else 'off'}"
+        )
         return lay
 
-    def _latest_checkpoint(self):
+    def _latest_checkpoint(self, d):
         """Every rank verifies a share of the files; all agree on the checkpoint to load."""
-        return checkpoint.latest(self.p.run_dir / "ckpt", self.world, warn=lambda m: self.log(f"warning: {m}"))
+        return checkpoint.latest(d, self.world, warn=lambda m: self.log(f"warning: {m}"))
 
     def _open_run_dir(self) -> None:
         from omegaconf import OmegaConf
 
-        cfg, p, w = self.cfg, self.p, self.world
+        cfg, p, w = self.cfg, self.prepared, self.world
         doc = OmegaConf.to_container(cfg, resolve=True)
         doc["run_id"] = p.run_id
         doc["accounting"] = p.accounting
-        doc["provenance"] = self.provenance
+        doc["provenance"] = self.summary.provenance
         p.run_dir.mkdir(parents=True, exist_ok=True)
         if w.main and not (p.run_dir / "config.yaml").exists():
             write_text(p.run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(doc)))
@@ -245,7 +224,7 @@ class Trainer:
         for j in range(k):  # gradients are synchronised on the last micro-batch only
             with parallel.sync(self.fwd, self.layout.mode, last=j == k - 1):
                 with self.autocast:
-                    _, loss = self.fwd(x[j * mb:(j + 1) * mb], y[j * mb:(j + 1) * mb])
+                    _, loss = self.fwd(x[j * mb : (j + 1) * mb], y[j * mb : (j + 1) * mb])
                 (loss / k).backward()
             total = total + loss.detach()
         probes = self.probe() if probe else None
@@ -272,10 +251,46 @@ class Trainer:
             for x, y in self.val:
                 x, y = dist.rows(self.world, x, y)
                 for j in range(0, x.size(0), mb):
-                    total += self.model(x[j:j + mb], y[j:j + mb])[1].float()
+                    total += self.model(x[j : j + mb], y[j : j + mb])[1].float()
                     n += 1
         self.model.train()
         return float(dist.mean(self.world, total)) / max(1, n)
+
+    def _decay_branch(self, budget, stop: StopFlag) -> float | None:
+        """A WSD decay branch (one run, several decayed points): at ``budget.branch_at`` the model,
+        optimiser, data stream and RNG are copied, the copy decays to ``budget.steps`` and its
+        held-out loss is returned; the main run goes on from the fork as if it had never branched.
+        A stop inside (a branch can outlast a scheduler's warning): the branch is checkpointed in
+        ``ckpt/branch_<steps>/``, the trainer put back at the fork, None returned; a resumed run
+        reaching the fork continues the branch from that checkpoint, as if never interrupted."""
+        import torch
+
+        model_state = {k: v.clone() for k, v in self.model.state_dict().items()}
+        opt_state = copy.deepcopy(self.opt.state_dict())
+        sampler_state = copy.deepcopy(self.sampler.state_dict())
+        rng = torch.get_rng_state()
+        p, start = self.prepared, self.state.step
+        d = p.run_dir / "ckpt" / f"branch_{budget.steps:08d}"
+        path = self._latest_checkpoint(d)
+        try:
+            if path is not None:
+                start = restore(checkpoint.load(path, self.model, self.opt), self.sampler).step
+                self.log(f"resuming the decay branch to step {budget.steps} at step {start}")
+            for s in range(start, budget.steps):
+                self.train_step(optim.lr_at(s, budget.steps, self.cfg.optim, p.tokens_per_step), probe=False)
+                if s + 1 < budget.steps and stop.agree(self.world, self.device):  # the last step: finish it
+                    extra = extra_state(p.run_id, TrainState(step=s + 1), self.sampler, 0.0)
+                    checkpoint.save(d, s + 1, self.world, self.model, self.opt, extra, keep=1)
+                    return None
+            loss = self.evaluate()
+        finally:
+            self.model.load_state_dict(model_state)
+            self.opt.load_state_dict(opt_state)
+            self.sampler.load_state_dict(sampler_state)
+            torch.set_rng_state(rng)
+        if self.world.main:  # done: a later resume that reaches the fork again simply retrains it
+            shutil.rmtree(d, ignore_errors=True)
+        return loss
 
     def _record(self, b, loss: float) -> None:
         self.state.record(b, loss)
@@ -288,73 +303,92 @@ class Trainer:
         sq = parallel.global_sq_norms(self.world, [q.detach() for q in self.model.parameters()])
         return bool(torch.isfinite(sq).all())
 
-    def _save(self, wall: float) -> None:
-        extra = extra_state(self.p.run_id, self.state, self.sampler, wall)
-        checkpoint.save(self.p.run_dir / "ckpt", self.state.step, self.world, self.model, self.opt, extra,
-                        keep=int(self.cfg.train.keep_ckpts))
-
-    def _checkpoint(self, wall: float) -> dict | None:
-        """Save, unless the weights went non-finite (then the run ends diverged: its summary)."""
+    def _checkpoint(self) -> Ending | None:
+        """Save, unless the weights went non-finite: then the run ends diverged."""
+        st = self.state
         if not self._weights_finite():
-            return self._end("diverged", wall, reason=f"non-finite weights after step {self.state.step}",
-                             diverged_step=self.state.step)
+            return Ending("diverged", f"non-finite weights after step {st.step}", {"diverged_step": st.step})
         self.tracker.flush()
-        self._save(wall)
-        self._saved_at = self.state.step
+        extra = extra_state(self.prepared.run_id, st, self.sampler, self.clock())
+        checkpoint.save(
+            self.prepared.run_dir / "ckpt",
+            st.step,
+            self.world,
+            self.model,
+            self.opt,
+            extra,
+            keep=int(self.cfg.train.keep_ckpts),
+        )
+        self.saved_at = st.step
         return None
 
-    def _end(self, status: str, wall: float, **kw) -> dict:
-        """Every way a run stops: history flushed, summary written, tracker closed."""
-        self.tracker.flush()
-        summary = write_summary(self, status, wall, **kw)
-        self.tracker.finish(summary)
-        return summary
-
-    # -- the loop -------------------------------------------------------------
+    # -- the run --------------------------------------------------------------
     def run(self, handle_signals: bool) -> dict:
-        again = lambda: abandoned(self, self._wall and self._wall(), self._saved_at)  # noqa: E731  (2nd Ctrl-C)
-        with StopFlag(handle_signals, on_again=again, escalate=not self.world.distributed) as stop:
+        """Set up and train; every ending goes through ``_end``."""
+        with StopFlag(handle_signals, on_again=self._interrupted_again, escalate=not self.world.distributed) as stop:
+            try:
+                summary = self._end(self._attempt(stop))
+                if summary["status"] == "done" and self.cfg.train.analyze_at_end and self.world.main:
+                    # from the final checkpoint, as dw analyze would
+                    analysis.at_end(self.prepared.run_dir, self.log, self.device)
+                return summary
+            finally:
+                dist.shutdown(self.world)
+
+    def _attempt(self, stop: StopFlag) -> Ending:
+        """Set-up and the loop; any error but bad input ends the run ``failed``."""
+        try:
             self.setup()  # a Ctrl-C while it loads: the run stops after its first step
             return self._loop(stop)
+        except BadInput:
+            raise  # one line, exit 2: the input is wrong, the run did not fail
+        except Exception as e:
+            return Ending("failed", f"{type(e).__name__}: {e}", error=e)
 
-    def _loop(self, stop: StopFlag) -> dict:
-        p, st = self.p, self.state
+    def _end(self, ending: Ending) -> dict:
+        """History flushed, summary written, tracker closed; then ``ending.error`` raised, if any."""
+        wall = self.clock() if self.clock else self.state.wall_before  # set-up failed: earlier attempts' only
+        try:
+            self.tracker.flush()
+            summary = self.summary.write(ending.status, self.state, wall, ending.reason, **ending.extra)
+            self.tracker.finish(summary)
+        except Exception:
+            if ending.error is None:
+                raise
+            raise ending.error  # recording a failure failed too (a full disk): report the failure itself
+        if ending.error is not None:
+            raise ending.error
+        return summary
+
+    def _interrupted_again(self) -> str:
+        """A second Ctrl-C (StopFlag's on_again): the summary written, the line to print."""
+        return self.summary.abandoned(self.state, self.clock and self.clock(), self.saved_at)
+
+    def _loop(self, stop: StopFlag) -> Ending:
+        p, st = self.prepared, self.state
         t0 = time.perf_counter()
-        wall = lambda: st.wall_before + time.perf_counter() - t0  # noqa: E731
-        write_summary(self, "running", wall())
-        self._wall = wall
+        self.clock = lambda: st.wall_before + time.perf_counter() - t0
+        self.summary.write("running", st, self.clock())
         sched = Schedule(self.cfg.train, self.cfg.probe, p.steps, p.budgets)
         watch = LossWatch(self.world, st.last_finite)
         meter = Throughput(st.step * p.tokens_per_step, p.accounting["flops_per_token"], peak_flops(self.device))
         if self.progress:
             self.progress.begin(st.step, p.steps, p.tokens_per_step)
-        try:
-            while st.step < p.steps:
-                out = self._step(sched, watch, meter, stop, wall)
-                if out is not None:
-                    return out
-            ended = None if self._saved_at == st.step else self._checkpoint(wall())
-            if ended is None and self.cfg.train.analyze_at_end and self.world.main:
-                ended = self._end("done", wall())
-                analysis.at_end(p.run_dir, self.log, self.device)  # from the final checkpoint, as dw analyze would
-            return ended or self._end("done", wall())
-        except (Preempted, BadInput):
-            raise
-        except Exception as e:
-            self._end("failed", wall(), reason=f"{type(e).__name__}: {e}")
-            raise
-        finally:
-            dist.shutdown(self.world)
+        while st.step < p.steps:
+            if (ending := self._step(sched, watch, meter, stop)) is not None:
+                return ending
+        if self.saved_at != st.step and (ending := self._checkpoint()) is not None:
+            return ending  # diverged in the last steps
+        return Ending("done")
 
-    def _step(self, sched: Schedule, watch, meter, stop: StopFlag, wall) -> dict | None:
-        """One step of the main run and whatever the schedule hangs on it; a summary if the run ended."""
-
-        p, st = self.p, self.state
+    def _step(self, sched: Schedule, watch, meter, stop: StopFlag) -> Ending | None:
+        """One step of the main run and whatever the schedule hangs on it; an Ending if the run ended."""
+        p, st = self.prepared, self.state
         for b in sched.branches_at(st.step):
             if b.steps not in st.steps_recorded:
-                loss = decay_branch(self, b, stop)
+                loss = self._decay_branch(b, stop)
                 if loss is None:  # stopped inside the branch: it is checkpointed; now the main run at the fork
-                    return self._preempt(stop, wall, f"in the decay branch to step {b.steps}")
+                    return self._stop(stop, f"in the decay branch to step {b.steps}")
                 self._record(b, loss)
         lr = optim.lr_at(st.step, p.steps, self.cfg.optim, p.tokens_per_step)
         loss, gn, probes = self.train_step(lr, sched.probe(st.step + 1))
@@ -362,15 +396,14 @@ class Trainer:
         watch.add(st.step, loss)
         if st.step >= p.steps:
             stop.clear()  # the run is complete: finish it rather than requeue it
-        self.stop_agreed(stop)
+        stop.agree(self.world, self.device)  # every rank stops at the same step
         ev = sched.after(st.step)
         if ev.needs_loss or stop.requested:
             bad_step = watch.first_bad_step()
             st.last_finite = watch.last_finite
             if bad_step is not None:
                 self.log(f"diverged at step {bad_step} (last finite loss {st.last_finite})")
-                return self._end("diverged", wall(), reason=f"non-finite loss at step {bad_step}",
-                                 diverged_step=bad_step)
+                return Ending("diverged", f"non-finite loss at step {bad_step}", {"diverged_step": bad_step})
         tokens = st.step * p.tokens_per_step
         rec = {"grad_norm": probes} if probes is not None else {}
         if rec and "router" in probes:
@@ -381,8 +414,15 @@ class Trainer:
         if rec:
             self.tracker.log_probe({"step": st.step, "tokens": tokens, **rec})
         if ev.log or ev.evaluate:
-            row = {"step": st.step, "tokens": tokens, "loss": st.last_finite, "lr": lr, "grad_norm": float(gn),
-                   **meter.row(tokens), **meter.memory(self.device)}
+            row = {
+                "step": st.step,
+                "tokens": tokens,
+                "loss": st.last_finite,
+                "lr": lr,
+                "grad_norm": float(gn),
+                **meter.row(tokens),
+                **meter.memory(self.device),
+            }
             if ev.evaluate:
                 row["val_loss"] = self.evaluate()
             self.tracker.log(row)
@@ -392,26 +432,18 @@ class Trainer:
             self.tracker.flush()
         if self.progress:
             self.progress.update(st.step, st.last_finite)
-        if ev.checkpoint:
-            ended = self._checkpoint(wall())
-            if ended is not None:
-                return ended
+        if ev.checkpoint and (ending := self._checkpoint()) is not None:
+            return ending
         if stop.requested:
-            return self._preempt(stop, wall)
+            return self._stop(stop)
         return None
 
-    def stop_agreed(self, stop: StopFlag) -> bool:
-        """Whether to stop after this step; every rank stops at the same step (StopFlag.agree)."""
-        return stop.agree(self.world, self.device)
-
-    def _preempt(self, stop: StopFlag, wall, where: str = ""):
-        """Checkpoint (unless this step's is on disk), write the summary, raise ``Preempted``."""
+    def _stop(self, stop: StopFlag, where: str = "") -> Ending:
+        """A stop signal: checkpoint (unless this step's is on disk), then end ``preempted``."""
         step = self.state.step
-        if self._saved_at != step and (ended := self._checkpoint(wall())) is not None:
-            return ended  # diverged
+        if self.saved_at != step and (ending := self._checkpoint()) is not None:
+            return ending  # diverged
         e = Preempted(stop.name, step, where)
         if stop.name != "SIGINT":  # Ctrl-C: whoever called train() says it in one line (signals.interrupted_line)
             self.log(f"{stop.name}: checkpointed at step {step}{f' ({where})' if where else ''}; exiting for requeue")
-        self._end("preempted", wall(), reason=str(e))
-        raise e
-
+        return Ending("preempted", str(e), error=e)

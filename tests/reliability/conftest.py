@@ -18,8 +18,13 @@ def ledger(request):
         path = os.environ.get("DW_RELIABILITY_LEDGER")
         if not path:
             return
-        row = {"test": request.node.nodeid, "faults": faults, "recovered": recovered, "lost": lost,
-               "duplicates": duplicates}
+        row = {
+            "test": request.node.nodeid,
+            "faults": faults,
+            "recovered": recovered,
+            "lost": lost,
+            "duplicates": duplicates,
+        }
         with open(path, "a") as f:  # one short line per write: O_APPEND keeps lines whole
             f.write(json.dumps(row) + "\n")
 

@@ -57,6 +57,7 @@ def _at(n):
 
 def _torn(n, name):
     """append_jsonl to ``name``: the n-th call writes half its payload, then dies."""
+
     def before(k, path, rows, *a, **kw):
         if str(path).endswith(name):
             before.hits += 1
@@ -65,6 +66,7 @@ def _torn(n, name):
                 with open(path, "a") as f:
                     f.write(payload[: len(payload) // 2])
                 _die()
+
     before.hits = 0
     return before
 
@@ -75,15 +77,18 @@ def _after_append(n, name):
             after.hits += 1
             if after.hits == n:
                 _die()
+
     after.hits = 0
     return after
 
 
 def _branch_step(step):
     """lr_at(step, total) asked by a decay branch (total < the run's steps) at ``step``."""
+
     def before(k, s, total, o, *rest):  # rest: tokens per step
         if total == int(os.environ["DW_FAULT_BRANCH_TOTAL"]) and s == step:
             _die()
+
     return before
 
 
@@ -108,6 +113,7 @@ def _in_eval(n, rows_call):
             state["rows"] += 1
             if state["rows"] == rows_call:
                 _die()
+
     _wrap("depthwidth.train.dist", "rows", before=before)
 
 
@@ -203,8 +209,11 @@ def matrix(root: str, points: dict, args: list) -> dict:
         pid = os.fork()
         if pid == 0:
             d = root / name
-            res = _dw([*args, f"run.dir={d}"]) if point is None else {
-                "killed": _dw([*args, f"run.dir={d}"], point, n), "resumed": _dw([*args, f"run.dir={d}"])}
+            res = (
+                _dw([*args, f"run.dir={d}"])
+                if point is None
+                else {"killed": _dw([*args, f"run.dir={d}"], point, n), "resumed": _dw([*args, f"run.dir={d}"])}
+            )
             (root / f"{name}.result.json").write_text(json.dumps(res))
             os._exit(0)
         running[pid] = name

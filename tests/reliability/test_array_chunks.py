@@ -50,8 +50,17 @@ def test_thirty_runs_go_in_as_four_arrays_of_one_sweep(slurm_cluster, tmp_path, 
         assert not set(arrays2) & set(arrays)
         st = status(env)
         assert st["counts"]["pending"] == 30 and all(len(r["jobs"]) == 2 for r in st["runs"])
-        p = run_dw("sweep", "tiny", "launcher=slurm", HOLD, "launcher.max_array_size=20", "--only", "model.depth=1",
-                   "--retry-failed", env=env)
+        p = run_dw(
+            "sweep",
+            "tiny",
+            "launcher=slurm",
+            HOLD,
+            "launcher.max_array_size=20",
+            "--only",
+            "model.depth=1",
+            "--retry-failed",
+            env=env,
+        )
         assert p.returncode == 0 and "nothing to submit" in p.stdout
     finally:
         slurm_cluster.sh("scancel", *arrays2)

@@ -31,8 +31,10 @@ for b in range(int(sys.argv[2])):
 
 def test_eight_writers_lose_nothing_and_status_reads_throughout(tmp_path, ledger):
     env = dict(os.environ, PYTHONPATH=str(REPO), DW_RUNS=str(tmp_path))
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(w), str(BATCHES)], env=env, cwd=REPO)
-             for w in range(WRITERS)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(w), str(BATCHES)], env=env, cwd=REPO)
+        for w in range(WRITERS)
+    ]
     reads = 0
     while any(p.poll() is None for p in procs) or reads < 3:  # read while they write
         if (tmp_path / "s" / "manifest").exists():
@@ -41,8 +43,12 @@ def test_eight_writers_lose_nothing_and_status_reads_throughout(tmp_path, ledger
             json.loads(p.stdout)
             reads += 1
     assert all(p.wait() == 0 for p in procs)
-    want = {f"w{w}b{b}e{i}": 2000 * ((w * 7 + b * 3 + i) % 40)
-            for w in range(WRITERS) for b in range(BATCHES) for i in range(1 + (w + b) % 4)}
+    want = {
+        f"w{w}b{b}e{i}": 2000 * ((w * 7 + b * 3 + i) % 40)
+        for w in range(WRITERS)
+        for b in range(BATCHES)
+        for i in range(1 + (w + b) % 4)
+    }
     lines = (tmp_path / "s" / "manifest").read_text().splitlines()
     rows = [json.loads(x) for x in lines]  # every line parses: none torn, none interleaved
     seen = Counter(r["run_id"] for r in rows)
@@ -56,9 +62,17 @@ def test_eight_writers_lose_nothing_and_status_reads_throughout(tmp_path, ledger
 def test_eight_concurrent_sweeps_submit_every_run_exactly_once(tmp_path, ledger):
     env = {**tiny_env(tmp_path, steps=4, depths="[1, 2, 3, 4]"), "PYTHONPATH": str(REPO)}
     full = dict(os.environ, **env)
-    procs = [subprocess.Popen([sys.executable, "-m", "depthwidth", "sweep", "tiny", "launcher=local",
-                               "launcher.workers=1", "--json"], env=full, cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "depthwidth", "sweep", "tiny", "launcher=local", "launcher.workers=1", "--json"],
+            env=full,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=300)

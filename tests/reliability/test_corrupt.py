@@ -26,9 +26,11 @@ def test_status_reads_past_corruption_and_reports_it(tmp_path, monkeypatch, ledg
     st = json.loads(p.stdout)
     assert [r["run_id"] for r in st["runs"]] == [f"run{i:05d}" for i in range(4)]
     probs = st["problems"]
-    found = [any("manifest: 3 unreadable line(s)" in x for x in probs),
-             any(x.startswith("run00002: summary.json unreadable") for x in probs),
-             any(x.startswith("run00001: metrics.jsonl ends in a torn line") for x in probs)]
+    found = [
+        any("manifest: 3 unreadable line(s)" in x for x in probs),
+        any(x.startswith("run00002: summary.json unreadable") for x in probs),
+        any(x.startswith("run00001: metrics.jsonl ends in a torn line") for x in probs),
+    ]
     ledger(faults=5, recovered=0, lost=4 - len(st["runs"]), duplicates=0)
     assert all(found) and len(probs) == 3, probs
     text = run_dw("status", "s", env={"DW_RUNS": str(tmp_path)})

@@ -57,8 +57,14 @@ def test_a_full_disk_fails_cleanly_and_the_run_resumes_once_there_is_space(small
     assert p.returncode == 0, p.stderr
     got, want = _metrics(d), _metrics(ref)
     steps = [r["step"] for r in got]
-    ledger(faults=1, recovered=1, lost=sum(1 for r in want if r["step"] not in steps),
-           duplicates=len(steps) - len(set(steps)))
+    ledger(
+        faults=1,
+        recovered=1,
+        lost=sum(1 for r in want if r["step"] not in steps),
+        duplicates=len(steps) - len(set(steps)),
+    )
     assert got == want
-    assert json.loads((d / "summary.json").read_text())["final_val_loss"] == \
-        json.loads((ref / "summary.json").read_text())["final_val_loss"]
+    assert (
+        json.loads((d / "summary.json").read_text())["final_val_loss"]
+        == json.loads((ref / "summary.json").read_text())["final_val_loss"]
+    )

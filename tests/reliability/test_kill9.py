@@ -19,22 +19,36 @@ from tests.helpers import REPO
 from tests.test_train import TIMING
 
 TPS = 8 * 64
-ARGS = ["model.depth=2", "model.width=64", "train.batch_size=8", "train.seq_len=64", "train.threads=1",
-        "train.log_every=4", "probe.every=8", "optim.schedule=wsd", "optim.warmup=4", "optim.decay_fraction=0.25",
-        "train.steps=24", f"train.budgets=[{16 * TPS}]", "train.ckpt_every=8", "train.eval_every=8",
-        "train.micro_batch_size=4", "train.eval_batches=4"]
+ARGS = [
+    "model.depth=2",
+    "model.width=64",
+    "train.batch_size=8",
+    "train.seq_len=64",
+    "train.threads=1",
+    "train.log_every=4",
+    "probe.every=8",
+    "optim.schedule=wsd",
+    "optim.warmup=4",
+    "optim.decay_fraction=0.25",
+    "train.steps=24",
+    f"train.budgets=[{16 * TPS}]",
+    "train.ckpt_every=8",
+    "train.eval_every=8",
+    "train.micro_batch_size=4",
+    "train.eval_batches=4",
+]
 # point -> which arrival kills (counts from an instrumented run of ARGS)
 POINTS = {
-    "checkpoint-shards": 4,     # the second checkpoint's shards written, being hashed
-    "checkpoint-manifest": 2,   # the second checkpoint hashed, its manifest not written
-    "checkpoint-renamed": 6,    # the second checkpoint renamed into place, older ones not pruned
-    "wsd-branch": 13,           # decay branch step 13 (of 12..15)
-    "micro-batch": 42,          # between the two micro-batches of a step after the branch
-    "evaluation": 3,            # inside the step-16 evaluation, at its second batch
-    "metrics-torn": 3,          # half of the third metrics flush on disk
-    "probe-written": 2,         # the step-16 probe line on disk, its checkpoint not yet
-    "optimizer-step": 20,       # gradients clipped, the update not applied
-    "summary": 2,               # about to write the final summary
+    "checkpoint-shards": 4,  # the second checkpoint's shards written, being hashed
+    "checkpoint-manifest": 2,  # the second checkpoint hashed, its manifest not written
+    "checkpoint-renamed": 6,  # the second checkpoint renamed into place, older ones not pruned
+    "wsd-branch": 13,  # decay branch step 13 (of 12..15)
+    "micro-batch": 42,  # between the two micro-batches of a step after the branch
+    "evaluation": 3,  # inside the step-16 evaluation, at its second batch
+    "metrics-torn": 3,  # half of the third metrics flush on disk
+    "probe-written": 2,  # the step-16 probe line on disk, its checkpoint not yet
+    "optimizer-step": 20,  # gradients clipped, the update not applied
+    "summary": 2,  # about to write the final summary
 }
 
 
@@ -45,9 +59,25 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("kill9")
     (root / "points.json").write_text(json.dumps(POINTS))
     env = dict(os.environ, PYTHONPATH=str(REPO), DW_FAULT_BRANCH_TOTAL="16")
-    p = subprocess.run([sys.executable, "-m", "tests.reliability.faults", "--matrix", str(root),
-                        str(root / "points.json"), "--", "train", "--quiet", *ARGS], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.reliability.faults",
+            "--matrix",
+            str(root),
+            str(root / "points.json"),
+            "--",
+            "train",
+            "--quiet",
+            *ARGS,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     results = json.loads((root / "results.json").read_text())
     assert results["ref"] == 0, p.stderr[-3000:]
@@ -55,8 +85,7 @@ def runs(tmp_path_factory):
 
 
 def _lines(d: Path, name: str) -> list[dict]:
-    return [{k: v for k, v in json.loads(x).items() if k not in TIMING}
-            for x in (d / name).read_text().splitlines()]
+    return [{k: v for k, v in json.loads(x).items() if k not in TIMING} for x in (d / name).read_text().splitlines()]
 
 
 def _final(d: Path) -> dict:

@@ -52,5 +52,6 @@ def test_diverged_runs_are_retried_only_with_a_change_and_under_a_new_id(tmp_pat
 
     assert _sweep(env, "--retry-diverged", "optim.lr=1e-3")["submitted"] == []  # once only
     subs = [e["run_id"] for e in read_jsonl(manifest) if e["event"] == "submit"]
-    ledger(faults=2, recovered=sum(st[r]["state"] == "done" for r in new), lost=0,
-           duplicates=len(subs) - len(set(subs)))
+    ledger(
+        faults=2, recovered=sum(st[r]["state"] == "done" for r in new), lost=0, duplicates=len(subs) - len(set(subs))
+    )

@@ -15,10 +15,19 @@ from tests.helpers import assert_bad_input, run_dw
 from tests.test_train import TINY
 
 
-@pytest.mark.parametrize("argv", [
-    ["status", "../x"], ["status", "/etc"], ["fit", "../x"], ["report", "../x"], ["sync", "../x"],
-    ["status", "a/b"], ["status", ".hidden"], ["status", "link"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "../x"],
+        ["status", "/etc"],
+        ["fit", "../x"],
+        ["report", "../x"],
+        ["sync", "../x"],
+        ["status", "a/b"],
+        ["status", ".hidden"],
+        ["status", "link"],
+    ],
+)
 def test_sweep_names_stay_inside_the_runs_directory(tmp_path, argv):
     runs, outside = tmp_path / "runs", tmp_path / "x"
     runs.mkdir()
@@ -33,6 +42,7 @@ def test_sweep_names_stay_inside_the_runs_directory(tmp_path, argv):
 
 class _Boom:
     """Unpickling this runs code: what a tampered checkpoint would do."""
+
     def __reduce__(self):
         return (open, (os.environ["DW_MARKER"], "w"))
 
@@ -53,7 +63,7 @@ def test_a_tampered_checkpoint_runs_no_code(tmp_path, name):
     # the attacker fixes the manifest too, so the checksum check alone would not stop it
     lines = [ln for ln in (ck / "MANIFEST").read_text().splitlines() if not ln.endswith(f"  {name}")]
     lines.append(f"{hashlib.sha256((ck / name).read_bytes()).hexdigest()}  {name}")
-    (ck / "MANIFEST").write_text("\n".join(sorted(lines, key=lambda s: s.split('  ')[1])) + "\n")
+    (ck / "MANIFEST").write_text("\n".join(sorted(lines, key=lambda s: s.split("  ")[1])) + "\n")
     p = run_dw("train", *args, env={"DW_MARKER": str(marker)})
     assert not marker.exists()  # the payload never ran
     assert p.returncode == 1 and "Traceback" not in p.stderr
@@ -68,11 +78,18 @@ def test_a_run_directory_follows_the_umask_and_is_never_world_writable(tmp_path,
     from tests.helpers import REPO
 
     d = tmp_path / "run"
-    code = (f"import os, sys; os.umask({umask}); from depthwidth.cli.app import main; "
-            f"sys.argv = ['dw', 'train', *sys.argv[1:]]; main()")
-    p = subprocess.run([sys.executable, "-c", code, *TINY, "train.steps=10", "train.ckpt_every=5", f"run.dir={d}"],
-                       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True,
-                       timeout=300)
+    code = (
+        f"import os, sys; os.umask({umask}); from depthwidth.cli.app import main; "
+        f"sys.argv = ['dw', 'train', *sys.argv[1:]]; main()"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, *TINY, "train.steps=10", "train.ckpt_every=5", f"run.dir={d}"],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     paths = [d, *d.rglob("*")]
     assert any(q.is_file() and q.parent.name.startswith("step_") for q in paths)  # the checkpoint's own files too

@@ -24,10 +24,17 @@ from tests.test_status import _fake_sweep
 FAILING = "#!/bin/sh\necho 'sacct: error: Problem talking to the database: Connection refused' >&2\nexit 1\n"
 
 
-@pytest.mark.parametrize("summary,want", [
-    ("running", "unknown"), ("preempted", "unknown"), (None, "unknown"),
-    ("failed", "failed"), ("done", "done"), ("diverged", "diverged"),
-])
+@pytest.mark.parametrize(
+    "summary,want",
+    [
+        ("running", "unknown"),
+        ("preempted", "unknown"),
+        (None, "unknown"),
+        ("failed", "failed"),
+        ("done", "done"),
+        ("diverged", "diverged"),
+    ],
+)
 def test_run_state_when_the_scheduler_cannot_be_asked(summary, want):
     s = {"status": summary} if summary else None
     assert status_mod.run_state(s, None, True, known=False) == want
@@ -43,10 +50,13 @@ def _bin(tmp_path, sacct: str | None):
     return str(d)
 
 
-@pytest.mark.parametrize("sacct,why", [
-    (None, "no sacct on this machine"),
-    (FAILING, "Connection refused"),
-])
+@pytest.mark.parametrize(
+    "sacct,why",
+    [
+        (None, "no sacct on this machine"),
+        (FAILING, "Connection refused"),
+    ],
+)
 def test_status_says_unknown_not_lost(tmp_path, monkeypatch, sacct, why, ledger):
     monkeypatch.setenv("DW_RUNS", str(tmp_path))
     _fake_sweep(tmp_path, "s", 3, launcher="slurm", states={1: "running", 2: "pending"})

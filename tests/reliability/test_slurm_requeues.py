@@ -38,8 +38,9 @@ def test_three_requeues_one_in_a_branch_give_the_unpreempted_run(slurm_cluster, 
         st = wait_for(lambda: (s := status(env))["counts"]["done"] == 1 and s, 600, "the run done")
         # summary.json says done before W&B closes its last segment: wait for the job to end itself
         # (a scancel now would cut the segment's last rows)
-        wait_for(lambda: not slurm_cluster.sh("squeue", "-h", "-j", job, check=False).stdout.strip(), 300,
-                 "the job to end")
+        wait_for(
+            lambda: not slurm_cluster.sh("squeue", "-h", "-j", job, check=False).stdout.strip(), 300, "the job to end"
+        )
     finally:
         slurm_cluster.sh("scancel", job, check=False)
     text = task_logs(tmp_path)

@@ -1,4 +1,4 @@
-"""The report's data model: what a report is made of, and the numbers it compares against.
+"""The report's document model: what a report is made of, and the numbers it compares against.
 
 ``Data`` is one sweep or run table, gathered (load.py); a report is a dict
 ``{"schema", "source", "tables": {key: Table}, "notes", "figures"}`` whose
@@ -21,8 +21,13 @@ FORMATS = ("rich", "markdown", "csv", "json")
 SHAPES = ("uniform", "increasing", "decreasing", "diamond", "x")
 
 
-SHAPE_LABEL = {"uniform": "uniform", "increasing": "increasing (<)", "decreasing": "decreasing (>)",
-               "diamond": "diamond (◇)", "x": "× (><former)"}
+SHAPE_LABEL = {
+    "uniform": "uniform",
+    "increasing": "increasing (<)",
+    "decreasing": "decreasing (>)",
+    "diamond": "diamond (◇)",
+    "x": "× (><former)",
+}
 
 
 DONE = ("done",)
@@ -32,10 +37,18 @@ NOT_DONE = ("pending", "running", "failed", "diverged", "preempted", "cancelled"
 
 
 PAPER_DD_LOSS = {  # (depth, width): (loss, params) — "The Depth Delusion", training loss
-    (2, 512): (3.945, 58e6), (8, 512): (3.543, 77e6), (16, 512): (3.435, 102.1e6),
-    (24, 512): (3.468, 127.3e6), (32, 512): (3.441, 152.4e6), (16, 256): (3.929, None),
-    (16, 1536): (3.049, None), (24, 1792): (2.821, None), (80, 1024): (2.978, None),
-    (40, 2432): (2.519, None), (72, 1792): (2.681, None), (32, 4096): (2.298, 6.86e9),
+    (2, 512): (3.945, 58e6),
+    (8, 512): (3.543, 77e6),
+    (16, 512): (3.435, 102.1e6),
+    (24, 512): (3.468, 127.3e6),
+    (32, 512): (3.441, 152.4e6),
+    (16, 256): (3.929, None),
+    (16, 1536): (3.049, None),
+    (24, 1792): (2.821, None),
+    (80, 1024): (2.978, None),
+    (40, 2432): (2.519, None),
+    (72, 1792): (2.681, None),
+    (32, 4096): (2.298, 6.86e9),
     (64, 2816): (2.417, 6.38e9),
 }
 
@@ -81,8 +94,8 @@ class Table:
     notes: list[str] = field(default_factory=list)
     pivot: dict | None = None  # {"index", "columns", "cell"(row -> str), "index_label", "column_label"}
 
-    def display(self) -> tuple[list[str], list[list[str]]]:
-        """(header labels, rows of strings) as a person reads the table."""
+    def display(self, skip: tuple[str, ...] = ()) -> tuple[list[str], list[list[str]]]:
+        """(header labels, rows of strings) as a person reads the table, less the columns ``skip``."""
         if self.pivot:
             p = self.pivot
             idx = sorted({r[p["index"]] for r in self.rows})
@@ -90,11 +103,16 @@ class Table:
             cell = {(r[p["index"]], r[p["columns"]]): p["cell"](r) for r in self.rows}
             head = [p["index_label"]] + [f"{p['column_label']}{c}" for c in cs]
             return head, [[fmt_int(i)] + [cell.get((i, c), "") for c in cs] for i in idx]
-        return [c.label for c in self.cols], [[c.show(r.get(c.key)) for c in self.cols] for r in self.rows]
+        cols = [c for c in self.cols if c.key not in skip]
+        return [c.label for c in cols], [[c.show(r.get(c.key)) for c in cols] for r in self.rows]
 
     def to_json(self) -> dict:
-        return {"title": self.title, "columns": {c.key: c.label for c in self.cols}, "rows": self.rows,
-                "notes": self.notes}
+        return {
+            "title": self.title,
+            "columns": {c.key: c.label for c in self.cols},
+            "rows": self.rows,
+            "notes": self.notes,
+        }
 
 
 def fmt_int(x) -> str:
@@ -199,14 +217,22 @@ def group_cells(runs, key=lambda r: (r["depth"], r["width"])) -> dict:
     for k, rs in groups.items():
         m, sd = mean_sd([r["loss"] for r in rs])
         toks = sorted({r["tokens"] for r in rs if r["tokens"] is not None})
-        out[k] = {"loss": m, "sd": sd, "seeds": len(rs), "runs": [r["run"] for r in rs],
-                  "params": mean_sd([r["params"] for r in rs])[0],
-                  "params_non_embedding": mean_sd([r.get("params_non_embedding") for r in rs])[0],
-                  "flops_per_token": mean_sd([r["flops_per_token"] for r in rs])[0],
-                  "kv_bytes_per_token": mean_sd([r["kv_bytes_per_token"] for r in rs])[0],
-                  "flops": mean_sd([r["flops"] for r in rs])[0],
-                  "tokens": toks[-1] if toks else None, "widths": rs[0].get("widths"),
-                  "depth": rs[0]["depth"], "width": rs[0]["width"], "shape": rs[0]["shape"] or "uniform"}
+        out[k] = {
+            "loss": m,
+            "sd": sd,
+            "seeds": len(rs),
+            "runs": [r["run"] for r in rs],
+            "params": mean_sd([r["params"] for r in rs])[0],
+            "params_non_embedding": mean_sd([r.get("params_non_embedding") for r in rs])[0],
+            "flops_per_token": mean_sd([r["flops_per_token"] for r in rs])[0],
+            "kv_bytes_per_token": mean_sd([r["kv_bytes_per_token"] for r in rs])[0],
+            "flops": mean_sd([r["flops"] for r in rs])[0],
+            "tokens": toks[-1] if toks else None,
+            "widths": rs[0].get("widths"),
+            "depth": rs[0]["depth"],
+            "width": rs[0]["width"],
+            "shape": rs[0]["shape"] or "uniform",
+        }
     return out
 
 
@@ -217,7 +243,8 @@ def papers_grid(data) -> bool:
     """Whether a report is of one of the papers' grids: a shipped paper sweep, or runs that carry a
     published reference (their sweep file's ``ref: {source: published}``)."""
     return data.source.get("sweep") in PAPER_SWEEPS or any(
-        (r.get("ref") or {}).get("source") == "published" for r in data.runs)
+        (r.get("ref") or {}).get("source") == "published" for r in data.runs
+    )
 
 
 def paper_loss(r) -> tuple:

@@ -26,8 +26,11 @@ import numpy as np
 
 
 def _record_at(probes: list[dict], step: int):
-    rec = [p for p in probes if isinstance(p, dict) and isinstance(p.get("grad_norm"), dict)
-           and p["grad_norm"].get("block")]
+    rec = [
+        p
+        for p in probes
+        if isinstance(p, dict) and isinstance(p.get("grad_norm"), dict) and p["grad_norm"].get("block")
+    ]
     if not rec:
         return None
     return min(rec, key=lambda p: (abs(float(p.get("step", 0)) - step), float(p.get("step", 0))))
@@ -66,8 +69,16 @@ def profile_fit(g) -> dict:
     return out
 
 
-def persistence(profiles: list[dict], step: int = 1000, B: int = 1000, level: float = 0.95, seed: int = 0,
-                law=None, law_values: dict | None = None, law_samples: dict | None = None) -> dict:
+def persistence(
+    profiles: list[dict],
+    step: int = 1000,
+    B: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    law=None,
+    law_values: dict | None = None,
+    law_samples: dict | None = None,
+) -> dict:
     """Per-run tau fits, tau(W) ∝ W^p with a run-bootstrap interval, D_crit by 1/e per width."""
     runs = []
     shaped = 0
@@ -79,8 +90,9 @@ def persistence(profiles: list[dict], step: int = 1000, B: int = 1000, level: fl
             shaped += 1
             continue
         f = profile_fit(rec["grad_norm"]["block"])
-        runs.append({"run": pr["run"], "width": float(pr["width"]), "depth": pr.get("depth"),
-                     "step": rec.get("step"), **f})
+        runs.append(
+            {"run": pr["run"], "width": float(pr["width"]), "depth": pr.get("depth"), "step": rec.get("step"), **f}
+        )
     out: dict = {"probe_step": step, "runs": runs, "warnings": []}
     if shaped:
         out["warnings"].append(f"{shaped} run(s) with a non-uniform width shape left out of tau(W)")
@@ -90,7 +102,9 @@ def persistence(profiles: list[dict], step: int = 1000, B: int = 1000, level: fl
     fin = [r for r in runs if r["tau"] is not None and math.isfinite(r["tau"]) and r["tau"] > 0]
     nd = [r["run"] for r in runs if r["tau"] is not None and not math.isfinite(r["tau"])]
     if nd:
-        out["warnings"].append(f"{len(nd)} run(s) show no decay of gradient norm with distance from the top (tau = inf)")
+        out["warnings"].append(
+            f"{len(nd)} run(s) show no decay of gradient norm with distance from the top (tau = inf)"
+        )
     lw = np.log([r["width"] for r in fin]) if fin else np.array([])
     lt = np.log([r["tau"] for r in fin]) if fin else np.array([])
     if len(set(np.round(lw, 9))) >= 2:
@@ -105,8 +119,14 @@ def persistence(profiles: list[dict], step: int = 1000, B: int = 1000, level: fl
         if B > 0 and len(ps) >= 2:
             lo, hi = np.percentile(ps, [50 * (1 - level), 50 * (1 + level)])
             ci = [float(lo), float(hi)]
-        out["tau_law"] = {"p": p, "p_ci": ci, "prefactor": float(math.exp(k)), "r2": r2,
-                          "runs": len(fin), "widths": len(set(np.round(lw, 9)))}
+        out["tau_law"] = {
+            "p": p,
+            "p_ci": ci,
+            "prefactor": float(math.exp(k)),
+            "r2": r2,
+            "runs": len(fin),
+            "widths": len(set(np.round(lw, 9))),
+        }
         if len(set(np.round(lw, 9))) < 3:
             out["warnings"].append("tau(W) fitted on fewer than 3 widths: p is barely constrained")
         if ci is not None and ci[0] <= 0 <= ci[1]:
@@ -119,8 +139,11 @@ def persistence(profiles: list[dict], step: int = 1000, B: int = 1000, level: fl
     table = {}
     for w, rs in sorted(by_w.items()):
         vals = [r["dcrit_1e"] for r in rs if r["dcrit_1e"] is not None and not r["censored"]]
-        row = {"profiles": float(np.median(vals)) if vals else None,
-               "runs": len(rs), "censored": sum(1 for r in rs if r["censored"])}
+        row = {
+            "profiles": float(np.median(vals)) if vals else None,
+            "runs": len(rs),
+            "censored": sum(1 for r in rs if r["censored"]),
+        }
         if law is not None and "dcrit" in law.options and law_values is not None:
             row["law"] = float(law.dcrit(law_values, [w])[0])
             if law_samples:

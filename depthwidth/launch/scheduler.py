@@ -15,12 +15,30 @@ from depthwidth.core.errors import WorkFailed
 from depthwidth.core.store import jobs_dir, read_json
 
 SLURM_STATES = {
-    "PENDING": "pending", "RESV_DEL_HOLD": "pending", "CONFIGURING": "running", "RUNNING": "running",
-    "COMPLETING": "running", "RESIZING": "running", "SUSPENDED": "running", "STOPPED": "running",
-    "SIGNALING": "running", "STAGE_OUT": "running", "REQUEUED": "preempted", "REQUEUE_HOLD": "preempted",
-    "REQUEUE_FED": "preempted", "PREEMPTED": "preempted", "COMPLETED": "completed", "CANCELLED": "cancelled",
-    "REVOKED": "cancelled", "FAILED": "failed", "TIMEOUT": "failed", "OUT_OF_MEMORY": "failed",
-    "NODE_FAIL": "failed", "BOOT_FAIL": "failed", "DEADLINE": "failed", "SPECIAL_EXIT": "failed",
+    "PENDING": "pending",
+    "RESV_DEL_HOLD": "pending",
+    "CONFIGURING": "running",
+    "RUNNING": "running",
+    "COMPLETING": "running",
+    "RESIZING": "running",
+    "SUSPENDED": "running",
+    "STOPPED": "running",
+    "SIGNALING": "running",
+    "STAGE_OUT": "running",
+    "REQUEUED": "preempted",
+    "REQUEUE_HOLD": "preempted",
+    "REQUEUE_FED": "preempted",
+    "PREEMPTED": "preempted",
+    "COMPLETED": "completed",
+    "CANCELLED": "cancelled",
+    "REVOKED": "cancelled",
+    "FAILED": "failed",
+    "TIMEOUT": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "NODE_FAIL": "failed",
+    "BOOT_FAIL": "failed",
+    "DEADLINE": "failed",
+    "SPECIAL_EXIT": "failed",
 }
 
 
@@ -89,8 +107,9 @@ def _parse(text: str) -> dict[str, str]:
 def _squeue(arrays: list[str]) -> dict[str, str]:
     """The controller's view of these jobs (queued or running ones only); {} if squeue cannot answer."""
     try:
-        p = subprocess.run(["squeue", "-h", "-o", "%i|%T", "-j", ",".join(arrays)], capture_output=True,
-                           text=True, timeout=60)
+        p = subprocess.run(
+            ["squeue", "-h", "-o", "%i|%T", "-j", ",".join(arrays)], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return {}
     return _parse(p.stdout) if p.returncode == 0 else {}
@@ -112,10 +131,11 @@ def pid_alive(pid) -> bool:
         return True
 
 
-def task_states(name: str) -> dict[str, str | None]:
-    """Local/debug launchers' task state files -> job id -> normalised state (None: unknown)."""
+def task_states(name: str, root=None) -> dict[str, str | None]:
+    """Local/debug launchers' task state files of sweep ``name`` under the run store ``root``
+    -> job id -> normalised state (None: unknown)."""
     out: dict[str, str | None] = {}
-    d = jobs_dir(name)
+    d = jobs_dir(name, root)
     if not d.is_dir():
         return out
     for sub in d.iterdir():

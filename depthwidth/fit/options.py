@@ -1,0 +1,133 @@
+"""Every choice of a fit in one dataclass: ``FitOptions``, shared by ``dw fit``, ``dw fit --match``
+and the report.
+
+``dw fit`` builds one from its flags and passes it to ``run_fit`` (pipeline.py)
+or, with ``--match``, to ``run_match`` (match.py: it reads the sampling
+options, ``where``, ``bootstrap``, ``level``, ``seed``, ``delta``).  A fit.json
+records the law's options and filter; ``FitOptions.of_document(doc)`` reads
+them back, so the report, ``--force`` and the preferred-law line name a fit
+the same way (``label``: ``chinchilla``, ``depth-delusion[log+E]`` …).
+
+``checked()`` validates every option before anything is read (bad input:
+one line, exit 2) and returns the parsed values the pipeline works with.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from depthwidth.core.errors import bad
+from depthwidth.fit.boot import RESAMPLE
+from depthwidth.fit.count import check_convention
+from depthwidth.fit.derived import C_REF
+from depthwidth.fit.holdout import parse_holdout
+from depthwidth.fit.isoflop import AXES as ISOFLOP_AXES
+from depthwidth.fit.laws import LAW_NAMES, Law, get_law, label, parse_pins
+from depthwidth.fit.solver import DEFAULT_DELTA
+from depthwidth.fit.verdicts import law_of_label
+
+APPROACHES = ("3", "isoflop")  # 3: the law fitted to every point; isoflop: approach 2 beside it
+DCRIT_FORMS = ("log", "power")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The options parsed: the law, the laws to compare, K of the hold-out, N's convention, the pins."""
+
+    law: Law
+    compare: list
+    holdout_k: int | None
+    n_convention: str
+    pins: dict
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    law: str = "chinchilla"
+    dcrit: str = "log"  # depth-delusion's D_crit form: log (kappa*ln W) | power (c*W^p)
+    irreducible: bool = False  # depth-delusion: an irreducible loss E
+    where: list | tuple | None = None  # COLUMN=VALUE filters of the table's rows
+    bootstrap: int = 200  # replicates for intervals (0: none)
+    resample: str = "noise"  # what a replicate redraws (fit/boot.py)
+    level: float = 0.95  # interval level
+    seed: int = 0
+    delta: float = DEFAULT_DELTA  # Huber delta on log residuals
+    max_starts: int = 4500
+    pins: object = None  # --pin NAME=VALUE, a string or a list of them
+    compare: str | None = None  # laws to compare on held-out runs, comma-separated
+    holdout: str | None = None  # largest[:K]
+    sensitivity: bool = False
+    approach: str = "3"
+    isoflop_axis: str = "auto"
+    n_convention: str | None = None  # None: the law's own
+    c_ref: float = C_REF  # compute at which N*, D*, W* are reported
+    probe_step: int = 1000  # probe step of gradient persistence
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def of_document(cls, doc: dict) -> "FitOptions":
+        """The law and filter a fit.json was fitted with (documents before ``options``: log, no E)."""
+        law = law_of_label(doc.get("law", "chinchilla"), doc.get("options"))
+        return cls(
+            law=law.name,
+            dcrit=law.options.get("dcrit", "log"),
+            irreducible=bool(law.options.get("irreducible", False)),
+            where=list(doc.get("where") or []),
+        )
+
+    @property
+    def where_list(self) -> list[str]:
+        return [str(w) for w in (self.where or [])]
+
+    def make_law(self) -> Law:
+        return get_law(self.law, dcrit=self.dcrit, irreducible=self.irreducible)
+
+    @property
+    def label(self) -> str:
+        return label(self.make_law())
+
+    def identity(self) -> dict:
+        """What makes two fits of one sweep the same fit (the report shows one): law and filter."""
+        return {"law": self.label, "where": sorted(self.where_list)}
+
+    def check_sampling(self) -> None:
+        """The options every fit reads, ``--match`` included."""
+        if self.bootstrap < 0:
+            raise bad("--bootstrap", self.bootstrap, "an integer >= 0 (0 disables intervals)")
+        if not (self.delta > 0 and math.isfinite(self.delta)):
+            raise bad("--huber-delta", self.delta, "a number > 0")
+        if not 0 < self.level < 1:
+            raise bad("--ci", self.level, "a level in (0, 1), e.g. 0.95")
+
+    def checked(self) -> Checked:
+        """Every option of a law fit checked, in the order the flags are documented."""
+        self.check_sampling()
+        if self.dcrit not in DCRIT_FORMS:
+            raise bad("--dcrit", self.dcrit, " | ".join(DCRIT_FORMS))
+        names: list[str] = []
+        for c in (self.compare or "").split(","):
+            c = c.strip()
+            if c and c not in LAW_NAMES:
+                raise bad("--compare", c, " | ".join(LAW_NAMES))
+            if c and c not in names:
+                names.append(c)
+        if self.approach not in APPROACHES:
+            raise bad("--approach", self.approach, " | ".join(APPROACHES))
+        if self.isoflop_axis not in ISOFLOP_AXES:
+            raise bad("--isoflop-axis", self.isoflop_axis, " | ".join(ISOFLOP_AXES))
+        holdout_k = parse_holdout(self.holdout)
+        law = self.make_law()
+        n_conv = check_convention(self.n_convention, law.name)
+        if self.resample not in RESAMPLE:
+            raise bad("--resample", self.resample, " | ".join(RESAMPLE))
+        c = self.c_ref
+        if not (isinstance(c, (int, float)) and math.isfinite(c) and c > 0):
+            raise bad("--c-ref", c, "a compute in FLOPs > 0, e.g. 1e21")
+        pins = parse_pins(self.pins, law)
+        if self.max_starts < 1:
+            raise bad("--max-starts", self.max_starts, "an integer >= 1")
+        return Checked(law, names, holdout_k, n_conv, pins)

@@ -1,0 +1,377 @@
+"""``dw fit`` end to end, one named step each: check, load, count, clean, fit, intervals, derive,
+the optional sections, write.
+
+``run_fit(...)`` returns the JSON document (stable keys ``law, n, params{},
+ci{}, r2, rmse, objective, excluded[], derived{}`` plus more) and, for a
+sweep, writes it to ``ROOT/NAME/fit.json`` (atomically) for ``dw report``.
+Every option is a field of ``FitOptions`` (options.py); all argument checks
+happen before anything is read or written.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from depthwidth.core import provenance
+from depthwidth.core.errors import BadInput
+from depthwidth.fit.boot import bootstrap as boot_fn
+from depthwidth.fit.boot import bound_hits, param_samples, percentile_ci
+from depthwidth.fit.compare import compare_laws
+from depthwidth.fit.count import count_model, with_convention
+from depthwidth.fit.count import warnings_for as count_warnings
+from depthwidth.fit.derived import derived_numbers, nest
+from depthwidth.fit.engine import fit_law
+from depthwidth.fit.files import check_out, jsonable, read_input, sweep_quantum, table_fingerprint, unfinished
+from depthwidth.fit.files import write_document
+from depthwidth.fit.gradient_persistence import persistence
+from depthwidth.fit.holdout import holdout as holdout_fn
+from depthwidth.fit.holdout import split_largest
+from depthwidth.fit.intervals import coverage_warnings, underdetermined
+from depthwidth.fit.intervals import measured as measured_coverage
+from depthwidth.fit.intervals import vet as vet_intervals
+from depthwidth.fit.isoflop import budgets as isoflop_budgets
+from depthwidth.fit.isoflop import isoflop as isoflop_fn
+from depthwidth.fit.laws import get_law, label
+from depthwidth.fit.options import Checked, FitOptions
+from depthwidth.fit.planted import compare as compare_planted
+from depthwidth.fit.planted import read_world
+from depthwidth.fit.sensitivity import sensitivity as sensitivity_fn
+from depthwidth.fit.table import apply_where, prepare
+from depthwidth.fit.verdicts import identification
+from depthwidth.track.run_source import RunSource
+from depthwidth.track.table import probe_profiles
+
+SCHEMA = "dw.fit/1"
+DROPPED = ("failed", "diverged")  # run statuses whose probe profiles tau(W) leaves out
+
+
+def run_fit(
+    name: str | None = None,
+    *,
+    runs=None,
+    columns: str | None = None,
+    root=None,
+    source: str = "store",
+    project: str | None = None,
+    group: str | None = None,
+    options: FitOptions | None = None,
+    out=None,
+    write: bool = True,
+    force: bool = False,
+    **settings,
+) -> dict:
+    """``dw fit``: the fit.json document of the runs named by ``name`` | ``runs`` | ``source="wandb"``.
+
+    ``options`` is a ``FitOptions``; its fields may also be given as keywords (``law="depth-delusion",
+    bootstrap=1000``), which override it.  ``write``: to ``out``, else ROOT/NAME/fit.json for a sweep;
+    a sweep's fit of another law or filter is replaced only with ``force``.
+    """
+    t0 = time.perf_counter()
+    src = RunSource(name, runs, columns, root, source, project, group)
+    opts = replace(options or FitOptions(), **settings)
+    chk = opts.checked()
+    check_out(out)
+
+    rt = read_input(src)
+    if write and out is None and rt.sweep_dir is not None and not force:
+        check_replace(rt.sweep_dir / "fit.json", opts)
+    df = apply_where(rt.df, opts.where)
+    data_fp = table_fingerprint(df)  # the input table as given, before N is chosen
+    df, n_conv, n_note = _count_as(df, chk, opts)
+    going = unfinished(name, rt.sweep_dir, root) if rt.sweep_dir is not None else None
+    clean, excluded, notes = _clean(df, chk, opts, going)
+    fr = _fit(clean, chk, opts, going)
+
+    count = count_model(clean, n_conv)
+    warnings = list(fr.warnings) + notes + count_warnings(count, chk.law)
+    widths = sorted(set(np.asarray(clean["width"], dtype=float).astype(int))) if "width" in clean else []
+    point = {k: float(v[0]) for k, v in derived_numbers(chk.law, fr.params, widths, opts.c_ref, count).items()}
+    iv = _intervals(fr, clean, chk, opts, point, widths, count)
+    warnings += iv.warnings + _contains_zero(chk, opts.level, iv)
+    derived = nest(point, iv.dci, chk.law, widths, opts.c_ref, count)
+    if rt.sweep_dir is not None:
+        warnings += _gradient_persistence(derived, df, rt.sweep_dir, fr, chk, opts, iv.samples)
+
+    under = underdetermined(fr, clean)
+    res = {
+        "schema": SCHEMA,
+        "law": chk.law.name,
+        "n": fr.n,
+        "params": fr.params,
+        "ci": iv.ci,
+        "r2": fr.r2,
+        "rmse": fr.rmse,
+        "objective": fr.objective,
+        "excluded": excluded,
+        "where": opts.where_list,
+        "derived": derived,
+        "formula": chk.law.formula,
+        "options": dict(chk.law.options),
+        "n_convention": {"name": n_conv, "n": n_note, "count": count.to_dict() if count else None},
+        "n_runs": fr.n_runs,
+        "rmse_log": fr.rmse_log,
+        "huber_delta": opts.delta,
+        "pinned": chk.pins,
+        "on_bound": fr.on_bound,
+        "starts": fr.starts,
+        "bootstrap": iv.info,
+        "seed_ci": iv.seed_ci,
+        "ci_withheld": iv.withheld,
+        "ci_flagged": iv.flagged,
+        "underdetermined": under,
+        "warnings": under + warnings,
+        "source": src.record(rt.sweep_dir),
+        "provenance": provenance.record(data=data_fp),
+    }
+    if "simulated" in clean and clean["simulated"].astype(bool).all():
+        world = read_world(rt.sweep_dir)
+        if world is not None:
+            res["planted"] = compare_planted(
+                world, chk.law, fr.params, iv.ci, point, iv.dci, widths, opts.c_ref, count, n_conv, iv.withheld
+            )
+    _sections(res, clean, fr, chk, opts, iv, rt.sweep_dir, widths, count, n_conv)
+    res["seconds"] = round(time.perf_counter() - t0, 3)
+    res = jsonable(res)
+    return write_document(res, out, rt.sweep_dir, "fit.json") if write else res
+
+
+def check_replace(path: Path, opts: FitOptions) -> None:
+    """A sweep's fit.json is what its report shows: a fit of another law or filter replaces it only
+    with --force (bad input, before anything is fitted)."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    mine, theirs = opts.identity(), FitOptions.of_document(old).identity()
+    if mine != theirs:
+        w = ", ".join(theirs["where"]) or "every run"
+        me = ", ".join(mine["where"]) or "every run"
+        raise BadInput(
+            f"{path} holds a {theirs['law']} fit of {w} that the report shows; this {mine['law']} fit "
+            f"of {me} (--law: chinchilla when not given; --where) would replace it: --force to "
+            "replace it, --out FILE to write elsewhere, or --no-write"
+        )
+
+
+def _count_as(df, chk: Checked, opts: FitOptions):
+    """(table with ``params`` = N in the chosen convention, the convention, its note)."""
+    try:
+        df, note = with_convention(df, chk.n_convention)
+        return df, chk.n_convention, note
+    except BadInput:
+        cols = set(map(str, df.columns))
+        if "params" in chk.law.columns or opts.n_convention is not None or not {"depth", "width"} <= cols:
+            raise
+    # a law that does not read N (width-depth) still needs one for C = 6·N·T: say which
+    df, note = with_convention(df, "12DW2")
+    return df, "12DW2", note + ": the table has no params column for the compute constraint"
+
+
+def _clean(df, chk: Checked, opts: FitOptions, going: str | None):
+    """(clean table, excluded runs, notes); every option that needs the table is checked here,
+    before the first fit."""
+    for n in chk.compare:  # every compared law must find its columns too
+        for lv in [get_law(n, "log", opts.irreducible)] if n == "depth-delusion" else [get_law(n)]:
+            prepare(df, lv)
+    try:
+        clean, excluded, notes = prepare(df, chk.law)
+    except BadInput as e:  # e.g. too few points yet: say which runs are still to come
+        raise BadInput(f"{e}; not yet ended: {going}") if going else e from None
+    if going:
+        notes.insert(0, f"fitted on the runs that have ended; not yet in this fit: {going} (refit when they end)")
+    if "shape" in clean:
+        sh = clean.groupby("run")["shape"].first().astype(str)
+        shaped = int((~sh.isin(["uniform", "None", "nan"])).sum())
+        if shaped:
+            notes.append(
+                f"{shaped} of {len(sh)} runs have a non-uniform width shape and {chk.law.name} has no shape "
+                "term: its parameters pool the shapes (fit --where shape=uniform for the uniform runs)"
+            )
+    if chk.holdout_k is not None:  # bad splits and tables without compute fail before any fit
+        split_largest(clean, chk.holdout_k)
+    if opts.approach == "isoflop":
+        isoflop_budgets(clean)
+    return clean, excluded, notes
+
+
+def _fit(clean, chk: Checked, opts: FitOptions, going: str | None):
+    try:
+        return fit_law(clean, chk.law, pins=chk.pins, delta=opts.delta, seed=opts.seed, max_starts=opts.max_starts)
+    except BadInput as e:
+        raise BadInput(f"{e}; not yet ended: {going}") if going else e from None
+
+
+@dataclass
+class Intervals:
+    """The bootstrap's intervals of the parameters (``ci``) and derived numbers (``dci``), what may
+    be shown of them (fit/intervals.py), and what the bootstrap says about itself."""
+
+    ci: dict
+    dci: dict
+    info: dict
+    seed_ci: dict | None = None
+    withheld: dict = field(default_factory=dict)
+    flagged: dict = field(default_factory=dict)
+    samples: dict | None = None  # parameter replicates, for tau(W)'s law band
+    theta: np.ndarray | None = None  # converged replicates' parameter vectors, for approach 2
+    warnings: list = field(default_factory=list)
+
+
+def _intervals(fr, clean, chk: Checked, opts: FitOptions, point: dict, widths, count) -> Intervals:
+    B, level, lw, pins = opts.bootstrap, opts.level, chk.law, chk.pins
+    info = {"replicates": B, "unit": "run" if opts.resample == "runs" else "seed noise", "resample": opts.resample}
+    if B <= 0:
+        return Intervals(
+            {p: None for p in fr.params},
+            {k: None for k in point},
+            info,
+            theta=np.empty((0, len(fr.theta))),
+            warnings=["--bootstrap 0: no intervals; point estimates alone can mislead"],
+        )
+    b = boot_fn(fr, clean, B, seed=opts.seed, kind=opts.resample)
+    samples = param_samples(fr, b)
+    ci = {k: ([fr.params[k]] * 2 if k in pins else percentile_ci(v, level)) for k, v in samples.items()}
+    ds = derived_numbers(lw, samples, widths, opts.c_ref, count) if len(next(iter(samples.values()))) else {}
+    dci = {k: percentile_ci(v, level) for k, v in ds.items()}
+    ok = int(b["ok"].sum())
+    info.update({"converged": ok, "runs": b["n_runs"], "level": level})
+    warnings = []
+    if ok < B:
+        warnings.append(f"{B - ok} of {B} bootstrap refits failed to converge")
+    if b["n_runs"] < 5:
+        warnings.append(f"only {b['n_runs']} runs: bootstrap intervals are unreliable")
+    for k, f in bound_hits(fr, b).items():
+        if f >= 0.1:
+            warnings.append(
+                f"{k} is on a bound in {100 * f:.0f}% of bootstrap refits: its interval is cut by the bound"
+            )
+    seed_ci = None
+    sb = boot_fn(fr, clean, B, seed=opts.seed + 1, kind="seeds")
+    if sb is not None:
+        ss = param_samples(fr, sb)
+        seed_ci = {k: ([fr.params[k]] * 2 if k in pins else percentile_ci(v, level)) for k, v in ss.items()}
+        info["seed_replicates"] = int(sb["ok"].sum())
+    # what may be shown (fit/intervals.py): withheld intervals, and measured coverage outside 90-98%
+    ci, w1, f1 = vet_intervals(fr.params, ci, ok, B)
+    dci, w2, f2 = vet_intervals(point, dci, ok, B)
+    withheld, flagged = {**w1, **w2}, {**f1, **f2}
+    for what, d in (("withheld", withheld), ("flagged", flagged)):
+        if d:
+            warnings.append(
+                f"{len(d)} interval(s) {what} ({', '.join(list(d)[:6])}"
+                + (" …" if len(d) > 6 else "")
+                + f"): e.g. {next(iter(d.values()))}"
+            )
+    warnings += coverage_warnings(
+        label(lw), [*ci, *dci], measured_coverage(label(lw), opts.resample, level), holdout=chk.holdout_k is not None
+    )
+    return Intervals(ci, dci, info, seed_ci, withheld, flagged, samples, b["theta"][b["ok"]], warnings)
+
+
+def _contains_zero(chk: Checked, level: float, iv: Intervals) -> list[str]:
+    """An exponent whose interval contains 0 is not established by the data: say so."""
+    out = []
+    for p in chk.law.params:
+        c = iv.ci.get(p.name)
+        if p.exponent and p.name not in chk.pins and c is not None and c[0] <= 0 <= c[1]:
+            out.append(
+                f"{p.name}: {100 * level:.0f}% interval [{c[0]:.3g}, {c[1]:.3g}] contains 0: "
+                "the data do not establish this exponent"
+            )
+    for k, c in iv.dci.items():
+        if k.endswith("_exponent") and c is not None and c[0] <= 0 <= c[1]:
+            out.append(f"{k}: {100 * level:.0f}% interval [{c[0]:.3g}, {c[1]:.3g}] contains 0")
+    return out
+
+
+def _gradient_persistence(derived: dict, df, sweep_dir, fr, chk: Checked, opts: FitOptions, samples) -> list[str]:
+    """tau(W) from the runs this fit is about: those --where kept, less failed and diverged runs
+    (their last profiles are not training's) -- the runs the report's figure draws.  Adds
+    ``derived["gradient_persistence"]``; returns its warnings."""
+    kept = set(np.asarray(df["run"]).astype(str)) if "run" in df else set()
+    profs = [p for p in probe_profiles(sweep_dir) if p["run"] in kept and p.get("status") not in DROPPED]
+    if not profs:
+        return []
+    gp = persistence(
+        profs,
+        step=opts.probe_step,
+        B=opts.bootstrap,
+        level=opts.level,
+        seed=opts.seed,
+        law=chk.law,
+        law_values=fr.params,
+        law_samples=samples,
+    )
+    warnings = gp.pop("warnings", [])
+    derived["gradient_persistence"] = gp
+    return warnings
+
+
+def _sections(
+    res: dict, clean, fr, chk: Checked, opts: FitOptions, iv: Intervals, sweep_dir, widths, count, n_conv
+) -> None:
+    """The sections beside the fit: the law comparison, the identification verdict, approach 2,
+    sensitivity and hold-out, each when asked for (identification always)."""
+    lw, pins = chk.law, chk.pins
+    common = {"delta": opts.delta, "seed": opts.seed, "max_starts": opts.max_starts}
+    if chk.compare:
+        names = chk.compare if lw.name in chk.compare else [lw.name] + chk.compare  # the fitted law takes part
+        cmp = compare_laws(
+            clean,
+            names,
+            irreducible=opts.irreducible,
+            pins=pins,
+            fits={label(lw): fr},
+            holdout_k=chk.holdout_k,
+            **common,
+        )
+        cmp.pop("_fits", None)
+        res["compare"] = cmp
+    res["identification"] = identification(
+        clean,
+        lw,
+        fr.params,
+        on_bound=fr.on_bound,
+        ci=iv.ci,
+        derived=res["derived"],
+        support=fr.checks.get("penalty_support"),
+        quantum=sweep_quantum(sweep_dir, clean),
+    )
+    B, level = opts.bootstrap, opts.level
+    if opts.approach == "isoflop":
+        res["isoflop"] = isoflop_fn(
+            clean,
+            axis=opts.isoflop_axis,
+            B=B,
+            level=level,
+            seed=opts.seed,
+            law=lw,
+            theta=np.vstack([fr.theta[None, :], iv.theta]),
+            resample=opts.resample,
+        )
+    if opts.sensitivity:
+        res["sensitivity"] = jsonable(
+            sensitivity_fn(
+                clean,
+                lw,
+                pins=pins,
+                widths=widths,
+                ci={**iv.ci, **iv.dci} if B else {},
+                base=fr,
+                boot=(B, level),
+                convention=n_conv,
+                count=count,
+                c_ref=opts.c_ref,
+                resample=opts.resample,
+                **common,
+            )
+        )
+    if chk.holdout_k is not None:
+        res["holdout"] = holdout_fn(
+            clean, lw, k=chk.holdout_k, bootstrap_n=B, level=level, pins=pins, resample=opts.resample, **common
+        )

@@ -1,0 +1,374 @@
+"""Every verdict on a fit: what it rests on, whether its claim is identified, which law to draw,
+which derived numbers mean something.
+
+Every fit states its number of runs and points and the range of each input
+column, and answers one question in one line: is the parameter that carries
+the law's claim pinned down by the data?
+
+* depth-delusion: the claim is D_crit(W), where extra depth starts to hurt.
+  It is identified when at least ``MIN_RUNS_PER_SIDE`` runs lie on each side
+  of the fitted D_crit (shallower and deeper), its parameters are not on a
+  bound, and the penalty is supported (BIC against the law without it,
+  checks.py).  With every run deeper (or every run shallower) than D_crit,
+  nothing in the data says where the penalty starts.
+* chinchilla: the claim is the compute-optimal split, carried by alpha and
+  beta; width-depth: the shape, carried by a_w and a_d.  Identified when
+  neither is on a bound and (with intervals) neither interval contains 0.
+
+Derived optima outside the physically meaningful range (fewer than one layer,
+a width below the sweep's width quantum, or one unit without it) and D_crit
+values below one layer are "not identified" rather than numbers:
+``identification.optimum`` and ``identification.dcrit_range`` in fit.json hold
+``{value, identified, because}`` per number.
+
+Which law to draw (``preferred``): when the claim is not identified and
+``--compare`` fitted a law of another family (not resting on that parameter:
+the other D_crit form of depth-delusion does) with a lower held-out error than
+the fitted law, the best such law is drawn (solid), the fitted law dashed as
+the alternative.  The held-out error is the leave-one-run-out RMSE (the
+ranking ``dcrit_preference`` uses too); the extrapolation split's pick is
+named beside it when the two disagree, and so is a same-family form that ranks
+first.  Without LORO (fewer than 3 runs) the extrapolation error decides.  The
+compare rows of fit.json carry each law's fitted ``params`` and ``options``;
+older documents name the options only in the label, e.g.
+``depth-delusion[power+E]``, which ``law_of_label`` parses.
+
+Every verdict is decided here, at fit time (``identification``,
+``dcrit_warnings``) or from a fit.json (``flags``, ``preferred``,
+``truth_line``, ``identification_notes``, ``optima_caveat``): ``dw fit``, the
+report and the README's demo section only show them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from depthwidth.fit.laws import Law, get_law, label
+
+MIN_RUNS_PER_SIDE = 2
+CLAIMS = {"chinchilla": ("alpha", "beta"), "width-depth": ("a_w", "a_d")}
+CLAIM_COLUMNS = {"alpha": "params", "beta": "tokens", "a_w": "width", "a_d": "depth"}  # what each exponent scales
+
+
+def ranges(table, law) -> dict[str, list[float]]:
+    """[min, max] of loss and of every column the law reads (and flops when present)."""
+    cols = ["loss", *law.columns] + (["flops"] if "flops" in table and "flops" not in law.columns else [])
+    out = {}
+    for c in cols:
+        v = np.asarray(table[c], dtype=float)
+        v = v[np.isfinite(v)]
+        out[c] = [float(v.min()), float(v.max())] if len(v) else None
+    return out
+
+
+def _dcrit_claim(table, law, params, on_bound, support) -> dict:
+    W = np.asarray(table["width"], dtype=float)
+    D = np.asarray(table["depth"], dtype=float)
+    runs = np.asarray(table["run"]).astype(str)
+    ratio = D / law.dcrit(params, W)
+    deeper, shallower = ratio > 1, ratio <= 1
+    n_deep, n_shallow = len(set(runs[deeper])), len(set(runs[shallower]))
+    bound = [p for p in ("kappa", "c", "p") if p in on_bound]
+    out = {
+        "parameter": "D_crit",
+        "points_beyond": int(deeper.sum()),
+        "points_within": int(shallower.sum()),
+        "runs_beyond": n_deep,
+        "runs_within": n_shallow,
+        "depth_over_dcrit": [float(ratio.min()), float(ratio.max())],
+    }
+    if n_deep < MIN_RUNS_PER_SIDE:
+        why = (
+            f"only {n_deep} run(s) are deeper than the fitted D_crit (deepest depth/D_crit = {ratio.max():.2g}): "
+            "nothing shows where extra depth starts to hurt"
+        )
+    elif n_shallow < MIN_RUNS_PER_SIDE:
+        why = (
+            f"only {n_shallow} run(s) are at or below the fitted D_crit (shallowest depth/D_crit = {ratio.min():.2g}): "
+            "nothing pins where the penalty starts"
+        )
+    elif bound:
+        why = f"{', '.join(bound)} sit(s) on a bound of the fit"
+    elif support is not None and not support["supported"]:
+        why = f"the penalty is not supported by the data (BIC {support['delta_bic']:+.1f} against the law without it)"
+    else:
+        why = f"{n_shallow} runs lie at or below and {n_deep} runs beyond the fitted D_crit" + (
+            f", and the penalty lowers BIC by {-support['delta_bic']:.1f}" if support is not None else ""
+        )
+        out["identified"] = True
+    out.setdefault("identified", False)
+    out["because"] = why
+    return out
+
+
+def penalty_supported(delta_bic: float) -> bool:
+    """The depth penalty is supported when it lowers BIC by more than 2 (fit/checks.py ``penalty_support``)."""
+    return bool(delta_bic < -2.0)
+
+
+def dcrit_warnings(past: int, support: dict | None) -> list[str]:
+    """At fit time, before the claim's verdict: ``past`` points beyond the fitted D_crit and the
+    penalty's BIC support (fit/checks.py) -- what they leave unidentified."""
+    if past == 0:
+        return ["no point lies beyond the fitted D_crit: the penalty (gamma, mu) and D_crit are not identified"]
+    out = [f"only {past} point(s) lie beyond the fitted D_crit: the penalty is weakly identified"] if past < 3 else []
+    if support is not None and not support["supported"]:
+        out.append(
+            f"the depth penalty is not supported by the data (BIC {support['delta_bic']:+.1f} against the "
+            "same law without it): gamma, mu and D_crit are not identified"
+        )
+    return out
+
+
+def _exponent_claim(law, params, on_bound, ci, table=None) -> dict:
+    names = CLAIMS[law.name]
+    bad = []
+    for k in names:  # a column the sweep never varies: its power is the constant E, whatever the interval says
+        col = CLAIM_COLUMNS.get(k)
+        if table is not None and col in table:
+            v = np.asarray(table[col], dtype=float)
+            v = v[np.isfinite(v)]
+            if len(v) and v.max() <= v.min() * 1.01:
+                bad.append(f"every point has the same {col} ({v.min():.3g}): {k} cannot be told from the constant")
+    bad += [f"{k} is on a bound" for k in names if k in on_bound]
+    for k in names:
+        c = (ci or {}).get(k)
+        if c is not None and c[0] <= 0 <= c[1]:
+            bad.append(f"the interval of {k} [{c[0]:.3g}, {c[1]:.3g}] contains 0")
+    if bad:
+        why = "; ".join(bad)
+    else:
+        why = ", ".join(f"{k} = {params[k]:.3g}" for k in names) + (
+            " with intervals clear of 0" if ci and all(ci.get(k) for k in names) else " (no intervals: --bootstrap 0)"
+        )
+    return {"parameter": " and ".join(names), "identified": not bad, "because": why}
+
+
+def _range_flag(k, v, floor, unit) -> dict:
+    if not (isinstance(v, (int, float)) and math.isfinite(v)) or v < floor:
+        return {
+            "value": None,
+            "identified": False,
+            "because": f"the law's {k} = {v:.3g} is below {unit}"
+            if isinstance(v, (int, float))
+            else f"the law has no finite {k}",
+        }
+    return {"value": float(v), "identified": True}
+
+
+def below_floor(key: str, value, quantum: int | None = None) -> bool:
+    """A flat derived number (``compute_optimal.D_opt``, ``dcrit[W=64]``, ``W_opt`` …) outside the meaningful range."""
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    base = key.rsplit(".", 1)[-1]
+    if base == "D_opt" or base.startswith("dcrit["):
+        return value < 1.0
+    return base == "W_opt" and value < (quantum or 1)
+
+
+def meaningful_optimum(derived: dict, quantum: int | None = None) -> dict:
+    """D_opt and W_opt of the compute-optimal allocation: a number only when physically meaningful.
+
+    ``quantum``: the width quantum of the sweep (model.quantum); widths below it cannot be built.
+    """
+    co = derived.get("compute_optimal") or {}
+    w_unit = f"the width quantum ({quantum})" if quantum and quantum > 1 else "one unit of width"
+    out = {}
+    for k, floor, unit in (("D_opt", 1.0, "one layer"), ("W_opt", float(quantum or 1), w_unit)):
+        v = co.get(k)
+        if v is None:
+            continue
+        out[k] = _range_flag(f"optimum {k}", v, floor, unit)
+    return out
+
+
+def meaningful_dcrit(derived: dict) -> dict:
+    """D_crit at the sweep's widths and the reference models: a number only when it is at least one layer.
+
+    Keys as in the derived numbers: ``dcrit[W=64]``, ``dcrit[GPT-3]`` (the depth/D_crit ratio of a
+    reference model is not identified with it).
+    """
+    dc = derived.get("dcrit") or {}
+    out = {
+        f"dcrit[W={w}]": _range_flag(f"D_crit(W={w})", v.get("value"), 1.0, "one layer")
+        for w, v in (dc.get("widths") or {}).items()
+        if v.get("value") is not None
+    }
+    out.update(
+        {
+            f"dcrit[{m}]": _range_flag(f"D_crit({m})", v.get("dcrit"), 1.0, "one layer")
+            for m, v in (dc.get("reference") or {}).items()
+            if v.get("dcrit") is not None
+        }
+    )
+    return out
+
+
+def not_identified_line(ident: dict) -> str | None:
+    """One line naming the D_crit values below one layer, or None."""
+    bad = [k[len("dcrit[") : -1] for k, v in (ident.get("dcrit_range") or {}).items() if not v["identified"]]
+    if not bad:
+        return None
+    return f"D_crit below one layer at {', '.join(bad)}: not identified (shown as such, not as numbers)"
+
+
+def identification(
+    table,
+    law,
+    params: dict,
+    *,
+    on_bound=(),
+    ci: dict | None = None,
+    derived: dict | None = None,
+    support: dict | None = None,
+    quantum: int | None = None,
+) -> dict:
+    """What the fit rests on and whether its claim is identified, with the one-line verdict."""
+    runs = np.asarray(table["run"]).astype(str)
+    out = {"points": int(len(runs)), "runs": int(len(set(runs))), "ranges": ranges(table, law), "quantum": quantum}
+    if "dcrit" in law.options:
+        claim = _dcrit_claim(table, law, params, set(on_bound), support)
+    elif law.name in CLAIMS:
+        claim = _exponent_claim(law, params, set(on_bound), ci, table)
+    else:  # pragma: no cover - every law names its claim
+        claim = {"parameter": None, "identified": None, "because": "no claim-carrying parameter declared"}
+    out["claim"] = claim
+    out["optimum"] = meaningful_optimum(derived or {}, quantum)
+    out["dcrit_range"] = meaningful_dcrit(derived or {})
+    out["verdict"] = (
+        f"{claim['parameter']} identified: {'yes' if claim['identified'] else 'no'}, because {claim['because']}"
+    )
+    return out
+
+
+def rests_on(ident: dict) -> str:
+    """One line: runs, points and the ranges of the input columns."""
+
+    def r(c, v):
+        return f"{c} {v[0]:.3g}–{v[1]:.3g}" if v else f"{c} —"
+
+    return f"rests on {ident['runs']} runs, {ident['points']} points; " + ", ".join(
+        r(c, v) for c, v in ident["ranges"].items()
+    )
+
+
+# -- which law to draw ----------------------------------------------------------
+
+BY = (("loro", "loro_rmse", "leave-one-run-out"), ("extrapolation", "extrapolation_rmse", "extrap."))
+
+
+def law_of_label(lab: str, options: dict | None = None) -> Law:
+    """The law a compare row names: ``chinchilla``, ``width-depth``, ``depth-delusion[log+E]`` …"""
+    if options:
+        return get_law(
+            lab.split("[", 1)[0], dcrit=options.get("dcrit", "log"), irreducible=bool(options.get("irreducible", False))
+        )
+    name, _, rest = lab.partition("[")
+    form = rest.rstrip("]")
+    return get_law(name, dcrit=form.split("+")[0] or "log", irreducible=form.endswith("+E"))
+
+
+def fitted_label(doc: dict) -> str:
+    """The fitted law's label (``depth-delusion[log]`` …) from a fit.json's law and options."""
+    return label(law_of_label(doc["law"], doc.get("options")))
+
+
+def preferred(doc: dict | None) -> dict | None:
+    """{law, alternative, by, line, fit} when another law should be drawn instead of the fitted one, else None.
+
+    The candidate laws are those of another family than the fitted one (another D_crit form of
+    depth-delusion rests on D_crit too); the one with the lowest held-out error is drawn when its
+    error is below the fitted law's.  ``fit`` is a minimal fit document (law, options, params).
+    """
+    if not doc:
+        return None
+    claim = ((doc.get("identification") or {}).get("claim")) or {}
+    cmp = doc.get("compare") or {}
+    if claim.get("identified") is not False or not cmp.get("laws"):
+        return None
+    mine = fitted_label(doc)
+    rows = {r["law"]: r for r in cmp["laws"] if r.get("params")}
+    alt = rows.get(mine)
+    if alt is None:
+        return None
+    family = mine.split("[", 1)[0]
+    others = [r for r in rows.values() if r["law"].split("[", 1)[0] != family]
+    pick = next(
+        (
+            (k, col, name)
+            for k, col, name in BY
+            if alt.get(col) is not None and any(r.get(col) is not None for r in others)
+        ),
+        None,
+    )
+    if pick is None:
+        return None
+    key, col, name = pick
+    win = min((r for r in others if r.get(col) is not None), key=lambda r: r[col])
+    if win[col] >= alt[col]:
+        return None
+    best = cmp.get("best") or {}
+    notes = [f"the {n} split prefers {best[k]}" for k, _, n in BY if k != key and best.get(k) not in (None, win["law"])]
+    first = best.get(key)
+    if first not in (None, win["law"], mine) and first in rows and first.split("[", 1)[0] == family:
+        notes.insert(0, f"{first} ranks first ({rows[first][col]:.3g}) but rests on {claim.get('parameter')} too")
+    why = f"{name} RMSE {win[col]:.3g} vs {alt[col]:.3g} nats for {mine}" + "".join(f"; {x}" for x in notes)
+    line = (
+        f"{claim.get('parameter')} not identified: the held-out comparison prefers {win['law']} ({why}), "
+        f"drawn solid; {mine} dashed as the alternative"
+    )
+    law = law_of_label(win["law"], win.get("options"))
+    return {
+        "law": win["law"],
+        "alternative": mine,
+        "by": key,
+        "line": line,
+        "fit": {"law": law.name, "options": dict(law.options), "params": win["params"]},
+    }
+
+
+# -- the verdicts of a fit.json, as dw fit, the report and the README say them ------------------
+
+
+def flags(fit: dict) -> tuple[dict, dict]:
+    """(optimum flags, D_crit flags) of a fit document; recomputed from ``derived`` for a fit.json
+    written before ``identification`` held them."""
+    ident = fit.get("identification") or {}
+    derived = fit.get("derived") or {}
+    return ident.get("optimum") or meaningful_optimum(derived), ident.get("dcrit_range") or meaningful_dcrit(derived)
+
+
+def truth_line(fit) -> str | None:
+    """The one line said when the fit's claim is not identified: the law the held-out comparison
+    prefers, drawn instead, or else the verdict; None when the claim is identified (or no fit)."""
+    pref = preferred(fit)
+    if pref:
+        return pref["line"]
+    ident = (fit or {}).get("identification") or {}
+    return ident["verdict"] if (ident.get("claim") or {}).get("identified") is False else None
+
+
+def identification_notes(fit: dict) -> list[str]:
+    """The verdict lines under a fit: the claim, each optimum that is not identified, the D_crit
+    values below one layer, the preferred law, and what the fit rests on."""
+    ident = fit.get("identification") or {}
+    if not ident:
+        return []
+    out = [ident["verdict"]]
+    out += [f"{k}: not identified ({v['because']})" for k, v in ident.get("optimum", {}).items() if not v["identified"]]
+    out += [x for x in (not_identified_line(ident), (preferred(fit) or {}).get("line")) if x]
+    return out + [rests_on(ident)]
+
+
+def optima_caveat(fit: dict) -> str | None:
+    """Every optimum is derived from the law's claim-carrying parameters: when the claim is not
+    identified, neither are they (one warning line), else None."""
+    claim = (fit.get("identification") or {}).get("claim") or {}
+    if claim.get("identified") is not False:
+        return None
+    return (
+        f"warning: derived from {claim.get('parameter')}, which the fit does not identify "
+        f"({claim.get('because')}): these optima are not identified either"
+    )
