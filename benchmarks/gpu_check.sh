@@ -68,3 +68,26 @@ peak = max(r.get("peak_memory_bytes") or 0 for r in rows)
 print(f"moe      {s['params'] / 1e9:.2f}B params  tokens/s {rows[-1]['tokens_per_s']:,.0f}  MFU {rows[-1]['mfu']}  "
       f"peak {peak / 2**30:.2f} GiB  planned {s['plan']['total'] / 2**30:.2f} GiB")
 PYEOF
+
+# The 500M VWT recipe (vwt_500m: 24 x 960, µP, power schedule), uniform vs × at bf16, compiled,
+# context 4096: step time, MFU and peak memory measured vs planned, for the issue "a × model
+# costs what its FLOPs cost" (the CPU figures: benchmarks/bench_shapes.py).
+for shape in uniform x; do
+  d="$OUT/vwt500m-$shape"
+  "$PY" -m depthwidth train model=vwt_500m model.shape=$shape optim=vwt data=synthetic data.vocab_size=50257 \
+    data.order=1 train.batch_size=16 train.micro_batch_size=auto train.seq_len=4096 train.steps=20 \
+    train.log_every=5 train.ckpt_every=0 probe.every=0 train.eval_batches=1 train.compile=true \
+    train.device=cuda run.dir="$d" --quiet --json > "$d.json" || { echo "vwt500m-$shape: FAILED"; continue; }
+  "$PY" - "$d" "$shape" <<'PYEOF'
+import json, sys
+d, shape = sys.argv[1:]
+s = json.load(open(f"{d}/summary.json"))
+rows = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+last, plan = rows[-1], s["plan"]
+peak = max(r.get("peak_memory_bytes") or 0 for r in rows)
+step_s = 16 * 4096 / last["tokens_per_s"]
+print(f"vwt500m  {shape:8s} {s['params'] / 1e6:.0f}M params  step {step_s:.3f} s  tokens/s {last['tokens_per_s']:,.0f}  "
+      f"MFU {last['mfu']}  peak {peak / 2**30:.2f} GiB  planned {plan['total'] / 2**30:.2f} GiB "
+      f"({plan['mode']} {plan['micro_batch']}x{plan['accum']})")
+PYEOF
+done

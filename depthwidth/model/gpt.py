@@ -13,9 +13,13 @@ zero   (zero-padding) as carry, but before layer i the coordinates beyond the
 proj   (learned projection) the stream is exactly as wide as the current
        layer; a bias-free Linear maps it whenever the width changes.
 
-With every w_i = R the model is a plain transformer (no slicing, no
-concatenation): pre-LN by default, or with one of the depth stabilisers of
-``Block`` (post-LN, DeepNorm, ReZero gates, NormFormer norms).  ``accounting.py`` counts exactly the tensors built here.
+For carry and zero the stream is held as segments cut at the width breakpoints
+(``Stream``): a layer reads and writes only its own w_i coordinates, so its cost
+follows w_i, not R, and the coordinates it does not touch are never copied.
+With every w_i = R there is one segment and the model is a plain transformer
+(no slicing, no concatenation): pre-LN by default, or with one of the depth
+stabilisers of ``Block`` (post-LN, DeepNorm, ReZero gates, NormFormer norms).
+``accounting.py`` counts exactly the tensors built here.
 
 µP (``spec.mup``, the VWT configs' lm-engine multipliers), where each acts:
   m_emb       the token embedding's output is multiplied by m_emb (12) before layer 1;
@@ -167,6 +171,56 @@ class Block(nn.Module):
         return x + self.mlp(self.norm_2(x))
 
 
+class Stream:
+    """The residual stream (carry and zero) kept as segments cut at the width breakpoints.
+
+    A layer of width w_i reads the segments of its prefix (one ``cat`` of w_i
+    coordinates; none at all when one segment covers it) and writes its output
+    back as views of that output, so the coordinates >= w_i are never read,
+    copied or padded: forward and backward cost follows the layer's width, not R.
+    Values and gradients are exactly those of one R-wide tensor (only copies
+    differ).  ``None`` is a segment of zeros nobody has written yet (beyond h,
+    or cleared by ``resize=zero``): made only when a layer reads it.
+    """
+
+    def __init__(self, ends: tuple[int, ...], segments: list):
+        self.ends, self.segments = ends, segments  # segment j covers [ends[j-1], ends[j])
+
+    @classmethod
+    def of(cls, x: torch.Tensor, ends: tuple[int, ...]) -> "Stream":
+        """A tensor holding the first x.size(-1) coordinates (views); the rest zero."""
+        k = ends.index(x.size(-1)) + 1
+        sizes = [e - s for s, e in zip((0,) + ends, ends)]
+        head = [x] if k == 1 else list(x.split(sizes[:k], dim=-1))
+        return cls(ends, head + [None] * (len(ends) - k))
+
+    def read(self, w: int) -> torch.Tensor:
+        """The first w coordinates (w a breakpoint)."""
+        k = self.ends.index(w) + 1
+        if k == 1 and self.segments[0] is not None:
+            return self.segments[0]
+        like = next(t for t in self.segments if t is not None)
+        parts = [
+            t if t is not None else like.new_zeros(*like.shape[:-1], e - s)
+            for t, s, e in zip(self.segments[:k], (0,) + self.ends, self.ends)
+        ]
+        return torch.cat(parts, dim=-1)
+
+    def write(self, y: torch.Tensor) -> None:
+        """y replaces the first y.size(-1) coordinates (a breakpoint), as views of y."""
+        self.segments[: self.ends.index(y.size(-1)) + 1] = Stream.of(y, self.ends).segments[
+            : self.ends.index(y.size(-1)) + 1
+        ]
+
+    def clear_beyond(self, w: int) -> None:
+        """Coordinates >= w become zero (``resize=zero``)."""
+        k = self.ends.index(w) + 1
+        self.segments[k:] = [None] * (len(self.ends) - k)
+
+    def full(self) -> torch.Tensor:
+        return self.read(self.ends[-1])
+
+
 class VariableWidthGPT(nn.Module):
     def __init__(self, spec: ModelSpec, max_seq_len: int):
         super().__init__()
@@ -178,6 +232,9 @@ class VariableWidthGPT(nn.Module):
         # proj keeps the stream exactly as wide as the current layer; carry and
         # zero keep one stream as wide as the widest layer (or h).
         self.stream_width = h if spec.resize == "proj" else spec.residual_width
+        # carry / zero: where the stream is cut into segments (every width a layer, the
+        # embedding or the final norm reads or writes), see ``Stream``
+        self.stream_ends = tuple(sorted({*spec.widths, h, spec.final_norm_width, self.stream_width}))
 
         self.wte = nn.Embedding(spec.vocab_size, h)
         self.blocks = nn.ModuleList(Block(spec, i) for i in range(L))
@@ -249,9 +306,12 @@ class VariableWidthGPT(nn.Module):
                 nn.init.normal_(lin.weight, mean=0.0, std=std * mu * out_scale)
             if s.stabiliser == "deepnorm":  # β also on the value and MLP-input weights
                 with torch.no_grad():
-                    block.attn.c_attn.weight[2 * block.width:].mul_(out_scale)
-                    for w in ([block.mlp.w_fc, block.mlp.w_gate] if isinstance(block.mlp, MoE) else
-                              [lin.weight for lin in (block.mlp.c_fc, getattr(block.mlp, "c_gate", None)) if lin]):
+                    block.attn.c_attn.weight[2 * block.width :].mul_(out_scale)
+                    for w in (
+                        [block.mlp.w_fc, block.mlp.w_gate]
+                        if isinstance(block.mlp, MoE)
+                        else [lin.weight for lin in (block.mlp.c_fc, getattr(block.mlp, "c_gate", None)) if lin]
+                    ):
                         w.mul_(out_scale)
             if block.proj_in is not None:  # scaled like a layer reading its input width
                 nn.init.normal_(block.proj_in.weight, mean=0.0, std=self.layer_std(block.proj_in.in_features) * mu)
@@ -263,36 +323,31 @@ class VariableWidthGPT(nn.Module):
         # Norm weights start at 1 (and layernorm biases at 0): the torch defaults.
 
     # ---- forward -----------------------------------------------------------
-    def _layer(self, i: int, block: Block, x: torch.Tensor, rope) -> torch.Tensor:
-        """Apply layer i to the whole stream x, per ``spec.resize``."""
-        resize, R = self.spec.resize, x.size(-1)
-        if resize == "zero":
-            in_w = self.spec.input_width(i)
-            if in_w < R:  # the stream is the previous layer's width, padded with zeros
-                x = F.pad(x[..., :in_w], (0, R - in_w))
-        w = block.width
-        if resize == "proj" or w == R:  # the layer owns the whole stream: plain transformer
+    def _layer(self, i: int, block: Block, x: "Stream | torch.Tensor", rope) -> "Stream | torch.Tensor":
+        """Apply layer i: to the stream's first w_i coordinates (carry, zero), or to the
+        whole, exactly w_i-wide stream (proj)."""
+        if isinstance(x, torch.Tensor):  # proj: the layer owns the whole stream
             return block(x, rope)
-        # Read and write the prefix; the suffix is concatenated back untouched
-        # (not added to), so it passes through bit for bit.  split, not two
-        # slices: its backward is one cat of the two gradients, where each
-        # slice's backward would zero-fill a full-width gradient and add them.
-        prefix, suffix = x.split((w, R - w), dim=-1)
-        return torch.cat((block(prefix, rope), suffix), dim=-1)
+        if self.spec.resize == "zero":  # the stream is the previous layer's width, zero beyond
+            x.clear_beyond(self.spec.input_width(i))
+        x.write(block(x.read(block.width), rope))
+        return x
 
-    def readout(self, x: torch.Tensor) -> torch.Tensor:
+    def readout(self, x: "Stream | torch.Tensor") -> torch.Tensor:
         """Logits from the stream after the last layer: resize back to the head's
         layout, final norm over spec.final_norm_width coordinates, truncate to h,
         LM head.  (For carry, any layer's stream can be read this way: logit lens.)"""
-        s, R = self.spec, x.size(-1)
+        s = self.spec
         wL, F_w, h = s.widths[-1], s.final_norm_width, s.embed_width
-        if s.resize == "zero" and wL < R:
-            x = F.pad(x[..., :wL], (0, R - wL))
         if self.proj_out is not None:
             x = self.proj_out(x)
-        if x.size(-1) > F_w:
-            x = x[..., :F_w]
-        x = self.norm_f(x)
+        elif s.resize != "proj":
+            if isinstance(x, torch.Tensor):  # a whole stream (e.g. a hidden state for the logit lens)
+                x = Stream.of(x, self.stream_ends)
+            if s.resize == "zero":
+                x.clear_beyond(wL)
+            x = x.read(F_w)
+        x = self.norm_f(x[..., :F_w] if x.size(-1) > F_w else x)
         if x.size(-1) > h:
             x = x[..., :h]
         logits = self.lm_head(x)
@@ -314,14 +369,19 @@ class VariableWidthGPT(nn.Module):
         B, T = idx.shape
         if T > self.max_seq_len:
             raise bad("sequence length", T, f"at most max_seq_len={self.max_seq_len}")
-        x = self.embed(idx)
-        ropes = {hs: (getattr(self, f"rope_cos_{hs}")[:T], getattr(self, f"rope_sin_{hs}")[:T])
-                 for hs in self._rope_sizes}
+        x = self.wte(idx)  # (B, T, h); embed() gives the same, padded to R
+        if self.spec.mup:
+            x = x * self.spec.m_emb
+        if self.spec.resize != "proj":
+            x = Stream.of(x, self.stream_ends)  # zero beyond h, without writing the zeros
+        ropes = {
+            hs: (getattr(self, f"rope_cos_{hs}")[:T], getattr(self, f"rope_sin_{hs}")[:T]) for hs in self._rope_sizes
+        }
         hidden = []
         for i, block in enumerate(self.blocks):
             x = self._layer(i, block, x, ropes.get(block.attn.head_size))
             if return_hidden:
-                hidden.append(x)
+                hidden.append(x if isinstance(x, torch.Tensor) else x.full())
         logits = self.readout(x)
         loss = None
         if targets is not None:
@@ -338,8 +398,10 @@ class VariableWidthGPT(nn.Module):
     # ---- introspection -----------------------------------------------------
     def layer_params(self) -> list[dict[str, list[nn.Parameter]]]:
         """Per layer (index 0 = bottom): its parameters, and those of attn and mlp."""
-        return [{"block": list(b.parameters()), "attn": list(b.attn.parameters()),
-                 "mlp": list(b.mlp.parameters())} for b in self.blocks]
+        return [
+            {"block": list(b.parameters()), "attn": list(b.attn.parameters()), "mlp": list(b.mlp.parameters())}
+            for b in self.blocks
+        ]
 
     def num_params(self) -> int:
         """Every parameter once (a tied head is not counted twice)."""
