@@ -77,6 +77,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--compile", action="store_true", help="torch.compile each block (train.compile's way)")
     ap.add_argument("--sizes", default=",".join(SIZES), help="comma-separated: " + ", ".join(SIZES))
     ap.add_argument("--no-whole", action="store_true", help="skip the whole-stream layout (before)")
+    ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated: " + ", ".join(FAMILIES))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     V, B, T = 4096, 8, 128
@@ -97,36 +98,39 @@ def main(argv=None) -> dict:
     )
     for size in args.sizes.split(","):
         L, h = SIZES[size]
-        specs = {"uniform": spec_of(L, h, "uniform", V), **{f: spec_of(L, h, f, V) for f in FAMILIES}}
-        models = {}
-        for name, spec in specs.items():
-            torch.manual_seed(0)
-            m = VariableWidthGPT(spec, T)
-            if args.compile:
-                for block in m.blocks:
-                    block.compile()
-            models[name] = m
-            if name != "uniform" and not args.no_whole:
-                models[name + "/whole"] = Whole(m)
-        steps = {name: step_timer(m, idx, targets) for name, m in models.items()}
-        for s in steps.values():  # warm-up (and compilation)
-            s(), s()
-        times = {name: [] for name in steps}
-        for _ in range(args.rounds):
-            for name, s in steps.items():  # interleaved: drift hits every model alike
-                t0 = time.perf_counter()
-                s()
-                times[name].append(time.perf_counter() - t0)
-        fu = figures(specs["uniform"], T)
-        rows = {}
-        for f in FAMILIES:
-            fig = figures(specs[f], T)
+        uni_spec = spec_of(L, h, "uniform", V)
+        fu = figures(uni_spec, T)
+        rows, uni_times = {}, []
+        for f in args.families.split(","):  # one shape at a time beside the uniform model: 12 x 1024 fits in memory
+            spec = spec_of(L, h, f, V)
+            models = {}
+            for name, s_ in (("uniform", uni_spec), (f, spec)):
+                torch.manual_seed(0)
+                m = VariableWidthGPT(s_, T)
+                if args.compile:
+                    for block in m.blocks:
+                        block.compile()
+                models[name] = m
+            if not args.no_whole:
+                models[f + "/whole"] = Whole(models[f])
+            steps = {name: step_timer(m, idx, targets) for name, m in models.items()}
+            for st in steps.values():  # warm-up (and compilation)
+                st(), st()
+            times = {name: [] for name in steps}
+            for _ in range(args.rounds):
+                for name, st in steps.items():  # interleaved: drift hits every model alike
+                    t0 = time.perf_counter()
+                    st()
+                    times[name].append(time.perf_counter() - t0)
+            del models, steps
+            uni_times += times["uniform"]
+            fig = figures(spec, T)
             flop = fig["flops_per_token"] / fu["flops_per_token"]
             seg = paired(times, f, "uniform")[2]
             whole = None if args.no_whole else paired(times, f + "/whole", "uniform")[2]
             ok = seg <= flop + 0.02
             rows[f] = {
-                "widths": list(specs[f].widths),
+                "widths": list(spec.widths),
                 "params_ratio": fig["params"] / fu["params"],
                 "flop_ratio": flop,
                 "step_ratio": seg,
@@ -139,7 +143,7 @@ def main(argv=None) -> dict:
                 f"{'' if whole is None else f'{whole:9.3f}'}  {flop + 0.02:7.3f}  {'yes' if ok else 'NO'}",
                 flush=True,
             )
-        out["sizes"][size] = {"uniform_step_s": statistics.median(times["uniform"]), "shapes": rows}
+        out["sizes"][size] = {"uniform_step_s": statistics.median(uni_times), "shapes": rows}
     print(json.dumps(out))
     return out
 

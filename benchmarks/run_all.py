@@ -2,6 +2,7 @@
 
 The timing targets of the issues live here, not in the tests:
   bench_model.py   uniform model tokens/s vs a plain transformer (≥ 0.95×); × vs uniform step time (≤ 1.0×)
+  bench_shapes.py  ×, <, >, ◇ vs uniform step time at 8×512 … 12×1024, segments vs whole stream (≤ FLOP ratio + 0.02)
   bench_probe.py   gradient-probe overhead (≤ 3% of step time averaged over a run)
   bench_fit.py     4,500-start chinchilla fit on 240 points (≤ 3 s on 2 cores)
   bench_sweep.py   dry-run of the 30-run grid (≤ 1 s), status of a 1,000-run manifest (≤ 1 s)
@@ -17,7 +18,15 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["bench_model.py", "bench_probe.py", "bench_fit.py", "bench_sweep.py", "bench_scale.py", "bench_analyze.py"]
+BENCHES = [
+    "bench_model.py",
+    "bench_shapes.py",
+    "bench_probe.py",
+    "bench_fit.py",
+    "bench_sweep.py",
+    "bench_scale.py",
+    "bench_analyze.py",
+]
 
 
 def main() -> int:

@@ -7,7 +7,9 @@ Also: what autograd saves for a × model is at most the uniform model's at match
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -173,3 +175,26 @@ def test_a_x_model_saves_no_more_for_backward_than_the_uniform_model_it_matches(
     su = _saved_bytes(VariableWidthGPT(uni, 64), idx)
     sx = _saved_bytes(VariableWidthGPT(x, 64), idx)
     assert sx <= su, (sx, su)
+
+
+GOLDEN_STATE = Path(__file__).parent / "golden" / "state_dicts.json"
+STATE_CASES = {
+    "x-carry": dict(widths=(96, 64, 32, 32, 64, 96)),
+    "diamond-zero": dict(widths=(32, 64, 96, 96, 64, 32), resize="zero"),
+    "x-proj": dict(widths=(96, 64, 32, 32, 64, 96), resize="proj"),
+    "moe-x": dict(
+        widths=(96, 64, 32, 32, 64, 96), mlp="moe", n_experts=4, top_k=2, expert_hidden=32, n_head=4, head_dim=None
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(STATE_CASES))
+def test_checkpoints_written_before_the_segments_load(name):
+    """Parameter names and shapes are those of the whole-stream model (tests/golden/state_dicts.json,
+    written by the code before segments), so its checkpoints load as they are."""
+    want = json.loads(GOLDEN_STATE.read_text())[name]
+    spec = ModelSpec(vocab_size=29, embed_width=64, **{"head_dim": 16, **STATE_CASES[name]})
+    model = VariableWidthGPT(spec, 8)
+    assert {k: list(v.shape) for k, v in model.state_dict().items()} == want
+    old = {k: torch.randn(v) for k, v in want.items()}  # a checkpoint of the old layout's shapes
+    model.load_state_dict(old, strict=True)

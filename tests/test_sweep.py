@@ -20,9 +20,9 @@ SHIPPED = ("demo", "depth_delusion", "vwt_shapes")
 
 
 def _plain(cfg):
-    from omegaconf import OmegaConf
+    from depthwidth.config.node import plain
 
-    return OmegaConf.to_container(cfg, resolve=True)
+    return plain(cfg)
 
 
 def write_sweep(tmp_path, name, text):

@@ -28,11 +28,8 @@ CHECKED = ("train", "optim", "probe", "run", "launcher", "tracker")
 
 
 def check(cfg: Mapping, groups=CHECKED) -> None:
-    """Validate every schema group present in ``cfg``; BadInput on the first bad setting."""
-    if type(cfg).__module__.startswith("omegaconf"):  # Hydra's DictConfig: check plain values
-        from omegaconf import OmegaConf
-
-        cfg = OmegaConf.to_container(cfg, resolve=True)
+    """Validate every schema group present in ``cfg`` (a composed config: config/node.py);
+    BadInput on the first bad setting."""
     for g in groups:
         node = _get(cfg, g)
         if node is not None:

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from depthwidth.config.node import Node, nodes
 from depthwidth.config.schema import base_nodes
 from depthwidth.core.errors import BadInput, did_you_mean
 
@@ -84,8 +85,9 @@ def load_group(group: str, name: str) -> Any:
     return out
 
 
-def compose(overrides: Sequence[str] = ()) -> Any:
-    """Compose conf/config.yaml with Hydra overrides; bad overrides -> BadInput."""
+def compose(overrides: Sequence[str] = ()) -> Node:
+    """Compose conf/config.yaml with Hydra overrides -> a resolved ``Node`` tree (the type
+    the fast composer gives too); bad overrides -> BadInput."""
     from omegaconf import OmegaConf
 
     try:
@@ -96,7 +98,7 @@ def compose(overrides: Sequence[str] = ()) -> Any:
         OmegaConf.resolve(cfg)
     except Exception as e:
         raise BadInput(f"config does not resolve: {' '.join(str(e).split())}") from None
-    return cfg
+    return nodes(OmegaConf.to_container(cfg, resolve=True))
 
 
 def _hydra(overrides: Sequence[str]) -> Any:

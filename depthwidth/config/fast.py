@@ -17,6 +17,7 @@ import re
 from typing import Any, Sequence
 
 from depthwidth.config.compose import conf_dir, group_options, load_group, unknown_key
+from depthwidth.config.node import Node, nodes
 from depthwidth.config.schema import base_nodes
 from depthwidth.core.errors import BadInput, bad, did_you_mean
 
@@ -140,29 +141,6 @@ def _base(groups: tuple) -> Any:
     return cfg
 
 
-class Node(dict):
-    """A plain, resolved config mapping with attribute access (cfg.train.seq_len)."""
-
-    __slots__ = ()
-
-    def __getattr__(self, k):
-        try:
-            return self[k]
-        except KeyError:
-            raise AttributeError(k) from None
-
-    def __setattr__(self, k, v):
-        self[k] = v
-
-
-def _nodes(x: Any) -> Any:
-    if isinstance(x, dict):
-        return Node((k, _nodes(v)) for k, v in x.items())
-    if isinstance(x, list):
-        return [_nodes(v) for v in x]
-    return x
-
-
 _PLAIN_BASE: dict = {}
 _INTERP = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")
 
@@ -197,7 +175,7 @@ def compose_fast(groups: dict, keys: dict) -> Node:
             node[leaf] = _merge(node[leaf], v)
         else:
             node[leaf] = v
-    return _nodes(_resolve(cfg))
+    return nodes(_resolve(cfg))
 
 
 def _merge(a: dict, b: dict) -> dict:

@@ -62,12 +62,10 @@ def _later_additions(group: str, v: dict) -> set[str]:
 
 
 def identity(cfg: Any) -> dict:
-    """The part of a resolved config that determines the run's results."""
-    from omegaconf import OmegaConf
-
-    d = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else dict(cfg)
+    """The part of a resolved config (a composed Node tree, or the same as plain dicts) that
+    determines the run's results."""
     out = {}
-    for k, v in d.items():
+    for k, v in cfg.items():
         if k in NOT_IDENTITY:
             drop = NOT_IDENTITY[k]
             if drop is None:

@@ -30,14 +30,9 @@ SOURCES = schema.SOURCES
 
 
 def make_source(data_cfg: Mapping, seq_len: int) -> TokenSource:
-    """The Hydra ``data`` group (as a dict or DictConfig) -> a TokenSource."""
+    """The composed ``data`` group (a mapping, config/node.py) -> a TokenSource."""
     if not isinstance(data_cfg, Mapping):
-        try:
-            from omegaconf import OmegaConf
-
-            data_cfg = OmegaConf.to_container(data_cfg, resolve=True)
-        except Exception:
-            raise bad("data config", type(data_cfg).__name__, "a mapping") from None
+        raise bad("data config", type(data_cfg).__name__, "a mapping")
     name = data_cfg.get("name")
     if not isinstance(seq_len, (int, np.integer)) or isinstance(seq_len, bool) or seq_len < 1:
         raise bad("seq_len", seq_len, "an integer >= 1")

@@ -34,6 +34,7 @@ import shutil
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from depthwidth.config.node import plain
 from depthwidth.core import provenance
 from depthwidth.core.atomic import write_text
 from depthwidth.core.errors import BadInput
@@ -196,7 +197,7 @@ class Trainer:
         from omegaconf import OmegaConf
 
         cfg, p, w = self.cfg, self.prepared, self.world
-        doc = OmegaConf.to_container(cfg, resolve=True)
+        doc = plain(cfg)
         doc["run_id"] = p.run_id
         doc["accounting"] = p.accounting
         doc["provenance"] = self.summary.provenance
