@@ -42,6 +42,7 @@ from pathlib import Path
 
 from depthwidth.core.atomic import write_bytes, write_text
 from depthwidth.core.errors import WorkFailed
+from depthwidth.train.dist import barrier
 
 MANIFEST = "MANIFEST"
 
@@ -64,13 +65,6 @@ def _quiet():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*assuming the intent is to")
         yield
-
-
-def _barrier(world) -> None:
-    if world.distributed:
-        import torch.distributed as dist
-
-        dist.barrier()
 
 
 @contextlib.contextmanager
@@ -103,7 +97,7 @@ def save(ckpt_dir: Path, step: int, world, model, opt, extra: dict, keep: int = 
     if world.main:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-    _barrier(world)
+    barrier(world)
     msd, osd = get_state_dict(model, opt)
     with _quiet(), _write_errors(tmp):
         dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(tmp))
@@ -129,7 +123,7 @@ def save(ckpt_dir: Path, step: int, world, model, opt, extra: dict, keep: int = 
             shutil.rmtree(_dir(ckpt_dir, old), ignore_errors=True)
         for stale in ckpt_dir.glob(".step_*.tmp"):
             shutil.rmtree(stale, ignore_errors=True)
-    _barrier(world)
+    barrier(world)
     return final
 
 

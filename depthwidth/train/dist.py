@@ -48,6 +48,14 @@ def init(world: World, device_type: str, force: bool = False) -> None:
         dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
 
 
+def barrier(world: World) -> None:
+    """Every rank waits here for the others (nothing on one process)."""
+    if world.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
 def shutdown(world: World) -> None:
     import torch.distributed as dist
 

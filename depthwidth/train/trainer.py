@@ -332,6 +332,9 @@ class Trainer:
                 if summary["status"] == "done" and self.cfg.train.analyze_at_end and self.world.main:
                     # from the final checkpoint, as dw analyze would
                     analysis.at_end(self.prepared.run_dir, self.log, self.device)
+                # every rank ends here before any tears its process group down: a rank that left
+                # while a peer still wrote its summary was seen to abort in gloo at exit
+                dist.barrier(self.world)
                 return summary
             finally:
                 dist.shutdown(self.world)
