@@ -70,12 +70,12 @@ def load_group(group: str, name: str) -> Any:
     chain = list(node.pop("defaults", None) or ["_self_"])
     if "_self_" not in chain:
         chain.append("_self_")
-    out = OmegaConf.create()
+    out, bases = OmegaConf.create(), base_nodes()
     for entry in chain:
         if entry == "_self_":
             out = OmegaConf.merge(out, node)
-        elif isinstance(entry, str) and (group, entry) in base_nodes():
-            out = OmegaConf.merge(out, base_nodes()[(group, entry)])
+        elif isinstance(entry, str) and (group, entry) in bases:
+            out = OmegaConf.merge(out, bases[(group, entry)])
         elif isinstance(entry, str) and entry != name:
             out = OmegaConf.merge(out, load_group(group, entry))
         else:  # a group choice inside a group, or a preset naming itself: beyond dw's flat presets

@@ -208,9 +208,8 @@ class Stream:
 
     def write(self, y: torch.Tensor) -> None:
         """y replaces the first y.size(-1) coordinates (a breakpoint), as views of y."""
-        self.segments[: self.ends.index(y.size(-1)) + 1] = Stream.of(y, self.ends).segments[
-            : self.ends.index(y.size(-1)) + 1
-        ]
+        k = self.ends.index(y.size(-1)) + 1
+        self.segments[:k] = Stream.of(y, self.ends).segments[:k]
 
     def clear_beyond(self, w: int) -> None:
         """Coordinates >= w become zero (``resize=zero``)."""
