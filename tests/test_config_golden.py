@@ -93,3 +93,21 @@ def test_every_sweep_run_keeps_its_config_and_run_id(golden):
     for name, runs in golden["sweeps"].items():
         assert [r["run_id"] for r in now[name]] == [r["run_id"] for r in runs], f"sweep {name}: run ids changed"
         assert now[name] == runs, f"sweep {name}: a run's overrides or resolved config changed"
+
+
+def test_every_composed_group_is_its_schema_type_field_for_field():
+    """The typed config downstream: every group of every preset, ``model`` and ``data`` included,
+    holds exactly its schema dataclass's fields, each value of the field's type and in its range
+    (config/check.py checks it against config/schema.py), so code reads typed settings."""
+    import dataclasses
+
+    from depthwidth.config.check import check_group
+    from depthwidth.config.schema import ALL_GROUPS, schema_of
+
+    for name, cfg in _presets().items():
+        for g in ALL_GROUPS:
+            node = cfg[g]
+            cls = schema_of(g, node)
+            assert set(node) == {f.name for f in dataclasses.fields(cls)}, (name, g)
+            check_group(g, node)  # BadInput on a value not of its field's type or out of range
+            cls(**node)  # and the dataclass itself takes it

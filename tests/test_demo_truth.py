@@ -272,22 +272,16 @@ def test_dw_fit_prints_dcrit_below_one_layer_and_the_preferred_law(capsys):
     res["compare"]["best"].update(aic="width-depth", bic="width-depth")
     render(res)
     out = capsys.readouterr().out
-    rows = {
-        line.split("│")[1].strip() + "/" + line.split("│")[2].strip(): line
-        for line in out.splitlines()
-        if line.count("│") >= 5
-    }
-    assert "not identified" in rows["sweep/32"] and "0.17" not in rows["sweep/32"] and "2.5" in rows["sweep/64"]
-    assert "GPT-3/12288" not in rows and "204" not in out  # unreachable: named in the caption, no row of numbers
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") >= 5}
+    assert "not identified" in rows["32"] and "0.17" not in rows["32"] and "2.5" in rows["64"]  # the D_crit table
+    assert "GPT-3" not in rows and "204" not in out  # unreachable: named in the table's note, no row of numbers
     assert "not identified this far from the sweep's widths: GPT-3" in " ".join(out.split())
     assert "D_crit below one layer at W=32, GPT-3: not identified" in out
     assert "D_crit not identified: the held-out comparison prefers width-depth" in " ".join(out.split())
 
 
 def test_dw_fit_sensitivity_table_reads_not_identified_below_one_layer(capsys):
-    from rich.console import Console
-
-    from depthwidth.cli.fit import render_sections as render
+    from depthwidth.cli.fit import render
 
     s = {
         "choices": [{"key": "base", "short": "base", "label": "as fitted", "n": 14, "values": {}}],
@@ -302,7 +296,7 @@ def test_dw_fit_sensitivity_table_reads_not_identified_below_one_layer(capsys):
         },
         "flagged": [],
     }
-    render(Console(width=200), {"sensitivity": s})
+    render({"sensitivity": s})
     row = next(line for line in capsys.readouterr().out.splitlines() if "compute_optimal.D_opt" in line)
     assert "not identified" in row and "0.54" not in row
 

@@ -63,7 +63,7 @@ def test_six_run_sweep_says_it_is_underdetermined_first_and_flags_what_rests_on_
         capsys, "fit", "--runs", str(p), "--law", "depth-delusion", "--bootstrap", "200", "--resample", "runs"
     )
     assert code == 0
-    assert out.index("before the numbers: 6 runs for 7 free parameters") < out.index("depth-delusion: A/N^alpha")
+    assert out.index("before the numbers: 6 runs for 7 free parameters") < out.index("Fit: depth-delusion — A/N^alpha")
     assert "interval flagged: few refits converged" in out
 
 

@@ -29,12 +29,12 @@ def _shown(iso: dict) -> str:
     """What ``dw fit`` prints for the isoFLOP section, and the report's table cells and notes."""
     from rich.console import Console
 
-    from depthwidth.cli.fit import render_sections as render
-    from depthwidth.report.rests import rest_tables
+    from depthwidth.report.fit_view import fit_tables
+    from depthwidth.report.render import print_table
 
     c = Console(record=True, width=250)
-    render(c, {"isoflop": iso})
-    t = rest_tables({"isoflop": iso})["fit_isoflop"]
+    t = fit_tables({"isoflop": iso})["fit_isoflop"]  # the table dw fit and dw report both print
+    print_table(t, c)
     return c.export_text() + "\n".join(" | ".join(r) for r in t.display()[1]) + "\n".join(t.notes)
 
 

@@ -88,3 +88,21 @@ def test_dw_fit_prints_the_reports_compute_optimal_table(capsys):
     render(res)
     out = " ".join(capsys.readouterr().out.split())  # a title wider than its table wraps
     assert optimal_table(res).title in out and "N* ∝ C^x" in out
+
+
+def test_dw_fit_prints_the_reports_tables_of_the_fit_and_nothing_of_its_own(capsys):
+    """One rendering: every table dw fit prints is report/fit_view.py's, the one dw report shows."""
+    from depthwidth.cli.fit import render
+    from depthwidth.report.fit_view import fit_tables
+
+    res = run_fit(runs=_table(), law="chinchilla", bootstrap=20, max_starts=50, pins="alpha=0.34", write=False)
+    render(res)
+    out = " ".join(capsys.readouterr().out.split())
+    T = fit_tables(res)
+    assert {"fit", "fit_identification", "fit_optimal"} <= set(T)
+    for t in T.values():
+        if t.rows and not t.key.startswith("dcrit"):  # chinchilla has no D_crit: dw fit leaves those out
+            assert " ".join(t.title.split()) in out, t.key
+    flags = {r["quantity"]: r.get("flags") for r in T["fit"].rows}
+    assert flags["alpha"] == "pinned" and "pinned" in out  # the flags column, in both
+    assert "D_crit at the sweep's widths" not in out

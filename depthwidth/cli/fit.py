@@ -19,7 +19,12 @@ def fit_cmd(
         help="map canonical names to the table's, e.g. loss=final_loss,params=params_active_precise (names: params, "
         "tokens, loss, depth, width, flops, seed, run)",
     ),
-    law: str = typer.Option("chinchilla", "--law", help="chinchilla | depth-delusion | width-depth"),
+    law: str = typer.Option(
+        "chinchilla",
+        "--law",
+        help="chinchilla | depth-delusion | width-depth | FILE.yaml: a user-defined law (a formula over the "
+        "table's columns, parameters with bounds and starts; docs/user_laws.md)",
+    ),
     dcrit: str = typer.Option("log", "--dcrit", help="depth-delusion D_crit form: log (kappa*ln W) | power (c*W^p)"),
     irreducible: bool = typer.Option(False, "--irreducible", help="depth-delusion: add an irreducible loss E"),
     bootstrap: int = typer.Option(200, "--bootstrap", help="bootstrap replicates for intervals (0: none)"),
@@ -170,175 +175,36 @@ def fit_cmd(
     render(res)
 
 
-def _f(x, fmt="{:.4g}") -> str:
-    return "—" if x is None else fmt.format(x)
+# what ``dw fit`` prints of report/fit_view.py's tables, in the report's order (report/render.py ORDER)
+DCRIT_KEYS = ("dcrit_widths", "dcrit_models")
 
 
 def render(res: dict) -> None:
+    """The fit's tables, the ones ``dw report`` shows for it (report/fit_view.py), in the terminal."""
     from rich.markup import escape as esc
-    from rich.table import Table
 
-    from depthwidth.fit.verdicts import flags as verdict_flags
-    from depthwidth.report.optima import optimal_table
-    from depthwidth.report.render import print_table
+    from depthwidth.report.fit_view import fit_tables
+    from depthwidth.report.optima import NOT_IDENTIFIED
+    from depthwidth.report.render import ORDER, print_table
 
     c = console()
     if not c.is_terminal:  # piped output: do not squeeze the tables into 80 columns
         c.width = max(c.width, 120)
-    lvl = res.get("bootstrap", {}).get("level", 0.95)
     for line in res.get("underdetermined") or []:  # before any number (fit/intervals.py)
         c.print(f"[bold yellow]before the numbers:[/bold yellow] {esc(line)}")
-    held = res.get("ci_withheld") or {}
-
-    def _ci(cc, key=None):
-        if key in held:
-            return "withheld"
-        return "—" if not cc else f"\\[{cc[0]:.4g}, {cc[1]:.4g}]"
-
-    t = Table(title=esc(f"{res['law']}: {res['formula']}"))
-    t.add_column("parameter")
-    t.add_column("value", justify="right")
-    t.add_column(f"{100 * lvl:.0f}% CI ({res.get('bootstrap', {}).get('resample', 'runs')})", justify="right")
-    if res.get("seed_ci"):
-        t.add_column("CI (seeds)", justify="right")
-    t.add_column("")
-    for k, v in res["params"].items():
-        flags = []
-        if k in res.get("pinned", {}):
-            flags.append("pinned")
-        if k in res.get("on_bound", []):
-            flags.append("on bound")
-        cc = res["ci"].get(k)
-        if cc and cc[0] <= 0 <= cc[1] and k not in res.get("pinned", {}):
-            flags.append("CI ∋ 0")
-        if k in held:
-            flags.append("interval withheld: see warnings")
-        elif k in (res.get("ci_flagged") or {}):
-            flags.append("interval flagged: few refits converged")
-        row = [k, _f(v), _ci(cc, k)]
-        if res.get("seed_ci"):
-            row.append(_ci(res["seed_ci"].get(k)))
-        row.append(", ".join(flags))
-        t.add_row(*row)
-    c.print(t)
-    s = res["starts"]
-    c.print(
-        f"n = {res['n']} points, {res.get('n_runs')} runs · R² = {_f(res['r2'], '{:.4f}')} · "
-        f"RMSE = {_f(res['rmse'], '{:.4g}')} nats · Huber objective = {_f(res['objective'], '{:.6g}')} · "
-        f"starts {s['converged']}/{s['total']} converged, {s['in_best_basin']} in the best basin"
-    )
-    d = res.get("derived", {})
-    if "dcrit" in d:
-        dt = Table(title=f"D_crit = {d['dcrit']['formula']}")
-        for col in ("model", "width", "depth", "D_crit [CI]", "depth / D_crit [CI]"):
-            dt.add_column(col, justify="right", no_wrap=True)
-        rng = verdict_flags(res)[1]
-
-        def ok(key):  # D_crit below one layer: not identified (fit/verdicts.py)
-            return rng.get(key, {}).get("identified", True)
-
-        for w, v in d["dcrit"]["widths"].items():
-            dt.add_row(
-                "sweep",
-                w,
-                "",
-                f"{_f(v['value'])} {_ci(v['ci'], f'dcrit[W={w}]')}" if ok(f"dcrit[W={w}]") else "not identified",
-                "",
-            )
-        far = []  # production models this sweep cannot reach: one caption line, not rows of "not identified"
-        for m, v in d["dcrit"]["reference"].items():
-            if not ok(f"dcrit[{m}]"):
-                far.append(m)
-                continue
-            dt.add_row(
-                m,
-                str(v["width"]),
-                str(v["depth"]),
-                f"{_f(v['dcrit'])} {_ci(v['dcrit_ci'], f'dcrit[{m}]')}",
-                f"{_f(v['depth_over_dcrit'])} {_ci(v['depth_over_dcrit_ci'], f'depth_over_dcrit[{m}]')}",
-            )
-        if far:
-            dt.caption = f"not identified this far from the sweep's widths: {', '.join(far)} (fit.json keeps them)"
-        c.print(dt)
-    opt_table = optimal_table(res)  # the report's own table: one rendering of the optima
-    if opt_table is not None:  # why an optimum is not identified: said once, in the identification section below
-        print_table(opt_table, c, skip=("note",))
-    gp = d.get("gradient_persistence")
-    if gp and gp.get("tau_law"):
-        tl = gp["tau_law"]
-        c.print(
-            esc(
-                f"gradient persistence: tau(W) ∝ W^{_f(tl['p'], '{:.3g}')} {_ci(tl['p_ci'])}, R² = "
-                f"{_f(tl['r2'], '{:.3f}')}"
-                f" over {tl['runs']} runs at step ≈ {gp['probe_step']}"
-            )
-        )
-        gt = Table(title="D_crit: 1/e rule on gradient profiles vs the law")
-        for col in ("width", "profiles", "censored", "law", "law CI"):
-            gt.add_column(col, justify="right")
-        for w, v in gp.get("dcrit_by_width", {}).items():
-            gt.add_row(w, _f(v.get("profiles")), f"{v['censored']}/{v['runs']}", _f(v.get("law")), _ci(v.get("law_ci")))
-        c.print(gt)
-    if "compare" in res:
-        cm = res["compare"]
-        split = cm.get("extrapolation_split")
-        tt = Table(title="law comparison (held-out errors in nats" + (f"; extrap.: {split}" if split else "") + ")")
-        tt.add_column("law", no_wrap=True)
-        for col in ("k", "R²", "RMSE", "LORO", "extrap.", "AIC", "BIC"):
-            tt.add_column(col, justify="right")
-        for r in cm["laws"]:
-            tt.add_row(
-                esc(r["law"]),
-                str(r["k"]),
-                _f(r["r2"], "{:.4f}"),
-                _f(r["rmse"]),
-                _f(r.get("loro_rmse")),
-                _f(r.get("extrapolation_rmse")),
-                _f(r["aic"], "{:.1f}"),
-                _f(r["bic"], "{:.1f}"),
-            )
-        c.print(tt)
-        b = cm["best"]
-        c.print(
-            esc(
-                f"best: held-out (LORO) {b['loro']}, extrapolation {b['extrapolation']}, AIC {b['aic']}, BIC {b['bic']}"
-            )
-        )
-        for key, order in (cm.get("rank") or {}).items():
-            c.print(esc(f"rank by {key}: " + " < ".join(order)))
-        if "dcrit_preference" in cm:
-            c.print(
-                esc(
-                    f"D_crit form preferred by the data: {cm['dcrit_preference']['prefers']} (by "
-                    f"{cm['dcrit_preference']['by']})"
-                )
-            )
-    render_sections(c, res)
-    if res["excluded"]:
-        c.print(
-            esc(
-                "excluded: "
-                + "; ".join(f"{e['run']} ({e['points']} pts, {e['reason']})" for e in res["excluded"][:20])
-                + (" …" if len(res["excluded"]) > 20 else "")
-            )
-        )
-    for w in res.get("warnings", []):
-        if w not in (res.get("underdetermined") or []):
-            c.print(f"[yellow]warning:[/yellow] {esc(w)}")
-    for k, why in held.items():
-        c.print(esc(f"withheld: the interval of {k}: {why}"))
+    T = fit_tables(res)
+    if "dcrit" not in (res.get("derived") or {}):  # a law without D_crit: the paper's column alone says nothing
+        for k in DCRIT_KEYS:
+            T.pop(k, None)
+    elif "dcrit_models" in T:  # production models this grid cannot reach: named in the table's note, no rows
+        T["dcrit_models"].rows = [r for r in T["dcrit_models"].rows if r.get("measured") != NOT_IDENTIFIED]
+    if "fit" in T:  # said above, before the numbers
+        T["fit"].notes = [n for n in T["fit"].notes if not n.startswith("before the numbers: ")]
+    for k in ORDER:
+        if k in T:  # why an optimum is not identified is said once, in the identification table's notes
+            print_table(T[k], c, skip=("note",) if k == "fit_optimal" else ())
     if res.get("written"):
         c.print(esc(f"wrote {res['written']}"))
-
-
-def render_sections(c, res: dict) -> None:
-    """What the fit rests on (identification, hold-out, isoFLOP, sensitivity, planted truth): the
-    report's own tables (report/rests.py), printed as ``dw report`` prints them."""
-    from depthwidth.report.render import print_table
-    from depthwidth.report.rests import rest_tables
-
-    for t in rest_tables(res).values():
-        print_table(t, c)
 
 
 def render_match(res: dict) -> None:

@@ -46,6 +46,7 @@ import math
 import numpy as np
 
 from depthwidth.fit.laws import Law, get_law, label
+from depthwidth.fit.userlaw import load_law
 
 MIN_RUNS_PER_SIDE = 2
 CLAIMS = {"chinchilla": ("alpha", "beta"), "width-depth": ("a_w", "a_d")}
@@ -232,13 +233,15 @@ def identification(
         claim = _dcrit_claim(table, law, params, set(on_bound), support)
     elif law.name in CLAIMS:
         claim = _exponent_claim(law, params, set(on_bound), ci, table)
-    else:  # pragma: no cover - every law names its claim
-        claim = {"parameter": None, "identified": None, "because": "no claim-carrying parameter declared"}
+    else:  # a user-defined law (fit/userlaw.py) declares no claim: nothing to identify, nothing to flag
+        claim = {"parameter": None, "identified": None, "because": f"{law.name} is a user-defined law"}
     out["claim"] = claim
     out["optimum"] = meaningful_optimum(derived or {}, quantum)
     out["dcrit_range"] = meaningful_dcrit(derived or {})
     out["verdict"] = (
-        f"{claim['parameter']} identified: {'yes' if claim['identified'] else 'no'}, because {claim['because']}"
+        f"no claim-carrying parameter: {claim['because']}"
+        if claim["identified"] is None
+        else f"{claim['parameter']} identified: {'yes' if claim['identified'] else 'no'}, because {claim['because']}"
     )
     return out
 
@@ -260,7 +263,10 @@ BY = (("loro", "loro_rmse", "leave-one-run-out"), ("extrapolation", "extrapolati
 
 
 def law_of_label(lab: str, options: dict | None = None) -> Law:
-    """The law a compare row names: ``chinchilla``, ``width-depth``, ``depth-delusion[log+E]`` …"""
+    """The law a compare row names: ``chinchilla``, ``width-depth``, ``depth-delusion[log+E]`` …
+    (a user-defined law is rebuilt from the normalised law its options hold)."""
+    if options and "user" in options:
+        return load_law(options["user"])
     if options:
         return get_law(
             lab.split("[", 1)[0], dcrit=options.get("dcrit", "log"), irreducible=bool(options.get("irreducible", False))
@@ -372,3 +378,23 @@ def optima_caveat(fit: dict) -> str | None:
         f"warning: derived from {claim.get('parameter')}, which the fit does not identify "
         f"({claim.get('because')}): these optima are not identified either"
     )
+
+
+def parameter_flags(fit: dict) -> dict[str, list[str]]:
+    """{parameter: what to say beside it}: pinned, on a bound, an interval containing 0, an
+    interval withheld or flagged (fit/intervals.py)."""
+    pinned, held, flagged = fit.get("pinned") or {}, fit.get("ci_withheld") or {}, fit.get("ci_flagged") or {}
+    out = {}
+    for k in fit.get("params") or {}:
+        f = ["pinned"] if k in pinned else []
+        if k in (fit.get("on_bound") or []):
+            f.append("on bound")
+        c = (fit.get("ci") or {}).get(k)
+        if c and c[0] <= 0 <= c[1] and k not in pinned:
+            f.append("CI ∋ 0")
+        if k in held:
+            f.append("interval withheld: see the notes")
+        elif k in flagged:
+            f.append("interval flagged: few refits converged")
+        out[k] = f
+    return out

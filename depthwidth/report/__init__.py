@@ -11,6 +11,7 @@ Modules, in the order a report is made:
 - load.py: a sweep, a run table or W&B (through track/run_source.py) -> ``Data``
 - document.py: the report's document model (``Data``, ``Table``, ``Col``) and the papers' numbers
 - tables.py: ``Data`` -> every table of the report (``build``)
+- fit_view.py: every table of one fit (parameters, law comparison, the rests, D_crit, optima); ``dw fit`` prints them
 - papers.py: D_crit beside the papers' numbers, published losses of shared configurations
 - optima.py: the compute-optimal table; "not identified" outside the meaningful range
 - rests.py: what a fit rests on (identification, hold-out, isoFLOP, sensitivity, planted truth)

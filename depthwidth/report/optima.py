@@ -45,6 +45,11 @@ def mark_dcrit(T: dict, fit: dict) -> None:
         for key in ("dcrit_widths", "dcrit_models"):
             if key in T:
                 T[key].notes.append("not identified: the law's D_crit is below one layer there")
+    far = [r["model"] for r in T["dcrit_models"].rows if bad(f"dcrit[{r['model']}]")] if "dcrit_models" in T else []
+    if far:  # dw fit leaves these rows out (cli/fit.py): on one's own small grid they are noise
+        T["dcrit_models"].notes.append(
+            f"not identified this far from the sweep's widths: {', '.join(far)} (fit.json keeps them)"
+        )
 
 
 def optimal_table(fit: dict) -> Table | None:

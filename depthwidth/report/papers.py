@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import math
 
-from depthwidth.report.document import DONE, PAPER_DCRIT, PAPER_KAPPA, Col, Data, Table, ci_pair, is_uniform, paper_loss
+from depthwidth.report.document import DONE, PAPER_DCRIT, PAPER_KAPPA, Col, Table, ci_pair, is_uniform, paper_loss
 
 
-def dcrit_tables(data: Data, cells) -> dict:
-    fit = data.fit or {}
+def dcrit_tables(fit: dict | None, widths=(), probes=()) -> dict:
+    """{"dcrit_widths", "dcrit_models"}: D_crit from the law (and 1/e gradient profiles) at the sweep's
+    ``widths`` and the fit's, and extrapolated to production models, beside the paper's.  ``probes``
+    (the runs' probes.jsonl records) give the profiles' D_crit when the fit carries none."""
+    fit = fit or {}
     dc = (fit.get("derived") or {}).get("dcrit") or {}
     gp = ((fit.get("derived") or {}).get("gradient_persistence") or {}).get("dcrit_by_width") or {}
-    prof = gp or _profile_dcrit(data)
-    widths = sorted({k[1] for k in cells} | {int(w) for w in (dc.get("widths") or {})} | {int(w) for w in prof})
+    prof = gp or _profile_dcrit(probes)
+    widths = sorted(set(widths) | {int(w) for w in (dc.get("widths") or {})} | {int(w) for w in prof})
     rows = []
     for w in widths:
         v = (dc.get("widths") or {}).get(str(w)) or {}
@@ -89,13 +92,13 @@ def dcrit_tables(data: Data, cells) -> dict:
     return {"dcrit_widths": t, "dcrit_models": mt}
 
 
-def _profile_dcrit(data: Data) -> dict:
+def _profile_dcrit(probes) -> dict:
     """D_crit by the 1/e rule per width straight from probes (when no fit.json carries it)."""
     from depthwidth.fit.gradient_persistence import persistence
 
-    if not data.probes:
+    if not probes:
         return {}
-    return persistence(data.probes, step=1000, B=0).get("dcrit_by_width") or {}
+    return persistence(probes, step=1000, B=0).get("dcrit_by_width") or {}
 
 
 def paper_table(runs) -> Table:

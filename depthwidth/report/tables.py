@@ -13,16 +13,11 @@ from depthwidth.core.errors import bad
 from depthwidth.model.shapes import MATCH_TOLERANCE  # a shape more than 1% off the uniform model's is not "matched"
 from depthwidth.report.document import (
     DONE,
-    PAPER_FIT,
-    PAPER_KAPPA,
-    PAPER_TAU_EXPONENT,
-    PAPER_TAU_R2,
     SCHEMA,
     SHAPES,
     Col,
     Data,
     Table,
-    ci_pair,
     group_cells,
     split_conflicts,
     is_uniform,
@@ -30,13 +25,11 @@ from depthwidth.report.document import (
     papers_grid,
     pm,
 )
-from depthwidth.fit.verdicts import fitted_label
 from depthwidth.report.inside import tables as inside_tables
 from depthwidth.report.matching import tables as match_tables
-from depthwidth.report.optima import optimal_tables
-from depthwidth.report.papers import dcrit_tables, paper_table
+from depthwidth.report.fit_view import fit_tables
+from depthwidth.report.papers import paper_table
 from depthwidth.report.provenance import provenance_table
-from depthwidth.report.rests import fit_notes, rest_tables
 from depthwidth.report.router import router_table
 
 # =============================================================================
@@ -66,12 +59,9 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     T["width_sweep"] = _wsweep(cells, d_star, paper_by_cell)
     T["pairs"] = _pairs(cells, paper_by_cell)
     T["shapes"] = _shapes(data.runs)
-    T.update(_fit_tables(data.fit))
+    T.update(fit_tables(data.fit, {k[1] for k in cells}, data.probes))  # report/fit_view.py: dw fit prints these
     if "fit" in T and (late := ended_after(data, data.fit)):
         T["fit"].notes.insert(0, late)
-    T.update(rest_tables(data.fit))
-    T.update(dcrit_tables(data, cells))
-    T.update(optimal_tables(T, data.fit))  # "not identified" for optima outside the meaningful range
     T.update(match_tables(data))  # FLOPs to match uniform (report/matching.py)
     T["paper"] = paper_table(data.runs)
     if (router := router_table(data.probes)) is not None:
@@ -452,96 +442,6 @@ def ended_after(data, fit) -> str | None:
         f"warning: {len(late)} run{'s' * (len(late) != 1)} ended after this fit was made ({made}): "
         f"it does not have them; refit with dw fit {data.source.get('sweep') or 'NAME'}"
     )
-
-
-def _fit_tables(fit) -> dict:
-    if fit is None:
-        return {}
-    out = {}
-    dd = fit.get("law") == "depth-delusion"
-    rows = []
-    for k, v in (fit.get("params") or {}).items():
-        lo, hi = ci_pair((fit.get("ci") or {}).get(k))
-        rows.append(
-            {
-                "quantity": k,
-                "measured": v,
-                "ci_lo": lo,
-                "ci_hi": hi,
-                "paper": (PAPER_FIT.get(k) if k == "alpha" else PAPER_KAPPA if k == "kappa" else None) if dd else None,
-            }
-        )
-    rows.append({"quantity": "R²", "measured": fit.get("r2"), "paper": PAPER_FIT["r2"] if dd else None})
-    rows.append({"quantity": "RMSE (nats)", "measured": fit.get("rmse"), "paper": PAPER_FIT["rmse"] if dd else None})
-    rows.append({"quantity": "points / runs", "measured": f"{fit.get('n')} / {fit.get('n_runs')}"})
-    gp = (fit.get("derived") or {}).get("gradient_persistence") or {}
-    tl = gp.get("tau_law")
-    if tl:
-        lo, hi = ci_pair(tl.get("p_ci"))
-        rows.append(
-            {
-                "quantity": "τ(W) ∝ W^p: p",
-                "measured": tl.get("p"),
-                "ci_lo": lo,
-                "ci_hi": hi,
-                "paper": PAPER_TAU_EXPONENT,
-            }
-        )
-        rows.append({"quantity": "τ(W) fit R²", "measured": tl.get("r2"), "paper": PAPER_TAU_R2})
-    lvl = (fit.get("bootstrap") or {}).get("level", 0.95)
-    cols = [
-        Col("quantity", "quantity"),
-        Col("measured", "measured", "{:.4g}"),
-        Col("ci_lo", f"{100 * lvl:.0f}% CI lo", "{:.4g}"),
-        Col("ci_hi", f"{100 * lvl:.0f}% CI hi", "{:.4g}"),
-        Col("paper", "paper", "{:.4g}"),
-    ]
-    t = Table("fit", f"Fit: {fit.get('law')} — {fit.get('formula', '')}", cols, rows)
-    t.notes.append(
-        f"the fit shown: {fitted_label(fit)} of {', '.join(fit.get('where') or []) or 'every run'}, "
-        f"N = {(fit.get('n_convention') or {}).get('name', 'total')}, made "
-        f"{(fit.get('provenance') or {}).get('time', 'at an unknown time')} (its fit.json; a fit of another law "
-        "or filter replaces it only with dw fit --force)"
-    )
-    t.notes += fit_notes(fit)
-    if dd:
-        t.notes.append(
-            "paper (Depth Delusion): alpha 0.22 [−0.21, 0.65], kappa 2.43, R² 0.922, RMSE 0.113 nats on training loss"
-        )
-    out["fit"] = t
-    cmp = fit.get("compare")
-    if cmp and cmp.get("laws"):
-        best = cmp.get("best") or {}
-        crow = [
-            {
-                "law": r.get("law"),
-                "k": r.get("k"),
-                "r2": r.get("r2"),
-                "rmse": r.get("rmse"),
-                "loro_rmse": r.get("loro_rmse"),
-                "extrapolation_rmse": r.get("extrapolation_rmse"),
-                "aic": r.get("aic"),
-                "bic": r.get("bic"),
-                "best": ", ".join(k for k, v in best.items() if v == r.get("law")) or None,
-            }
-            for r in cmp["laws"]
-        ]
-        ccols = [
-            Col("law", "law"),
-            Col("k", "k"),
-            Col("r2", "R²", "{:.4f}"),
-            Col("rmse", "RMSE", "{:.4g}"),
-            Col("loro_rmse", "held-out RMSE (LORO)", "{:.4g}"),
-            Col("extrapolation_rmse", "extrap. RMSE", "{:.4g}"),
-            Col("aic", "AIC", "{:.1f}"),
-            Col("bic", "BIC", "{:.1f}"),
-            Col("best", "best by"),
-        ]
-        ct = Table("fit_compare", "Law comparison (errors in nats)", ccols, crow)
-        if "dcrit_preference" in cmp:
-            ct.notes.append(f"D_crit form preferred by the data: {cmp['dcrit_preference'].get('prefers')}")
-        out["fit_compare"] = ct
-    return out
 
 
 def _missing(data: Data, w_star, d_star) -> Table:

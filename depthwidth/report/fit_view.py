@@ -1,0 +1,146 @@
+"""Every table of one fit (fit.json), as ``dw report`` shows it and ``dw fit`` prints it: the
+parameters, the law comparison, what the fit rests on (report/rests.py), D_crit (report/papers.py)
+and the compute-optimal allocation (report/optima.py).  One rendering of each: ``dw fit`` builds
+its output here rather than drawing tables of its own.  The verdicts are fit/verdicts.py's."""
+
+from __future__ import annotations
+
+from depthwidth.fit.verdicts import fitted_label, parameter_flags
+from depthwidth.report.document import PAPER_FIT, PAPER_KAPPA, PAPER_TAU_EXPONENT, PAPER_TAU_R2, Col, Table, ci_pair
+from depthwidth.report.optima import optimal_tables
+from depthwidth.report.papers import dcrit_tables
+from depthwidth.report.rests import fit_notes, rest_tables
+
+EXCLUDED_SHOWN = 20  # excluded runs named in the fit table's notes; the rest counted
+
+
+def fit_tables(fit: dict | None, widths=(), probes=()) -> dict[str, Table]:
+    """{key: Table} of ``fit``; ``widths`` and ``probes`` (a sweep's) add rows to the D_crit tables."""
+    T = {}
+    if fit and "law" in fit:
+        T["fit"] = parameter_table(fit)
+        if (ct := compare_table(fit)) is not None:
+            T["fit_compare"] = ct
+    T.update(rest_tables(fit))
+    T.update(dcrit_tables(fit, widths, probes))
+    T.update(optimal_tables(T, fit))  # "not identified" for optima and D_crit outside the meaningful range
+    return T
+
+
+def parameter_table(fit: dict) -> Table:
+    """The law's parameters with their intervals (and the seeds-only interval when there is one), the
+    paper's values for the Depth Delusion law, goodness of fit and gradient persistence's exponent."""
+    dd = fit.get("law") == "depth-delusion"
+    paper = {"alpha": PAPER_FIT["alpha"], "kappa": PAPER_KAPPA} if dd else {}
+    flags = parameter_flags(fit)
+    seeds = fit.get("seed_ci") or {}
+    rows = []
+    for k, v in (fit.get("params") or {}).items():
+        lo, hi = ci_pair((fit.get("ci") or {}).get(k))
+        slo, shi = ci_pair(seeds.get(k))
+        rows.append(
+            {
+                "quantity": k,
+                "measured": v,
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "seed_lo": slo,
+                "seed_hi": shi,
+                "paper": paper.get(k),
+                "flags": ", ".join(flags.get(k, [])) or None,
+            }
+        )
+    rows.append({"quantity": "R²", "measured": fit.get("r2"), "paper": PAPER_FIT["r2"] if dd else None})
+    rows.append({"quantity": "RMSE (nats)", "measured": fit.get("rmse"), "paper": PAPER_FIT["rmse"] if dd else None})
+    rows.append({"quantity": "points / runs", "measured": f"{fit.get('n')} / {fit.get('n_runs')}"})
+    gp = (fit.get("derived") or {}).get("gradient_persistence") or {}
+    if tl := gp.get("tau_law"):
+        lo, hi = ci_pair(tl.get("p_ci"))
+        rows.append(
+            {
+                "quantity": "τ(W) ∝ W^p: p",
+                "measured": tl.get("p"),
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "paper": PAPER_TAU_EXPONENT,
+            }
+        )
+        rows.append({"quantity": "τ(W) fit R²", "measured": tl.get("r2"), "paper": PAPER_TAU_R2})
+    b = fit.get("bootstrap") or {}
+    lvl = f"{100 * b.get('level', 0.95):.0f}%"
+    cols = [
+        Col("quantity", "quantity"),
+        Col("measured", "measured", "{:.4g}"),
+        Col("ci_lo", f"{lvl} CI lo" + (f" ({b['resample']})" if b.get("resample") else ""), "{:.4g}"),
+        Col("ci_hi", f"{lvl} CI hi", "{:.4g}"),
+    ]
+    if seeds:
+        cols += [Col("seed_lo", "CI lo (seeds)", "{:.4g}"), Col("seed_hi", "CI hi (seeds)", "{:.4g}")]
+    if dd:
+        cols.append(Col("paper", "paper", "{:.4g}"))
+    cols.append(Col("flags", "flags"))
+    t = Table("fit", f"Fit: {fit.get('law')} — {fit.get('formula', '')}", cols, rows)
+    t.notes.append(
+        f"the fit shown: {fitted_label(fit)} of {', '.join(fit.get('where') or []) or 'every run'}, "
+        f"N = {(fit.get('n_convention') or {}).get('name', 'total')}, made "
+        f"{(fit.get('provenance') or {}).get('time', 'at an unknown time')} (its fit.json; a fit of another law "
+        "or filter replaces it only with dw fit --force)"
+    )
+    if s := fit.get("starts"):
+        t.notes.append(
+            f"starts: {s['converged']}/{s['total']} converged, {s['in_best_basin']} in the best basin; Huber "
+            f"objective {fit.get('objective'):.6g}"
+        )
+    t.notes += fit_notes(fit)
+    if ex := fit.get("excluded"):
+        named = "; ".join(f"{e['run']} ({e['points']} pts, {e['reason']})" for e in ex[:EXCLUDED_SHOWN])
+        t.notes.append(
+            f"excluded: {named}" + (f" and {len(ex) - EXCLUDED_SHOWN} more" if len(ex) > EXCLUDED_SHOWN else "")
+        )
+    if dd:
+        t.notes.append(
+            "paper (Depth Delusion): alpha 0.22 [−0.21, 0.65], kappa 2.43, R² 0.922, RMSE 0.113 nats on training loss"
+        )
+    return t
+
+
+def compare_table(fit: dict) -> Table | None:
+    """The laws ``--compare`` fitted, by in-sample and held-out error, or None."""
+    cmp = fit.get("compare")
+    if not cmp or not cmp.get("laws"):
+        return None
+    best = cmp.get("best") or {}
+    rows = [
+        {
+            "law": r.get("law"),
+            "k": r.get("k"),
+            "r2": r.get("r2"),
+            "rmse": r.get("rmse"),
+            "loro_rmse": r.get("loro_rmse"),
+            "extrapolation_rmse": r.get("extrapolation_rmse"),
+            "aic": r.get("aic"),
+            "bic": r.get("bic"),
+            "best": ", ".join(k for k, v in best.items() if v == r.get("law")) or None,
+        }
+        for r in cmp["laws"]
+    ]
+    split = cmp.get("extrapolation_split")
+    cols = [
+        Col("law", "law"),
+        Col("k", "k"),
+        Col("r2", "R²", "{:.4f}"),
+        Col("rmse", "RMSE", "{:.4g}"),
+        Col("loro_rmse", "held-out RMSE (LORO)", "{:.4g}"),
+        Col("extrapolation_rmse", "extrap. RMSE", "{:.4g}"),
+        Col("aic", "AIC", "{:.1f}"),
+        Col("bic", "BIC", "{:.1f}"),
+        Col("best", "best by"),
+    ]
+    t = Table("fit_compare", "Law comparison (errors in nats)" + (f"; extrap.: {split}" if split else ""), cols, rows)
+    t.notes += [f"rank by {key}: " + " < ".join(order) for key, order in (cmp.get("rank") or {}).items()]
+    if "dcrit_preference" in cmp:
+        p = cmp["dcrit_preference"]
+        t.notes.append(
+            f"D_crit form preferred by the data: {p.get('prefers')}" + (f" (by {p['by']})" if p.get("by") else "")
+        )
+    return t
