@@ -54,6 +54,7 @@ CASES = [
     ("status", "/etc"),
     ("status", "demo", "--watch", "--interval", "0"),
     ("status", "demo", "--watch", "--json"),
+    ("status", "demo", "--backtest", "1.5"),
     # dw fit: tables, laws, filters, options, sources
     ("fit",),
     ("fit", "--runs", "missing.csv"),

@@ -113,7 +113,21 @@ def _interrupted(e: BaseException) -> None:
 
 def register(app: typer.Typer) -> typer.Typer:
     """Every command, registered here and only here (no import side effects)."""
-    from depthwidth.cli import analyze, config, data, fit, forget, report, shapes, simulate, status, sweep, sync, train
+    from depthwidth.cli import (
+        analyze,
+        config,
+        data,
+        fit,
+        forget,
+        report,
+        shapes,
+        simulate,
+        status,
+        suggest,
+        sweep,
+        sync,
+        train,
+    )
 
     raw = {"allow_extra_args": True, "ignore_unknown_options": True}  # Hydra overrides pass through
     app.command("shapes")(shapes.shapes_cmd)
@@ -129,6 +143,7 @@ def register(app: typer.Typer) -> typer.Typer:
     app.command("forget")(forget.forget_cmd)
     app.command("simulate", context_settings=raw)(simulate.simulate_cmd)
     app.command("fit")(fit.fit_cmd)
+    app.command("suggest", context_settings=raw)(suggest.suggest_cmd)
     app.command("sync")(sync.sync_cmd)
     app.command("report")(report.report_cmd)
     app.command("analyze")(analyze.analyze_cmd)

@@ -31,6 +31,13 @@ def status_cmd(
     timeout: Optional[float] = typer.Option(
         None, "--timeout", help="with --watch: give up (exit 1) after this many seconds"
     ),
+    backtest: Optional[float] = typer.Option(
+        None,
+        "--backtest",
+        help="forecast finished runs too, from the first FRACTION of their tokens (e.g. 0.5), "
+        "beside their measured final loss",
+        metavar="FRACTION",
+    ),
 ) -> None:
     """State, progress, last loss and attempts of every submitted run of a sweep.
 
@@ -46,10 +53,22 @@ def status_cmd(
 
     L, W, shape: the run's depth, width and width shape (its summary.json, or
     what its submission planned before it starts).  Sweeps are read from $DW_RUNS, else ./runs.
+
+    forecast [95%]: a running run's final loss forecast from its loss curve so
+    far (held-out when it logs one, train.eval_every > 0; else training) and its
+    learning-rate schedule, with a 95% interval; "—" until it has 8 points past
+    warm-up and 20% of its tokens (docs/forecast.md).  --json: each run's
+    forecast, forecast_note (why there is none), law_pred and flag.
+
+    Example: dw status demo --backtest 0.5   (finished runs forecast from their
+    first half, beside their measured final loss: the forecast checked on the
+    sweep's own runs)
     """
     from depthwidth.core.errors import bad
     from depthwidth.launch import status as runs_status
 
+    if backtest is not None and not 0 < backtest <= 1:
+        raise bad("--backtest", backtest, "a fraction of the tokens in (0, 1], e.g. 0.5")
     if watch:
         if as_json:
             raise bad("--json", True, "not with --watch (a live table); use dw status NAME --json")
@@ -57,9 +76,9 @@ def status_cmd(
             raise bad("--interval", interval, "seconds > 0")
         if timeout is not None and not timeout > 0:
             raise bad("--timeout", timeout, "seconds > 0")
-        _watch(name, interval, timeout)
+        _watch(name, interval, timeout, backtest)
         return
-    st = runs_status.status(name)
+    st = _status(name, backtest)
     if as_json:
         emit_json(st)
         return
@@ -72,14 +91,60 @@ def status_cmd(
         c.print(f"[yellow]problem:[/] {p}", highlight=False)
 
 
+def _status(name: str, backtest: float | None) -> dict:
+    """The status document, with the forecasts filled in where there are any to make (fit/ is
+    imported only then: a sweep with nothing running stays as quick to list as before)."""
+    from depthwidth.launch import status as runs_status
+
+    st = runs_status.status(name)
+    if backtest is not None or any(r["state"] == "running" for r in st["runs"]):
+        from depthwidth.fit.run_forecast import attach
+
+        attach(st, backtest)
+    return st
+
+
 COLS = ("run id", "label", "L", "W", "shape", "state", "progress", "tokens", "last loss", "attempts", "job")
-RIGHT = {"L", "W", "progress", "tokens", "last loss", "attempts"}
+RIGHT = {"L", "W", "progress", "tokens", "last loss", "attempts", "forecast [95%]", "final val loss", "law [95%]"}
 STATE = COLS.index("state")
+FORECAST = "forecast [95%]"
 # a run in one of these states will not change without a new `dw sweep` (local/debug never requeue preempted runs)
 TERMINAL = ("done", "failed", "diverged", "cancelled", "lost")
 
 
-def _rows(st):
+def _columns(st) -> tuple:
+    """COLS, with the early warning's after ``last loss`` when a run has one: the forecast, the
+    measured final loss beside a finished run's backtest, the law's prediction and the flag."""
+    rows = st["runs"]
+    extra = []
+    if any(r.get("forecast") or r.get("forecast_note") for r in rows):
+        extra.append(FORECAST)
+    if any(r.get("forecast") is not None and r["state"] != "running" for r in rows):
+        extra.append("final val loss")
+    if any(r.get("law_pred") for r in rows):
+        extra += ["law [95%]", "flag"]
+    at = COLS.index("last loss") + 1
+    return COLS[:at] + tuple(extra) + COLS[at:]
+
+
+def _interval(x: dict | None) -> str:
+    return "" if not x else f"{x['mean']:.3f} [{x['lo']:.3f}, {x['hi']:.3f}]"
+
+
+def _early(r, col) -> str:
+    if col == FORECAST:
+        f = r.get("forecast")
+        if f is None:
+            return "—" if r.get("forecast_note") else ""
+        return f"{_interval(f)} {f['curve']}"
+    if col == "final val loss":
+        return "" if r.get("final_val_loss") is None or r.get("forecast") is None else f"{r['final_val_loss']:.4f}"
+    if col == "law [95%]":
+        return _interval(r.get("law_pred"))
+    return {True: "FLAG", False: "ok", None: ""}[r.get("flag")]
+
+
+def _rows(st, cols):
     rows = []
     for r in st["runs"]:
         prog = "" if r["progress"] is None else f"{100 * r['progress']:.0f}%"
@@ -91,22 +156,25 @@ def _rows(st):
         if r.get("retried_as"):
             label += f" (retried as {r['retried_as']})"
         shape = ["" if r.get(k) is None else str(r[k]) for k in ("depth", "width", "shape")]  # "": not known yet
-        rows.append((r["run_id"], label.strip(), *shape, r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"]))
+        base = (r["run_id"], label.strip(), *shape, r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"])
+        cells = dict(zip(COLS, base))
+        rows.append(tuple(cells[c] if c in cells else _early(r, c) for c in cols))
     return rows
 
 
 def _renderable(name, st):
-    rows = _rows(st)
+    cols = _columns(st)
+    rows = _rows(st, cols)
     if len(rows) <= FAST_ABOVE:
         from rich.table import Table
 
         t = Table(title=f"sweep {name}")
-        for col in COLS:
+        for col in cols:
             t.add_column(col, justify="right" if col in RIGHT else "left", no_wrap=True)
         for row in rows:
             t.add_row(*row[:STATE], f"[{STYLE[row[STATE]]}]{row[STATE]}[/]", *row[STATE + 1 :])
         return t
-    return _plain_table(f"sweep {name}", COLS, rows, RIGHT)
+    return _plain_table(f"sweep {name}", cols, rows, RIGHT)
 
 
 def _print_table(c, name, st):
@@ -131,7 +199,7 @@ def _progress_line(st, t0) -> str:
     return runs_status.summary_line(st) + share + f" · {el // 60}:{el % 60:02d} elapsed"
 
 
-def _watch(name, interval, timeout) -> None:
+def _watch(name, interval, timeout, backtest=None) -> None:
     """Live table (a terminal) or one line per change (a pipe) until every run has ended."""
     import time
 
@@ -145,7 +213,7 @@ def _watch(name, interval, timeout) -> None:
 
     c = wide_console()
     t0 = time.monotonic()
-    st = runs_status.status(name)  # bad sweep name: exit 2 before anything is drawn
+    st = _status(name, backtest)  # bad sweep name: exit 2 before anything is drawn
 
     def poll(show) -> dict:
         """Show, then refresh every ``interval`` s until every run has ended."""
@@ -159,7 +227,7 @@ def _watch(name, interval, timeout) -> None:
                     f"{name}: runs still going after --timeout {timeout:g} s: {runs_status.summary_line(st)}"
                 )
             time.sleep(interval)
-            st = runs_status.status(name)
+            st = _status(name, backtest)
 
     if c.is_terminal:
         with Live(console=c, refresh_per_second=4, transient=False) as live:

@@ -47,6 +47,18 @@ def sweep_cmd(
     cpu_peak: float = typer.Option(
         PLAN_CPU_FLOPS, "--cpu-peak", help="peak FLOP/s per CPU process assumed for CPU-hours (fp32)"
     ),
+    prior: Optional[str] = typer.Option(
+        None,
+        "--prior",
+        help="with --dry-run: predict from the papers' law (published) instead of the sweep's fit.json "
+        "(predictions appear on their own when the sweep has a fit)",
+    ),
+    target: Optional[str] = typer.Option(
+        None,
+        "--target",
+        help="with --dry-run predictions: the number a run's value is measured against (dcrit@512, alpha, "
+        "W_exponent, optimum@1e21; default the law's claim)",
+    ),
 ) -> None:
     """Run a named sweep (sweeps/NAME.yaml): validate every run, then submit those not done or running.
 
@@ -76,6 +88,8 @@ def sweep_cmd(
     from depthwidth.sweep.expand import dry_run_rows
 
     t0 = time.perf_counter()
+    if (prior or target) and not dry_run:
+        raise bad("--prior" if prior else "--target", prior or target, "only with --dry-run")
     if no_data_check and not dry_run:
         raise bad("--no-data-check", True, "only with --dry-run (the submission always checks the data)")
     if dry_run:
@@ -87,6 +101,9 @@ def sweep_cmd(
         rows = [row for row in dry_run_rows(p.sweep, store.runs_root().absolute()) if row["index"] in keep]
         s = plan_costs.summarize(name, p.runs, rows)
         s["warnings"] = p.warnings + s["warnings"]
+        from depthwidth.sweep.suggest import dry_run_predictions
+
+        predicted = dry_run_predictions(name, rows, prior, target)
         doc = {
             "sweep": name,
             "description": p.sweep.description,
@@ -95,7 +112,8 @@ def sweep_cmd(
             "cpu_peak_flops": cpu_peak,
             "device": _devices(rows, p.device),
             **s,
-            "submit": pre.to_dict() if store.manifest_path(name).exists() else None,
+            "submit": pre.to_dict() if store.manifest_path(p.sweep.store).exists() else None,
+            "prediction": predicted,
             "runs": rows,
         }
         if as_json:
@@ -159,6 +177,18 @@ def _si(x: float, unit: str = "") -> str:
     return f"{x:.3g}{unit}"
 
 
+def _prediction_cells(p: dict | None) -> list[str]:
+    if not p:
+        return ["—"] * 4
+    after = p.get("interval_after")
+    return [
+        f"{p['loss']:.3f} [{p['pi'][0]:.3f}, {p['pi'][1]:.3f}]",
+        "" if p.get("measured") is None else f"{p['measured']:.3f}",
+        "" if after is None else f"{after:.3g}",
+        "" if p.get("value_per_hour") is None else f"{p['value_per_hour']:.3g}",
+    ]
+
+
 def _render_dry(s, doc, secs) -> None:
     from rich.table import Table
 
@@ -190,6 +220,11 @@ def _render_dry(s, doc, secs) -> None:
         ("ref", "left"),
     ):
         t.add_column(col, justify=j, no_wrap=True)
+    pred = doc.get("prediction")
+    if pred:  # the law's prediction of each run, its measured loss, and what running it would teach
+        lvl = f"{100 * pred['level']:.0f}%"
+        for col in (f"pred. loss [{lvl} PI]", "measured", f"{pred['target_label']} CI after", "value/h"):
+            t.add_column(col, justify="right", no_wrap=True)
     iso = any((r.get("ref") or {}).get("budget") for r in rows)
     if iso:  # isoFLOP sweeps: each run's FLOPs against its budget C, its params against the target
         t.add_column("C err", justify="right", no_wrap=True)
@@ -224,6 +259,8 @@ def _render_dry(s, doc, secs) -> None:
             "" if loss is None else f"{loss:.3f}",
             ref.get("source", ""),
         ]
+        if pred:
+            cells += _prediction_cells(r.get("prediction"))
         if iso:
             c_err = f"{r['flops'] / ref['budget'] - 1:+.1%}" if ref.get("budget") else ""
             n_err = f"{ref['params_error']:+.1%}" if ref.get("params_error") is not None else ""
@@ -254,6 +291,16 @@ def _render_dry(s, doc, secs) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    if pred:
+        c.print(
+            f"predictions: from the {pred['from']}; {pred['target_label']}'s {100 * pred['level']:.0f}% interval "
+            f'is {pred["interval_now"]:.3g} wide now; "CI after": its expected width once that run is measured; '
+            "value/h: how much narrower per device-hour (dw suggest NAME --budget H picks the best set)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        for n in pred.get("notes") or []:
+            c.print(f"note: {n}", highlight=False, soft_wrap=True)
     if doc.get("advice"):
         c.print(f"advice: {doc['advice']}", highlight=False, soft_wrap=True)
     c.print(

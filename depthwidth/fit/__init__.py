@@ -5,6 +5,7 @@
     res = fit(runs="gemstones.jsonl", law="chinchilla", bootstrap=200)  # any run table (csv, jsonl, parquet)
     res = fit(runs=df, law="chinchilla", write=False)                   # or a pandas DataFrame
     res = fit("demo", options=FitOptions(law="width-depth", bootstrap=1000))  # the options as one value
+    res = fit(runs="farseer.csv", law="farseer.yaml")   # a user-defined law (docs/user_laws.md); also a dict
     res["params"], res["ci"], res["derived"], res["provenance"]
     m = flops_to_match(df)   # FLOPs to match uniform: m.rows[i].flops_fraction, .flops_fraction_ci, m.curves
 
@@ -15,6 +16,8 @@ Modules, in the order a fit uses them:
 - table.py: ``--where`` filters and cleaning a run table for a law
 - count.py: which N a fit means (``--n-convention``) and N(D, W) for the optimal shape
 - terms.py + laws.py: laws as data (parameters, bounds, start grids, terms; ``label``)
+- userlaw.py + expr.py: user-defined laws (``--law FILE.yaml``, ``load_law``): a safe expression language with
+  exact derivatives, the whole formula one term of a law
 - solver.py + engine.py: the robust multi-start fit (``fit_law``)
 - checks.py: plain-language warnings on a fit the data barely constrain
 - boot.py: bootstrap refits (seed noise or whole runs)
@@ -29,6 +32,9 @@ Modules, in the order a fit uses them:
 - planted.py: a fit of a simulated store against the world it was planted from
 - pipeline.py: the whole ``dw fit`` (``run_fit``), one named step each
 - match.py: FLOPs to match uniform (``flops_to_match``, ``dw fit --match``)
+- predict.py: an ensemble of a fit's replicates: predicted losses with intervals, targets, the greedy design
+- prior.py: the papers' parameters (what ``dw simulate`` plants) and the prior ``dw suggest`` starts from
+- forecast.py + run_forecast.py: a running run's final loss from its own curve, beside the law's (``dw status``)
 """
 
 from __future__ import annotations

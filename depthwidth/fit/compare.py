@@ -23,10 +23,14 @@ from depthwidth.fit.laws import Law, get_law, label
 from depthwidth.fit.solver import FitResult
 
 
-def expand(names: list[str], irreducible: bool) -> list[Law]:
+def expand(names: list, irreducible: bool) -> list[Law]:
+    """The laws to compare: built-in names (depth-delusion in both D_crit forms) and ``Law``
+    objects as they are (the fitted user-defined law takes part this way)."""
     laws: list[Law] = []
     for n in names:
-        if n == "depth-delusion":
+        if isinstance(n, Law):
+            laws.append(n)
+        elif n == "depth-delusion":
             laws += [
                 get_law(n, dcrit="log", irreducible=irreducible),
                 get_law(n, dcrit="power", irreducible=irreducible),

@@ -129,6 +129,15 @@ class CountModel:
         }
 
 
+def count_of(d: dict | None) -> CountModel | None:
+    """The CountModel a fit.json recorded (``to_dict``), or None."""
+    if not d or not d.get("terms"):
+        return None
+    powers = {lab: (i, j) for lab, i, j in TERMS}
+    terms = tuple((lab, *powers[lab], float(c)) for lab, c in d["terms"].items())
+    return CountModel(d.get("convention", "total"), terms, d.get("max_rel_error"), int(d.get("runs") or 0))
+
+
 def _num(c: float) -> str:
     return f"{c:.6g}" if abs(c) < 1e5 else f"{c:.4e}"
 

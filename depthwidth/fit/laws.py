@@ -94,13 +94,31 @@ class Law:
         """Cartesian product of the parameters' start values (S, P).
 
         When the product exceeds ``max_starts`` a fixed-seed random subset is
-        kept (order preserved), so results are reproducible.
+        kept (order preserved), so results are reproducible.  Only the rows kept
+        are built: a user law's product can run to millions of rows.
         """
-        g = np.array(list(itertools.product(*[p.grid for p in self.params])), dtype=float)
-        if max_starts is not None and len(g) > max_starts:
-            keep = np.sort(np.random.default_rng(seed).choice(len(g), max_starts, replace=False))
-            g = g[keep]
-        return g
+        total = self.grid_size
+        if max_starts is None or total <= max_starts:
+            return np.array(list(itertools.product(*[p.grid for p in self.params])), dtype=float)
+        rng = np.random.default_rng(seed)
+        if total < 2**62:
+            return self.grid_rows(np.sort(rng.choice(total, max_starts, replace=False)))
+        # beyond int64 indices: draw each coordinate (rows may repeat; a product this large is sparse anyway)
+        return np.stack([np.asarray(p.grid)[rng.integers(0, len(p.grid), max_starts)] for p in self.params], axis=1)
+
+    @property
+    def grid_size(self) -> int:
+        return math.prod(len(p.grid) for p in self.params)
+
+    def grid_rows(self, idx) -> np.ndarray:
+        """Rows ``idx`` of the start grid, in ``itertools.product`` order (last parameter fastest)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        out = np.empty((len(idx), len(self.params)))
+        for j in range(len(self.params) - 1, -1, -1):
+            g = np.asarray(self.params[j].grid, dtype=float)
+            out[:, j] = g[idx % len(g)]
+            idx = idx // len(g)
+        return out
 
     def data(self, table) -> dict[str, np.ndarray]:
         """Column arrays (and their logs) the terms read, from a DataFrame or dict."""
@@ -108,7 +126,8 @@ class Law:
         for c in self.columns:
             v = np.asarray(table[c], dtype=float)
             X[c] = v
-            X["log_" + c] = np.log(v)
+            with np.errstate(divide="ignore", invalid="ignore"):  # a user law may read a column <= 0
+                X["log_" + c] = np.log(v)
             X["neglog_" + c] = -X["log_" + c]
         n = len(np.asarray(table["loss"]))
         X["_zero"] = np.zeros(n)

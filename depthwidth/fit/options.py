@@ -25,6 +25,7 @@ from depthwidth.fit.holdout import parse_holdout
 from depthwidth.fit.isoflop import AXES as ISOFLOP_AXES
 from depthwidth.fit.laws import LAW_NAMES, Law, get_law, label, parse_pins
 from depthwidth.fit.solver import DEFAULT_DELTA
+from depthwidth.fit.userlaw import is_law_file, is_user, load_law
 from depthwidth.fit.verdicts import law_of_label
 
 APPROACHES = ("3", "isoflop")  # 3: the law fitted to every point; isoflop: approach 2 beside it
@@ -44,7 +45,7 @@ class Checked:
 
 @dataclass(frozen=True)
 class FitOptions:
-    law: str = "chinchilla"
+    law: str | dict | Law = "chinchilla"  # a built-in law's name, or a user law: FILE.yaml, a dict, a Law (userlaw.py)
     dcrit: str = "log"  # depth-delusion's D_crit form: log (kappa*ln W) | power (c*W^p)
     irreducible: bool = False  # depth-delusion: an irreducible loss E
     where: list | tuple | None = None  # COLUMN=VALUE filters of the table's rows
@@ -73,7 +74,7 @@ class FitOptions:
         """The law and filter a fit.json was fitted with (documents before ``options``: log, no E)."""
         law = law_of_label(doc.get("law", "chinchilla"), doc.get("options"))
         return cls(
-            law=law.name,
+            law=dict(law.options["user"]) if is_user(law) else law.name,
             dcrit=law.options.get("dcrit", "log"),
             irreducible=bool(law.options.get("irreducible", False)),
             where=list(doc.get("where") or []),
@@ -84,6 +85,13 @@ class FitOptions:
         return [str(w) for w in (self.where or [])]
 
     def make_law(self) -> Law:
+        """The law to fit; ``--dcrit`` and ``--irreducible`` shape depth-delusion only."""
+        if isinstance(self.law, Law):
+            return self.law
+        if isinstance(self.law, dict) or is_law_file(self.law):
+            return load_law(self.law)
+        if self.law not in LAW_NAMES:
+            raise bad("--law", self.law, " | ".join(LAW_NAMES) + " | a law file FILE.yaml (docs/user_laws.md)")
         return get_law(self.law, dcrit=self.dcrit, irreducible=self.irreducible)
 
     @property

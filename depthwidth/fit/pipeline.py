@@ -20,7 +20,7 @@ import numpy as np
 from depthwidth.core import provenance
 from depthwidth.core.errors import BadInput
 from depthwidth.fit.boot import bootstrap as boot_fn
-from depthwidth.fit.boot import bound_hits, param_samples, percentile_ci
+from depthwidth.fit.boot import bound_hits, noise_scales, param_samples, percentile_ci
 from depthwidth.fit.compare import compare_laws
 from depthwidth.fit.count import count_model, with_convention
 from depthwidth.fit.count import warnings_for as count_warnings
@@ -39,9 +39,12 @@ from depthwidth.fit.isoflop import isoflop as isoflop_fn
 from depthwidth.fit.laws import get_law, label
 from depthwidth.fit.options import Checked, FitOptions
 from depthwidth.fit.planted import compare as compare_planted
+from depthwidth.fit.predict import replicates_record
 from depthwidth.fit.planted import read_world
 from depthwidth.fit.sensitivity import sensitivity as sensitivity_fn
 from depthwidth.fit.table import apply_where, prepare
+from depthwidth.fit.userlaw import check_columns, is_user
+from depthwidth.fit.userlaw import record as law_record
 from depthwidth.fit.verdicts import identification
 from depthwidth.track.run_source import RunSource
 from depthwidth.track.table import probe_profiles
@@ -81,13 +84,14 @@ def run_fit(
     if write and out is None and rt.sweep_dir is not None and not force:
         check_replace(rt.sweep_dir / "fit.json", opts)
     df = apply_where(rt.df, opts.where)
+    check_columns(chk.law, df.columns, chk.n_convention)  # a user law's unknown symbol, named as its file has it
     data_fp = table_fingerprint(df)  # the input table as given, before N is chosen
     df, n_conv, n_note = _count_as(df, chk, opts)
     going = unfinished(name, rt.sweep_dir, root) if rt.sweep_dir is not None else None
     clean, excluded, notes = _clean(df, chk, opts, going)
     fr = _fit(clean, chk, opts, going)
 
-    count = count_model(clean, n_conv)
+    count = None if is_user(chk.law) else count_model(clean, n_conv)  # N(D, W) serves built-in optima only
     warnings = list(fr.warnings) + notes + count_warnings(count, chk.law)
     widths = sorted(set(np.asarray(clean["width"], dtype=float).astype(int))) if "width" in clean else []
     point = {k: float(v[0]) for k, v in derived_numbers(chk.law, fr.params, widths, opts.c_ref, count).items()}
@@ -128,6 +132,10 @@ def run_fit(
         "source": src.record(rt.sweep_dir),
         "provenance": provenance.record(data=data_fp),
     }
+    if iv.theta is not None and len(iv.theta):  # for predictions and designs (fit/predict.py)
+        res["replicates"] = replicates_record(fr, iv.theta, noise_scales(fr, clean))
+    if is_user(chk.law):  # the law file as fitted, so the fit can be reproduced
+        res["provenance"]["law"] = law_record(chk.law)
     if "simulated" in clean and clean["simulated"].astype(bool).all():
         world = read_world(rt.sweep_dir)
         if world is not None:
@@ -160,6 +168,8 @@ def check_replace(path: Path, opts: FitOptions) -> None:
 
 def _count_as(df, chk: Checked, opts: FitOptions):
     """(table with ``params`` = N in the chosen convention, the convention, its note)."""
+    if is_user(chk.law) and "params" not in chk.law.columns and opts.n_convention is None:
+        return df, chk.n_convention, f"N: not read by {chk.law.name}"  # its table need have no params column
     try:
         df, note = with_convention(df, chk.n_convention)
         return df, chk.n_convention, note
@@ -320,7 +330,8 @@ def _sections(
     lw, pins = chk.law, chk.pins
     common = {"delta": opts.delta, "seed": opts.seed, "max_starts": opts.max_starts}
     if chk.compare:
-        names = chk.compare if lw.name in chk.compare else [lw.name] + chk.compare  # the fitted law takes part
+        names = chk.compare if lw.name in chk.compare else [lw if is_user(lw) else lw.name] + chk.compare
+        # the fitted law takes part (a user-defined law as itself: it has no built-in name)
         cmp = compare_laws(
             clean,
             names,

@@ -211,7 +211,8 @@ def _lm_chunk(pb: Problem, th, w, max_iter, smooth, xtol, ftol, ys=None):
         rt, Jt, Ft = evaluate(tt, wt, y)
         acc = Ft < F
         moved = np.abs(tt - t).max(axis=1)
-        gain = np.where(acc, F - Ft, 0.0)
+        with np.errstate(invalid="ignore"):  # inf - inf where a start began outside the law's domain
+            gain = np.where(acc, F - Ft, 0.0)
         F_prev = F
         if not acc.all():  # keep the old point where the trial was rejected
             rej = ~acc
@@ -321,8 +322,8 @@ class FitResult:
 def best_starts(fr: FitResult, law: Law, extra: int = 4, seed: int = 1) -> np.ndarray:
     """A small start grid for refits: the optimum, other good optima, a few grid points."""
     rows = [fr.theta.copy()] + [b.copy() for b in fr.basins[1:4]]
-    g = law.grid()
-    if extra and len(g):
-        pick = np.random.default_rng(seed).choice(len(g), min(extra, len(g)), replace=False)
-        rows += [g[i].copy() for i in pick]
+    size = law.grid_size  # the rows picked are built, not the whole product (a user law's can be huge)
+    if extra and size:
+        pick = np.random.default_rng(seed).choice(size, min(extra, size), replace=False)
+        rows += list(law.grid_rows(pick))
     return np.array(rows, dtype=float)

@@ -22,6 +22,9 @@ from depthwidth.launch.scheduler import SLURM_STATES, SchedulerUnknown, slurm_st
 STATES = ("pending", "running", "done", "failed", "diverged", "preempted", "cancelled", "lost", "unknown")
 # never "unknown" (it may still be running), nor "diverged" (the same run diverges again: --retry-diverged)
 RETRYABLE = ("failed", "cancelled", "lost")
+# the early warning (fit/run_forecast.py fills them in; dw status asks it to): the forecast final loss
+# of a running run, why there is none, the law's prediction for the run and whether the two disagree
+FORECAST_KEYS = {"forecast": None, "forecast_note": None, "law_pred": None, "flag": None}
 
 
 def run_state(summary: dict | None, sched: str | None, started: bool = False, known: bool = True) -> str:
@@ -124,6 +127,7 @@ def status(name: str, root=None) -> dict:
                 **shape_of(summ, r.get("overrides"), r),
                 "retry_of": r.get("retry_of"),
                 "retried_as": retried_as.get(r["run_id"]),
+                **FORECAST_KEYS,
             }
         )
     counts = {s: 0 for s in STATES}

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from depthwidth.fit.count import COLUMN, n_column
-from depthwidth.fit.laws import get_law
+from depthwidth.fit.verdicts import fitted_label, law_of_label
 from depthwidth.fit.verdicts import preferred
 from depthwidth.report import inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
@@ -120,8 +120,7 @@ def _plain_ticks(ax):
 
 
 def _law(fit):
-    o = fit.get("options") or {}
-    return get_law(fit["law"], dcrit=o.get("dcrit", "log"), irreducible=bool(o.get("irreducible", False)))
+    return law_of_label(fitted_label(fit), fit.get("options"))  # a user-defined law too
 
 
 def _convention(fit) -> str:

@@ -14,15 +14,8 @@ parameter count is its N (fit/count.py), and the noise:
 ``outliers``     the fraction of runs whose loss is multiplied by exp(``outlier_size``)
                  (a bad run: a loss spike the fit should not follow).
 
-The default parameters (``PUBLISHED``) put the world near the paper's own
-fit: the depth-delusion law fitted by dw to the 13 losses "The Depth Delusion"
-publishes (docs/science.md §1.6; small models at 6.4B tokens, the 1B–7B pairs
-at 20 tokens per parameter up to 140B; N = 12·D·W²) with D_crit pinned at the
-paper's κ = 2.43 (log form) or c = 0.981, p = 0.44 (power form: D_crit(512) =
-15, τ ∝ W^0.44); it fits those losses to R² 0.99.  With E, E is pinned at 1.0
-nat and the rest refitted.  chinchilla: Besiroglu et al.'s refit of Hoffmann
-et al.  width-depth: the same 13 losses, E pinned at 1.0.  Each is dw's choice,
-stated here; ``--set NAME=VALUE`` overrides any parameter.
+The default parameters are fit/prior.py's ``PUBLISHED`` (near the papers' own fits; their
+sources are stated there); ``--set NAME=VALUE`` overrides any parameter.
 """
 
 from __future__ import annotations
@@ -35,26 +28,7 @@ import numpy as np
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.count import check_convention
 from depthwidth.fit.laws import Law, get_law, label, parse_values
-
-_DD = {"A": 11.04, "alpha": 0.0837, "B": 32.21, "delta": 0.1552, "gamma": 0.7298, "mu": 0.3197}
-_DD_E = {"E": 1.0, "A": 23.77, "alpha": 0.1662, "B": 48.97, "delta": 0.1648, "gamma": 2.71, "mu": 0.4867}
-PUBLISHED = {
-    "depth-delusion[log]": {**_DD, "kappa": 2.43},
-    "depth-delusion[power]": {
-        "A": 10.94,
-        "alpha": 0.0820,
-        "B": 21.88,
-        "delta": 0.1405,
-        "gamma": 0.7298,
-        "mu": 0.3197,
-        "c": 0.981,
-        "p": 0.44,
-    },
-    "depth-delusion[log+E]": {**_DD_E, "kappa": 2.43},
-    "depth-delusion[power+E]": {**_DD_E, "c": 0.981, "p": 0.44},
-    "chinchilla": {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
-    "width-depth": {"E": 1.0, "A_w": 14.22, "a_w": 0.3757, "A_d": 1.354, "a_d": 1.577, "B": 43.03, "beta": 0.1613},
-}
+from depthwidth.fit.prior import PUBLISHED
 
 
 @dataclass(frozen=True)

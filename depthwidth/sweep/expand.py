@@ -30,7 +30,7 @@ from depthwidth.core.errors import BadInput, bad
 from depthwidth.model.accounting import count_params
 from depthwidth.model.figures import figures
 from depthwidth.model.resolve import from_config
-from depthwidth.sweep.file import RESERVED, load_file, points
+from depthwidth.sweep.file import RESERVED, load_file, points, store_of
 from depthwidth.sweep.isoflop import with_blocks
 from depthwidth.sweep.plan_costs import DEFAULT_CPU_PEAK, checkpoint_figures, hours
 from depthwidth.train import memory
@@ -66,6 +66,10 @@ class Sweep:
     description: str
     runs: list[Run]
     duplicates: int = 0
+    store: str = ""  # the sweep whose run store the runs join (file.store_of); "" = name
+
+    def __post_init__(self):
+        self.store = self.store or self.name
 
     @property
     def bad(self) -> list[Run]:
@@ -88,7 +92,34 @@ def expand(
     Each run's launcher is conf/launcher ← the sweep file's ``launcher`` defaults ←
     ``launcher_overrides``; its device (cpu | cuda) resolves ``train.precision=auto``,
     its processes and ``gpu_memory`` are what the memory plan must fit."""
-    doc = with_blocks(name, load_file(name))
+    return expand_doc(
+        name,
+        load_file(name),
+        cli_overrides,
+        launcher_overrides=launcher_overrides,
+        need_scheduler=need_scheduler,
+        check_gpus=check_gpus,
+        mfu=mfu,
+        peak=peak,
+        cpu_peak=cpu_peak,
+    )
+
+
+def expand_doc(
+    name: str,
+    doc: dict,
+    cli_overrides: Sequence[str] = (),
+    *,
+    launcher_overrides: Sequence[str] = (),
+    need_scheduler: bool = False,
+    check_gpus: bool | None = None,
+    mfu: float = DEFAULT_MFU,
+    peak: float = DEFAULT_PEAK,
+    cpu_peak: float = DEFAULT_CPU_PEAK,
+) -> Sweep:
+    """``expand`` of a sweep document held in memory (``dw suggest``'s candidates)."""
+    store_name = store_of(name, doc)
+    doc = with_blocks(name, doc)
     cli_groups, cli_keys = parse_cli_overrides(cli_overrides)
     for k in cli_keys:
         if k.lstrip("+") in RESERVED:
@@ -140,7 +171,7 @@ def expand(
             seen[r.run_id] = r
         r.index = len(runs)
         runs.append(r)
-    return Sweep(name, str(doc.get("description", "")), runs, dup)
+    return Sweep(name, str(doc.get("description", "")), runs, dup, store=store_name)
 
 
 def _tokens(rule: Any, cfg: Any) -> int:
@@ -311,7 +342,7 @@ def dry_run_rows(sw: Sweep, runs_root: Path) -> list[dict]:
             **r.figures,
             "ref": r.ref,
             "error": r.error,
-            "overrides": r.full_overrides(sw.name, runs_root / sw.name / (r.run_id or "INVALID")),
+            "overrides": r.full_overrides(sw.store, runs_root / sw.store / (r.run_id or "INVALID")),
         }
         rows.append(row)
     return rows

@@ -17,6 +17,7 @@ A sweep file (every key optional except one of runs/axes/zip/blocks)::
     launcher: {slurm: {gpus_per_node: 8}}       # launcher defaults per launcher (the command line wins)
     blocks: [ {label: small, runs: [...], tokens: {...}, launcher: {...}}, ... ]   # sub-sweeps, concatenated
     isoflop: {budgets: [1e18, 1e19], axis: shape, depths: [4, 8, 16]}   # one block per budget (isoflop.py)
+    store: depth_delusion                       # the runs live in (and are counted with) that sweep's store
 
 Points are ``runs`` (or one empty point) x product(axes) x each zip group x
 seeds; a block inherits the file's groups/fixed/tokens/launcher and may add
@@ -38,7 +39,20 @@ from typing import Any
 
 from depthwidth.core.errors import BadInput, bad, did_you_mean
 
-TOP_KEYS = ("description", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher", "blocks", "isoflop")
+TOP_KEYS = (
+    "description",
+    "groups",
+    "fixed",
+    "axes",
+    "zip",
+    "seeds",
+    "runs",
+    "tokens",
+    "launcher",
+    "blocks",
+    "isoflop",
+    "store",
+)
 
 
 BLOCK_KEYS = ("label", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher")
@@ -63,6 +77,15 @@ def sweeps_dir() -> Path:
 def available() -> list[str]:
     d = sweeps_dir()
     return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def store_of(name: str, doc: dict) -> str:
+    """The sweep whose run store ``name``'s runs join: its ``store`` key (a file ``dw suggest`` wrote:
+    the next runs of NAME share NAME's run ids, status, fit and retries), else ``name`` itself."""
+    st = doc.get("store", name)
+    if not isinstance(st, str) or not st or "/" in st or st.startswith("."):
+        raise bad(f"sweep {name}: store", st, "the name of a sweep (its run store is ROOT/NAME)")
+    return st
 
 
 def load_file(name: str) -> dict:

@@ -152,7 +152,7 @@ def plan(
         warnings.append(
             f"{len(idx)} of {len(runs)} runs (run {', '.join(map(str, idx[:6]))}{', …' if len(idx) > 6 else ''}): {w}"
         )
-    if (other := store.checkout_store(name)) is not None:  # a second store of the same sweep
+    if (other := store.checkout_store(sw.store)) is not None:  # a second store of the same sweep
         said = (
             f"sweep {name} has its store at {other}; submitting from here would start a second one in "
             f"{store.runs_root().absolute()} and train every run again: run dw from {other.parent.parent}, or "
@@ -216,7 +216,7 @@ def submit_planned(
 ) -> Submission:
     """The second half of ``submit``: ``p`` from ``plan(..., dry_run=False)``."""
     t0 = time.perf_counter() if t0 is None else t0
-    name = p.sweep.name
+    name = p.sweep.store  # a file dw suggest wrote joins the store of the sweep it extends
     with store.SweepLock(name):
         sub = _submit(name, p.runs, p.launcher, store.runs_root().absolute(), retry_failed, show, retry)
     sub.seconds = round(time.perf_counter() - t0, 3)
@@ -260,7 +260,7 @@ def preflight(p: SweepPlan, *, retry_failed: bool = False, retry: Retry | None =
     """The submission's checks against the run store, and which runs it would submit or skip;
     BadInput as the submission raises it (a store of planted runs, a --retry-diverged that
     changes nothing).  ``dw sweep --dry-run`` and ``submit_planned`` both call it."""
-    return _preflight(p.sweep.name, p.runs, retry_failed, retry)
+    return _preflight(p.sweep.store, p.runs, retry_failed, retry)
 
 
 def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight:

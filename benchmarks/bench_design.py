@@ -1,0 +1,287 @@
+"""Does ``dw suggest`` reach the full grid's precision for less?  Rounds of design on planted worlds.
+
+Candidates are the ``depth_delusion`` sweep's own space (its 162 depth x width combinations per
+block, GPU-hours from the dry run's cost model on 80 GiB GPUs, the same code ``dw suggest`` uses);
+the full grid is its 30 runs (22,360 GPU-hours).  For each planted world (the depth-delusion law,
+log and power D_crit forms, D_crit moved by ``--shifts``, seed noise ``--noise``) and seed:
+
+* grid: plant losses on the 30 runs, fit (``dw fit``'s pipeline, ``--bootstrap`` replicates) and
+  take the target's 95% interval width: the precision to reach;
+* design: round 0 from the published prior (``--first`` of the grid's GPU-hours), then rounds of
+  fit -> ``design`` within ``--step`` of the grid's GPU-hours -> plant the picks' losses -> refit,
+  until the interval is as narrow as the grid's or the GPU-hours reach the grid's;
+* random: the same rounds with random candidates of the same GPU-hours.
+
+Targets: D_crit at W = 512 and the compute-optimal width exponent W_exponent.  Reported per
+target: GPU-hours to the grid's precision (median over worlds x seeds, as a fraction of the grid's;
+never = not within the grid's GPU-hours), and coverage of the final intervals (the planted value
+inside; adaptive designs can bias intervals).  Target: the grid's precision at <= 50% of its
+GPU-hours, coverage within 90-98%.
+
+    python benchmarks/bench_design.py                        # 2 forms x 3 shifts x 2 noises x 3 seeds
+    python benchmarks/bench_design.py --seeds 1 --shifts 1 --noise 0.01 --plot docs/design_bench.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+TARGETS = ("dcrit@512", "W_exponent")
+
+
+def space() -> dict:
+    """Candidates and the full grid of depth_delusion: law inputs and GPU-hours."""
+    os.environ.setdefault("DW_RUNS", tempfile.mkdtemp(prefix="bench_design_"))  # an empty store
+    from depthwidth.sweep.expand import expand
+    from depthwidth.sweep.suggest import candidates, rows_of
+
+    runs, _ = candidates("depth_delusion", {}, ["launcher=slurm"])
+    grid = expand("depth_delusion", launcher_overrides=["launcher=slurm"], check_gpus=False).runs
+    ids = [r.run_id for r in runs]
+    return {
+        "cand": rows_of(runs),
+        "cost": [r.figures["gpu_hours"] for r in runs],
+        "grid": [ids.index(r.run_id) for r in grid],  # the grid's runs are candidates too
+    }
+
+
+def _world(form: str, shift: float, noise: float):
+    from depthwidth.simulate.world import Noise, world
+
+    if form == "log":
+        set_values = f"kappa={2.43 * shift}"
+    else:
+        set_values = f"c={0.981 * shift}"
+    return world("depth-delusion", dcrit=form, set_values=set_values, noise=Noise(sigma=noise))
+
+
+def _plant(w, rows: list[dict], seed: int) -> list[dict]:
+    from depthwidth.simulate.world import losses
+
+    if not rows:
+        return []
+    cols = {k: np.array([r[k] for r in rows], dtype=float) for k in ("depth", "width", "tokens")}
+    cols["params"] = 12.0 * cols["depth"] * cols["width"] ** 2  # the world's N (12DW2)
+    L = losses(w, cols, np.arange(len(rows)), seed)
+    return [{**r, "loss": float(x), "run": f"s{seed}_{i}"} for i, (r, x) in enumerate(zip(rows, L))]
+
+
+def _interval(table: list[dict], form: str, target: str, B: int, seed: int):
+    """(ensemble, (lo, hi)) of the target after dw fit on ``table``; (None, None) when it cannot fit."""
+    import pandas as pd
+
+    from depthwidth.core.errors import BadInput
+    from depthwidth.fit.pipeline import run_fit
+    from depthwidth.fit.predict import ensemble_of, parse_target
+
+    try:
+        res = run_fit(
+            runs=pd.DataFrame(table),
+            law="depth-delusion",
+            dcrit=form,
+            bootstrap=B,
+            max_starts=500,
+            seed=seed,
+            write=False,
+        )
+        ens = ensemble_of(res)
+    except BadInput:
+        return None, None
+    t = parse_target(target, ens.law)
+    v = t.values(ens, ens.theta)
+    v = v[np.isfinite(v)]
+    if len(v) < 10:
+        return ens, None
+    return ens, tuple(np.percentile(v, [2.5, 97.5]))
+
+
+def _truth(w, target: str) -> float:
+    from depthwidth.fit.predict import Ensemble, parse_target
+
+    ens = Ensemble(w.law, w.law.internal(w.values), w.law.internal(w.values)[None, :], {"run": 0.0, "point": 0.0})
+    return float(parse_target(target, w.law).values(ens, ens.theta)[0])
+
+
+def one(job: dict) -> dict:
+    """One world, seed and target: the grid's interval, then design and random rounds."""
+    from depthwidth.fit.laws import get_law
+    from depthwidth.fit.predict import design, parse_target
+    from depthwidth.fit.prior import prior
+
+    sp, form, shift, noise, seed, target, B = (
+        job[k] for k in ("space", "form", "shift", "noise", "seed", "target", "B")
+    )
+    cand, cost = sp["cand"], np.asarray(sp["cost"])
+    w = _world(form, shift, noise)
+    truth = _truth(w, target)
+    grid_rows = [cand[i] for i in sp["grid"]]
+    grid_hours = float(cost[sp["grid"]].sum())
+    _, gi = _interval(_plant(w, grid_rows, seed), form, target, B, seed)
+    out = {k: job[k] for k in ("form", "shift", "noise", "seed", "target")}
+    out.update(truth=truth, grid_hours=grid_hours, grid_width=None if gi is None else gi[1] - gi[0])
+    out["grid_covered"] = None if gi is None else bool(gi[0] <= truth <= gi[1])
+    rng = np.random.default_rng(seed + 1000)
+    for method in ("design", "random"):
+        pool = np.ones(len(cand), dtype=bool)
+        table: list[dict] = []
+        hours, curve, reached, ens, iv = 0.0, [], None, None, None
+        r = 0
+        while hours < grid_hours:
+            budget = job["first"] * grid_hours if r == 0 else job["step"] * grid_hours
+            idx = np.flatnonzero(pool)
+            if method == "design":
+                src = prior(get_law("depth-delusion", dcrit=form), seed=seed) if ens is None else ens
+                d = design(src, parse_target(target, src.law), [cand[i] for i in idx], cost[idx], budget=budget)
+                picks = idx[d.picks]
+            else:
+                picks, spent = [], 0.0
+                for i in rng.permutation(idx):
+                    if spent + cost[i] <= budget:
+                        picks.append(i)
+                        spent += cost[i]
+                picks = np.array(picks, dtype=int)
+            if not len(picks):
+                break
+            pool[picks] = False
+            hours += float(cost[picks].sum())
+            table += _plant(w, [cand[i] for i in picks], seed * 1000 + r)
+            ens_new, iv = _interval(table, form, target, B, seed)
+            ens = ens_new if ens_new is not None else ens
+            width = None if iv is None else iv[1] - iv[0]
+            curve.append((hours, width))
+            if reached is None and width is not None and out["grid_width"] is not None and width <= out["grid_width"]:
+                reached = hours
+                break
+            r += 1
+        out[method] = {
+            "hours_to_grid": reached,
+            "fraction": None if reached is None else reached / grid_hours,
+            "curve": curve,
+            "covered": None if iv is None else bool(iv[0] <= truth <= iv[1]),
+            "runs": len(table),
+        }
+    return out
+
+
+def summarize(results: list[dict]) -> dict:
+    s = {}
+    for t in TARGETS:
+        rs = [r for r in results if r["target"] == t]
+        if not rs:
+            continue
+        row = {"cases": len(rs), "grid_hours": rs[0]["grid_hours"]}
+        for m in ("design", "random"):
+            fr = [r[m]["fraction"] for r in rs]
+            got = [f for f in fr if f is not None]
+            row[m] = {
+                "median_fraction": float(np.median([f if f is not None else np.inf for f in fr])),
+                "reached": f"{len(got)}/{len(fr)}",
+                "coverage": float(np.mean([r[m]["covered"] for r in rs if r[m]["covered"] is not None] or [np.nan])),
+            }
+        row["grid_coverage"] = float(np.mean([r["grid_covered"] for r in rs if r["grid_covered"] is not None]))
+        s[t] = row
+    return s
+
+
+def plot(results: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(TARGETS), figsize=(11, 4))
+    for ax, t in zip(np.atleast_1d(axes), TARGETS):
+        rs = [r for r in results if r["target"] == t]
+        for m, c in (("design", "C0"), ("random", "C1")):
+            for k, r in enumerate(rs):
+                xs = [h / r["grid_hours"] for h, wd in r[m]["curve"] if wd is not None]
+                ys = [wd / r["grid_width"] for h, wd in r[m]["curve"] if wd is not None and r["grid_width"]]
+                ax.plot(xs[: len(ys)], ys, color=c, alpha=0.4, label=m if k == 0 else None)
+        ax.axhline(1.0, color="k", lw=0.8, ls="--", label="full grid")
+        ax.axvline(0.5, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("GPU-hours / full grid's")
+        ax.set_ylabel("95% interval width / full grid's")
+        ax.set_title(t)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--forms", default="log,power")
+    ap.add_argument("--shifts", default="0.7,1,1.4", help="planted D_crit as a multiple of the paper's")
+    ap.add_argument("--noise", default="0.005,0.01", help="seed-to-seed sigma of log loss")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--bootstrap", type=int, default=100)
+    ap.add_argument("--first", type=float, default=0.01, help="round 0's GPU-hours, a fraction of the grid's")
+    ap.add_argument("--step", type=float, default=0.02, help="each later round's GPU-hours, a fraction of the grid's")
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--plot", default=None)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    t0 = time.perf_counter()
+    sp = space()
+    jobs = [
+        {
+            "space": sp,
+            "form": f,
+            "shift": float(s),
+            "noise": float(n),
+            "seed": k,
+            "target": t,
+            "B": a.bootstrap,
+            "first": a.first,
+            "step": a.step,
+        }
+        for t in a.targets.split(",")
+        for f in a.forms.split(",")
+        for s in a.shifts.split(",")
+        for n in a.noise.split(",")
+        for k in range(a.seeds)
+    ]
+    if a.workers > 1:
+        with ProcessPoolExecutor(a.workers) as ex:
+            results = list(ex.map(one, jobs))
+    else:
+        results = [one(j) for j in jobs]
+    s = summarize(results)
+    print(
+        f"{'target':<12} {'cases':>5} {'grid GPU-h':>10} {'method':<7} {'to grid precision (median)':>27} "
+        f"{'reached':>8} {'coverage':>9}"
+    )
+    for t, row in s.items():
+        for m in ("design", "random"):
+            mf = row[m]["median_fraction"]
+            frac = "never" if not np.isfinite(mf) else f"{mf:.1%} of grid"
+            print(
+                f"{t:<12} {row['cases']:>5} {row['grid_hours']:>10,.0f} {m:<7} {frac:>27} {row[m]['reached']:>8} "
+                f"{row[m]['coverage']:>9.0%}"
+            )
+        print(f"{t:<12} {'':>5} {'':>10} {'grid':<7} {'':>27} {'':>8} {row['grid_coverage']:>9.0%}")
+    print(f"{len(jobs)} cases in {time.perf_counter() - t0:.0f} s")
+    if a.plot:
+        plot(results, a.plot)
+    doc = {"summary": s, "results": results, "args": vars(a)}
+    if a.json:
+        Path(a.json).write_text(json.dumps(doc, default=float))
+    print(json.dumps({"summary": s}, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

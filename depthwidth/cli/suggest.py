@@ -1,0 +1,125 @@
+"""``dw suggest``: the next runs of a sweep, chosen by what they would teach per GPU-hour."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from depthwidth.cli.render import emit_json, wide_console
+
+
+def suggest_cmd(
+    name: str = typer.Argument(..., help="sweep name: a file sweeps/NAME.yaml (its fit.json, or --prior)"),
+    overrides: Optional[List[str]] = typer.Argument(
+        None, help="as dw sweep takes them, for every candidate: launcher=slurm (GPU-hours), train.steps=..."
+    ),
+    budget: float = typer.Option(..., "--budget", help="device-hours (GPU-hours on GPUs) the next runs may spend"),
+    target: Optional[str] = typer.Option(
+        None,
+        "--target",
+        help="the number to pin down: dcrit@WIDTH, a parameter (alpha), W_exponent / D_exponent / N_exponent "
+        "[@C], optimum@C (the compute-optimal depth at C FLOPs); default the law's claim",
+    ),
+    candidates: Optional[str] = typer.Option(
+        None,
+        "--candidates",
+        help="values of settings to choose among, in every block: 'model.depth=4,8,16;model.width=512' "
+        "(default: the sweep's own depths, widths, shapes ... crossed within each block)",
+    ),
+    prior: Optional[str] = typer.Option(
+        None, "--prior", help="published: start from the papers' law (what a sweep with no runs yet uses)"
+    ),
+    law: str = typer.Option("depth-delusion", "--law", help="with --prior: the law whose prior to use"),
+    rounds: int = typer.Option(
+        1,
+        "--rounds",
+        help="spend the budget in this many rounds: choose the first round's runs now (budget / rounds), "
+        "the next after refitting on what they measured",
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the sweep file here (default sweeps/NAME_next.yaml)"),
+    no_write: bool = typer.Option(False, "--no-write", help="print the choice only"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON document"),
+) -> None:
+    """Choose the runs that shrink the target's interval most per GPU-hour, within a budget.
+
+    The sweep's fit.json holds bootstrap replicates of its law; each candidate run's value is the
+    expected reduction of the target's variance once its loss is measured (fit/predict.py).  The
+    picks go to sweeps/NAME_next.yaml, whose runs join NAME's store: dw sweep NAME_next submits them,
+    dw status NAME / dw fit NAME count them with the rest.
+
+    Example: dw suggest depth_delusion launcher=slurm --budget 500 --target dcrit@1024
+
+    Example: dw suggest depth_delusion launcher=slurm --prior published --budget 200   (no runs yet)
+    """
+    from depthwidth.sweep.suggest import suggest
+
+    s = suggest(
+        name,
+        budget,
+        target,
+        candidates_spec=candidates,
+        overrides=overrides or [],
+        prior=prior,
+        law=law,
+        out=out,
+        write=not no_write,
+        rounds=rounds,
+    )
+    doc = s.to_dict()
+    if as_json:
+        emit_json(doc)
+        return
+    _render(doc)
+
+
+def _render(doc: dict) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    c = wide_console()
+    t = Table(
+        title=escape(
+            f"dw suggest {doc['sweep']}: {len(doc['runs'])} runs for {doc['target_label']} "
+            f"({doc['spent_hours']:.3g} of {doc['budget_hours']:.3g} device-hours)"
+        ),
+        title_justify="left",
+    )
+    for col, j in (
+        ("#", "right"),
+        ("run id", "left"),
+        ("label", "left"),
+        ("L×W", "right"),
+        ("shape", "left"),
+        ("device-h", "right"),
+        ("pred. loss [95% PI]", "right"),
+        ("target CI after", "right"),
+    ):
+        t.add_column(col, justify=j, no_wrap=True)
+    for i, r in enumerate(doc["runs"], 1):
+        t.add_row(
+            str(i),
+            r["run_id"],
+            r.get("label") or "",
+            f"{r['depth']}×{r['width']}",
+            r["shape"],
+            f"{r['hours']:.3g}",
+            f"{r['predicted_loss']:.3f} [{r['pi'][0]:.3f}, {r['pi'][1]:.3f}]",
+            f"{r['interval_after']:.3g}",
+        )
+    c.print(t)
+    c.print(
+        escape(
+            f"{doc['target_label']}: 95% interval {doc['interval_now']:.3g} wide now, expected "
+            f"{doc['interval_after']:.3g} after these runs (from the {doc['from']}; {doc['candidates']} candidates, "
+            f"{doc.get('candidates_in_store', 0)} already in the store, {doc.get('candidates_refused', 0)} refused "
+            "by the plan)"
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )
+    for n in doc.get("notes") or []:
+        c.print(escape(f"note: {n}"), highlight=False, soft_wrap=True)
+    if doc.get("written"):
+        c.print(escape(f"wrote {doc['written']}: dw sweep {Path(doc['written']).stem} --dry-run shows it"))

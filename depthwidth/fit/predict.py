@@ -1,0 +1,300 @@
+"""What a fit says about runs not yet trained, and what training one would teach.
+
+An ``Ensemble`` is a set of parameter vectors of one law that together carry its uncertainty: the
+converged bootstrap refits a fit keeps (fit.json ``replicates``), or draws from a prior (fit/prior.py)
+when there are no runs yet; plus the noise of a new run's loss (seed-to-seed and per point, the
+scales fit/boot.py estimates from the residuals).
+
+``predict``: each row's final loss from the point fit, a confidence interval (percentiles of the
+replicates' predictions: the law's uncertainty) and a prediction interval (each replicate plus one
+fresh draw of a new run's noise, with the noise scales' own uncertainty; the interval for a loss
+that will be *measured*).  A confidence interval used as a prediction interval undercovers once the
+noise is comparable to the fit's uncertainty (fit/holdout.py says the same of held-out runs).
+
+``Target``: the one number a design should pin down, per replicate (``parse_target``):
+``dcrit@W`` (D_crit at width W), a parameter of the law (``alpha``), a compute-optimal number at a
+compute (``W_exponent``, ``D_exponent``, ``N_exponent``, ``T_exponent``, ``D_opt``, ``W_opt``,
+``N_opt``, each ``@C``, default 1e21) and ``optimum@C`` (the compute-optimal depth D_opt: the shape
+at that compute, since W_opt follows from N_opt and D_opt).
+
+``Design``: the value of running a candidate is how much its measured loss is expected to shrink
+the target's variance.  Under the linear-Gaussian approximation the ensemble gives (an ensemble
+Kalman update: the target and the candidates' log losses jointly Gaussian with the replicates'
+covariance), observing candidate x with noise variance s² leaves
+
+    Var(T | y_x) = Var(T) − Cov(T, y_x)² / (Var(y_x) + s²).
+
+Greedy batch choice conditions the joint covariance on each pick before the next, so a second run
+that would teach what the first already teaches is worth little.  Why not refit per candidate: that
+is one bootstrap per candidate and replicate (hours for a 30-run grid); the update costs one
+covariance matrix, works for any law and any target the replicates can compute, and its choices are
+checked against random designs on planted worlds (tests/test_design.py).  Its limit: where the
+target depends on the loss far from linearly over the replicates' spread (a D_crit the data do not
+bracket yet), the expected reduction is approximate; rounds (fit, suggest, run, refit) correct it.
+
+No torch, no pandas at import.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from depthwidth.core.errors import bad
+from depthwidth.fit.boot import draw_noise
+from depthwidth.fit.count import CountModel, count_of
+from depthwidth.fit.derived import C_REF, derived_numbers
+from depthwidth.fit.laws import Law
+
+OPTIMA = ("W_exponent", "D_exponent", "N_exponent", "T_exponent", "D_opt", "W_opt", "N_opt")
+TARGETS_ALLOWED = "dcrit@WIDTH, a parameter of the law, optimum@C, or one of " + ", ".join(OPTIMA) + " (@C optional)"
+
+
+@dataclass
+class Ensemble:
+    law: Law
+    point: np.ndarray  # (P,) internal parameters of the point fit (or the prior's centre)
+    theta: np.ndarray  # (B, P) internal parameter replicates
+    noise: dict  # noise scales of log loss: run, point, df_run, df_point (fit/boot.noise_scales)
+    count: CountModel | None = None  # N(D, W) in the fit's convention, for compute-optimal targets
+    convention: str = "total"  # which parameter count the law reads as N (fit/count.py)
+    level: float = 0.95
+    source: str = "fit"  # fit | prior NAME
+    notes: list = field(default_factory=list)
+
+    @property
+    def new_run_var(self) -> float:
+        """Variance of one new run's final log loss around the law: seed-to-seed plus per point."""
+        return float(self.noise.get("run", 0.0) ** 2 + self.noise.get("point", 0.0) ** 2)
+
+
+def replicates_record(fr, theta: np.ndarray, noise: dict) -> dict:
+    """What fit.json keeps so that predictions and designs can be made from it later."""
+    return {
+        "names": list(fr.law.names),
+        "point": [float(x) for x in fr.theta],
+        "theta": [[float(x) for x in row] for row in np.asarray(theta)],
+        "noise": {k: float(v) for k, v in noise.items()},
+    }
+
+
+def ensemble_of(fit: dict) -> Ensemble:
+    """The ensemble a fit.json document holds (its ``replicates``); BadInput when it has none."""
+    from depthwidth.fit.verdicts import fitted_label, law_of_label
+
+    rep = fit.get("replicates")
+    if not rep or not rep.get("theta"):
+        raise bad(
+            "fit",
+            "without replicates",
+            "a fit made with --bootstrap > 0 by this version of dw fit (refit: dw fit NAME --law LAW)",
+        )
+    law = law_of_label(fitted_label(fit), fit.get("options"))
+    nc = fit.get("n_convention") or {}
+    return Ensemble(
+        law=law,
+        point=np.asarray(rep["point"], dtype=float),
+        theta=np.asarray(rep["theta"], dtype=float),
+        noise=dict(rep["noise"]),
+        count=count_of(nc.get("count")),
+        convention=nc.get("name") or "total",
+        level=float((fit.get("bootstrap") or {}).get("level", 0.95)),
+        source="fit",
+    )
+
+
+# -- predictions ---------------------------------------------------------------------------
+
+
+def _table(ens: Ensemble, rows):
+    """Rows (mappings or a DataFrame) as the law's input table, N in the ensemble's convention."""
+    import pandas as pd
+
+    from depthwidth.fit.count import with_convention
+
+    df = pd.DataFrame(rows).reset_index(drop=True)
+    if "loss" not in df:
+        df["loss"] = 1.0  # law.data sizes its arrays by it
+    if "params" in ens.law.columns or ens.convention == "12DW2":
+        df, _ = with_convention(df, ens.convention)
+    return df
+
+
+def log_predictions(ens: Ensemble, rows) -> tuple[np.ndarray, np.ndarray]:
+    """(point (n,), replicates (B, n)) log losses of ``rows``."""
+    X = ens.law.data(_table(ens, rows))
+    point = ens.law.evaluate(ens.point[None, :], X)[0]
+    reps = ens.law.evaluate(ens.theta, X) if len(ens.theta) else point[None, :]
+    return point, reps
+
+
+def predict(ens: Ensemble, rows, seed: int = 0) -> dict[str, np.ndarray]:
+    """Per row: ``loss`` (the point fit), ``ci`` and ``pi`` (2, n) at the ensemble's level."""
+    point, reps = log_predictions(ens, rows)
+    n = len(point)
+    rng = np.random.default_rng(seed)
+    base = reps if len(reps) > 1 else np.repeat(reps, 1000, axis=0)
+    noisy = base + draw_noise(ens.noise, np.arange(n), len(base), rng)  # each row a new run
+    q = [50 * (1 - ens.level), 50 * (1 + ens.level)]
+    with np.errstate(invalid="ignore"):
+        ci = np.exp(np.nanpercentile(reps, q, axis=0)) if len(reps) > 1 else np.full((2, n), np.nan)
+        pi = np.exp(np.nanpercentile(noisy, q, axis=0))
+    return {"loss": np.exp(point), "ci": ci, "pi": pi}
+
+
+# -- targets -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    spec: str  # as the user wrote it
+    label: str  # as tables print it
+    key: str  # a parameter name, or a key of fit/derived.derived_numbers
+    width: float | None = None
+    c_ref: float = C_REF
+
+    def values(self, ens: Ensemble, theta: np.ndarray) -> np.ndarray:
+        """(B,) the target at each internal parameter vector (nan where it is undefined)."""
+        v = ens.law.natural_batch(np.atleast_2d(theta))
+        if self.key in v:
+            return np.asarray(v[self.key], dtype=float)
+        widths = [self.width] if self.width is not None else []
+        d = derived_numbers(ens.law, v, widths, self.c_ref, ens.count)
+        if self.key not in d:
+            raise bad("--target", self.spec, f"a number the {ens.law.name} law has: {TARGETS_ALLOWED}")
+        return np.asarray(d[self.key], dtype=float).reshape(-1)
+
+
+def parse_target(spec: str, law: Law) -> Target:
+    """``dcrit@512`` | ``alpha`` | ``W_exponent[@1e21]`` | ``optimum@1e21`` -> Target; BadInput otherwise."""
+    s = str(spec).strip()
+    head, _, at = s.partition("@")
+    if head in law.names and not at:
+        return Target(s, head, head)
+    if head.lower() == "dcrit":
+        if "dcrit" not in law.options:
+            raise bad("--target", s, f"a number the {law.name} law has (it has no D_crit): {TARGETS_ALLOWED}")
+        w = _number(at, s, "dcrit@WIDTH, e.g. dcrit@512")
+        if w < 1:
+            raise bad("--target", s, "dcrit@WIDTH with WIDTH >= 1")
+        return Target(s, f"D_crit(W={w:g})", f"dcrit[W={int(w)}]", width=float(int(w)))
+    if head == "optimum" or head in OPTIMA:
+        c = _number(at, s, "optimum@C, e.g. optimum@1e21") if at else C_REF
+        key = "D_opt" if head == "optimum" else head
+        return Target(s, f"{key} at C = {c:.0e}", f"compute_optimal.{key}", c_ref=c)
+    raise bad("--target", s, TARGETS_ALLOWED)
+
+
+def _number(text: str, spec: str, allowed: str) -> float:
+    if not re.fullmatch(r"[0-9.eE+]+", text or ""):
+        raise bad("--target", spec, allowed)
+    try:
+        x = float(text)
+    except ValueError:
+        raise bad("--target", spec, allowed) from None
+    if not math.isfinite(x) or x <= 0:
+        raise bad("--target", spec, allowed)
+    return x
+
+
+# -- design --------------------------------------------------------------------------------
+
+
+@dataclass
+class Design:
+    """The greedy choice and what each pick is expected to leave of the target's interval."""
+
+    target: Target
+    width_now: float  # the target's interval width now (percentiles of the replicates)
+    sd_now: float
+    picks: list[int]  # candidate indices, in order
+    width_after: list[float]  # the interval's expected width after each pick (cumulative)
+    value: np.ndarray  # per candidate, alone: expected reduction of the interval width per cost unit
+    width_alone: np.ndarray  # per candidate, alone: the interval's expected width after it
+    cost: np.ndarray
+    replicates: int
+
+
+@dataclass(frozen=True)
+class Region:
+    """A target made of several numbers: the law's log loss at each row of ``rows`` (a region a
+    fit must predict, e.g. the large runs nobody can afford yet).  The design then minimises the
+    sum of their variances (V-optimality on the region, from the replicates)."""
+
+    rows: tuple  # mappings of the law's input columns
+    spec: str = "region"
+    label: str = "log loss over the target region"
+
+    def values(self, ens: Ensemble, theta: np.ndarray) -> np.ndarray:
+        """(B, K) log losses of the region's rows at each internal parameter vector."""
+        return ens.law.evaluate(np.atleast_2d(theta), ens.law.data(_table(ens, list(self.rows))))
+
+
+def _joint(ens: Ensemble, target, rows) -> tuple[np.ndarray, np.ndarray, int]:
+    """(T (B, K), Y (B, M) log losses) over the replicates where both are finite; robust to a few
+    wild replicates (beyond the 1st-99th percentile of a scalar T they are dropped: one replicate
+    on a bound would otherwise set the covariance)."""
+    T = target.values(ens, ens.theta)
+    T = T.reshape(len(T), -1)
+    _, Y = log_predictions(ens, rows)
+    ok = np.isfinite(T).all(axis=1) & np.isfinite(Y).all(axis=1)
+    T, Y = T[ok], Y[ok]
+    if len(T) >= 20 and T.shape[1] == 1:
+        lo, hi = np.percentile(T[:, 0], [1, 99])
+        keep = (T[:, 0] >= lo) & (T[:, 0] <= hi)
+        T, Y = T[keep], Y[keep]
+    return T, Y, int(ok.sum())
+
+
+def design(ens: Ensemble, target, rows, cost, budget: float | None = None, k: int | None = None) -> Design:
+    """Greedy choice among ``rows`` (candidates) by expected reduction of ``target``'s variance (the
+    sum over a Region's numbers) per unit of ``cost``, until ``budget`` (sum of costs) or ``k``
+    picks; the joint covariance conditioned on each pick before the next."""
+    cost = np.asarray(cost, dtype=float)
+    T, Y, used = _joint(ens, target, rows)
+    if len(T) < 10:
+        raise bad(
+            "--target",
+            target.spec,
+            f"a number at least 10 of the {len(ens.theta)} replicates define ({len(T)} do): refit with more "
+            "--bootstrap, or another target",
+        )
+    K, M = T.shape[1], Y.shape[1]
+    C = np.cov(np.column_stack([T, Y]), rowvar=False)
+    s2 = ens.new_run_var
+    q = [50 * (1 - ens.level), 50 * (1 + ens.level)]
+    lo, hi = np.percentile(T, q, axis=0)
+    width_now = float(np.mean(hi - lo))
+    var_now = float(np.trace(C[:K, :K]))
+    sd_now = math.sqrt(max(var_now / K, 0.0))
+    scale = width_now / sd_now if sd_now > 0 else 0.0  # interval width per standard deviation
+
+    def drop(Cm, j):  # expected fall of the target's summed variance once candidate j is measured
+        return float((Cm[:K, K + j] ** 2).sum() / (Cm[K + j, K + j] + s2))
+
+    def width(v):
+        return scale * math.sqrt(max(v / K, 0.0))
+
+    width_alone = np.array([width(var_now - drop(C, j)) for j in range(M)])
+    value = (width_now - width_alone) / np.maximum(cost, 1e-12)
+    picks, widths, spent, var = [], [], 0.0, var_now
+    free = np.ones(M, dtype=bool)
+    while free.any() and (k is None or len(picks) < k):
+        gain = np.full(M, -np.inf)
+        for j in np.flatnonzero(free):
+            if budget is None or spent + cost[j] <= budget * (1 + 1e-9):
+                gain[j] = drop(C, j) / max(cost[j], 1e-12)
+        j = int(np.argmax(gain))
+        if not np.isfinite(gain[j]):
+            break
+        picks.append(j)
+        spent += cost[j]
+        free[j] = False
+        c = C[:, K + j].copy()  # condition every covariance on the pick's measured loss
+        C = C - np.outer(c, c) / (C[K + j, K + j] + s2)
+        var = float(np.trace(C[:K, :K]))
+        widths.append(width(var))
+    return Design(target, width_now, sd_now, picks, widths, value, width_alone, cost, used)

@@ -1,0 +1,391 @@
+"""``dw suggest`` and the dry run's predictions: which runs of a sweep's space would shrink the
+target's interval most per GPU-hour, from the sweep's fit (or a published prior before it has one).
+
+Candidates are the sweep's own space: per block, every combination of the values its runs take
+on each setting that varies among them (a grid of 16 listed (depth, width) pairs becomes the
+product of its depths and widths), at the block's token rule, launcher and memory plan; runs
+already in the store are not candidates.  ``--candidates "model.depth=4,8,16;model.width=512"``
+sets the values of settings (any config key, ``run.seed`` too) in every block.  Each candidate is
+composed and checked exactly as ``dw sweep`` would (run id, GPU-hours, memory plan); those that
+would be refused are left out and counted.
+
+The choice itself is fit/predict.py's ``design`` (expected variance reduction from the ensemble).
+The picks are written as an ordinary sweep file, ``sweeps/NAME_next.yaml``, whose ``store: NAME``
+puts its runs in NAME's run store: the same run ids, ``dw status NAME``, ``dw fit NAME`` and
+retries as the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from depthwidth.core import store
+from depthwidth.core.errors import BadInput, bad
+from depthwidth.fit.predict import Design, Ensemble, Target, design, ensemble_of, parse_target, predict
+from depthwidth.fit.prior import prior as prior_ensemble
+from depthwidth.launch.config import split_overrides
+from depthwidth.sweep.expand import Run, expand_doc
+from depthwidth.sweep.file import load_file, points, store_of, sweeps_dir
+
+META = ("run.seed", "tracker.seed_in_name")  # never an axis of the candidate grid unless asked
+MAX_CANDIDATES = 5000
+CLAIM = {"depth-delusion": "dcrit@{w}", "width-depth": "W_exponent", "chinchilla": "N_exponent"}
+
+
+@dataclass
+class Source:
+    """Where the ensemble came from, and the sweep's store."""
+
+    name: str  # the sweep file
+    store: str  # its run store's sweep name
+    ensemble: Ensemble
+    fit: dict | None  # the fit.json, when there is one
+    notes: list = field(default_factory=list)
+
+
+def ensemble_for(name: str, prior: str | None = None, law: str = "depth-delusion", first: bool = True) -> Source:
+    """The sweep's fit.json's ensemble, else the prior ``prior`` (``published``) of ``law``, else
+    (``first``: a sweep with no finished run yet) the published prior; BadInput otherwise."""
+    import json
+
+    from depthwidth.fit.laws import get_law
+
+    doc = load_file(name)
+    st = store_of(name, doc)
+    path = store.sweep_dir(st) / "fit.json"
+    fit = None
+    if prior is None and path.is_file():
+        try:
+            fit = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            fit = None
+    if fit is not None:
+        return Source(name, st, ensemble_of(fit), fit)
+    said = []
+    if prior is None and first and not _measured(st):  # no runs yet: a first design from the papers
+        prior, said = "published", [f"sweep {st} has no finished runs yet: a first design from the published prior"]
+    if prior is None:
+        raise BadInput(
+            f"sweep {st} has no fit.json yet ({path}): fit its runs (dw fit {st} --law depth-delusion), "
+            "or plan from the papers with --prior published"
+        )
+    ens = prior_ensemble(get_law(law), prior)
+    return Source(
+        name, st, ens, None, [*said, f"from the {prior} prior ({law}; fit/prior.py says how wide and why)", *ens.notes]
+    )
+
+
+def default_target(src: Source) -> Target:
+    """The law's claim: D_crit at the sweep's median width (depth-delusion), else the W or N exponent."""
+    law = src.ensemble.law
+    spec = CLAIM.get(law.name, law.names[0])
+    if "{w}" in spec:
+        widths = sorted(_widths(src))
+        spec = spec.format(w=widths[len(widths) // 2] if widths else 512)
+    return parse_target(spec, law)
+
+
+def _widths(src: Source) -> set[int]:
+    ws = ((src.fit or {}).get("derived") or {}).get("dcrit", {}).get("widths") or {}
+    if ws:
+        return {int(w) for w in ws}
+    doc = load_file(src.name)
+    return {int(p["keys"]["model.width"]) for p in points(src.name, doc) if "model.width" in p["keys"]}
+
+
+# -- candidates ------------------------------------------------------------------------------
+
+
+def parse_candidates(spec: str | None) -> dict[str, list]:
+    """``"model.depth=4,8,16;model.width=512"`` -> {key: [values]}; BadInput on a malformed part."""
+    import yaml
+
+    if not spec:
+        return {}
+    out = {}
+    for part in [p for p in str(spec).split(";") if p.strip()]:
+        key, eq, vals = part.partition("=")
+        key = key.strip()
+        if not eq or "." not in key or not vals.strip():
+            raise bad("--candidates", part.strip(), "KEY=V1,V2,... parts separated by ';' (e.g. model.depth=4,8,16)")
+        out[key] = [yaml.safe_load(v.strip()) for v in vals.split(",") if v.strip()]
+    return out
+
+
+def candidate_doc(name: str, doc: dict, extra: dict[str, list]) -> dict:
+    """The sweep file's space as a sweep document: per block, the product of the values each
+    varying setting takes there (``extra`` sets or adds settings' values in every block)."""
+    blocks = doc.get("blocks") or [{k: v for k, v in doc.items() if k in ("runs", "axes", "zip", "seeds")}]
+    top = {k: v for k, v in doc.items() if k not in ("runs", "axes", "zip", "seeds", "blocks", "isoflop", "store")}
+    out = []
+    for blk in blocks:
+        pts = points(name, {**top, "blocks": [blk]})
+        values: dict[str, list] = {}
+        for p in pts:
+            for k, v in p["keys"].items():
+                if k not in META and v not in values.setdefault(k, []):
+                    values[k].append(v)
+        axes = {k: sorted(v, key=str) for k, v in values.items() if len(v) > 1}
+        axes.update(extra)
+        nb = {k: v for k, v in blk.items() if k not in ("runs", "axes", "zip", "seeds")}
+        fixed = {k: v[0] for k, v in values.items() if len(v) == 1 and k not in extra}
+        nb["fixed"] = {**(nb.get("fixed") or {}), **fixed}
+        if axes:
+            nb["axes"] = axes
+        else:
+            nb["runs"] = [{}]
+        out.append(nb)
+    return {**top, "blocks": out}
+
+
+def candidates(
+    name: str, extra: dict[str, list] | None = None, overrides: Sequence[str] = (), **plan
+) -> tuple[list[Run], dict]:
+    """(valid candidate runs not already in the store, counts {refused, in_store}) of sweep ``name``,
+    with ``overrides`` as ``dw sweep NAME OVERRIDES`` takes them (``launcher=slurm`` for GPU-hours)."""
+    doc = load_file(name)
+    st = store_of(name, doc)
+    cdoc = candidate_doc(name, doc, extra or {})
+    n = 1
+    for b in cdoc["blocks"]:
+        n = max(n, math.prod(len(v) for v in (b.get("axes") or {}).values()) if b.get("axes") else 1)
+    if n * len(cdoc["blocks"]) > MAX_CANDIDATES:
+        raise bad("--candidates", f"{n * len(cdoc['blocks'])} runs", f"at most {MAX_CANDIDATES} candidates")
+    run_ovr, launch_ovr = split_overrides(overrides)
+    sw = expand_doc(
+        f"{name} (candidates)", {**cdoc, "store": st}, run_ovr, launcher_overrides=launch_ovr, check_gpus=False, **plan
+    )
+    have = _in_store(st)
+    good = [r for r in sw.runs if not r.error and r.run_id not in have]
+    return good, {"refused": len(sw.bad), "in_store": sum(1 for r in sw.runs if r.run_id in have)}
+
+
+def _in_store(st: str) -> set[str]:
+    """Run ids the store already has (any state): a candidate never repeats one."""
+    if not store.manifest_path(st).exists():
+        return set()
+    from depthwidth.launch.status import status
+
+    return {r["run_id"] for r in status(st)["runs"]}
+
+
+def rows_of(runs: list[Run]) -> list[dict]:
+    """The law's input columns of each run (its final token budget)."""
+    return [
+        {
+            "depth": r.figures["depth"],
+            "width": r.figures["width"],
+            "params": r.figures["params"],
+            "params_non_embedding": r.figures["params_non_embedding"],
+            "tokens": r.figures["tokens"],
+            "flops": r.figures["flops"],
+        }
+        for r in runs
+    ]
+
+
+# -- dw suggest ------------------------------------------------------------------------------
+
+
+@dataclass
+class Suggestion:
+    source: Source
+    target: Target
+    design: Design
+    runs: list[Run]  # the picks, in order
+    predicted: dict  # loss, pi for the picks
+    counts: dict
+    budget: float
+    written: str | None = None
+
+    def to_dict(self) -> dict:
+        d, t = self.design, self.target
+        return {
+            "sweep": self.source.name,
+            "store": self.source.store,
+            "from": self.source.ensemble.source,
+            "target": t.spec,
+            "target_label": t.label,
+            "interval_now": d.width_now,
+            "interval_after": d.width_after[-1] if d.width_after else d.width_now,
+            "budget_hours": self.budget,
+            "spent_hours": float(sum(d.cost[j] for j in d.picks)),
+            "candidates": len(d.cost),
+            **{f"candidates_{k}": v for k, v in self.counts.items()},
+            "notes": self.source.notes,
+            "runs": [
+                {
+                    "run_id": r.run_id,
+                    "overrides": r.overrides,
+                    "depth": r.figures["depth"],
+                    "width": r.figures["width"],
+                    "shape": r.figures["shape"],
+                    "label": r.label,
+                    "hours": float(d.cost[j]),
+                    "predicted_loss": float(self.predicted["loss"][i]),
+                    "pi": [float(self.predicted["pi"][0][i]), float(self.predicted["pi"][1][i])],
+                    "interval_after": d.width_after[i],
+                }
+                for i, (j, r) in enumerate(zip(d.picks, self.runs))
+            ],
+            "written": self.written,
+        }
+
+
+def suggest(
+    name: str,
+    budget: float,
+    target: str | None = None,
+    *,
+    candidates_spec: str | None = None,
+    overrides: Sequence[str] = (),
+    prior: str | None = None,
+    law: str = "depth-delusion",
+    out: Path | None = None,
+    write: bool = True,
+    rounds: int = 1,
+    **plan,
+) -> Suggestion:
+    """The runs of sweep ``name``'s space to train next within ``budget`` device-hours; with
+    ``rounds`` R > 1, the first of R rounds (budget / R): the rest is chosen after refitting on what
+    this round measures, which a design fixed now cannot use."""
+    if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
+        raise bad("--budget", budget, "GPU-hours > 0")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise bad("--rounds", rounds, "an integer >= 1")
+    total, budget = budget, budget / rounds
+    extra = parse_candidates(candidates_spec)
+    src = ensemble_for(name, prior, law)
+    tgt = parse_target(target, src.ensemble.law) if target else default_target(src)
+    runs, counts = candidates(name, extra, overrides, **plan)
+    if not runs:
+        raise BadInput(
+            f"sweep {name}: no candidate runs left ({counts['in_store']} already in the store, "
+            f"{counts['refused']} refused by the plan): widen them with --candidates"
+        )
+    cost = np.array([r.figures["device_hours"] for r in runs])
+    cheapest = int(np.argmin(cost))
+    if budget < cost[cheapest]:
+        r = runs[cheapest]
+        raise bad(
+            "--budget",
+            budget,
+            f"at least the cheapest candidate's {cost[cheapest]:.3g} device-hours "
+            f"({r.figures['depth']}L×{r.figures['width']}, {' '.join(r.overrides)})",
+        )
+    rows = rows_of(runs)
+    d = design(src.ensemble, tgt, rows, cost, budget=budget)
+    picked = [runs[j] for j in d.picks]
+    pred = predict(src.ensemble, [rows[j] for j in d.picks]) if picked else {"loss": [], "pi": [[], []]}
+    if rounds > 1:
+        src.notes.append(
+            f"round 1 of {rounds} ({budget:.3g} of {total:.3g} device-hours): when these runs end, dw fit "
+            f"{src.store} and dw suggest {name} --budget {total - float(sum(cost[j] for j in d.picks)):.3g} "
+            f"--rounds {rounds - 1} choose the next from what they measured"
+        )
+    s = Suggestion(src, tgt, d, picked, pred, counts, float(budget))
+    if write and picked:
+        s.written = str(write_next(name, s, out))
+    return s
+
+
+def write_next(name: str, s: Suggestion, out: Path | None = None) -> Path:
+    """``sweeps/NAME_next.yaml``: the picks as explicit runs in NAME's store (atomic)."""
+    import yaml
+
+    from depthwidth.core.atomic import write_text
+
+    doc = load_file(name)
+    base = {k: doc[k] for k in ("groups", "launcher") if doc.get(k)}
+    by_label: dict = {}
+    for i, r in enumerate(s.runs):
+        keys = {k: v for k, v in r.keys.items() if not k.startswith("tracker.")}
+        groups = {g: v for g, v in r.groups.items() if (doc.get("groups") or {}).get(g) != v}
+        ref = {
+            "source": "suggested",
+            "predicted_loss": round(float(s.predicted["loss"][i]), 5),
+            "pi": [round(float(x), 5) for x in (s.predicted["pi"][0][i], s.predicted["pi"][1][i])],
+            "target": s.target.spec,
+        }
+        entry = {**groups, **keys, "ref": ref}
+        blk = by_label.setdefault(r.label, {"runs": []})
+        if r.label:
+            blk["label"] = r.label
+        if r.launcher and doc.get("blocks"):  # the block's launcher settings (GPUs per node ...)
+            lab = next((b for b in doc["blocks"] if b.get("label") == r.label), {})
+            if lab.get("launcher"):
+                blk["launcher"] = lab["launcher"]
+        blk["runs"].append(entry)
+    next_doc = {
+        "description": (
+            f"dw suggest {name}: {len(s.runs)} runs for {s.target.spec} within {s.budget:g} device-hours "
+            f"(from the {s.source.ensemble.source}); they join the store of {s.source.store}"
+        ),
+        "store": s.source.store,
+        **base,
+        "blocks": [{k: b[k] for k in ("label", "launcher", "runs") if k in b} for b in by_label.values()],
+    }
+    path = Path(out) if out else sweeps_dir() / f"{name.removesuffix('_next')}_next.yaml"
+    write_text(path, yaml.safe_dump(next_doc, sort_keys=False, width=120))
+    return path
+
+
+# -- the dry run's predictions ----------------------------------------------------------------
+
+
+def dry_run_predictions(name: str, rows: list[dict], prior: str | None, target: str | None) -> dict | None:
+    """Per planned row: predicted final loss and its prediction interval, the measured loss of a
+    finished run, and the value of running it (expected shrink of the target's interval per
+    device-hour); None when the sweep has no fit and no ``prior`` was asked for."""
+    try:
+        src = ensemble_for(name, prior, first=False)
+    except BadInput:
+        if prior is not None:
+            raise
+        return None
+    tgt = parse_target(target, src.ensemble.law) if target else default_target(src)
+    ok = [i for i, r in enumerate(rows) if not r.get("error") and r.get("params")]
+    table = [{k: rows[i][k] for k in ("depth", "width", "params", "params_non_embedding", "tokens")} for i in ok]
+    pred = predict(src.ensemble, table)
+    measured = _measured(src.store)
+    cost = np.array([rows[i]["device_hours"] for i in ok])
+    d = design(src.ensemble, tgt, table, cost, k=0)
+    for n, i in enumerate(ok):
+        r = rows[i]
+        done = measured.get(r["run_id"])
+        r["prediction"] = {
+            "loss": float(pred["loss"][n]),
+            "pi": [float(pred["pi"][0][n]), float(pred["pi"][1][n])],
+            "measured": done,
+            "value_per_hour": None if done is not None else float(d.value[n]),
+            "interval_after": None if done is not None else float(d.width_alone[n]),
+        }
+    return {
+        "from": src.ensemble.source,
+        "target": tgt.spec,
+        "target_label": tgt.label,
+        "interval_now": d.width_now,
+        "level": src.ensemble.level,
+        "notes": src.notes,
+    }
+
+
+def _measured(st: str) -> dict[str, float]:
+    """Final measured loss per finished run id of the store."""
+    if not store.manifest_path(st).exists():
+        return {}
+    from depthwidth.track.run_source import RunSource
+
+    try:
+        df = RunSource(st).load().df
+    except BadInput:
+        return {}
+    if df.empty or "run" not in df or "loss" not in df:
+        return {}
+    last = df.sort_values("tokens").groupby("run").tail(1)
+    return {str(r): float(v) for r, v in zip(last["run"], last["loss"])}
