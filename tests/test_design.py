@@ -155,6 +155,8 @@ def test_dw_suggest_from_a_fit_leaves_out_runs_in_the_store_and_dry_run_shows_me
     assert shapes and shapes <= {(4, 32), (4, 64), (8, 32), (8, 64)}  # never a run the store has
     code, out, err = dw_in_process(capsys, "sweep", "h", "--dry-run", "--json")
     assert code == 2 and "dw simulate planted" in err  # a planted store is never submitted into
+    code, out, err = dw_in_process(capsys, "status", "h", "--json")  # the store its file names
+    assert code == 0 and json.loads(out)["counts"]["done"] == 6
 
 
 def test_bad_targets_and_candidates_are_one_line_exit_2(sweeps, capsys):

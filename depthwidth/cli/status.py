@@ -91,12 +91,31 @@ def status_cmd(
         c.print(f"[yellow]problem:[/] {p}", highlight=False)
 
 
+def _store(name: str) -> str:
+    """The run store a name means: its own, else the one its sweep file joins (``store:``, as the
+    files ``dw suggest`` writes say), so ``dw status NAME_next`` shows the store the runs are in."""
+    from depthwidth.core import store
+
+    if store.manifest_path(name).exists():
+        return name
+    from depthwidth.sweep.file import sweeps_dir
+
+    path = sweeps_dir() / f"{name}.yaml"
+    try:
+        import yaml
+
+        st = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("store")
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        return name
+    return st if isinstance(st, str) and st and "/" not in st else name
+
+
 def _status(name: str, backtest: float | None) -> dict:
     """The status document, with the forecasts filled in where there are any to make (fit/ is
     imported only then: a sweep with nothing running stays as quick to list as before)."""
     from depthwidth.launch import status as runs_status
 
-    st = runs_status.status(name)
+    st = runs_status.status(_store(name))
     if backtest is not None or any(r["state"] == "running" for r in st["runs"]):
         from depthwidth.fit.run_forecast import attach
 
