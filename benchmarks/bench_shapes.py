@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model import paired, step_timer  # noqa: E402
 
 from depthwidth.model.figures import figures  # noqa: E402
+from depthwidth.train.parallel import compile_blocks  # noqa: E402
 from depthwidth.model.gpt import VariableWidthGPT  # noqa: E402
 from depthwidth.model.resolve import from_config  # noqa: E402
 from tests.test_stream_layout import reference_forward  # noqa: E402
@@ -108,8 +109,7 @@ def main(argv=None) -> dict:
                 torch.manual_seed(0)
                 m = VariableWidthGPT(s_, T)
                 if args.compile:
-                    for block in m.blocks:
-                        block.compile()
+                    compile_blocks(m)
                 models[name] = m
             if not args.no_whole:
                 models[f + "/whole"] = Whole(models[f])

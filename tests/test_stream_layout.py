@@ -198,3 +198,35 @@ def test_checkpoints_written_before_the_segments_load(name):
     assert {k: list(v.shape) for k, v in model.state_dict().items()} == want
     old = {k: torch.randn(v) for k, v in want.items()}  # a checkpoint of the old layout's shapes
     model.load_state_dict(old, strict=True)
+
+
+def test_compiled_blocks_of_many_widths_never_fall_back_to_eager(caplog):
+    """train.compile compiles each block; dynamo keeps one graph per block shape under one code
+    object and, past its recompile limit (8), silently ran the rest of a shaped model eager.  A
+    20-layer diamond has 11 block shapes: compile_blocks raises the limit so every one gets its graph
+    (dynamo's "eager" backend here: the graph capture is what is tested, not the code generation)."""
+    import logging
+
+    import torch._dynamo
+
+    from depthwidth.train.parallel import compile_blocks
+
+    widths = tuple(16 * k for k in (*range(2, 12), *range(11, 1, -1)))  # 11 distinct widths
+    spec = replace(BASE, widths=widths, embed_width=64)
+    model = VariableWidthGPT(spec, 8)
+    torch._dynamo.reset()
+    before = torch._dynamo.config.recompile_limit
+    try:
+        for b in model.blocks:  # the backend is the test's choice; the limit is compile_blocks'
+            b.compile = lambda _b=b, **kw: torch.nn.Module.compile(_b, backend="eager")
+        compile_blocks(model)
+        assert torch._dynamo.config.recompile_limit >= 8 + len(set(widths))
+        idx = torch.randint(0, 29, (2, 8))
+        with caplog.at_level(logging.WARNING, logger="torch._dynamo"):
+            model(idx, idx)[1].backward()
+        assert not [r for r in caplog.records if "recompile_limit" in r.getMessage()]
+        counters = torch._dynamo.utils.counters
+        assert counters["stats"]["unique_graphs"] >= len(set(widths))
+    finally:
+        torch._dynamo.config.recompile_limit = before
+        torch._dynamo.reset()

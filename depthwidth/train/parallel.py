@@ -47,6 +47,29 @@ def checkpoint_blocks(model) -> None:
         block.forward = forward  # an instance attribute: Module.__call__ (and FSDP's hooks) stay in place
 
 
+RECOMPILE_MARGIN = 8  # graphs beyond the blocks' own shapes (a last partial batch, eval vs train)
+
+
+def compile_blocks(model) -> None:
+    """``torch.compile`` each block: one graph per distinct block shape, reused by every layer of
+    that shape.  Dynamo keeps the graphs of one code object together (``Block.forward`` is one for
+    every block) and, past ``recompile_limit`` (8) shapes, silently runs the rest eager: a × or ◇
+    model has up to D/2 + 1 distinct widths, so the limit is raised to cover every block shape of
+    the model (and of models compiled before it in this process)."""
+    import torch._dynamo
+
+    from depthwidth.model.moe import MoE
+
+    shapes = {tuple(tuple(p.shape) for p in b.parameters()) for b in model.blocks}
+    cfg = torch._dynamo.config
+    cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILE_MARGIN) + len(shapes)
+    for block in model.blocks:
+        if isinstance(block.mlp, MoE):  # data-dependent dispatch: as the VWT setup, MoE stays eager
+            block.attn.compile()
+        else:
+            block.compile()
+
+
 def apply(model, mode: str, device, precision: str, *, ac: bool = False, compile: bool = False):
     """Lay ``model`` out for ``mode``; returns the module the loop calls (``model`` keeps
     the parameters: for FSDP they become DTensor shards in place)."""
@@ -55,13 +78,7 @@ def apply(model, mode: str, device, precision: str, *, ac: bool = False, compile
     if ac:
         checkpoint_blocks(model)
     if compile:
-        from depthwidth.model.moe import MoE
-
-        for block in model.blocks:  # per block: one graph per distinct width, reused across layers
-            if isinstance(block.mlp, MoE):  # data-dependent dispatch: as the VWT setup, MoE stays eager
-                block.attn.compile()
-            else:
-                block.compile()
+        compile_blocks(model)
     if mode == "single":
         return model
     if mode == "ddp":
