@@ -1,0 +1,460 @@
+"""dw's design against ScaleBench ("Spend Less, Fit Better", Li et al., arXiv 2604.22753).
+
+Three of the benchmark's tasks (farseer, parallel, data_constrained: real run tables, each a pool of
+runnable experiments with a cost and a held-out high-cost target region) read from
+``../shared/data/scalebench`` (relative to the repository root; ``--data DIR``), never copied here.
+Each task's laws are dw user-law files, ``benchmarks/scalebench_laws/<task>/sl_*.yaml`` (formulas and
+parameter bounds from the benchmark's repository, PlanarG/active-sl; every one of the 21 is written in
+dw's expression language, none skipped).
+
+Protocol (the paper's, benchmark/runner.py of active-sl).  Per group of a task (the parquet's
+``group``), the budget is a fraction (1%, 5%, 10%) of the group's pool's total cost (farseer and
+data_constrained 6·N·D, parallel N); runs are picked until the next pick would exceed the
+checkpoint's budget, and selection goes on from there to the next checkpoint.  At each checkpoint the
+law is fitted per group on the picked runs with dw's engine (``fit_law``: robust Huber fit of log L,
+multi-start LM and an L-BFGS-B polish; default settings except ``--fit-starts``) and judged by R² on
+the target rows of every group with a fit, pooled, clipped to [-1, 1]; a group with fewer runs than
+the law's parameters has no fit (dw's engine refuses an underdetermined fit), and a checkpoint with no
+group fitted scores -1 (the benchmark scores a failed prediction so).  Reported: mean ± std over every
+law of the task × seeds.
+
+* ``random``: a random order of the pool, taken while within budget (the paper's Random).
+* ``dw``: first the cheapest runs, up to int(2.5·P) of them for a law of P parameters (the initial
+  design the paper's V-opt and MSPE start from, ``cheap_init`` in active-sl's vopt.py / mspe.py),
+  within the checkpoint's budget; then greedy picks by ``depthwidth.fit.predict.design`` with target
+  ``Region(rows=the group's target rows)``: the expected fall of the summed variance of the predicted
+  log losses over the target region per unit of cost (V-optimality on the target, from the bootstrap
+  ensemble).  The ensemble is refitted (``run_fit``, ``--bootstrap`` replicates resampling seed noise,
+  ``--design-starts`` starts) after every batch of picks; a batch is max(1, ceil(``--refit-growth`` ·
+  runs so far)) picks, chosen greedily with the covariance conditioned on each pick before the next:
+  one pick per refit while few runs are in, fewer refits as the table grows (geometric: about
+  log(n_end / n_start) / log(1 + growth) refits).  Where the ensemble cannot be formed (the fit fails,
+  or fewer than 10 replicates converge) the round takes the batch's k cheapest affordable runs and
+  counts a fallback (one run at a time would refit after every run: 737 s for data_constrained's sl_2,
+  whose bootstrap refits converge 6% of the time).  ``--cost-power p`` ranks by value / cost^p
+  instead (the paper's V-opt: p = 0.3); the default 1 is dw's own design.
+
+BLAS is held to one thread (set before numpy loads): scipy's L-BFGS-B polish inside dw's engine runs
+~7x slower on a 2-core machine with OpenBLAS's default threads (a farseer fit: 15.8 s -> 2.4 s).
+
+    python benchmarks/bench_scalebench.py --workers 2                  # 3 tasks, 5 seeds, 1/5/10%
+    python benchmarks/bench_scalebench.py --tasks parallel --seeds 2 --laws sl_1,sl_9
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+# the project's shared folder sits beside the checkout (DW_SHARED points elsewhere, as for the tests)
+DATA = Path(os.environ.get("DW_SHARED") or ROOT.parent / "shared") / "data" / "scalebench"
+LAWS = ROOT / "benchmarks" / "scalebench_laws"
+TASKS = {  # the law's input columns and the cost of one run
+    "farseer": {"columns": ("N", "D"), "cost": lambda d: 6.0 * d["N"] * d["D"]},
+    "parallel": {"columns": ("num_params", "parallel_size"), "cost": lambda d: d["num_params"].astype(float)},
+    "data_constrained": {
+        "columns": ("unique_tokens", "params", "tokens"),
+        "cost": lambda d: 6.0 * d["params"] * d["tokens"],
+    },
+}
+BUDGETS = (0.01, 0.05, 0.1)
+METHODS = ("random", "dw")
+# The paper's Table 2 on these tasks (the data's README.md): target-region R², mean ± std.
+PUBLISHED = {
+    "farseer": {
+        0.01: {"Random": (-0.77, 0.55), "D-opt": (-0.11, 0.80), "V-opt": (0.67, 0.22), "MSPE": (0.60, 0.11)},
+        0.05: {"Random": (0.78, 0.18), "D-opt": (0.49, 0.18), "V-opt": (0.87, 0.01), "MSPE": (0.88, 0.02)},
+        0.1: {"Random": (0.79, 0.09), "D-opt": (0.87, 0.03), "V-opt": (0.92, 0.01), "MSPE": (0.93, 0.00)},
+        1.0: {"All Data": (0.91, 0.01)},
+    },
+    "parallel": {
+        0.01: {"Random": (-1.00, 0.00), "D-opt": (-1.00, 0.00), "V-opt": (-1.00, 0.00), "MSPE": (-1.00, 0.00)},
+        0.05: {"Random": (0.27, 0.02), "D-opt": (0.70, 0.52), "V-opt": (0.69, 0.53), "MSPE": (0.77, 0.39)},
+        0.1: {"Random": (0.19, 0.01), "D-opt": (0.99, 0.00), "V-opt": (0.99, 0.00), "MSPE": (0.99, 0.00)},
+        1.0: {"All Data": (0.99, 0.00)},
+    },
+    "data_constrained": {
+        0.01: {"Random": (-0.74, 0.48), "D-opt": (0.71, 0.43), "V-opt": (0.58, 0.53), "MSPE": (0.73, 0.37)},
+        0.05: {"Random": (-0.36, 0.71), "D-opt": (0.80, 0.17), "V-opt": (0.83, 0.17), "MSPE": (0.85, 0.16)},
+        0.1: {"Random": (0.12, 0.62), "D-opt": (0.77, 0.16), "V-opt": (0.85, 0.13), "MSPE": (0.86, 0.11)},
+        1.0: {"All Data": (0.79, 0.23)},
+    },
+}
+PAPER_METHODS = ("Random", "D-opt", "V-opt", "MSPE")
+MIN_REPLICATES = 10  # design() needs at least this many replicates defining the target
+
+
+def absent(data: Path, tasks) -> str | None:
+    """Why the data cannot be read (one line), or None."""
+    missing = [
+        t for t in tasks if not ((data / t / "train.parquet").is_file() and (data / t / "test.parquet").is_file())
+    ]
+    if missing:
+        return (
+            f"bench_scalebench: ScaleBench data absent: no {missing[0]}/train.parquet and test.parquet under {data} "
+            "(expected ../shared/data/scalebench beside the repository, or --data DIR)"
+        )
+    return None
+
+
+def law_files(task: str, only=None) -> list[Path]:
+    files = sorted((LAWS / task).glob("sl_*.yaml"), key=lambda p: int(p.stem.split("_")[1]))
+    return [f for f in files if not only or f.stem in only]
+
+
+def load_task(data: Path, task: str) -> list[dict]:
+    """Per group: pool rows, their costs, target rows (DataFrames with the law's columns and loss)."""
+    import pandas as pd
+
+    spec = TASKS[task]
+    train = pd.read_parquet(data / task / "train.parquet")
+    test = pd.read_parquet(data / task / "test.parquet")
+    keep = list(spec["columns"]) + ["loss"]
+    groups = []
+    for g in sorted(set(train["group"])):
+        pool = train[train["group"] == g].reset_index(drop=True)
+        target = test[test["group"] == g].reset_index(drop=True)
+        if len(pool) and len(target):
+            cost = spec["cost"](pool).to_numpy(dtype=float)
+            groups.append({"group": str(g), "pool": pool[keep], "cost": cost, "target": target[keep]})
+    return groups
+
+
+def r2(y: np.ndarray, p: np.ndarray) -> float:
+    """The benchmark's R², clipped to [-1, 1] (-1 where it is not finite)."""
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    v = 1.0 - float(((y - p) ** 2).sum()) / ss_tot if ss_tot > 0 else -1.0
+    return float(np.clip(v, -1.0, 1.0)) if math.isfinite(v) else -1.0
+
+
+def fit_predict(law, rows, target, starts: int):
+    """(predicted target losses, fit seconds), or (None, reason) where dw's engine gives no fit."""
+    from depthwidth.core.errors import BadInput, WorkFailed
+    from depthwidth.fit.engine import fit_law
+
+    if len(rows) < len(law.params):
+        return None, "fewer runs than parameters"
+    try:
+        fr = fit_law(rows.reset_index(drop=True), law, max_starts=starts)
+    except (BadInput, WorkFailed) as e:
+        return None, str(e)[:80]
+    p = np.exp(law.evaluate(fr.theta[None, :], law.data(target))[0])
+    if not np.isfinite(p).all():
+        return None, "non-finite prediction"
+    return p, fr.seconds
+
+
+def score(law, groups: list[dict], chosen: list[np.ndarray], starts: int) -> dict:
+    """Fit each group on its chosen runs; the pooled, clipped R² over the groups with a fit."""
+    ys, ps, secs, fails = [], [], 0.0, []
+    for g, idx in zip(groups, chosen):
+        p, info = fit_predict(law, g["pool"].iloc[idx], g["target"], starts)
+        if p is None:
+            fails.append(info)
+            continue
+        secs += info
+        ys.append(g["target"]["loss"].to_numpy(dtype=float))
+        ps.append(p)
+    value = r2(np.concatenate(ys), np.concatenate(ps)) if ys else -1.0
+    return {"r2": value, "fit_seconds": secs, "no_fit": fails}
+
+
+def _affordable(cost: np.ndarray, taken: np.ndarray, room: float) -> np.ndarray:
+    return np.flatnonzero(~taken & (cost <= room * (1 + 1e-12)))
+
+
+def dw_design(law, spec: dict, g: dict, budgets, a, stats: dict) -> list[np.ndarray]:
+    """The runs dw's design picks in one group, as index arrays, one per checkpoint (cumulative)."""
+    import pandas as pd
+
+    from depthwidth.core.errors import BadInput, WorkFailed
+    from depthwidth.fit.pipeline import run_fit
+    from depthwidth.fit.predict import Region, design, ensemble_of
+
+    pool, cost, total = g["pool"], g["cost"], float(g["cost"].sum())
+    cols = list(TASKS[a["task"]]["columns"])
+    region = Region(rows=tuple(g["target"][cols].to_dict("records")))
+    n_init = int(2.5 * len(law.params))
+    cheapest = np.argsort(cost, kind="stable")
+    taken = np.zeros(len(pool), dtype=bool)
+    order: list[int] = []
+    spent, out = 0.0, []
+    for b in budgets:
+        limit = b * total
+        for i in cheapest:  # the initial design: the cheapest runs, within this checkpoint's budget
+            if len(order) >= n_init:
+                break
+            if taken[i]:
+                continue
+            if spent + cost[i] > limit * (1 + 1e-12):
+                break
+            taken[i] = True
+            order.append(int(i))
+            spent += cost[i]
+        while len(order) >= n_init:
+            free = _affordable(cost, taken, limit - spent)
+            if not len(free):
+                break
+            k = max(1, math.ceil(a["refit_growth"] * len(order)))
+            picks = None
+            try:
+                t0 = time.perf_counter()
+                doc = run_fit(
+                    runs=pd.DataFrame(pool.iloc[order]).reset_index(drop=True),
+                    law=spec,
+                    bootstrap=a["bootstrap"],
+                    max_starts=a["design_starts"],
+                    seed=a["seed"],
+                    write=False,
+                )
+                stats["refit_seconds"] += time.perf_counter() - t0
+                stats["refits"] += 1
+                bs = doc.get("bootstrap") or {}
+                stats["replicates"] += int(bs.get("converged", 0))
+                stats["replicates_asked"] += int(bs.get("replicates", 0))
+                ens = ensemble_of(doc)
+                c = cost[free] ** a["cost_power"]
+                room = None if a["cost_power"] != 1.0 else limit - spent
+                d = design(ens, region, pool.iloc[free][cols], c, budget=room, k=k)
+                picks = [int(free[j]) for j in d.picks]
+            except (BadInput, WorkFailed, np.linalg.LinAlgError):
+                picks = None
+            if not picks:  # no ensemble (or no pick with a finite value): the batch's k cheapest affordable runs
+                stats["fallbacks"] += 1
+                picks = [int(i) for i in free[np.argsort(cost[free], kind="stable")[:k]]]
+            for i in picks:  # picked among affordable runs; a batch may still overrun: stop there
+                if spent + cost[i] > limit * (1 + 1e-12):
+                    break
+                taken[i] = True
+                order.append(i)
+                spent += cost[i]
+        out.append(np.array(order, dtype=int))
+    return out
+
+
+def random_order(g: dict, budgets, rng) -> list[np.ndarray]:
+    cost, total = g["cost"], float(g["cost"].sum())
+    perm = rng.permutation(len(cost))
+    cum = np.cumsum(cost[perm])
+    out = []
+    for b in budgets:
+        n = int(np.searchsorted(cum, b * total * (1 + 1e-12), side="right"))
+        out.append(perm[:n])
+    return out
+
+
+def one(job: dict) -> dict:
+    """One law of a task under one method and seed (or ``all``: the law fitted on the whole pool)."""
+    import yaml
+
+    from depthwidth.fit.userlaw import load_law
+
+    warnings.filterwarnings("ignore")
+    t0 = time.perf_counter()
+    path = Path(job["law"])
+    spec = yaml.safe_load(path.read_text())
+    law = load_law(path)
+    groups = load_task(Path(job["data"]), job["task"])
+    budgets = job["budgets"]
+    stats = {"refits": 0, "refit_seconds": 0.0, "fallbacks": 0, "replicates": 0, "replicates_asked": 0}
+    if job["method"] == "all":
+        chosen_per = [[np.arange(len(g["cost"])) for g in groups]]
+        budgets = [1.0]
+    elif job["method"] == "random":
+        per_group = [random_order(g, budgets, np.random.default_rng([job["seed"], i])) for i, g in enumerate(groups)]
+        chosen_per = [[pg[c] for pg in per_group] for c in range(len(budgets))]
+    else:
+        per_group = [dw_design(law, spec, g, budgets, job, stats) for g in groups]
+        chosen_per = [[pg[c] for pg in per_group] for c in range(len(budgets))]
+    res = []
+    for b, chosen in zip(budgets, chosen_per):
+        s = score(law, groups, chosen, job["fit_starts"])
+        spent = sum(float(g["cost"][c].sum()) / float(g["cost"].sum()) for g, c in zip(groups, chosen)) / len(groups)
+        s.update(budget=b, runs=int(sum(len(c) for c in chosen)), spent=spent)
+        res.append(s)
+    return {
+        "task": job["task"],
+        "law": path.stem,
+        "params": len(law.params),
+        "method": job["method"],
+        "seed": job["seed"],
+        "checkpoints": res,
+        "stats": stats,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def summarize(results: list[dict], tasks, budgets) -> dict:
+    out = {}
+    for t in tasks:
+        rs = [r for r in results if r["task"] == t]
+        row: dict = {"laws": sorted({r["law"] for r in rs}, key=lambda s: int(s.split("_")[1])), "budgets": {}}
+        for m in METHODS:
+            mine = [r for r in rs if r["method"] == m]
+            for i, b in enumerate(budgets):
+                v = np.array([r["checkpoints"][i]["r2"] for r in mine])
+                if not len(v):
+                    continue
+                row["budgets"].setdefault(str(b), {})[m] = {
+                    "mean": float(v.mean()),
+                    "std": float(v.std()),
+                    "n": int(len(v)),
+                    "runs": float(np.mean([r["checkpoints"][i]["runs"] for r in mine])),
+                    "spent": float(np.mean([r["checkpoints"][i]["spent"] for r in mine])),
+                    "no_fit": int(sum(len(r["checkpoints"][i]["no_fit"]) for r in mine)),
+                    "fits": int(sum(len(r["checkpoints"][i]["no_fit"]) == 0 for r in mine)),
+                }
+            if m == "dw" and mine:
+                st = {k: sum(r["stats"][k] for r in mine) for k in mine[0]["stats"]}
+                st["seconds"] = float(sum(r["seconds"] for r in mine))
+                row["dw_stats"] = st
+        alld = [r for r in rs if r["method"] == "all"]
+        if alld:
+            v = np.array([r["checkpoints"][0]["r2"] for r in alld])
+            row["all_data"] = {"mean": float(v.mean()), "std": float(v.std()), "n": int(len(v))}
+            row["all_data_per_law"] = {r["law"]: r["checkpoints"][0]["r2"] for r in alld}
+        row["short"] = shortfalls(t, row, budgets)
+        out[t] = row
+    return out
+
+
+def shortfalls(task: str, row: dict, budgets) -> list[str]:
+    """The issue's target: at 5% and 10% at least V-opt's mean, at 1% at least Random's."""
+    lines = []
+    for b in budgets:
+        pub = PUBLISHED[task].get(b)
+        got = row["budgets"].get(str(b), {}).get("dw")
+        if pub is None or got is None:
+            continue
+        ref = "Random" if b < 0.05 else "V-opt"
+        want = pub[ref][0]
+        if got["mean"] < want:
+            lines.append(
+                f"{task} {b:.0%}: dw {got['mean']:+.3f} < paper {ref} {want:+.2f} (short by {want - got['mean']:.3f})"
+            )
+    return lines
+
+
+def _cell(x: dict | tuple | None) -> str:
+    if x is None:
+        return "—"
+    m, s = (x["mean"], x["std"]) if isinstance(x, dict) else x
+    return f"{m:+.2f} ± {s:.2f}"
+
+
+def table(task: str, row: dict, budgets, seeds: int) -> str:
+    heads = [f"{b:.0%}" for b in budgets]
+    lines = [
+        f"{task} ({len(row['laws'])} law(s) x {seeds} seed(s); target-region R², mean ± std over laws x seeds)",
+        "| method | " + " | ".join(heads) + " | runs picked (dw) |",
+        "|---|" + "---:|" * len(heads) + "---|",
+    ]
+    for m, name in (("random", "random (dw's fit)"), ("dw", "dw design (dw's fit)")):
+        cells = [_cell(row["budgets"].get(str(b), {}).get(m)) for b in budgets]
+        runs = "/".join(f"{row['budgets'].get(str(b), {}).get(m, {}).get('runs', 0):.0f}" for b in budgets)
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {runs if m == 'dw' else ''} |")
+    for pm in PAPER_METHODS:
+        cells = [_cell(PUBLISHED[task].get(b, {}).get(pm)) for b in budgets]
+        lines.append(f"| paper: {pm} | " + " | ".join(cells) + " | |")
+    if "all_data" in row:
+        lines.append(
+            f"| All Data (100%): dw's fit {_cell(row['all_data'])}, paper {_cell(PUBLISHED[task][1.0]['All Data'])} | |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(DATA), help="the ScaleBench folder (default ../shared/data/scalebench)")
+    ap.add_argument("--tasks", default=",".join(TASKS))
+    ap.add_argument("--laws", default=None, help="only these laws, e.g. sl_1,sl_9 (default: every law of the task)")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1")
+    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="fractions of the pool's total cost")
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--bootstrap", type=int, default=50, help="replicates of each design refit")
+    ap.add_argument("--fit-starts", type=int, default=256, help="max_starts of every checkpoint fit")
+    ap.add_argument("--design-starts", type=int, default=64, help="max_starts of the design's refits")
+    ap.add_argument("--refit-growth", type=float, default=0.5, help="picks per refit: this fraction of the runs in")
+    ap.add_argument("--cost-power", type=float, default=1.0, help="rank by value / cost^p (1: dw's design)")
+    ap.add_argument("--no-all-data", action="store_true", help="skip the All Data row")
+    ap.add_argument("--json", default=None, help="also write every result to this file")
+    a = ap.parse_args()
+    tasks = [t for t in a.tasks.split(",") if t]
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        print(f"bench_scalebench: unknown task {unknown[0]!r} (allowed: {', '.join(TASKS)})")
+        return 2
+    data = Path(a.data)
+    why = absent(data, tasks)
+    if why:
+        print(why)
+        return 2
+    budgets = sorted(float(b) for b in a.budgets.split(","))
+    only = set(a.laws.split(",")) if a.laws else None
+    base = {
+        "data": str(data),
+        "budgets": budgets,
+        "bootstrap": a.bootstrap,
+        "fit_starts": a.fit_starts,
+        "design_starts": a.design_starts,
+        "refit_growth": a.refit_growth,
+        "cost_power": a.cost_power,
+    }
+    jobs = []
+    for t in tasks:
+        for f in law_files(t, only):
+            if not a.no_all_data:
+                jobs.append({**base, "task": t, "law": str(f), "method": "all", "seed": 0})
+            for m in a.methods.split(","):
+                jobs += [{**base, "task": t, "law": str(f), "method": m, "seed": s} for s in range(a.seeds)]
+    weight = {"farseer": 4, "data_constrained": 2, "parallel": 1}  # longest first keeps the workers busy
+    jobs.sort(key=lambda j: -(weight[j["task"]] * (3 if j["method"] == "dw" else 1)))
+    t0 = time.perf_counter()
+    if a.workers > 1:
+        with ProcessPoolExecutor(a.workers) as ex:
+            results = list(ex.map(one, jobs))
+    else:
+        results = [one(j) for j in jobs]
+    wall = time.perf_counter() - t0
+    s = summarize(results, tasks, budgets)
+    for t in tasks:
+        print(table(t, s[t], budgets, a.seeds))
+        st = s[t].get("dw_stats")
+        if st:
+            conv = st["replicates"] / st["replicates_asked"] if st["replicates_asked"] else float("nan")
+            print(
+                f"dw design: {st['refits']} refits ({st['refit_seconds']:.0f} s), bootstrap replicates converged "
+                f"{conv:.0%}, {st['fallbacks']} round(s) fell back to the cheapest runs; {st['seconds']:.0f} s in all"
+            )
+        nofit = {m: sum(v.get(m, {}).get("no_fit", 0) for v in s[t]["budgets"].values()) for m in METHODS}
+        print(f"group fits refused (fewer runs than parameters, or failed): random {nofit['random']}, dw {nofit['dw']}")
+        for line in s[t]["short"]:
+            print("short: " + line)
+        print()
+    print(f"{len(jobs)} jobs in {wall:.0f} s on {a.workers} worker(s)")
+    doc = {"bench": "scalebench", "summary": s, "args": vars(a), "seconds": round(wall, 1)}
+    if a.json:
+        Path(a.json).write_text(json.dumps({**doc, "results": results}, default=float))
+    print(json.dumps(doc, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
