@@ -57,7 +57,7 @@ def test_two_process_run_matches_one_process(tmp_path):
         text=True,
         timeout=300,
     )
-    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.returncode == 0, p.stderr[:3000] + "\n...\n" + p.stderr[-3000:]  # the first failure is said first
     a = json.loads((one / "summary.json").read_text())
     b = json.loads((two / "summary.json").read_text())
     assert b["status"] == "done" and b["run_id"] == a["run_id"]

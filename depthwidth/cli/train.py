@@ -69,8 +69,27 @@ def train_cmd(
         emit_json(summary)
     else:
         _render(summary)
+    _leave_worker(0 if summary["status"] == "done" else 1)
     if summary["status"] != "done":
         raise typer.Exit(1)
+
+
+def _leave_worker(code: int) -> None:
+    """A rank of a multi-process run (torchrun sets WORLD_SIZE) leaves without the interpreter's
+    teardown: that teardown races gloo's background threads, and a rank of a finished run was seen to
+    abort there (SIGABRT, "terminate called without an active exception"), which torchrun reports as a
+    failed run.  By now every file is written, the tracker finished and the process group destroyed."""
+    import os
+    import sys
+
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+        return
+    import logging
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 def _render(s: dict) -> None:
