@@ -188,3 +188,26 @@ def test_dw_status_sets_the_laws_prediction_beside_a_runs_forecast(tmp_path):
     inside = {"lo": law["mean"] - 0.01, "hi": law["mean"] + 0.01}
     far = {"lo": law["hi"] + 0.5, "hi": law["hi"] + 1.5}
     assert flag(inside, law["lo"], law["hi"]) is False and flag(far, law["lo"], law["hi"]) is True
+
+
+def test_cost_power_tempers_the_cost_in_the_ranking_not_in_the_budget(sweeps, capsys):
+    """cost_power 0: the first pick is the candidate whose measurement shrinks the target most, whatever
+    it costs; 1: per unit cost; the picks always fit the budget.  A power outside [0, 1] is bad input."""
+    from depthwidth.fit.laws import get_law as law_of
+    from depthwidth.fit.prior import prior
+
+    ens = prior(law_of("depth-delusion"))
+    cand = _grid([2, 4, 8, 16, 32, 64], [256, 512, 1024]).to_dict("records")
+    cost = np.array([6 * r["params"] * r["tokens"] / 1e17 for r in cand])
+    tgt = parse_target("dcrit@512", ens.law)
+    free = design(ens, tgt, cand, cost, k=1, cost_power=0.0)
+    alone = free.width_alone
+    assert free.picks == [int(np.argmin(alone))]  # the largest expected shrink, cost ignored
+    per_cost = design(ens, tgt, cand, cost, k=1)
+    assert per_cost.picks == [int(np.argmax((free.width_now - alone) / cost))]
+    budget = 3 * float(np.median(cost))
+    for p in (0.0, 0.3, 1.0):
+        d = design(ens, tgt, cand, cost, budget=budget, cost_power=p)
+        assert d.picks and cost[d.picks].sum() <= budget * (1 + 1e-9)
+    code, out, err = dw_in_process(capsys, "suggest", "g", "--budget", "1", "--cost-power", "1.5")
+    assert code == 2 and err.count("\n") == 1 and "--cost-power" in err and "1.5" in err

@@ -38,6 +38,12 @@ def suggest_cmd(
         help="spend the budget in this many rounds: choose the first round's runs now (budget / rounds), "
         "the next after refitting on what they measured",
     ),
+    cost_power: float = typer.Option(
+        1.0,
+        "--cost-power",
+        help="rank runs by value per GPU-hour^P (1: per GPU-hour; below 1 favours fewer, dearer runs near the "
+        "target, as V-optimal designs do; the budget is always in GPU-hours)",
+    ),
     out: Optional[Path] = typer.Option(None, "--out", help="write the sweep file here (default sweeps/NAME_next.yaml)"),
     no_write: bool = typer.Option(False, "--no-write", help="print the choice only"),
     as_json: bool = typer.Option(False, "--json", help="one JSON document"),
@@ -66,6 +72,7 @@ def suggest_cmd(
         out=out,
         write=not no_write,
         rounds=rounds,
+        cost_power=cost_power,
     )
     doc = s.to_dict()
     if as_json:

@@ -249,11 +249,24 @@ def _joint(ens: Ensemble, target, rows) -> tuple[np.ndarray, np.ndarray, int]:
     return T, Y, int(ok.sum())
 
 
-def design(ens: Ensemble, target, rows, cost, budget: float | None = None, k: int | None = None) -> Design:
+def design(
+    ens: Ensemble,
+    target,
+    rows,
+    cost,
+    budget: float | None = None,
+    k: int | None = None,
+    cost_power: float = 1.0,
+) -> Design:
     """Greedy choice among ``rows`` (candidates) by expected reduction of ``target``'s variance (the
-    sum over a Region's numbers) per unit of ``cost``, until ``budget`` (sum of costs) or ``k``
-    picks; the joint covariance conditioned on each pick before the next."""
+    sum over a Region's numbers) per unit of ``cost ** cost_power``, until ``budget`` (sum of costs)
+    or ``k`` picks; the joint covariance conditioned on each pick before the next.  ``cost_power``
+    < 1 tempers the cost in the ranking only (V-optimal designs do so: per unit of cost, many cheap
+    runs far from the target can outrank the few that predict it; the budget is always in cost)."""
+    if not (isinstance(cost_power, (int, float)) and 0 <= cost_power <= 1):
+        raise bad("--cost-power", cost_power, "a number in [0, 1] (1: value per unit cost, 0: cost ignored)")
     cost = np.asarray(cost, dtype=float)
+    rank = np.maximum(cost, 1e-12) ** cost_power
     T, Y, used = _joint(ens, target, rows)
     if len(T) < 10:
         raise bad(
@@ -279,14 +292,14 @@ def design(ens: Ensemble, target, rows, cost, budget: float | None = None, k: in
         return scale * math.sqrt(max(v / K, 0.0))
 
     width_alone = np.array([width(var_now - drop(C, j)) for j in range(M)])
-    value = (width_now - width_alone) / np.maximum(cost, 1e-12)
+    value = (width_now - width_alone) / rank
     picks, widths, spent, var = [], [], 0.0, var_now
     free = np.ones(M, dtype=bool)
     while free.any() and (k is None or len(picks) < k):
         gain = np.full(M, -np.inf)
         for j in np.flatnonzero(free):
             if budget is None or spent + cost[j] <= budget * (1 + 1e-9):
-                gain[j] = drop(C, j) / max(cost[j], 1e-12)
+                gain[j] = drop(C, j) / rank[j]
         j = int(np.argmax(gain))
         if not np.isfinite(gain[j]):
             break

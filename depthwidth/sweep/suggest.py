@@ -249,6 +249,7 @@ def suggest(
     out: Path | None = None,
     write: bool = True,
     rounds: int = 1,
+    cost_power: float = 1.0,
     **plan,
 ) -> Suggestion:
     """The runs of sweep ``name``'s space to train next within ``budget`` device-hours; with
@@ -279,7 +280,7 @@ def suggest(
             f"({r.figures['depth']}L×{r.figures['width']}, {' '.join(r.overrides)})",
         )
     rows = rows_of(runs)
-    d = design(src.ensemble, tgt, rows, cost, budget=budget)
+    d = design(src.ensemble, tgt, rows, cost, budget=budget, cost_power=cost_power)
     picked = [runs[j] for j in d.picks]
     pred = predict(src.ensemble, [rows[j] for j in d.picks]) if picked else {"loss": [], "pi": [[], []]}
     if rounds > 1:
