@@ -98,16 +98,16 @@ def _store(name: str) -> str:
 
     if store.manifest_path(name).exists():
         return name
-    from depthwidth.sweep.file import sweeps_dir
+    import yaml
 
-    path = sweeps_dir() / f"{name}.yaml"
-    try:
-        import yaml
+    from depthwidth.core.errors import BadInput
+    from depthwidth.sweep.file import store_of, sweeps_dir
 
-        st = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("store")
-    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+    try:  # plain YAML, not the sweep loader: dw status stays quick
+        doc = yaml.safe_load((sweeps_dir() / f"{name}.yaml").read_text(encoding="utf-8"))
+        return store_of(name, doc) if isinstance(doc, dict) else name
+    except (OSError, yaml.YAMLError, BadInput):
         return name
-    return st if isinstance(st, str) and st and "/" not in st else name
 
 
 def _status(name: str, backtest: float | None) -> dict:

@@ -21,6 +21,18 @@ from depthwidth.core.store import MANIFEST, manifest_runs, read_json, runs_root
 from depthwidth.track.run_source import RunSource, RunTable
 
 
+def read_fit(path) -> dict | None:
+    """A fit.json document (``dw fit``'s: keys law and params), or None when ``path`` is absent,
+    unreadable or holds something else: what predictions from a sweep's fit read (fit/predict.py)."""
+    import json
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and "law" in doc and "params" in doc else None
+
+
 def read_input(src: RunSource) -> RunTable:
     """The run table of ``src``; a sweep none of whose runs has ended yet is bad input."""
     rt = src.load()

@@ -217,6 +217,11 @@ class Design:
     cost: np.ndarray
     replicates: int
 
+    @property
+    def spent(self) -> float:
+        """The picks' cost in all."""
+        return float(self.cost[self.picks].sum())
+
 
 @dataclass(frozen=True)
 class Region:

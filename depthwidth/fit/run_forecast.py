@@ -105,6 +105,7 @@ def law_prediction(sweep: str, row: dict) -> dict | None:
     ens = _ensemble(str(Path(row.get("run_dir") or ".").parent / "fit.json"))
     if ens is None or not all(_num(row.get(k)) for k in ("depth", "width", "tokens_total")):
         return None
+    from depthwidth.core.errors import BadInput
     from depthwidth.fit.predict import predict
 
     x = {"depth": row["depth"], "width": row["width"], "tokens": row["tokens_total"]}
@@ -112,7 +113,7 @@ def law_prediction(sweep: str, row: dict) -> dict | None:
         x["params"] = row["params"]
     try:
         p = predict(ens, [x])
-    except Exception:  # a law whose inputs this row cannot give (e.g. a user law's own columns)
+    except (KeyError, BadInput):  # a law whose inputs this row cannot give (e.g. a user law's own columns)
         return None
     return {"mean": float(p["loss"][0]), "lo": float(p["pi"][0][0]), "hi": float(p["pi"][1][0]), "level": ens.level}
 
@@ -122,7 +123,6 @@ _ENSEMBLES: dict = {}
 
 def _ensemble(path: str):
     """The fit.json's ensemble, once per file and modification time (a status poll reads it once)."""
-    import json
     import os
 
     try:
@@ -130,11 +130,14 @@ def _ensemble(path: str):
     except OSError:
         return None
     if key not in _ENSEMBLES:
+        from depthwidth.core.errors import BadInput
+        from depthwidth.fit.files import read_fit
         from depthwidth.fit.predict import ensemble_of
 
+        fit = read_fit(path)
         try:
-            _ENSEMBLES[key] = ensemble_of(json.loads(Path(path).read_text(encoding="utf-8")))
-        except Exception:  # no replicates (an older fit), unreadable: no law prediction, not an error
+            _ENSEMBLES[key] = None if fit is None else ensemble_of(fit)
+        except BadInput:  # no replicates (a fit made before they were kept): no law prediction, not an error
             _ENSEMBLES[key] = None
     return _ENSEMBLES[key]
 

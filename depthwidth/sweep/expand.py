@@ -80,6 +80,7 @@ def expand(
     name: str,
     cli_overrides: Sequence[str] = (),
     *,
+    doc: dict | None = None,
     launcher_overrides: Sequence[str] = (),
     need_scheduler: bool = False,
     check_gpus: bool | None = None,
@@ -87,37 +88,13 @@ def expand(
     peak: float = DEFAULT_PEAK,
     cpu_peak: float = DEFAULT_CPU_PEAK,
 ) -> Sweep:
-    """The sweep's runs, composed, identified, validated and planned.  File-level errors
+    """The sweep's runs, composed, identified, validated and planned: of the file sweeps/NAME.yaml,
+    or of ``doc``, a sweep document held in memory (``dw suggest``'s candidates).  File-level errors
     raise BadInput; per-run errors are kept in ``run.error`` (see ``check``).
     Each run's launcher is conf/launcher ← the sweep file's ``launcher`` defaults ←
     ``launcher_overrides``; its device (cpu | cuda) resolves ``train.precision=auto``,
     its processes and ``gpu_memory`` are what the memory plan must fit."""
-    return expand_doc(
-        name,
-        load_file(name),
-        cli_overrides,
-        launcher_overrides=launcher_overrides,
-        need_scheduler=need_scheduler,
-        check_gpus=check_gpus,
-        mfu=mfu,
-        peak=peak,
-        cpu_peak=cpu_peak,
-    )
-
-
-def expand_doc(
-    name: str,
-    doc: dict,
-    cli_overrides: Sequence[str] = (),
-    *,
-    launcher_overrides: Sequence[str] = (),
-    need_scheduler: bool = False,
-    check_gpus: bool | None = None,
-    mfu: float = DEFAULT_MFU,
-    peak: float = DEFAULT_PEAK,
-    cpu_peak: float = DEFAULT_CPU_PEAK,
-) -> Sweep:
-    """``expand`` of a sweep document held in memory (``dw suggest``'s candidates)."""
+    doc = load_file(name) if doc is None else doc
     store_name = store_of(name, doc)
     doc = with_blocks(name, doc)
     cli_groups, cli_keys = parse_cli_overrides(cli_overrides)

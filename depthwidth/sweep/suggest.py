@@ -29,7 +29,7 @@ from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.predict import Design, Ensemble, Target, design, ensemble_of, parse_target, predict
 from depthwidth.fit.prior import prior as prior_ensemble
 from depthwidth.launch.config import split_overrides
-from depthwidth.sweep.expand import Run, expand_doc
+from depthwidth.sweep.expand import Run, expand
 from depthwidth.sweep.file import load_file, points, store_of, sweeps_dir
 
 META = ("run.seed", "tracker.seed_in_name")  # never an axis of the candidate grid unless asked
@@ -42,6 +42,7 @@ class Source:
     """Where the ensemble came from, and the sweep's store."""
 
     name: str  # the sweep file
+    doc: dict  # its contents, read once
     store: str  # its run store's sweep name
     ensemble: Ensemble
     fit: dict | None  # the fit.json, when there is one
@@ -51,21 +52,15 @@ class Source:
 def ensemble_for(name: str, prior: str | None = None, law: str = "depth-delusion", first: bool = True) -> Source:
     """The sweep's fit.json's ensemble, else the prior ``prior`` (``published``) of ``law``, else
     (``first``: a sweep with no finished run yet) the published prior; BadInput otherwise."""
-    import json
-
+    from depthwidth.fit.files import read_fit
     from depthwidth.fit.laws import get_law
 
     doc = load_file(name)
     st = store_of(name, doc)
     path = store.sweep_dir(st) / "fit.json"
-    fit = None
-    if prior is None and path.is_file():
-        try:
-            fit = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            fit = None
+    fit = read_fit(path) if prior is None else None
     if fit is not None:
-        return Source(name, st, ensemble_of(fit), fit)
+        return Source(name, doc, st, ensemble_of(fit), fit)
     said = []
     if prior is None and first and not _measured(st):  # no runs yet: a first design from the papers
         prior, said = "published", [f"sweep {st} has no finished runs yet: a first design from the published prior"]
@@ -76,7 +71,12 @@ def ensemble_for(name: str, prior: str | None = None, law: str = "depth-delusion
         )
     ens = prior_ensemble(get_law(law), prior)
     return Source(
-        name, st, ens, None, [*said, f"from the {prior} prior ({law}; fit/prior.py says how wide and why)", *ens.notes]
+        name,
+        doc,
+        st,
+        ens,
+        None,
+        [*said, f"from the {prior} prior ({law}; fit/prior.py says how wide and why)", *ens.notes],
     )
 
 
@@ -94,8 +94,7 @@ def _widths(src: Source) -> set[int]:
     ws = ((src.fit or {}).get("derived") or {}).get("dcrit", {}).get("widths") or {}
     if ws:
         return {int(w) for w in ws}
-    doc = load_file(src.name)
-    return {int(p["keys"]["model.width"]) for p in points(src.name, doc) if "model.width" in p["keys"]}
+    return {int(p["keys"]["model.width"]) for p in points(src.name, src.doc) if "model.width" in p["keys"]}
 
 
 # -- candidates ------------------------------------------------------------------------------
@@ -144,11 +143,12 @@ def candidate_doc(name: str, doc: dict, extra: dict[str, list]) -> dict:
 
 
 def candidates(
-    name: str, extra: dict[str, list] | None = None, overrides: Sequence[str] = (), **plan
+    name: str, extra: dict[str, list] | None = None, overrides: Sequence[str] = (), doc: dict | None = None, **plan
 ) -> tuple[list[Run], dict]:
-    """(valid candidate runs not already in the store, counts {refused, in_store}) of sweep ``name``,
-    with ``overrides`` as ``dw sweep NAME OVERRIDES`` takes them (``launcher=slurm`` for GPU-hours)."""
-    doc = load_file(name)
+    """(valid candidate runs not already in the store, counts {refused, in_store}) of sweep ``name``
+    (its file, or ``doc`` already read), with ``overrides`` as ``dw sweep NAME OVERRIDES`` takes them
+    (``launcher=slurm`` for GPU-hours)."""
+    doc = load_file(name) if doc is None else doc
     st = store_of(name, doc)
     cdoc = candidate_doc(name, doc, extra or {})
     n = 1
@@ -157,8 +157,13 @@ def candidates(
     if n * len(cdoc["blocks"]) > MAX_CANDIDATES:
         raise bad("--candidates", f"{n * len(cdoc['blocks'])} runs", f"at most {MAX_CANDIDATES} candidates")
     run_ovr, launch_ovr = split_overrides(overrides)
-    sw = expand_doc(
-        f"{name} (candidates)", {**cdoc, "store": st}, run_ovr, launcher_overrides=launch_ovr, check_gpus=False, **plan
+    sw = expand(
+        f"{name} (candidates)",
+        run_ovr,
+        doc={**cdoc, "store": st},
+        launcher_overrides=launch_ovr,
+        check_gpus=False,
+        **plan,
     )
     have = _in_store(st)
     good = [r for r in sw.runs if not r.error and r.run_id not in have]
@@ -214,7 +219,7 @@ class Suggestion:
             "interval_now": d.width_now,
             "interval_after": d.width_after[-1] if d.width_after else d.width_now,
             "budget_hours": self.budget,
-            "spent_hours": float(sum(d.cost[j] for j in d.picks)),
+            "spent_hours": d.spent,
             "candidates": len(d.cost),
             **{f"candidates_{k}": v for k, v in self.counts.items()},
             "notes": self.source.notes,
@@ -263,7 +268,7 @@ def suggest(
     extra = parse_candidates(candidates_spec)
     src = ensemble_for(name, prior, law)
     tgt = parse_target(target, src.ensemble.law) if target else default_target(src)
-    runs, counts = candidates(name, extra, overrides, **plan)
+    runs, counts = candidates(name, extra, overrides, src.doc, **plan)
     if not runs:
         raise BadInput(
             f"sweep {name}: no candidate runs left ({counts['in_store']} already in the store, "
@@ -286,7 +291,7 @@ def suggest(
     if rounds > 1:
         src.notes.append(
             f"round 1 of {rounds} ({budget:.3g} of {total:.3g} device-hours): when these runs end, dw fit "
-            f"{src.store} and dw suggest {name} --budget {total - float(sum(cost[j] for j in d.picks)):.3g} "
+            f"{src.store} and dw suggest {name} --budget {total - d.spent:.3g} "
             f"--rounds {rounds - 1} choose the next from what they measured"
         )
     s = Suggestion(src, tgt, d, picked, pred, counts, float(budget))
@@ -301,7 +306,7 @@ def write_next(name: str, s: Suggestion, out: Path | None = None) -> Path:
 
     from depthwidth.core.atomic import write_text
 
-    doc = load_file(name)
+    doc = s.source.doc
     base = {k: doc[k] for k in ("groups", "launcher") if doc.get(k)}
     by_label: dict = {}
     for i, r in enumerate(s.runs):
