@@ -229,9 +229,15 @@ def dw_design(law, spec: dict, g: dict, budgets, a, stats: dict) -> list[np.ndar
                 stats["replicates"] += int(bs.get("converged", 0))
                 stats["replicates_asked"] += int(bs.get("replicates", 0))
                 ens = ensemble_of(doc)
-                c = cost[free] ** a["cost_power"]
-                room = None if a["cost_power"] != 1.0 else limit - spent
-                d = design(ens, region, pool.iloc[free][cols], c, budget=room, k=k)
+                d = design(
+                    ens,
+                    region,
+                    pool.iloc[free][cols],
+                    cost[free],
+                    budget=limit - spent,
+                    k=k,
+                    cost_power=a["cost_power"],
+                )
                 picks = [int(free[j]) for j in d.picks]
             except (BadInput, WorkFailed, np.linalg.LinAlgError):
                 picks = None

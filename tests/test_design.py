@@ -3,6 +3,7 @@ checked against planted worlds: the prediction intervals cover held-back runs, t
 D_crit and beats random runs of the same cost, and the written sweep file joins the store."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -150,9 +151,11 @@ def test_dw_suggest_from_a_fit_leaves_out_runs_in_the_store_and_dry_run_shows_me
     code, out, err = dw_in_process(capsys, "suggest", "h", "--budget", "1", "--target", "dcrit@64", "--json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["from"] == "fit" and doc["candidates_in_store"] == 6 and doc["candidates"] == 4
-    shapes = {(r["depth"], r["width"]) for r in doc["runs"]}
-    assert shapes and shapes <= {(4, 32), (4, 64), (8, 32), (8, 64)}  # never a run the store has
+    # 5 depths x 2 widths at seed 42 and a replicate seed 43: 20, of which the store has 6
+    assert doc["from"] == "fit" and doc["candidates_in_store"] == 6 and doc["candidates"] == 14
+    shapes = {(r["depth"], r["width"]) for r in doc["runs"] if r["seed"] == 42}
+    assert shapes <= {(4, 32), (4, 64), (8, 32), (8, 64)}  # never a run the store has
+    assert {r["seed"] for r in doc["runs"]} <= {42, 43} and doc["runs"]
     code, out, err = dw_in_process(capsys, "sweep", "h", "--dry-run", "--json")
     assert code == 2 and "dw simulate planted" in err  # a planted store is never submitted into
     code, out, err = dw_in_process(capsys, "status", "h", "--json")  # the store its file names
@@ -211,3 +214,99 @@ def test_cost_power_tempers_the_cost_in_the_ranking_not_in_the_budget(sweeps, ca
         assert d.picks and cost[d.picks].sum() <= budget * (1 + 1e-9)
     code, out, err = dw_in_process(capsys, "suggest", "g", "--budget", "1", "--cost-power", "1.5")
     assert code == 2 and err.count("\n") == 1 and "--cost-power" in err and "1.5" in err
+
+
+GAP_LAW = Path(__file__).resolve().parent.parent / "docs" / "laws" / "shape_gap.yaml"
+GAP_TRUTH = dict(E=1.8, A=400.0, alpha=0.34, B=900.0, beta=0.3, g=0.25)  # x = uniform with 1.28x its N
+
+
+def _gap_table(law, seed):
+    rows = [
+        dict(params=n, tokens=20 * n, shape=sh, seed=s, run=f"{sh}_{n:g}_{s}")
+        for n in (5e7, 1e8, 2e8, 4e8)
+        for sh in ("uniform", "x")
+        for s in range(2)
+    ]
+    df = pd.DataFrame(rows).assign(loss=1.0)
+    rng = np.random.default_rng(seed)
+    return df.assign(loss=law.predict(GAP_TRUTH, df) * np.exp(rng.normal(0, 0.005, len(df))))
+
+
+def test_the_gap_target_covers_a_planted_shape_gap_and_its_design_measures_both_shapes():
+    """gap@N (x minus uniform at N params, 20 N tokens) through the real fit of docs/laws/shape_gap.yaml
+    on planted two-shape tables: the 95% interval holds the planted gap in >= 7 of 8 worlds (each a
+    new noise draw), says x is better, and the design's first two runs are one of each shape."""
+    from depthwidth.core.errors import BadInput
+    from depthwidth.fit.predict import Ensemble
+    from depthwidth.fit.userlaw import load_law
+
+    law = load_law(GAP_LAW)
+    truth_rows = pd.DataFrame([dict(params=2e9, tokens=4e10, shape=s, loss=1.0) for s in ("x", "uniform")])
+    true_gap = float(np.subtract(*law.predict(GAP_TRUTH, truth_rows)))
+    assert -0.03 < true_gap < -0.01
+    covered, below_zero = 0, 0
+    for seed in range(8):
+        res = run_fit(
+            runs=_gap_table(law, seed), law=str(GAP_LAW), bootstrap=60, max_starts=200, seed=seed, write=False
+        )
+        ens = ensemble_of(res)
+        t = parse_target("gap@2e9", ens.law)
+        lo, hi = np.percentile(t.values(ens, ens.theta), [2.5, 97.5])
+        covered += lo <= true_gap <= hi
+        below_zero += hi < 0
+    assert covered >= 7 and below_zero >= 6, (covered, below_zero)
+    cand = [dict(params=n, tokens=20 * n, shape=sh) for n in (8e8, 1.6e9) for sh in ("uniform", "x")]
+    d = design(ens, t, cand, [n / 1e8 for n in (8e8, 8e8, 1.6e9, 1.6e9)], k=2)
+    assert {cand[i]["shape"] for i in d.picks} == {"uniform", "x"} and d.width_after[-1] < d.width_now
+    # a law that does not read the shape has no gap; the gap is against uniform; every column the law reads
+    for spec, law_, word in (
+        ("gap@1e9", get_law("depth-delusion"), "does not read the shape"),
+        ("gap@1e9,shape=uniform", ens.law, "other than uniform"),
+        ("gap@1e9,tokens", ens.law, "gap@N"),
+        ("gap@big", ens.law, "gap@N"),
+    ):
+        with pytest.raises(BadInput, match=word):
+            parse_target(spec, law_)
+    deep = load_law(
+        {**yaml.safe_load(GAP_LAW.read_text()), "formula": "E + A*(N*exp(g*X))**(-alpha) + B*T**(-beta) + 0*depth"}
+    )
+    one = Ensemble(deep, deep.internal(GAP_TRUTH), deep.internal(GAP_TRUTH)[None, :], {"run": 0.0, "point": 0.0})
+    with pytest.raises(BadInput, match=r",depth=VALUE"):
+        parse_target("gap@1e9", deep).values(one, one.theta)
+    assert parse_target("gap@1e9,depth=24", deep).values(one, one.theta)[0] < 0
+
+
+def test_seed_noise_is_told_from_the_laws_misfit_and_a_replicate_teaches_only_what_seeds_average():
+    """Planted: 24 configurations x 3 seeds, log loss = Chinchilla + a misfit per configuration
+    (sd 0.02, shared by its seeds) + seed noise (sd 0.008).  noise_scales recovers both parts, and in
+    the design a second seed of one configuration is worth less than the first by the misfit's share."""
+    from dataclasses import replace
+
+    law = get_law("chinchilla")
+    truth = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 900.0, "beta": 0.28}
+    rng = np.random.default_rng(3)
+    rows = [dict(params=n, tokens=t) for n in (2e7, 5e7, 1e8, 2e8, 5e8, 1e9) for t in (1e9, 3e9, 1e10, 3e10)]
+    misfit = rng.normal(0, 0.02, len(rows))
+    table = []
+    for i, r in enumerate(rows):
+        base = float(law.predict(truth, pd.DataFrame([{**r, "loss": 1.0}]))[0])
+        for s in range(3):
+            table.append({**r, "seed": s, "run": f"c{i}s{s}", "loss": base * np.exp(misfit[i] + rng.normal(0, 0.008))})
+    res = run_fit(runs=pd.DataFrame(table), law="chinchilla", bootstrap=50, max_starts=200, write=False)
+    noise = res["replicates"]["noise"]
+    assert 0.006 < noise["seed"] < 0.010 and 0.016 < noise["run"] < 0.027, noise
+    ens = ensemble_of(res)
+    assert ens.seed_var < ens.new_run_var
+    twice = [dict(params=4e9, tokens=8e10)] * 2  # one configuration, two seeds
+    t = parse_target("alpha", ens.law)
+
+    def second_over_first(d):  # the second seed's narrowing of the interval, relative to the first's
+        w1, w2 = d.width_after
+        return (w1 - w2) / (d.width_now - w1)
+
+    shared = second_over_first(design(ens, t, twice, [1.0, 1.0], k=2))
+    unshared = second_over_first(
+        design(replace(ens, noise={**ens.noise, "seed": ens.noise["run"]}), t, twice, [1, 1], k=2)
+    )
+    print(f"second seed / first: {shared:.3f} shared misfit, {unshared:.3f} seeds only; noise {noise}")
+    assert 0 <= shared < 0.5 * unshared, (shared, unshared)

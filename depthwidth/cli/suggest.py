@@ -20,13 +20,14 @@ def suggest_cmd(
         None,
         "--target",
         help="the number to pin down: dcrit@WIDTH, a parameter (alpha), W_exponent / D_exponent / N_exponent "
-        "[@C], optimum@C (the compute-optimal depth at C FLOPs); default the law's claim",
+        "[@C], optimum@C (the compute-optimal depth at C FLOPs), gap@N (the x vs uniform loss gap at N "
+        "parameters, for a law that reads the shape: docs/laws/shape_gap.yaml); default the law's claim",
     ),
     candidates: Optional[str] = typer.Option(
         None,
         "--candidates",
         help="values of settings to choose among, in every block: 'model.depth=4,8,16;model.width=512' "
-        "(default: the sweep's own depths, widths, shapes ... crossed within each block)",
+        "(default: the sweep's own depths, widths, shapes ... crossed within each block, at its seeds and one more)",
     ),
     prior: Optional[str] = typer.Option(
         None, "--prior", help="published: start from the papers' law (what a sweep with no runs yet uses)"
@@ -99,6 +100,7 @@ def _render(doc: dict) -> None:
         ("label", "left"),
         ("L×W", "right"),
         ("shape", "left"),
+        ("seed", "right"),
         ("device-h", "right"),
         ("pred. loss [95% PI]", "right"),
         ("target CI after", "right"),
@@ -111,6 +113,7 @@ def _render(doc: dict) -> None:
             r.get("label") or "",
             f"{r['depth']}×{r['width']}",
             r["shape"],
+            str(r["seed"]),
             f"{r['hours']:.3g}",
             f"{r['predicted_loss']:.3f} [{r['pi'][0]:.3f}, {r['pi'][1]:.3f}]",
             f"{r['interval_after']:.3g}",

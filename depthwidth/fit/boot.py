@@ -55,7 +55,8 @@ def run_weights(codes: np.ndarray, n_runs: int, B: int, rng) -> np.ndarray:
 
 
 def seed_groups(table) -> list[np.ndarray] | None:
-    """Run codes grouped by configuration (all run-level columns but seed); None without replicated seeds."""
+    """Run codes grouped by configuration (all run-level columns but seed, and the run's token budget);
+    None without replicated seeds."""
     import pandas as pd
 
     if "seed" not in table or table["seed"].isna().all():
@@ -64,6 +65,9 @@ def seed_groups(table) -> list[np.ndarray] | None:
     keys = [k for k in CONFIG_KEYS if k in table]
     df = pd.DataFrame({k: table[k] for k in keys})
     df["_code"] = codes
+    if "tokens" in table:  # a run's token budget (its last point) is part of its configuration
+        df["_tokens"] = pd.Series(np.asarray(table["tokens"], dtype=float)).groupby(codes).transform("max").to_numpy()
+        keys.append("_tokens")
     per_run = df.drop_duplicates("_code")
     groups = []
     for _, g in per_run.groupby(keys, dropna=False) if keys else [(None, per_run)]:
@@ -83,7 +87,8 @@ def seed_weights(codes: np.ndarray, n_runs: int, groups: list[np.ndarray], B: in
 
 
 def noise_scales(fr: FitResult, table) -> dict:
-    """Seed-to-seed (per run) and per-point noise of log loss, estimated from the fit's residuals.
+    """Per-run and per-point noise of log loss, estimated from the fit's residuals (and, where
+    configurations were run with several seeds, the seed-to-seed part of the per-run noise).
 
     The fit leaves residuals r = u_run + e_point.  With several points per run, e's scale comes from
     the spread of residuals around their run's mean (n - R degrees of freedom) and u's from the
@@ -108,7 +113,17 @@ def noise_scales(fr: FitResult, table) -> dict:
         point = math.sqrt(float(((r - mean[codes]) ** 2).sum()) / (n - R))
     between = float((mean**2).sum()) / max(R - k, 1)
     run = math.sqrt(max(between - point**2 * float(np.mean(1.0 / n_b)), 0.0))
-    return {"run": run, "point": point, "runs": R, "points": n, "df_run": max(R - k, 1), "df_point": max(n - R, 1)}
+    out = {"run": run, "point": point, "runs": R, "points": n, "df_run": max(R - k, 1), "df_point": max(n - R, 1)}
+    # Seed-to-seed alone, where configurations were run with several seeds: the spread of run means
+    # within a configuration (the law's misfit at a configuration is shared by its seeds, so what
+    # is left of ``run`` beyond it is the misfit: what a replicate cannot average away).
+    groups = seed_groups(table)
+    if groups:
+        ss = sum(float(((mean[g] - mean[g].mean()) ** 2).sum()) for g in groups if len(g) > 1)
+        df = sum(len(g) - 1 for g in groups if len(g) > 1)
+        seed = math.sqrt(max(ss / df - point**2 * float(np.mean(1.0 / n_b)), 0.0))
+        out.update(seed=seed, df_seed=df)
+    return out
 
 
 def draw_noise(sc: dict, codes: np.ndarray, B: int, rng) -> np.ndarray:

@@ -124,7 +124,13 @@ class Law:
         """Column arrays (and their logs) the terms read, from a DataFrame or dict."""
         X: dict[str, np.ndarray] = {}
         for c in self.columns:
-            v = np.asarray(table[c], dtype=float)
+            col, eq, value = c.partition("=")
+            if (
+                eq and c not in table
+            ):  # an indicator column (a user law's ``X: shape=x``): 1 where COLUMN equals VALUE, else 0
+                v = (np.asarray(table[col]).astype(str) == value).astype(float)
+            else:
+                v = np.asarray(table[c], dtype=float)
             X[c] = v
             with np.errstate(divide="ignore", invalid="ignore"):  # a user law may read a column <= 0
                 X["log_" + c] = np.log(v)

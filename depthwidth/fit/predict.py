@@ -15,7 +15,10 @@ noise is comparable to the fit's uncertainty (fit/holdout.py says the same of he
 ``dcrit@W`` (D_crit at width W), a parameter of the law (``alpha``), a compute-optimal number at a
 compute (``W_exponent``, ``D_exponent``, ``N_exponent``, ``T_exponent``, ``D_opt``, ``W_opt``,
 ``N_opt``, each ``@C``, default 1e21) and ``optimum@C`` (the compute-optimal depth D_opt: the shape
-at that compute, since W_opt follows from N_opt and D_opt).
+at that compute, since W_opt follows from N_opt and D_opt) and ``gap@N`` (the loss of the × shape
+minus the uniform model's at N parameters and 20 N tokens, in nats; ``gap@1e9,tokens=5e10,
+shape=diamond`` sets the tokens, the shape, or any other column the law reads: a law that reads the
+shape through an indicator column, e.g. docs/laws/shape_gap.yaml).
 
 ``Design``: the value of running a candidate is how much its measured loss is expected to shrink
 the target's variance.  Under the linear-Gaussian approximation the ensemble gives (an ensemble
@@ -50,7 +53,15 @@ from depthwidth.fit.derived import C_REF, derived_numbers
 from depthwidth.fit.laws import Law
 
 OPTIMA = ("W_exponent", "D_exponent", "N_exponent", "T_exponent", "D_opt", "W_opt", "N_opt")
-TARGETS_ALLOWED = "dcrit@WIDTH, a parameter of the law, optimum@C, or one of " + ", ".join(OPTIMA) + " (@C optional)"
+TARGETS_ALLOWED = (
+    "dcrit@WIDTH, a parameter of the law, optimum@C, gap@N[,COLUMN=VALUE...], or one of "
+    + ", ".join(OPTIMA)
+    + " (@C optional)"
+)
+GAP_BASE = "uniform"  # the shape a gap is measured against
+GAP_SHAPE = "x"  # the shape a gap measures by default (the Variable-Width paper's headline)
+TOKENS_PER_PARAM = 20.0  # a gap@N's tokens when not given: Chinchilla's compute-optimal ratio
+SEED_NOISE = 0.006  # log loss: seed-to-seed spread assumed when a fit has no replicated seeds (fit/prior.py's)
 
 
 @dataclass
@@ -67,8 +78,22 @@ class Ensemble:
 
     @property
     def new_run_var(self) -> float:
-        """Variance of one new run's final log loss around the law: seed-to-seed plus per point."""
+        """Variance of one new run's final log loss around the law: per run plus per point."""
         return float(self.noise.get("run", 0.0) ** 2 + self.noise.get("point", 0.0) ** 2)
+
+    @property
+    def seed_var(self) -> float:
+        """The part of a new run's variance that a replicate (the same configuration, another seed)
+        draws afresh: the seeds' spread where the fit measured it (fit/boot.noise_scales ``seed``),
+        else the per-run noise up to ``SEED_NOISE``, plus the per-point noise.  The rest of the per-run
+        noise (``misfit_var``) is the law's misfit at that configuration, which replicates share."""
+        run, seed = self.noise.get("run", 0.0), self.noise.get("seed")
+        seed = min(run, SEED_NOISE) if seed is None else min(seed, run)
+        return float(seed**2 + self.noise.get("point", 0.0) ** 2)
+
+    @property
+    def misfit_var(self) -> float:
+        return max(self.new_run_var - self.seed_var, 0.0)
 
 
 def replicates_record(fr, theta: np.ndarray, noise: dict) -> dict:
@@ -155,9 +180,12 @@ class Target:
     key: str  # a parameter name, or a key of fit/derived.derived_numbers
     width: float | None = None
     c_ref: float = C_REF
+    rows: tuple = ()  # a gap's two rows (the shape's, the uniform model's), as (column, value) pairs
 
     def values(self, ens: Ensemble, theta: np.ndarray) -> np.ndarray:
         """(B,) the target at each internal parameter vector (nan where it is undefined)."""
+        if self.key == "gap":
+            return self._gap(ens, theta)
         v = ens.law.natural_batch(np.atleast_2d(theta))
         if self.key in v:
             return np.asarray(v[self.key], dtype=float)
@@ -166,6 +194,19 @@ class Target:
         if self.key not in d:
             raise bad("--target", self.spec, f"a number the {ens.law.name} law has: {TARGETS_ALLOWED}")
         return np.asarray(d[self.key], dtype=float).reshape(-1)
+
+    def _gap(self, ens: Ensemble, theta: np.ndarray) -> np.ndarray:
+        rows = [dict(r) for r in self.rows]
+        missing = [c.partition("=")[0] for c in ens.law.columns if c.partition("=")[0] not in rows[0]]
+        if missing:
+            raise bad(
+                "--target",
+                self.spec,
+                f"gap@N with a value for every column the {ens.law.name} law reads (add ,{missing[0]}=VALUE)",
+            )
+        with np.errstate(all="ignore"):
+            pred = ens.law.evaluate(np.atleast_2d(theta), ens.law.data(_table(ens, rows)))
+            return np.exp(pred[:, 0]) - np.exp(pred[:, 1])
 
 
 def parse_target(spec: str, law: Law) -> Target:
@@ -181,11 +222,42 @@ def parse_target(spec: str, law: Law) -> Target:
         if w < 1:
             raise bad("--target", s, "dcrit@WIDTH with WIDTH >= 1")
         return Target(s, f"D_crit(W={w:g})", f"dcrit[W={int(w)}]", width=float(int(w)))
+    if head.lower() == "gap":
+        return _gap_target(s, at, law)
     if head == "optimum" or head in OPTIMA:
         c = _number(at, s, "optimum@C, e.g. optimum@1e21") if at else C_REF
         key = "D_opt" if head == "optimum" else head
         return Target(s, f"{key} at C = {c:.0e}", f"compute_optimal.{key}", c_ref=c)
     raise bad("--target", s, TARGETS_ALLOWED)
+
+
+def _gap_target(s: str, at: str, law: Law) -> Target:
+    """``gap@N[,COLUMN=VALUE...]``: the law's loss at shape ``shape`` (default ×) minus at uniform."""
+    allowed = "gap@N[,COLUMN=VALUE...], e.g. gap@1e9 or gap@1e9,tokens=5e10,shape=diamond"
+    if not any(c.startswith("shape=") for c in law.columns):
+        raise bad(
+            "--target",
+            s,
+            f"a number the {law.name} law has (it does not read the shape; a law that does: "
+            "docs/laws/shape_gap.yaml): " + TARGETS_ALLOWED,
+        )
+    n_text, *parts = at.split(",")
+    n = _number(n_text.strip(), s, allowed)
+    row: dict = {"params": n, "tokens": TOKENS_PER_PARAM * n}
+    shape = GAP_SHAPE
+    for part in parts:
+        k, eq, v = (x.strip() for x in part.partition("="))
+        if not eq or not k or not v:
+            raise bad("--target", s, allowed)
+        if k == "shape":
+            shape = v
+        else:
+            row[k] = _number(v, s, allowed)
+    if shape == GAP_BASE:
+        raise bad("--target", s, f"gap@N,shape=SHAPE with a shape other than {GAP_BASE} (the gap is against it)")
+    rows = tuple(tuple({**row, "shape": sh}.items()) for sh in (shape, GAP_BASE))
+    label = f"loss gap {shape} - {GAP_BASE} at N = {n:.0e}, T = {row['tokens']:.0e}"
+    return Target(s, label, "gap", rows=rows)
 
 
 def _number(text: str, spec: str, allowed: str) -> float:
@@ -254,6 +326,13 @@ def _joint(ens: Ensemble, target, rows) -> tuple[np.ndarray, np.ndarray, int]:
     return T, Y, int(ok.sum())
 
 
+def _configs(ens: Ensemble, rows) -> np.ndarray:
+    """(M,) one code per distinct configuration of ``rows`` (equal values of every column the law reads)."""
+    X = ens.law.data(_table(ens, rows))
+    cols = np.column_stack([X[c] for c in ens.law.columns]) if ens.law.columns else np.zeros((len(X["_zero"]), 1))
+    return np.unique(cols, axis=0, return_inverse=True)[1].reshape(-1)
+
+
 def design(
     ens: Ensemble,
     target,
@@ -282,7 +361,13 @@ def design(
         )
     K, M = T.shape[1], Y.shape[1]
     C = np.cov(np.column_stack([T, Y]), rowvar=False)
-    s2 = ens.new_run_var
+    # A measured loss is the law's plus the misfit at its configuration (shared by replicates: the
+    # same law inputs, another seed) plus fresh seed and point noise (s2): the misfit enters the
+    # covariance of the losses, so a second seed of a configuration teaches only what the seeds
+    # average away, and a new configuration what the law's misfit allows.
+    cfg = _configs(ens, rows)
+    C[K:, K:] += ens.misfit_var * (cfg[:, None] == cfg[None, :])
+    s2 = ens.seed_var
     q = [50 * (1 - ens.level), 50 * (1 + ens.level)]
     lo, hi = np.percentile(T, q, axis=0)
     width_now = float(np.mean(hi - lo))

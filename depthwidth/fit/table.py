@@ -58,6 +58,11 @@ def prepare(df, law, *, dcrit_needs_width_gt1: bool | None = None):
         )
         notes.append("tokens derived as flops / (6 * params)")
         cols.add("tokens")
+    for c in law.columns:  # an indicator (a user law's X: shape=x): 1 where the column equals the value
+        col, eq, value = c.partition("=")
+        if eq and col in cols:
+            df[c] = (df[col].astype(str) == value).astype(float)
+            cols.add(c)
     need = ("loss",) + tuple(law.columns)
     missing = [c for c in need if c not in cols]
     if missing:

@@ -35,7 +35,9 @@ Design, and why:
   for ``log: true``).
 * **Symbols**: a name in the formula is a parameter, a definition, a symbol mapped under
   ``columns:``, or else the run-table column of that name (checked against the table before
-  the fit: an unknown one is bad input naming it).
+  the fit: an unknown one is bad input naming it).  ``columns: {X: shape=x}`` maps a symbol to
+  an indicator (1 where the column equals the value, else 0): how a law reads a text column
+  such as the width shape (Law.data).
 * **Names** must differ from the built-in laws' (chinchilla …): code downstream (derived
   numbers, verdicts, calibration) keys built-in behaviour on the name.
 * **Reproducible**: ``Law.options["user"]`` holds the normalised law (so a fit.json's law can
@@ -336,7 +338,7 @@ def check_columns(law: Law, table_columns, convention: str = "total") -> None:
     file = law.source.get("file") if isinstance(law, UserLaw) else None
     where = Path(file).name if file else f"law {law.name}"
     for sym, col in law.terms[0].symbols:
-        if col not in have and col not in derivable:
+        if col.partition("=")[0] not in have and col not in derivable:  # shape=x reads the shape column
             what = f"{where} formula symbol" + (f" {sym} (columns: {sym}: {col})" if col != sym else "")
             raise bad(
                 what,

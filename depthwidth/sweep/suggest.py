@@ -3,8 +3,10 @@ target's interval most per GPU-hour, from the sweep's fit (or a published prior 
 
 Candidates are the sweep's own space: per block, every combination of the values its runs take
 on each setting that varies among them (a grid of 16 listed (depth, width) pairs becomes the
-product of its depths and widths), at the block's token rule, launcher and memory plan; runs
-already in the store are not candidates.  ``--candidates "model.depth=4,8,16;model.width=512"``
+product of its depths and widths), at the block's token rule, launcher and memory plan, at each
+of the block's seeds and one more (a replicate of a configuration is a candidate: where the noise
+is what limits the target, a second seed can teach more than a new shape); runs already in the
+store are not candidates.  ``--candidates "model.depth=4,8,16;model.width=512"``
 sets the values of settings (any config key, ``run.seed`` too) in every block.  Each candidate is
 composed and checked exactly as ``dw sweep`` would (run id, GPU-hours, memory plan); those that
 would be refused are left out and counted.
@@ -24,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from depthwidth.config.schema import Run as RunSettings
 from depthwidth.core import store
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.predict import Design, Ensemble, Target, design, ensemble_of, parse_target, predict
@@ -133,7 +136,10 @@ def candidate_doc(name: str, doc: dict, extra: dict[str, list]) -> dict:
         axes.update(extra)
         nb = {k: v for k, v in blk.items() if k not in ("runs", "axes", "zip", "seeds")}
         fixed = {k: v[0] for k, v in values.items() if len(v) == 1 and k not in extra}
-        nb["fixed"] = {**(nb.get("fixed") or {}), **fixed}
+        nb["fixed"] = {k: v for k, v in {**(nb.get("fixed") or {}), **fixed}.items() if k not in META}
+        if "run.seed" not in extra:  # the block's seeds and one more: a replicate is a candidate too
+            seeds = sorted({int(p["keys"]["run.seed"]) for p in pts if "run.seed" in p["keys"]}) or [RunSettings.seed]
+            nb["seeds"] = [*seeds, seeds[-1] + 1]
         if axes:
             nb["axes"] = axes
         else:
@@ -189,6 +195,7 @@ def rows_of(runs: list[Run]) -> list[dict]:
             "params_non_embedding": r.figures["params_non_embedding"],
             "tokens": r.figures["tokens"],
             "flops": r.figures["flops"],
+            "shape": r.figures["shape"],
         }
         for r in runs
     ]
@@ -230,6 +237,7 @@ class Suggestion:
                     "depth": r.figures["depth"],
                     "width": r.figures["width"],
                     "shape": r.figures["shape"],
+                    "seed": r.figures["seed"],
                     "label": r.label,
                     "hours": float(d.cost[j]),
                     "predicted_loss": float(self.predicted["loss"][i]),
