@@ -6,6 +6,21 @@ section of their own rather than inside another's.
 
 from __future__ import annotations
 
+import os
+import tempfile
+
+# ============================================================================
+# Hugging Face caches (owner: tests/test_export.py, tests/test_eval.py)
+#
+# transformers and lm-evaluation-harness read these when first imported: the tests never touch the
+# user's ~/.cache/huggingface (remote-code modules of exported folders land there otherwise) and
+# never reach for the network (the harness's tasks here are local YAMLs and files).
+# ============================================================================
+os.environ.setdefault("HF_HOME", os.path.join(tempfile.gettempdir(), f"dw-tests-hf-{os.getuid()}"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
 # ============================================================================
 # SLURM cluster fixture (owner: scripts/slurm_cluster.sh, docs/slurm.md)
 #
@@ -22,13 +37,12 @@ from __future__ import annotations
 # or DW_REQUIRE_SLURM=1, where they fail instead.
 # ============================================================================
 
-import dataclasses
-import os
-import shutil
-import subprocess
-from pathlib import Path
+import dataclasses  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-import pytest
+import pytest  # noqa: E402
 
 SLURM_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm_cluster.sh"
 SLURM_START_TIMEOUT_S = 900  # a first start installs Debian packages
@@ -56,6 +70,7 @@ class SlurmCluster:
         )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group markers (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     """``make test`` runs on 2 workers (pytest-xdist, ``--dist loadgroup``).  Every test that
     uses a SLURM test cluster runs on one of them, in order, so the clusters (session
@@ -172,3 +187,4 @@ def slurm_cluster_2n():
 # ============================================================================
 # (end of SLURM section)
 # ============================================================================
+

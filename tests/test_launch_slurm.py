@@ -6,6 +6,7 @@ Only jobs these tests submitted are signalled, requeued or cancelled.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -86,6 +87,29 @@ def test_a_three_run_sweep_is_one_array_and_every_run_completes(slurm_cluster, t
     assert [job.result() for job in jobs] == [{"task": i, "rc": 0} for i in range(3)]
     again = submit(env)
     assert again["submitted"] == [] and again["skipped"] == {"done": 3}
+    # dw eval SWEEP ... launcher=slurm: the three finished runs' evaluations as one more array
+    pytest.importorskip("lm_eval")
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    rows = [{"q": "def f(x):", "choices": [" return x", " zzzz"], "gold": 0}] * 3
+    (tasks / "slurm_mc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tasks / "slurm_mc.yaml").write_text(
+        f"task: slurm_mc\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {tasks / 'slurm_mc.jsonl'}\n"
+        'test_split: test\noutput_type: multiple_choice\ndoc_to_text: "{{q}}"\ndoc_to_choice: "{{choices}}"\n'
+        'doc_to_target: "{{gold}}"\nmetric_list:\n  - metric: acc\nmetadata:\n  version: 1.0\n'
+    )
+    argv = ["eval", "tiny", "--tasks", "slurm_mc", "--include-path", str(tasks), "--bootstrap-iters", "0"]
+    p = run_dw(*argv, "launcher=slurm", "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    ev = json.loads(p.stdout)
+    assert len(ev["submitted"]) == 3 and len({j["job_id"].split("_")[0] for j in ev["submitted"]}) == 1
+    p = run_dw(*argv, "launcher=slurm", "--json", env=env)  # queued, running or done: nothing twice
+    assert p.returncode == 0 and json.loads(p.stdout)["submitted"] == [], p.stderr
+    docs = [Path(r["run_dir"]) / "eval.json" for r in st["runs"]]
+    wait_for(lambda: all(d.is_file() for d in docs), 300, "3 eval.json written by the eval array")
+    for d in docs:
+        assert 0.0 <= json.loads(d.read_text())["tasks"]["slurm_mc"]["metrics"]["acc"]["value"] <= 1.0
+    assert status(env)["counts"]["done"] == 3  # the runs' own records are untouched by their evaluations
 
 
 @pytest.mark.slow

@@ -115,8 +115,11 @@ def register(app: typer.Typer) -> typer.Typer:
     """Every command, registered here and only here (no import side effects)."""
     from depthwidth.cli import (
         analyze,
+        clean,
         config,
         data,
+        eval,
+        export,
         fit,
         forget,
         report,
@@ -141,12 +144,15 @@ def register(app: typer.Typer) -> typer.Typer:
     app.command("sweep", context_settings=raw)(sweep.sweep_cmd)
     app.command("status")(status.status_cmd)
     app.command("forget")(forget.forget_cmd)
+    app.command("clean")(clean.clean_cmd)
     app.command("simulate", context_settings=raw)(simulate.simulate_cmd)
     app.command("fit")(fit.fit_cmd)
     app.command("suggest", context_settings=raw)(suggest.suggest_cmd)
     app.command("sync")(sync.sync_cmd)
     app.command("report")(report.report_cmd)
     app.command("analyze")(analyze.analyze_cmd)
+    app.command("export")(export.export_cmd)
+    app.command("eval")(eval.eval_cmd)
     return app
 
 

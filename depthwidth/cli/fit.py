@@ -23,7 +23,8 @@ def fit_cmd(
         "chinchilla",
         "--law",
         help="chinchilla | depth-delusion | width-depth | FILE.yaml: a user-defined law (a formula over the "
-        "table's columns, parameters with bounds and starts; docs/user_laws.md)",
+        "table's columns, parameters with bounds and starts; docs/user_laws.md) | lr: a tuned sweep's learning-rate "
+        "laws (each group's lr* against N, depth and width; docs/tuning.md)",
     ),
     dcrit: str = typer.Option("log", "--dcrit", help="depth-delusion D_crit form: log (kappa*ln W) | power (c*W^p)"),
     irreducible: bool = typer.Option(False, "--irreducible", help="depth-delusion: add an irreducible loss E"),
@@ -72,6 +73,20 @@ def fit_cmd(
         "--holdout",
         help="largest[:K]: fit on all but the K largest runs by FLOPs (default 20%), predict theirs with prediction "
         "intervals; also the split of --compare's extrap. column",
+    ),
+    metric: Optional[str] = typer.Option(
+        None,
+        "--metric",
+        help="METRIC:TASK (a column dw eval writes, e.g. acc:hellaswag): also fit the metric as a sigmoid of each "
+        "run's final loss, so the loss law predicts it (two steps, as OLMo's and Marin's ladders do); with "
+        "--holdout both steps predict the held-out runs' metric",
+    ),
+    tuned: Optional[str] = typer.Option(
+        None,
+        "--tuned",
+        help="a tuned sweep (sweep file tune:): fit the law on each group's best run (best, the default) or on "
+        "the loss at its interpolated optimum (interpolated: a parabola in log value through the best and its "
+        "neighbours)",
     ),
     sensitivity: bool = typer.Option(
         False,
@@ -131,6 +146,8 @@ def fit_cmd(
 
     Example: dw fit --source wandb --project me/depthwidth --group depth_delusion --law depth-delusion
 
+    Example: dw fit demo --law chinchilla --metric acc:hellaswag --holdout largest:3
+
     Example: dw fit vwt_scaling --match --bootstrap 1000   (FLOPs to match uniform; needs ≥2 sizes per shape)
     """
     from depthwidth.fit.options import FitOptions
@@ -155,6 +172,8 @@ def fit_cmd(
         n_convention=n_convention,
         c_ref=c_ref,
         probe_step=probe_step,
+        metric=metric,
+        tuned=tuned,
     )
     source_args = {"runs": runs, "columns": columns, "root": root, "source": source, "project": project, "group": group}
     if match:

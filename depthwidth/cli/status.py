@@ -125,7 +125,6 @@ def _status(name: str, backtest: float | None) -> dict:
 
 COLS = ("run id", "label", "L", "W", "shape", "state", "progress", "tokens", "last loss", "attempts", "job")
 RIGHT = {"L", "W", "progress", "tokens", "last loss", "attempts", "forecast [95%]", "final val loss", "law [95%]"}
-STATE = COLS.index("state")
 FORECAST = "forecast [95%]"
 # a run in one of these states will not change without a new `dw sweep` (local/debug never requeue preempted runs)
 TERMINAL = ("done", "failed", "diverged", "cancelled", "lost")
@@ -143,7 +142,11 @@ def _columns(st) -> tuple:
     if any(r.get("law_pred") for r in rows):
         extra += ["law [95%]", "flag"]
     at = COLS.index("last loss") + 1
-    return COLS[:at] + tuple(extra) + COLS[at:]
+    cols = COLS[:at] + tuple(extra) + COLS[at:]
+    if any(r.get("group") for r in rows):  # a tuned sweep: each run's tuning group, after its shape
+        at = cols.index("shape") + 1
+        cols = cols[:at] + ("group",) + cols[at:]
+    return cols
 
 
 def _interval(x: dict | None) -> str:
@@ -176,7 +179,7 @@ def _rows(st, cols):
             label += f" (retried as {r['retried_as']})"
         shape = ["" if r.get(k) is None else str(r[k]) for k in ("depth", "width", "shape")]  # "": not known yet
         base = (r["run_id"], label.strip(), *shape, r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"])
-        cells = dict(zip(COLS, base))
+        cells = {**dict(zip(COLS, base)), "group": r.get("group") or ""}
         rows.append(tuple(cells[c] if c in cells else _early(r, c) for c in cols))
     return rows
 
@@ -190,8 +193,9 @@ def _renderable(name, st):
         t = Table(title=f"sweep {name}")
         for col in cols:
             t.add_column(col, justify="right" if col in RIGHT else "left", no_wrap=True)
+        si = cols.index("state")
         for row in rows:
-            t.add_row(*row[:STATE], f"[{STYLE[row[STATE]]}]{row[STATE]}[/]", *row[STATE + 1 :])
+            t.add_row(*row[:si], f"[{STYLE[row[si]]}]{row[si]}[/]", *row[si + 1 :])
         return t
     return _plain_table(f"sweep {name}", cols, rows, RIGHT)
 

@@ -47,6 +47,12 @@ def sweep_cmd(
     cpu_peak: float = typer.Option(
         PLAN_CPU_FLOPS, "--cpu-peak", help="peak FLOP/s per CPU process assumed for CPU-hours (fp32)"
     ),
+    extend_tuning: bool = typer.Option(
+        False,
+        "--extend-tuning",
+        help="a tuned sweep (tune:): add one value beyond the grid's end for every group whose best finished run "
+        "is at that end (the next log-spaced value)",
+    ),
     prior: Optional[str] = typer.Option(
         None,
         "--prior",
@@ -94,7 +100,16 @@ def sweep_cmd(
         raise bad("--no-data-check", True, "only with --dry-run (the submission always checks the data)")
     if dry_run:
         data = "warn" if no_data_check else "refuse"
-        p = api.plan(name, overrides or [], only=only, mfu=mfu, peak=peak, cpu_peak=cpu_peak, data=data)
+        p = api.plan(
+            name,
+            overrides or [],
+            only=only,
+            mfu=mfu,
+            peak=peak,
+            cpu_peak=cpu_peak,
+            data=data,
+            extend_tuning=extend_tuning,
+        )
         again = api.plan_retry(name, overrides or [], retry_diverged or [], only=only, dry_run=True, data=data)
         pre = api.preflight(p, retry_failed=retry_failed, retry=again)
         keep = {r.index for r in p.runs}
@@ -122,7 +137,7 @@ def sweep_cmd(
             _render_dry(p.sweep, doc, time.perf_counter() - t0)
         return
     err = console(stderr=True)
-    p = api.plan(name, overrides or [], only=only, dry_run=False)
+    p = api.plan(name, overrides or [], only=only, dry_run=False, extend_tuning=extend_tuning)
     again = api.plan_retry(name, overrides or [], retry_diverged or [], only=only)
     for w in p.warnings:  # one line each, before anything trains
         sys.stderr.write(f"dw: warning: {w}\n")

@@ -35,6 +35,7 @@ def train_cmd(
     import sys
 
     from depthwidth.config.compose import compose
+    from depthwidth.evals import run as evals
     from depthwidth.train.signals import interrupted_line
     from depthwidth.train.trainer import EXIT_PREEMPTED, Preempted, train
 
@@ -63,6 +64,7 @@ def train_cmd(
     finally:
         if bar:
             bar.close()
+    evals.at_end(cfg, summary, log)  # train.eval_tasks: here, not in the trainer (a stage below evals)
     if os.environ.get("RANK", "0") != "0":
         pass  # data-parallel ranks > 0: rank 0 reports
     elif as_json:

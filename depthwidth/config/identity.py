@@ -29,6 +29,7 @@ NOT_IDENTITY = {
         "parallel",
         "activation_checkpointing",
         "analyze_at_end",
+        "eval_tasks",
     ),
     "probe": ("entropy_every",),  # a no-grad forward on held-out tokens: it changes nothing the run computes
     "tracker": None,  # whole group
@@ -86,3 +87,20 @@ def run_id(cfg: Any) -> str:
         raise ValueError("run_id: resolve train.precision=auto (train.plan.precision_for) before hashing")
     blob = json.dumps(ident, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def group_id(cfg: Any, tuned) -> str:
+    """A tuning group's id: the run id's hash of the config with the ``tuned`` keys (``optim.lr`` ...)
+    left out, so the runs of one group share it whatever their tuned values, and a resubmission
+    finds the same groups.  The tuned keys' names are part of it (a group tuned over lr differs
+    from one tuned over lr and batch size)."""
+    ident = json.loads(json.dumps(identity(cfg), sort_keys=True, default=str))
+    for key in tuned:
+        *path, leaf = key.lstrip("+").split(".")
+        node = ident
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    blob = json.dumps({"config": ident, "tuned": sorted(tuned)}, sort_keys=True, separators=(",", ":"))
+    return "g" + hashlib.sha256(blob.encode()).hexdigest()[:11]

@@ -119,6 +119,13 @@ class Train:
     analyze_at_end: bool = setting(
         False, "write analysis.json (dw analyze: entropy, MLP density, logit lens) when the run is done"
     )
+    eval_tasks: list[str] = setting(
+        [],
+        "lm-eval tasks scored on the final checkpoint when the run is done (dw eval: eval.json); a failure "
+        "is a warning in the run's log",
+        pattern=r"[\w.\-]+",
+        allowed="a list of lm-eval task names, e.g. [lambada_openai,hellaswag]",
+    )
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
     runs/NAME/manifest        append-only JSONL log, one line per event:
       {"event": "submit", "run_id", "overrides", "run_dir", "launcher", "job_id",
-       "label", "ref", "tokens_total", "params", "index", "depth", "width", "shape", "time"}
+       "label", "ref", "tokens_total", "params", "index", "depth", "width", "shape", "group", "tuned", "time"}
       {"event": "start", "run_id", "job_id", "restart", "host", "pid", "time"}  # each (re)start
       {"event": "forget", "run_id", "reason", "time"}  # dw forget: no longer one of the sweep's runs
     runs/NAME/RUN_ID/         one run directory (docs/CONTRACTS.md)
@@ -78,12 +78,12 @@ def jobs_dir(name: str, root=None) -> Path:
     return sweep_dir(name, root) / "jobs"
 
 
-class SweepLock:
-    """Exclusive flock on runs/NAME/.lock: whatever reads the manifest's state and then appends to it
-    (a submission, ``dw forget``) holds it, so two of them never act on the same stale view."""
+class FileLock:
+    """Exclusive flock on ``path`` (created if absent) for the with-block: a read-modify-write of one
+    file (a manifest's view, a run's eval.json) by two processes never loses the other's change."""
 
-    def __init__(self, name: str):
-        self.path = sweep_dir(name) / ".lock"
+    def __init__(self, path):
+        self.path = Path(path)
 
     def __enter__(self):
         import fcntl
@@ -95,6 +95,14 @@ class SweepLock:
 
     def __exit__(self, *exc):
         self.f.close()  # releases the lock
+
+
+class SweepLock(FileLock):
+    """runs/NAME/.lock: whatever reads the manifest's state and then appends to it (a submission,
+    ``dw forget``) holds it, so two of them never act on the same stale view."""
+
+    def __init__(self, name: str):
+        super().__init__(sweep_dir(name) / ".lock")
 
 
 def append_events(name: str, rows: Iterable[dict]) -> None:
@@ -150,6 +158,8 @@ def manifest_runs(events: list[dict]) -> dict[str, dict]:
                 "width",
                 "shape",
                 "retry_of",
+                "group",
+                "tuned",
             ):
                 if k in e:
                     r[k] = e[k]

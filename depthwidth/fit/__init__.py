@@ -26,6 +26,8 @@ Modules, in the order a fit uses them:
 - gradient_persistence.py: tau(W) from the runs' gradient-norm profiles
 - verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima)
 - holdout.py: every held-out fit (fit small, predict large; LORO and extrapolation errors)
+- downstream.py: a downstream metric from loss in two steps (``--metric acc:TASK``: the loss law, then a sigmoid)
+- tuning.py: a tuned sweep's best value per group (measured, interpolated, edge) and the table a law is fitted on
 - compare.py: laws side by side (``--compare``)
 - sensitivity.py: refits under other fitting choices (``--sensitivity``)
 - isoflop.py: approach 2, isoFLOP profiles (``--approach isoflop``)

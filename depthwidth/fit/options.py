@@ -25,6 +25,7 @@ from depthwidth.fit.holdout import parse_holdout
 from depthwidth.fit.isoflop import AXES as ISOFLOP_AXES
 from depthwidth.fit.laws import LAW_NAMES, Law, get_law, label, parse_pins
 from depthwidth.fit.solver import DEFAULT_DELTA
+from depthwidth.fit.tuning import MODES as TUNED_MODES
 from depthwidth.fit.userlaw import is_law_file, is_user, load_law
 from depthwidth.fit.verdicts import law_of_label
 
@@ -64,6 +65,8 @@ class FitOptions:
     n_convention: str | None = None  # None: the law's own
     c_ref: float = C_REF  # compute at which N*, D*, W* are reported
     probe_step: int = 1000  # probe step of gradient persistence
+    metric: str | None = None  # METRIC:TASK: a downstream metric predicted from loss in two steps (downstream.py)
+    tuned: str | None = None  # a tuned sweep: fit each group's best | interpolated (tuning.py); None: best
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -136,6 +139,8 @@ class FitOptions:
         if not (isinstance(c, (int, float)) and math.isfinite(c) and c > 0):
             raise bad("--c-ref", c, "a compute in FLOPs > 0, e.g. 1e21")
         pins = parse_pins(self.pins, law)
+        if self.tuned is not None and self.tuned not in TUNED_MODES:
+            raise bad("--tuned", self.tuned, " | ".join(TUNED_MODES))
         if self.max_starts < 1:
             raise bad("--max-starts", self.max_starts, "an integer >= 1")
         return Checked(law, names, holdout_k, n_conv, pins)

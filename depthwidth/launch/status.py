@@ -120,6 +120,7 @@ def status(name: str, root=None) -> dict:
                 "scheduler_state": sched_raw,
                 "launcher": r.get("launcher"),
                 "label": r.get("label"),
+                "group": r.get("group"),
                 "reason": (summ or {}).get("reason"),
                 "run_dir": str(rd),
                 "params": r.get("params"),

@@ -27,9 +27,11 @@ from depthwidth.core import store
 from depthwidth.core.atomic import write_json
 from depthwidth.launch.debug import run_debug
 from depthwidth.launch.local import spawn_workers
+from depthwidth.launch.task import ended, run_task
 
 
 _SUBMISSIONS = itertools.count()
+KINDS = ("train", "eval")  # what a submission's tasks do: train runs, or evaluate finished ones
 
 
 def _sub_id() -> str:
@@ -37,11 +39,25 @@ def _sub_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid() % 100000:05d}-{next(_SUBMISSIONS)}"
 
 
-def submit(name: str, items: list[dict], cfg: dict, *, show: Callable | None = None) -> list[dict]:
+def submit(
+    name: str,
+    items: list[dict],
+    cfg: dict,
+    *,
+    show: Callable | None = None,
+    kind: str = "train",
+    args: dict | None = None,
+) -> list[dict]:
     """Submit ``items`` (dicts: run_id, overrides, run_dir, label, ref, tokens_total,
     params, index) with launcher ``cfg``; returns [{run_id, job_id}].  Appends one
     ``submit`` event per run to the manifest (before the jobs can start, except
-    for slurm where the ids exist only once sbatch has answered)."""
+    for slurm where the ids exist only once sbatch has answered).
+
+    ``kind="eval"``: the tasks evaluate finished runs instead (``dw eval SWEEP launcher=...``,
+    ``args`` the evaluation's options: task.py's ``run_evals``); the manifest gets ``eval_submit``
+    events, which the runs' own records (``store.manifest_runs``) leave alone."""
+    if kind not in KINDS:
+        raise ValueError(f"submission kind {kind!r}: one of {KINDS}")
     if not items:
         return []
     pack = int(cfg["pack"])
@@ -57,11 +73,13 @@ def submit(name: str, items: list[dict], cfg: dict, *, show: Callable | None = N
             "launcher": cfg["name"],
             "submission": sub,
             "runs_root": str(store.runs_root().absolute()),
+            "kind": kind,
+            "args": args or {},
             "tasks": [[{k: it[k] for k in ("run_id", "overrides", "run_dir")} for it in t] for t in tasks],
         },
     )
-    kind = cfg["name"]
-    if kind == "slurm":
+    launcher = cfg["name"]
+    if launcher == "slurm":
         from depthwidth.launch.slurm import (
             submit_array,  # imports submitit: only for slurm
         )
@@ -71,16 +89,19 @@ def submit(name: str, items: list[dict], cfg: dict, *, show: Callable | None = N
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)  # nothing was queued: leave no half submission
             raise
-        _register(name, tasks, job_ids, kind)
+        _register(name, tasks, job_ids, launcher, kind, args)
         return _pairs(tasks, job_ids)
-    job_ids = [f"{kind}-{sub}_{i}" for i in range(len(tasks))]
+    job_ids = [f"{launcher}-{sub}_{i}" for i in range(len(tasks))]
     for i, j in enumerate(job_ids):
         write_json(d / f"task-{i}.json", {"job_id": j, "index": i, "state": "queued"})
-    _register(name, tasks, job_ids, kind)
-    if kind == "local":
+    _register(name, tasks, job_ids, launcher, kind, args)
+    if launcher == "local":
         spawn_workers(d, tasks_file, cfg)
-    else:
+    elif kind == "train":
         run_debug(name, d, tasks_file, tasks, job_ids, show=show)
+    else:  # evaluations in this process, one task after another (no training progress to show)
+        for i in range(len(tasks)):
+            ended(d, i, run_task(tasks_file, i, in_process=True))
     return _pairs(tasks, job_ids)
 
 
@@ -88,22 +109,27 @@ def _pairs(tasks, job_ids):
     return [{"run_id": it["run_id"], "job_id": j} for t, j in zip(tasks, job_ids) for it in t]
 
 
-def _register(name, tasks, job_ids, kind):
+def _register(name, tasks, job_ids, launcher, kind="train", args=None):
     rows = []
     for t, j in zip(tasks, job_ids):
         for it in t:
+            if kind != "train":
+                ev = {"event": f"{kind}_submit", "run_id": it["run_id"], "job_id": j, "launcher": launcher}
+                rows.append({**ev, "run_dir": it["run_dir"], "tasks": (args or {}).get("tasks")})
+                continue
             rows.append(
                 {
                     "event": "submit",
                     "run_id": it["run_id"],
                     "job_id": j,
-                    "launcher": kind,
+                    "launcher": launcher,
                     **{
                         k: it.get(k)
                         for k in ("overrides", "run_dir", "label", "ref", "tokens_total", "params", "index")
                     },
                     **{k: it[k] for k in ("depth", "width", "shape") if it.get(k) is not None},
                     **({"retry_of": it["retry_of"]} if it.get("retry_of") else {}),
+                    **({"group": it["group"], "tuned": it.get("tuned")} if it.get("group") else {}),
                 }
             )
     store.append_events(name, rows)

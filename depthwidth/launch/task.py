@@ -28,6 +28,7 @@ from depthwidth.config.compose import compose
 from depthwidth.core import store
 from depthwidth.core.atomic import never_world_writable, write_json
 from depthwidth.core.errors import BadInput
+from depthwidth.evals import run as evals
 from depthwidth.train.signals import interrupted_line
 from depthwidth.train.trainer import EXIT_PREEMPTED, Preempted, train
 
@@ -52,6 +53,8 @@ def _distributed_env() -> None:
 def run_task(tasks_file: str | os.PathLike, index: int, *, log=print, in_process: bool = False, **kw) -> int:
     """Train every run of task ``index``; returns an exit code (0 ok, 1 a run failed, 3 preempted)."""
     doc = json.loads(Path(tasks_file).read_text())
+    if doc.get("kind", "train") == "eval":
+        return run_evals(doc["tasks"][index], doc.get("args") or {}, log=log)
     return run_items(
         doc["sweep"], doc["tasks"][index], _current_job_id(doc, index), log=log, in_process=in_process, **kw
     )
@@ -97,7 +100,9 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
                 ],
             )
         try:
-            s = train(compose(it["overrides"]), log=lambda m, r=it["run_id"]: log(f"[{r}] {m}"))
+            cfg, say = compose(it["overrides"]), lambda m, r=it["run_id"]: log(f"[{r}] {m}")
+            s = train(cfg, log=say)
+            evals.at_end(cfg, s, say)  # train.eval_tasks: a failed eval is a warning, the run stays done
             if s.get("status") != "done":
                 rc = 1
         except Preempted as e:
@@ -113,6 +118,25 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
             rc = 1
         except Exception as e:  # train() has written summary status=failed (a failed set-up too)
             log(f"[{it['run_id']}] failed: {type(e).__name__}: {e}")
+            rc = 1
+    return rc
+
+
+def run_evals(runs: list[dict], args: dict, *, log=print) -> int:
+    """``dw eval SWEEP launcher=...``'s task: evaluate each finished run (``args``: evals.run.evaluate_run's
+    options); 0 ok, 1 if one failed (the others are still evaluated; dw eval SWEEP again redoes it)."""
+    never_world_writable()
+    rc = 0
+    managers: dict = {}  # the harness's task index, built once for the task's runs (seconds each)
+    for it in runs:
+        try:
+            doc = evals.evaluate_run(it["run_dir"], **args, managers=managers)
+            log(f"[{it['run_id']}] evaluated: {', '.join(sorted(doc.get('tasks') or {}))}")
+        except BadInput as e:
+            log(f"[{it['run_id']}] bad input: {e}")
+            rc = 1
+        except Exception as e:
+            log(f"[{it['run_id']}] eval failed: {type(e).__name__}: {e}")
             rc = 1
     return rc
 

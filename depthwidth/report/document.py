@@ -155,6 +155,7 @@ class Data:
     probes: list[dict]
     notes: list[str] = field(default_factory=list)
     analyses: list[dict] = field(default_factory=list)  # report.inside.read_analyses: runs' analysis.json
+    evals: dict = field(default_factory=dict)  # report.downstream.read_evals: run -> its eval.json
 
 
 def is_usable(r) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 from depthwidth.fit.count import COLUMN, n_column
 from depthwidth.fit.verdicts import fitted_label, law_of_label
 from depthwidth.fit.verdicts import preferred
-from depthwidth.report import inside_figs, isofigs
+from depthwidth.report import downstream, inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
 from depthwidth.report.document import SHAPE_LABEL, SHAPES
 
@@ -82,10 +82,11 @@ def make_all(data, rep, out: Path) -> list[dict]:
         fit_residuals,
         *inside_figs.FIGURES,
         isoflop_profiles,
+        downstream.accuracy_vs_loss,
     ):
         try:
             r = fn(plt, data, rep, out)
-            if isinstance(r, tuple):  # inside_figs: (fig, file, title, caption)
+            if isinstance(r, tuple):  # inside_figs, downstream: (fig, file, title, caption)
                 r = _save(plt, r[0], out, *r[1:])
         except Exception as e:  # one bad figure must not lose the others
             plt.close("all")

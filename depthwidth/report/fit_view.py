@@ -9,7 +9,7 @@ from depthwidth.fit.verdicts import fitted_label, parameter_flags
 from depthwidth.report.document import PAPER_FIT, PAPER_KAPPA, PAPER_TAU_EXPONENT, PAPER_TAU_R2, Col, Table, ci_pair
 from depthwidth.report.optima import optimal_tables
 from depthwidth.report.papers import dcrit_tables
-from depthwidth.report.rests import fit_notes, rest_tables
+from depthwidth.report.rests import fit_notes, lr_tables, rest_tables
 
 EXCLUDED_SHOWN = 20  # excluded runs named in the fit table's notes; the rest counted
 
@@ -17,6 +17,8 @@ EXCLUDED_SHOWN = 20  # excluded runs named in the fit table's notes; the rest co
 def fit_tables(fit: dict | None, widths=(), probes=()) -> dict[str, Table]:
     """{key: Table} of ``fit``; ``widths`` and ``probes`` (a sweep's) add rows to the D_crit tables."""
     T = {}
+    if fit and fit.get("law") == "lr":  # dw fit --law lr: learning-rate laws, nothing else
+        return lr_tables(fit)
     if fit and "law" in fit:
         T["fit"] = parameter_table(fit)
         if (ct := compare_table(fit)) is not None:

@@ -15,6 +15,7 @@ from depthwidth.core import store
 from depthwidth.core.atomic import read_jsonl
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.status import status
+from depthwidth.report.downstream import read_evals
 from depthwidth.report.inside import read_analyses
 from depthwidth.report.document import Data, num
 from depthwidth.track.run_source import RunSource
@@ -146,6 +147,7 @@ def _load_sweep(name: str, df, sweep_dir: Path) -> Data:
         probe_profiles(sweep_dir),
         notes,
         read_analyses(sweep_dir, recs),
+        read_evals(sweep_dir, recs),
     )
 
 

@@ -21,6 +21,11 @@ ORDER = (
     "fit_identification",
     "fit_optimal",
     "fit_holdout",
+    "fit_downstream",
+    "fit_downstream_holdout",
+    "fit_tuning",
+    "fit_tuned_vs_fixed",
+    "fit_lr",
     "fit_sensitivity",
     "fit_isoflop",
     "fit_planted",
@@ -31,6 +36,7 @@ ORDER = (
     "paper",
     "inside",
     "inside_claims",
+    "downstream",
     "missing",
     "provenance",
 )
@@ -94,6 +100,7 @@ BRIEF = (
     "fit_planted",
     "dcrit_widths",
     "inside",
+    "downstream",
     "missing",
 )
 

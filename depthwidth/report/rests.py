@@ -161,4 +161,157 @@ def rest_tables(fit) -> dict:
         t.notes.append(f"CI width: {WIDTH_NOTE}")
         t.notes += [f"{r['short']}: skipped ({r['skipped']})" for r in s["choices"] if "skipped" in r]
         out["fit_sensitivity"] = t
+    out.update(downstream_tables(fit.get("downstream")))
+    out.update(tuning_tables(fit.get("tuning")))
+    return out
+
+
+def lr_tables(fit: dict) -> dict:
+    """``dw fit --law lr``: lr* as power laws in N, and in D and W, with the verdicts."""
+    rows = []
+    for form, label in (("N", "lr* = c · N^e_N"), ("DW", "lr* = c · D^e_D · W^e_W")):
+        f = fit.get(form) or {}
+        for k, v in (f.get("coef") or {}).items():
+            lo, hi = f["ci"][k]
+            rows.append({"form": label, "coef": k, "value": v, "ci_lo": lo, "ci_hi": hi})
+        if f.get("note"):
+            rows.append({"form": label, "coef": f["note"]})
+    cols = [
+        Col("form", "law"),
+        Col("coef", "coefficient"),
+        Col("value", "fitted", "{:.4g}"),
+        Col("ci_lo", "CI lo", "{:.4g}"),
+        Col("ci_hi", "CI hi", "{:.4g}"),
+    ]
+    t = Table("fit_lr", "Learning-rate laws: each tuning group's lr* (interpolated, else best)", cols, rows)
+    t.notes.append(
+        f"{fit['used']} of {fit['groups']} groups ({fit['at_edge']} with their best at an edge of the grid left out: "
+        "dw sweep NAME --extend-tuning)"
+    )
+    t.notes += fit.get("verdicts") or []
+    return {"fit_lr": t}
+
+
+def tuning_tables(t: dict | None) -> dict:
+    """A tuned sweep's fit: each group's best value, measured and interpolated, and the edges."""
+    if not t:
+        return {}
+    key = t["key"]
+    rows = []
+    for p in t["picks"]:
+        ci = p.get("optimum_ci") or [None, None]
+        rows.append(
+            {
+                "group": p["group"],
+                "values": len(p["values"]),
+                "best": p["best"],
+                "best_loss": p["best_loss"],
+                "optimum": p.get("optimum"),
+                "ci_lo": ci[0],
+                "ci_hi": ci[1],
+                "edge": f"{p['edge']}: extend to {p['next_value']:.3g}" if p.get("edge") else None,
+            }
+        )
+    cols = [
+        Col("group", "group"),
+        Col("values", "values"),
+        Col("best", f"best {key}", "{:.3g}"),
+        Col("best_loss", "its loss", "{:.4f}"),
+        Col("optimum", "interpolated", "{:.3g}"),
+        Col("ci_lo", "CI lo", "{:.3g}"),
+        Col("ci_hi", "CI hi", "{:.3g}"),
+        Col("edge", "edge of the grid"),
+    ]
+    tab = Table(
+        "fit_tuning", f"Tuning groups: the best {key} of each (the law is fitted on --tuned {t['mode']})", cols, rows
+    )
+    if t["extend"]:
+        tab.notes.append(f"{len(t['extend'])} group(s) at an edge: dw sweep NAME --extend-tuning adds the next value")
+    out = {"fit_tuning": tab}
+    f = t.get("fixed") or {}
+    if f.get("rows"):
+        cols = [
+            Col("number", "number"),
+            Col("fixed", f"at {f['key']} = {f['value']:g}", "{:.4g}"),
+            Col("fixed_lo", "CI lo", "{:.4g}"),
+            Col("fixed_hi", "CI hi", "{:.4g}"),
+            Col("tuned", "at each group's best", "{:.4g}"),
+            Col("tuned_lo", "CI lo", "{:.4g}"),
+            Col("tuned_hi", "CI hi", "{:.4g}"),
+        ]
+        rows = [
+            {
+                "number": r["number"],
+                "fixed": r["fixed"],
+                "fixed_lo": (r["fixed_ci"] or [None, None])[0],
+                "fixed_hi": (r["fixed_ci"] or [None, None])[1],
+                "tuned": r["tuned"],
+                "tuned_lo": (r["tuned_ci"] or [None, None])[0],
+                "tuned_hi": (r["tuned_ci"] or [None, None])[1],
+            }
+            for r in f["rows"]
+        ]
+        cmp = Table(
+            "fit_tuned_vs_fixed",
+            "Does the conclusion survive tuning? One value for every rung vs each best",
+            cols,
+            rows,
+        )
+        if f.get("line"):
+            cmp.notes.append(f["line"])
+        out["fit_tuned_vs_fixed"] = cmp
+    elif f.get("note"):
+        tab.notes.append(f["note"])
+    return out
+
+
+def downstream_tables(d: dict | None) -> dict:
+    """``dw fit --metric``: the loss-to-metric sigmoid (step 2) and, with a hold-out, both steps'
+    predictions of the held-out runs' metric."""
+    if not d:
+        return {}
+    out = {}
+    ci = d.get("ci") or {}
+    rows = [
+        {"quantity": k, "fitted": v, "ci_lo": (ci.get(k) or [None])[0], "ci_hi": (ci.get(k) or [None, None])[1]}
+        for k, v in d["params"].items()
+    ]
+    rows.append({"quantity": "run-to-run sd of the metric", "fitted": d["noise_sd"]})
+    cols = [
+        Col("quantity", "quantity"),
+        Col("fitted", "fitted", "{:.4g}"),
+        Col("ci_lo", "CI lo", "{:.4g}"),
+        Col("ci_hi", "CI hi", "{:.4g}"),
+    ]
+    t = Table("fit_downstream", f"{d['metric']} from loss: {d['form']}", cols, rows)
+    lo, hi = d["loss_range"]
+    t.notes.append(f"fitted on {d['runs']} runs' final loss ({lo:.3f}-{hi:.3f} nats) and measured {d['metric']}")
+    out["fit_downstream"] = t
+    h = d.get("holdout")
+    if h and h.get("points"):
+        lvl = f"{100 * d['level']:.0f}%"
+        rows = [
+            {**{k: p[k] for k in ("run", "measured", "predicted")}, "pi_lo": p["pi"][0], "pi_hi": p["pi"][1]}
+            | {"inside": p["inside"], "extrapolated": "yes" if p["extrapolated"] else None}
+            for p in h["points"]
+        ]
+        cols = [
+            Col("run", "run"),
+            Col("measured", "measured", "{:.4g}"),
+            Col("predicted", "predicted", "{:.4g}"),
+            Col("pi_lo", f"{lvl} PI lo", "{:.4g}"),
+            Col("pi_hi", f"{lvl} PI hi", "{:.4g}"),
+            Col("inside", "inside"),
+            Col("extrapolated", "below every fitted loss"),
+        ]
+        t = Table(
+            "fit_downstream_holdout", f"Hold-out: {d['metric']} of {h['split']} predicted in two steps", cols, rows
+        )
+        t.notes.append(
+            f"{h['inside']}/{len(h['points'])} measured values inside their {lvl} prediction intervals; "
+            f"RMSE {h['rmse']:.3g} (the loss law and the sigmoid fitted on the other {h['fitted_runs']} runs)"
+        )
+        out["fit_downstream_holdout"] = t
+    elif h and h.get("note"):
+        out["fit_downstream"].notes.append(h["note"])
     return out

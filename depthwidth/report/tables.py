@@ -25,6 +25,7 @@ from depthwidth.report.document import (
     papers_grid,
     pm,
 )
+from depthwidth.report.downstream import table as downstream_table
 from depthwidth.report.inside import tables as inside_tables
 from depthwidth.report.matching import tables as match_tables
 from depthwidth.report.fit_view import fit_tables
@@ -68,6 +69,8 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
         T["router"] = router
     if data.analyses:  # runs analysed by dw analyze (analysis.json)
         T.update(inside_tables(data.analyses))
+    if data.evals:  # runs evaluated by dw eval (eval.json)
+        T["downstream"] = downstream_table(data)
     T["missing"] = _missing(data, w_star, d_star)
     notes = list(data.notes)
     if data.source.get("sweep"):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from depthwidth.config.fast import compose_fast, override_list, parse_cli_overrides
-from depthwidth.config.identity import run_id
+from depthwidth.config.identity import group_id, run_id
 from depthwidth.launch.config import capacity, launcher_config, processes, target_device
 from depthwidth.core.devices import PLAN_MFU, PLAN_PEAK_FLOPS
 from depthwidth.core.errors import BadInput, bad
@@ -55,6 +55,8 @@ class Run:
     error: str | None = None
     figures: dict = field(default_factory=dict)
     launcher: dict = field(default_factory=dict)  # the run's effective launcher settings
+    group: str | None = None  # its tuning group's id (config/identity.group_id), when the sweep tunes
+    tuned: dict = field(default_factory=dict)  # the tuned settings' values in this run ({optim.lr: 1e-3})
 
     def full_overrides(self, sweep: str, run_dir: str | os.PathLike) -> list[str]:
         return self.overrides + [f"run.sweep={sweep}", f"run.dir={os.fspath(run_dir)}"]
@@ -135,6 +137,9 @@ def expand(
                 capacity=capacity(lcfg, run_device),
             )
             r.run_id = run_id(cfg)
+            if pt.get("tuned"):
+                r.group = group_id(cfg, pt["tuned"])
+                r.tuned = {k: _at(cfg, k) for k in pt["tuned"]}
         except BadInput as e:
             r.error = str(e)
         r.overrides = override_list(groups, keys)
@@ -149,6 +154,41 @@ def expand(
         r.index = len(runs)
         runs.append(r)
     return Sweep(name, str(doc.get("description", "")), runs, dup, store=store_name)
+
+
+def derive(r: Run, keys: dict, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, cpu_peak=DEFAULT_CPU_PEAK):
+    """A run like ``r`` with ``keys`` set (``--extend-tuning``: a tuning group's next value), composed,
+    validated and identified as ``expand`` does; its tuning group is ``r``'s when only tuned keys change."""
+    nk = {**r.keys, **keys}
+    out = Run(index=-1, overrides=[], groups=dict(r.groups), keys=nk, label=r.label, launcher=r.launcher)
+    try:
+        cfg = compose_fast(out.groups, nk)
+        device = target_device(r.launcher)
+        run_device = device if cfg.train.get("device") == "auto" else str(cfg.train.device)
+        out.cfg = cfg
+        out.figures = validate(
+            cfg,
+            mfu=mfu,
+            peak=peak,
+            cpu_peak=cpu_peak,
+            device=run_device,
+            processes=processes(r.launcher),
+            capacity=capacity(r.launcher, run_device),
+        )
+        out.run_id = run_id(cfg)
+        if r.tuned:
+            out.group, out.tuned = group_id(cfg, list(r.tuned)), {k: _at(cfg, k) for k in r.tuned}
+    except BadInput as e:
+        out.error = str(e)
+    out.overrides = override_list(out.groups, nk)
+    return out
+
+
+def _at(cfg: Any, key: str) -> Any:
+    """The composed value of a dotted key (``optim.lr``)."""
+    for part in key.lstrip("+").split("."):
+        cfg = cfg[part]
+    return cfg
 
 
 def _tokens(rule: Any, cfg: Any) -> int:
@@ -316,6 +356,7 @@ def dry_run_rows(sw: Sweep, runs_root: Path) -> list[dict]:
             "index": r.index,
             "run_id": r.run_id,
             "label": r.label,
+            **({"group": r.group, "tuned": r.tuned} if r.group else {}),
             **r.figures,
             "ref": r.ref,
             "error": r.error,

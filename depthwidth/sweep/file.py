@@ -11,6 +11,7 @@ A sweep file (every key optional except one of runs/axes/zip/blocks)::
     zip:                                        # zipped axes: lists of equal length, taken together
       - {model.depth: [2, 4], model.width: [64, 32]}
     seeds: [1, 2, 3]                            # shorthand for the axis run.seed
+    tune: {optim.lr: {log: [1e-4, 3e-3], n: 4}}  # a tuning group per point: runs that differ only here
     runs:                                       # explicit points; each may carry reference data
       - {model.depth: 16, model.width: 512, ref: {loss: 3.435, source: published}}
     tokens: {per_param: 20, max: 1.4e11}        # train.tokens = k x params | {value: 6.4e9}
@@ -20,8 +21,13 @@ A sweep file (every key optional except one of runs/axes/zip/blocks)::
     store: depth_delusion                       # the runs live in (and are counted with) that sweep's store
 
 Points are ``runs`` (or one empty point) x product(axes) x each zip group x
-seeds; a block inherits the file's groups/fixed/tokens/launcher and may add
-its own.  Runs whose launcher settings differ are submitted as separate arrays.
+seeds x tune; a block inherits the file's groups/fixed/tokens/launcher/tune
+and may add its own.  ``tune`` expands every configuration into a *tuning group*:
+runs that differ only in the tuned settings (a list, an inclusive range, or
+``{log: [lo, hi], n: k}``, k log-spaced values); each point records which keys
+were tuned, and the run's group id (config/identity.group_id) is the hash of its
+config without them: stable across resubmission, whatever the tuned values.
+Runs whose launcher settings differ are submitted as separate arrays.
 Keys with a dot are config keys (``model.depth``), keys without one are
 config groups (``model: vwt``).  ``ref`` (reference data, e.g. a published
 loss; ``source: published | reconstructed``), ``label`` and ``tokens`` are
@@ -52,10 +58,12 @@ TOP_KEYS = (
     "blocks",
     "isoflop",
     "store",
+    "tune",
 )
 
 
-BLOCK_KEYS = ("label", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher")
+BLOCK_KEYS = ("label", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher", "tune")
+TUNE_LATER = ("halving",)  # tune: options of the tuned-rungs issue not built yet: refused, never ignored
 
 
 POINT_META = ("ref", "label", "tokens")
@@ -183,6 +191,7 @@ def points(name: str, doc: dict) -> list[dict]:
         seed_axis = [{"run.seed": s} for s in _values(name, "seeds", seeds)] if seeds is not None else [{}]
         if len(seed_axis) > 1:  # W&B names runs -s{seed} when seeds vary (not part of the run id)
             seed_axis = [{**s, "tracker.seed_in_name": True} for s in seed_axis]
+        tune = _tune(name, blk.get("tune", doc.get("tune")))
         listed = blk.get("runs", doc.get("runs") if "blocks" not in doc else None) is not None  # runs: [{}] is one run
         if not (listed or axes or zips or seeds is not None):
             raise BadInput(f"sweep {name}: block {bi + 1} has no runs, axes, zip or seeds")
@@ -191,8 +200,9 @@ def points(name: str, doc: dict) -> list[dict]:
                 raise bad(f"sweep {name}: run", p, "a mapping of overrides (+ ref, label, tokens)")
             for combo in _product(name, axes or {}):
                 for z in _zipped(name, zips):
-                    for s in seed_axis:
-                        merged = {**fixed, **{k: v for k, v in p.items() if k not in POINT_META}, **combo, **z, **s}
+                    for s, tv in itertools.product(seed_axis, _product(name, tune)):
+                        own = {k: v for k, v in p.items() if k not in POINT_META}
+                        merged = {**fixed, **own, **combo, **z, **s, **tv}
                         pt = {
                             "groups": dict(groups),
                             "keys": {},
@@ -200,11 +210,46 @@ def points(name: str, doc: dict) -> list[dict]:
                             "launcher": launcher,
                             "label": p.get("label", blk.get("label")),
                             "tokens": p.get("tokens", tokens),
+                            "tuned": sorted(tune),
                         }
                         for k, v in merged.items():
                             _place(name, pt, k, v)
                         out.append(pt)
     return out
+
+
+def _tune(name: str, spec: Any) -> dict:
+    """``tune:`` -> {config key: values}: lists, inclusive ranges or {log: [lo, hi], n: k}."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict) or not spec:
+        raise bad(f"sweep {name}: tune", spec, "a mapping KEY: values, e.g. {optim.lr: [1e-4, 3e-4, 1e-3]}")
+    out = {}
+    for key, v in spec.items():
+        if key in TUNE_LATER:
+            raise BadInput(f"sweep {name}: tune.{key} is not supported yet (tuning groups are; halving is to come)")
+        if not isinstance(key, str) or "." not in key or key in RESERVED or key == "run.seed":
+            raise bad(f"sweep {name}: tune key", key, "a config key like optim.lr (not run.seed: seeds are seeds:)")
+        if isinstance(v, dict) and "log" in v:
+            out[key] = _log_values(name, key, v)
+        else:
+            out[key] = _values(name, key, v)
+        if len(out[key]) < 2:
+            raise bad(f"sweep {name}: tune.{key}", v, "at least 2 values (a group of one tunes nothing)")
+    return out
+
+
+def _log_values(name: str, key: str, v: dict) -> list[float]:
+    """{log: [lo, hi], n: k}: k values evenly spaced in log between lo and hi, both included."""
+    lohi, n = v.get("log"), v.get("n")
+    ok = set(v) <= {"log", "n"} and isinstance(lohi, list) and len(lohi) == 2 and isinstance(n, int) and n >= 2
+    try:
+        lo, hi = (float(x) for x in lohi) if ok else (0.0, 0.0)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or not 0 < lo < hi:
+        raise bad(f"sweep {name}: tune.{key}", v, "{log: [lo, hi], n: k} with 0 < lo < hi and k >= 2")
+    return [float(f"{lo * (hi / lo) ** (i / (n - 1)):.6g}") for i in range(n)]
 
 
 def _place(name: str, pt: dict, key: str, value: Any) -> None:

@@ -103,6 +103,7 @@ def plan(
     cpu_peak: float = DEFAULT_CPU_PEAK,
     dry_run: bool = True,
     data: str = "auto",
+    extend_tuning: bool = False,
 ) -> SweepPlan:
     """Expand and validate sweep ``name`` with ``overrides`` (BadInput naming every bad run).
     ``dry_run``: no scheduler (sbatch) is needed.  ``data``: refuse runs whose data cannot be
@@ -131,8 +132,19 @@ def plan(
         peak=peak,
         cpu_peak=cpu_peak,
     )
-    runs = select(sw.runs, only)
     warnings = []
+    if extend_tuning:  # one more value for each tuning group whose best is at an edge (sweep/tune.py)
+        from depthwidth.sweep.tune import extensions
+
+        more, notes = extensions(sw, mfu=mfu, peak=peak, cpu_peak=cpu_peak)
+        have = {r.run_id for r in sw.runs}
+        for r in more:
+            if r.run_id not in have:
+                r.index = len(sw.runs)
+                sw.runs.append(r)
+                have.add(r.run_id)
+        warnings += notes
+    runs = select(sw.runs, only)
     failed = check_data(sw, runs, mark=mode == "refuse") if mode != "skip" else {}
     try:
         check(sw, runs)
@@ -309,6 +321,8 @@ def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry
                 "tokens_total": r.figures["tokens"],
                 "params": r.figures["params"],
                 "retry_of": old,
+                "group": r.group,
+                "tuned": r.tuned,
                 **{k: r.figures.get(k) for k in ("depth", "width", "shape")},
             }
         )

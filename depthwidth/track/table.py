@@ -3,7 +3,7 @@
 ``run_table(sweep_dir)``: one row per token-budget point of every run, from
 each run's summary.json (``budgets``; when empty, ``final_val_loss`` at
 ``tokens``).  ``probe_profiles(sweep_dir)``: per run, its probes.jsonl records
-plus width and depth.  Formats: docs/CONTRACTS.md.
+plus width and depth.  Formats: docs/CONTRACTS.md; eval.json (``dw eval``): evaldoc.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 from depthwidth.core.atomic import read_jsonl
-from depthwidth.core.store import MANIFEST, forgotten
+from depthwidth.core.store import MANIFEST, forgotten, manifest_runs
+from depthwidth.track import evaldoc
 
 TABLE_COLUMNS = (
     "run",
@@ -54,6 +55,16 @@ def _summaries(sweep_dir: str | Path):
     return out
 
 
+def _groups(sweep_dir) -> tuple[dict[str, str], dict[str, dict]]:
+    """(run id -> tuning group id, run id -> its tuned values), from the manifest's submit events
+    (empty when nothing is tuned)."""
+    path = Path(sweep_dir) / MANIFEST
+    if not path.is_file():
+        return {}, {}
+    runs = {rid: r for rid, r in manifest_runs(read_jsonl(path)).items() if r.get("group")}
+    return {rid: r["group"] for rid, r in runs.items()}, {rid: r.get("tuned") or {} for rid, r in runs.items()}
+
+
 def _num(x):
     try:
         return float(x)
@@ -78,13 +89,21 @@ def run_table(sweep_dir: str | Path):
     one token uses: the total for a dense model, router + top-k experts for MoE),
     tokens, loss, depth, width, flops (= flops_per_token * tokens), seed, shape,
     status, step, mean_width (mean of the per-layer widths w_i),
-    kv_bytes_per_token, simulated (a run written by ``dw simulate``, not trained).  Runs whose summary.json cannot be
-    read are listed in ``df.attrs["unreadable"]``.
+    kv_bytes_per_token, simulated (a run written by ``dw simulate``, not trained); ``group`` (its
+    tuning group, sweep file ``tune:``) and one column per tuned setting (``optim.lr``) when the
+    sweep tunes; then one
+    ``METRIC:TASK`` column per downstream metric in the runs' eval.json (``dw eval``), set on the
+    row of the step that was evaluated (the final one, usually) and NaN elsewhere: an earlier
+    budget point is another model.  Runs whose summary.json cannot be read are listed in
+    ``df.attrs["unreadable"]``.
     """
     import pandas as pd
 
     rows: list[dict] = []
     unreadable: list[str] = []
+    downstream: set[str] = set()
+    groups, tuned = _groups(sweep_dir)
+    tuned_cols = sorted({k for t in tuned.values() for k in t})
     for d, s in _summaries(sweep_dir):
         if s is None:
             unreadable.append(d.name)
@@ -102,16 +121,22 @@ def run_table(sweep_dir: str | Path):
             "mean_width": mean_width(s.get("widths"), s.get("width")),
             "kv_bytes_per_token": _num(s.get("kv_bytes_per_token")),
             "simulated": bool((s.get("provenance") or {}).get("simulated")),
+            **({"group": groups.get(str(s.get("run_id") or d.name))} if groups else {}),
+            **{k: _num(tuned.get(str(s.get("run_id") or d.name), {}).get(k)) for k in tuned_cols},
         }
         fpt = _num(s.get("flops_per_token"))
         budgets = s.get("budgets") or []
         points = [(b.get("tokens"), b.get("val_loss"), b.get("step")) for b in budgets if isinstance(b, dict)]
         if not points:
             points = [(s.get("tokens"), s.get("final_val_loss"), s.get("steps"))]
+        evals = evaldoc.columns(evaldoc.read(d))
+        downstream.update(evals)
         for tokens, loss, step in points:
             t = _num(tokens)
-            rows.append({**base, "tokens": t, "loss": _num(loss), "flops": fpt * t, "step": step})
-    df = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+            at_step = {k: _num(v) for k, (evaluated, v) in evals.items() if evaluated is not None and evaluated == step}
+            rows.append({**base, "tokens": t, "loss": _num(loss), "flops": fpt * t, "step": step, **at_step})
+    extra = (["group"] if groups else []) + tuned_cols
+    df = pd.DataFrame(rows, columns=[*TABLE_COLUMNS, *extra, *sorted(downstream)])
     df.attrs["unreadable"] = unreadable
     return df
 
