@@ -37,9 +37,16 @@ class HFTokenizer:
     eos_id: int | None
     note: str  # one sentence for the model card
     warning: str | None = None  # a tokenizer the run used that could not be rebuilt
+    prefix_id: int | None = None  # what a document is conditioned on when its context is empty (dw eval's)
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "eos_token": self.eos_token, "eos_token_id": self.eos_id, "note": self.note}
+        return {
+            "kind": self.kind,
+            "eos_token": self.eos_token,
+            "eos_token_id": self.eos_id,
+            "prefix_token_id": self.prefix_id if self.prefix_id is not None else self.eos_id,
+            "note": self.note,
+        }
 
 
 def for_run(data: Mapping, seq_len: int) -> HFTokenizer:
@@ -52,7 +59,9 @@ def for_run(data: Mapping, seq_len: int) -> HFTokenizer:
         )
     if name == "pydoc":
         if data.get("tokenizer") == "byte":
-            return HFTokenizer(byte_level(), "byte", None, None, "UTF-8 bytes: token id = byte value (0-255)")
+            # no end-of-text byte: documents follow a blank line, so "\n" (10) is their prefix, as dw eval's
+            note = "UTF-8 bytes: token id = byte value (0-255)"
+            return HFTokenizer(byte_level(), "byte", None, None, note, prefix_id=10)
         return _pydoc_bpe(data, seq_len)
     if name == "memmap":
         return _prepared(data)
@@ -70,7 +79,8 @@ def _pydoc_bpe(data: Mapping, seq_len: int) -> HFTokenizer:
 
     path = make_source(data, seq_len).meta["tokenizer"]["path"]  # the cached BPE (trained again if gone)
     note = f"byte-level BPE trained by dw on the pydoc train split (vocabulary {data.get('vocab_size')})"
-    return HFTokenizer(Tokenizer.from_file(str(path)), "bpe", None, None, note)
+    tok = Tokenizer.from_file(str(path))
+    return HFTokenizer(tok, "bpe", None, None, note, prefix_id=tok.encode("\n\n").ids[-1])  # a blank line's end
 
 
 def _prepared(data: Mapping) -> HFTokenizer:
