@@ -103,30 +103,46 @@ class DwLM(TemplateLM):
 
     def _score(self, items: list[tuple[list[int], int]]) -> list[tuple[float, bool]]:
         """(window ids, n): log-probability of the window's last n ids given the ids before each,
-        and whether each of them is the argmax there."""
+        and whether each of them is the argmax there.  Items that feed the model the same ids (a
+        question's one-token choices " A" ... " D" share their context) are scored from one
+        forward row, as the harness's own hf model does with its logits cache."""
         out: list[tuple[float, bool]] = [(0.0, True)] * len(items)
-        for idx in self._batches([len(ids) for ids, _ in items]):
-            for i, r in zip(idx, self._forward_scores([items[i] for i in idx])):
+        readers: dict[tuple, list[int]] = {}  # each distinct model input -> the items that read it
+        for i, (ids, _) in enumerate(items):
+            readers.setdefault(tuple(ids[:-1]), []).append(i)
+        inputs = list(readers)
+        for idx in self._batches([len(w) for w in inputs]):
+            rows = [inputs[j] for j in idx]
+            mine = [[(i, items[i]) for i in readers[w]] for w in rows]
+            for i, r in self._forward_scores(rows, mine):
                 out[i] = r
         return out
 
     @torch.no_grad()
-    def _forward_scores(self, batch: list[tuple[list[int], int]]) -> list[tuple[float, bool]]:
-        n = max(len(ids) for ids, _ in batch) - 1
-        x = torch.zeros(len(batch), n, dtype=torch.long)
-        y = torch.full((len(batch), n), -1, dtype=torch.long)  # -1: not scored (context, padding)
-        for row, (ids, k) in enumerate(batch):
-            t, m = torch.tensor(ids, dtype=torch.long), len(ids) - 1
-            x[row, :m] = t[:-1]
-            y[row, m - k : m] = t[-k:]
-        x, y = x.to(self._device), y.to(self._device)
-        logits = self.model(x)[0].float()
-        scored = y >= 0
-        target = y.clamp(min=0).unsqueeze(-1)
-        logp = logits.gather(-1, target).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-        total = torch.where(scored, logp, 0.0).double().sum(-1)
-        greedy = ((logits.argmax(-1) == y) | ~scored).all(-1)
-        return list(zip(total.tolist(), greedy.tolist()))
+    def _forward_scores(self, rows: list[tuple], readers: list[list]) -> list[tuple[int, tuple[float, bool]]]:
+        """One forward of the distinct inputs ``rows`` (right-padded); each reader (item index,
+        (ids, n)) of a row gathers its n targets there."""
+        x = torch.zeros(len(rows), max(len(w) for w in rows), dtype=torch.long)
+        for r, w in enumerate(rows):
+            x[r, : len(w)] = torch.tensor(w, dtype=torch.long)
+        logits = self.model(x.to(self._device))[0].float()
+        lse, best = torch.logsumexp(logits, dim=-1), logits.argmax(-1)  # once per row, not per reader
+        who, at_row, at_pos, target, order = [], [], [], [], []
+        for r, group in enumerate(readers):
+            for i, (ids, k) in group:
+                m = len(ids) - 1  # the input's length: targets are the ids after positions m-k .. m-1
+                who += [len(order)] * k
+                at_row += [r] * k
+                at_pos += range(m - k, m)
+                target += ids[-k:]
+                order.append(i)
+        dev = self._device
+        rr, pp, tt = (torch.tensor(v, dtype=torch.long, device=dev) for v in (at_row, at_pos, target))
+        ww = torch.tensor(who, dtype=torch.long, device=dev)
+        logp = (logits[rr, pp, tt] - lse[rr, pp]).double()
+        total = torch.zeros(len(order), dtype=torch.float64, device=dev).index_add_(0, ww, logp)
+        missed = torch.zeros(len(order), dtype=torch.long, device=dev).index_add_(0, ww, (best[rr, pp] != tt).long())
+        return list(zip(order, zip(total.tolist(), (missed == 0).tolist())))
 
     def _gen_options(self, kw: dict) -> tuple[list[str], int]:
         """(until strings, max new tokens) of one request's generation kwargs."""
