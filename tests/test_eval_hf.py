@@ -285,3 +285,24 @@ def test_a_pydoc_bpe_export_encodes_text_to_the_ids_dw_eval_scores(tmp_path):
     # no BOS or EOS here either: HFLM needs prefix_token_id = dw's prefix, the id that ends "\n\n"
     assert theirs.bos_token_id is None and theirs.eos_token_id is None
     assert theirs.decode([ours.prefix]) == "\n"
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_dw_eval_of_an_exported_folder_runs_the_harness_hf_model_and_agrees_with_the_run(world, name, capsys):
+    """dw eval EXPORT_DIR: the harness's own hf model on the folder (prefix token and remote code
+    read from its config.json), eval.json written there; the same accuracies as dw eval of the run."""
+    from depthwidth.evals.run import evaluate_run
+    from tests.helpers import dw_in_process
+
+    run, out, _ = world["made"][name]
+    argv = ["eval", str(out), "--tasks", MC, "--include-path", str(world["tasks"]), "--bootstrap-iters", "0", "--json"]
+    code, text, err = dw_in_process(capsys, *argv)
+    assert code == 0, err
+    doc = json.loads(text)
+    ours = evaluate_run(run, [MC], include_path=world["tasks"], bootstrap_iters=0, write=False)["tasks"][MC]
+    assert doc["model"] == "hf" and doc["tasks"][MC]["checkpoint"] == "export"
+    assert doc["tasks"][MC]["metrics"]["acc"]["value"] == ours["metrics"]["acc"]["value"]
+    assert (out / "eval.json").is_file()
+    capsys.readouterr()  # the harness's progress bars of evaluate_run above
+    code, text, err = dw_in_process(capsys, "eval", str(out), "--tasks", "dw_heldout_cloze")
+    assert code == 2 and err.count("\n") == 1 and "built-ins" in err

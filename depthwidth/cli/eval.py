@@ -53,6 +53,8 @@ def eval_cmd(
 
     Example: dw eval depth_delusion --tasks hellaswag --device cuda launcher=slurm   (one job array)
 
+    Example: dw eval out/hf --tasks hellaswag   (an exported folder, by the harness's own hf model: a cross-check)
+
     eval.json keeps earlier tasks (a task evaluated again is replaced); its numbers become the run
     table's METRIC:TASK columns (acc:hellaswag) and dw report's downstream table.  Needs the hf
     extra (pip install 'depthwidth[hf]').  Exit codes: 0 ok; 1 the harness failed; 2 bad input
@@ -82,7 +84,10 @@ def eval_cmd(
         return _submit(target, names, list(overrides), root, ckpt, include_path, opts, as_json)
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):  # before "nothing to do": bad is bad
         raise bad("--device", device, "cpu|cuda")
-    if path.is_dir() or "/" in target:  # a path: one run directory
+    if path.is_dir() and evals.is_export(path):  # a Hugging Face folder: the harness's own hf model
+        docs = [evals.evaluate_export(path, names, include_path=include_path, **opts)]
+        skipped = None
+    elif path.is_dir() or "/" in target:  # a path: one run directory
         from depthwidth.track import evaldoc
 
         have = evaldoc.read(path)

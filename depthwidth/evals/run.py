@@ -135,7 +135,63 @@ def write_merged(run_dir, new: dict) -> dict:
     return doc
 
 
-def _harness(lm, manager, tasks: list[str], limit, bootstrap_iters: int) -> dict:
+def is_export(path) -> bool:
+    """A Hugging Face folder (``dw export``'s, or any): config.json and no run config.yaml."""
+    p = Path(path)
+    return (p / "config.json").is_file() and not (p / "config.yaml").is_file()
+
+
+def evaluate_export(
+    folder,
+    tasks,
+    *,
+    limit: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    device="cpu",
+    include_path=None,
+    bootstrap_iters: int = BOOTSTRAP_ITERS,
+    write: bool = True,
+) -> dict:
+    """An exported folder scored by the harness's own ``hf`` model (the cross-check of ``dw eval``
+    on the run it came from); FOLDER/eval.json, the same format, ``model: hf``.  The prefix token
+    comes from the export's ``dw.tokenizer.prefix_token_id`` (pydoc has no end-of-text token) and
+    remote code is trusted where the folder names its own (``auto_map``: dw's modeling file)."""
+    from depthwidth.evals.builtin import BUILTIN
+
+    tasks = parse_tasks(tasks)
+    folder = Path(folder)
+    if own := [t for t in tasks if t in BUILTIN]:
+        raise bad("--tasks", own[0], "tasks other than dw's built-ins for an exported folder (they read the run)")
+    try:
+        cfg = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        raise bad("RUN_DIR", str(folder), "a run directory, a sweep, or an exported folder with config.json") from None
+    args = {"pretrained": str(folder), "dtype": "float32"}  # device and batch size: simple_evaluate passes them
+    args["trust_remote_code"] = "auto_map" in cfg
+    prefix = ((cfg.get("dw") or {}).get("tokenizer") or {}).get("prefix_token_id")
+    if prefix is not None:
+        args["prefix_token_id"] = int(prefix)
+    results = _harness("hf", task_manager(tasks, include_path), tasks, limit, bootstrap_iters, batch_size, device, args)
+    record = {
+        "checkpoint": "export",
+        "step": (cfg.get("dw") or {}).get("checkpoint_step"),
+        "limit": limit,
+        "harness": _harness_version(),
+        "batch_size": batch_size,
+        "bootstrap_iters": bootstrap_iters,
+        "provenance": provenance.record(device=str(device), precision="fp32"),
+    }
+    new = {
+        "schema": evaldoc.SCHEMA,
+        "model": "hf",
+        "run_id": (cfg.get("dw") or {}).get("run_id"),
+        "run_dir": str(folder),
+        "tasks": {name: {**_task_record(results, name), **record} for name in results["results"]},
+    }
+    return write_merged(folder, new) if write else evaldoc.merge(evaldoc.read(folder), new)
+
+
+def _harness(lm, manager, tasks, limit, bootstrap_iters: int, batch_size=None, device=None, model_args=None) -> dict:
     """The harness's results for ``tasks``: its prints go to stderr (stdout is ``--json``'s), its
     per-task notices are silenced; its own failures are the work's (exit 1), ours pass through."""
     import lm_eval
@@ -147,12 +203,13 @@ def _harness(lm, manager, tasks: list[str], limit, bootstrap_iters: int) -> dict
         with contextlib.redirect_stdout(sys.stderr), _without_env_report():
             return lm_eval.simple_evaluate(
                 model=lm,
+                model_args=model_args,
                 tasks=tasks,
                 task_manager=manager,
                 limit=limit,
                 bootstrap_iters=bootstrap_iters,
-                batch_size=lm.batch_size,
-                device=str(lm.device),
+                batch_size=lm.batch_size if batch_size is None else batch_size,
+                device=str(lm.device if device is None else device),
                 log_samples=False,
             )
     except BadInput:
