@@ -360,16 +360,27 @@ def test_tokenizers_of_the_runs_data(tmp_path):
         (["--tasks", " , "], "--tasks"),
         (["--tasks", "dw_mc", "--limit", "0"], "--limit"),
         (["--tasks", "dw_mc", "synthetic"], "no text tokenizer"),
+        (["--tasks", "dw_mc", "no-checkpoint"], "no valid checkpoint"),
+        (["--tasks", "dw_broken", "broken-yaml"], "unknown task 'dw_broken'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(world, capsys, tmp_path, args, words):
-    target = world["run"]
+    target, include = world["run"], world["tasks"]
     if "synthetic" in args:  # the same model, as if it had trained on the Markov chain
         args = args[:-1]
         target = _copy(world, tmp_path / "syn")
         cfg = (target / "config.yaml").read_text()
         (target / "config.yaml").write_text(cfg.replace("name: pydoc", "name: synthetic"))
-    code, out, err = dw_in_process(capsys, "eval", str(target), *args, "--include-path", str(world["tasks"]))
+    if "no-checkpoint" in args:  # a run whose checkpoints are gone (dw clean --keep none --force)
+        args = args[:-1]
+        target = _copy(world, tmp_path / "bare")
+        shutil.rmtree(target / "ckpt")
+    if "broken-yaml" in args:  # a task YAML the harness cannot read
+        args = args[:-1]
+        include = tmp_path / "broken"
+        include.mkdir()
+        (include / "dw_broken.yaml").write_text("task: dw_broken\ndataset_path: json\n  bad: [\n")
+    code, out, err = dw_in_process(capsys, "eval", str(target), *args, "--include-path", str(include))
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and words in lines[0] and "Traceback" not in err, err
 
