@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from depthwidth.cli.render import console, emit_json, wide_console
+from depthwidth.cli.render import console, emit_json, runs_progress, wide_console
 from depthwidth.measure.inside import DEFAULT_TOKENS
 
 
@@ -60,27 +60,9 @@ def analyze_cmd(
 
 
 def _sweep(analysis, name, root, ckpt, tokens, centre, device, quiet):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     todo = analysis.pending(name, root, ckpt)
-    cols = (
-        TextColumn("analyze"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-    )
-    with Progress(*cols, console=console(stderr=True), disable=quiet or not todo) as bar:
-        task = bar.add_task("", total=len(todo))
-        return analysis.analyse_sweep(
-            name,
-            root,
-            ckpt,
-            tokens,
-            centre=centre,
-            device=device,
-            progress=lambda i, n, d: bar.update(task, completed=i, description=d.name),
-        )
+    with runs_progress("analyze", len(todo), quiet) as progress:
+        return analysis.analyse_sweep(name, root, ckpt, tokens, centre=centre, device=device, progress=progress)
 
 
 def _f(v, fmt):

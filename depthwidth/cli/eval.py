@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from depthwidth.cli.render import console, emit_json, wide_console
+from depthwidth.cli.render import console, emit_json, runs_progress, wide_console
 from depthwidth.evals.run import BOOTSTRAP_ITERS, DEFAULT_BATCH_SIZE  # torch- and lm_eval-free at import
 
 
@@ -139,26 +139,8 @@ def _submit(name, tasks, overrides, root, ckpt, include_path, opts, as_json) -> 
 
 
 def _sweep(evals, name, tasks, root, ckpt, include_path, opts, todo, quiet):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    cols = (
-        TextColumn("eval"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-    )
-    with Progress(*cols, console=console(stderr=True), disable=quiet or not todo) as bar:
-        task = bar.add_task("", total=len(todo))
-        return evals.evaluate_sweep(
-            name,
-            tasks,
-            root,
-            ckpt,
-            include_path=include_path,
-            progress=lambda i, n, d: bar.update(task, completed=i, description=d.name),
-            **opts,
-        )
+    with runs_progress("eval", len(todo), quiet) as progress:
+        return evals.evaluate_sweep(name, tasks, root, ckpt, include_path=include_path, progress=progress, **opts)
 
 
 def _f(v) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 
 def console(stderr: bool = False):
@@ -27,3 +28,15 @@ def wide_console():
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+
+
+@contextlib.contextmanager
+def runs_progress(verb: str, total: int, quiet: bool = False) -> Iterator:
+    """A progress bar on stderr over a sweep's runs (``dw analyze``, ``dw eval``): yields the
+    ``progress(done, total, run_dir)`` callback their libraries call after each run."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    cols = (TextColumn(verb), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
+    with Progress(*cols, console=console(stderr=True), disable=quiet or not total) as bar:
+        task = bar.add_task("", total=total)
+        yield lambda i, n, d: bar.update(task, completed=i, description=d.name)

@@ -93,10 +93,7 @@ def evaluate_run(
     from depthwidth.evals.harness import DwLM
 
     tasks = parse_tasks(tasks)
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise bad("--limit", limit, "an integer >= 1 (documents per task)")
-    if isinstance(bootstrap_iters, bool) or not isinstance(bootstrap_iters, int) or bootstrap_iters < 0:
-        raise bad("--bootstrap-iters", bootstrap_iters, "an integer >= 0 (0: no stderr)")
+    _check_counts(limit, bootstrap_iters)
     run_dir = Path(run_dir)
     lm = DwLM(run_dir, checkpoint, device, batch_size)
     mine = [] if include_path is None else [include_path]
@@ -110,20 +107,36 @@ def evaluate_run(
         "checkpoint": "final" if checkpoint in (None, "final") else int(checkpoint),
         "step": lm.step,
         "limit": limit,
-        "harness": _harness_version(),
         "batch_size": lm.batch_size,
         "bootstrap_iters": bootstrap_iters,
-        "provenance": provenance.record(device=str(lm.device), precision="fp32"),
+        "device": str(lm.device),
     }
+    return _save(run_dir, lm.run_cfg.get("run_id"), results, tasks, record, write)
+
+
+def _check_counts(limit, bootstrap_iters) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise bad("--limit", limit, "an integer >= 1 (documents per task)")
+    if isinstance(bootstrap_iters, bool) or not isinstance(bootstrap_iters, int) or bootstrap_iters < 0:
+        raise bad("--bootstrap-iters", bootstrap_iters, "an integer >= 0 (0: no stderr)")
+
+
+def _save(where: Path, run_id, results: dict, tasks: list[str], record: dict, write: bool, model: str | None = None):
+    """One evaluation as eval.json's tasks (each its metrics beside ``record``: checkpoint, step,
+    limit, batch size, bootstrap draws, device; the harness version and provenance added here),
+    merged into ``where``'s eval.json, written unless ``write`` is False."""
+    device = record.pop("device")
+    record = {**record, "harness": _harness_version(), "provenance": provenance.record(device=device, precision="fp32")}
     new = {
         "schema": evaldoc.SCHEMA,
-        "run_id": lm.run_cfg.get("run_id"),
-        "run_dir": str(run_dir),
+        **({"model": model} if model else {}),
+        "run_id": run_id,
+        "run_dir": str(where),
         "tasks": {name: {**_task_record(results, name), **record} for name in results["results"]},
     }
     for name in tasks:  # a tag: the harness reports its tasks, not it; recorded so that a sweep knows it is done
         new["tasks"].setdefault(name, {"metrics": {}, **record})
-    return write_merged(run_dir, new) if write else evaldoc.merge(evaldoc.read(run_dir), new)
+    return write_merged(where, new) if write else evaldoc.merge(evaldoc.read(where), new)
 
 
 def write_merged(run_dir, new: dict) -> dict:
@@ -159,6 +172,7 @@ def evaluate_export(
     from depthwidth.evals.builtin import BUILTIN
 
     tasks = parse_tasks(tasks)
+    _check_counts(limit, bootstrap_iters)
     folder = Path(folder)
     if own := [t for t in tasks if t in BUILTIN]:
         raise bad("--tasks", own[0], "tasks other than dw's built-ins for an exported folder (they read the run)")
@@ -172,23 +186,16 @@ def evaluate_export(
     if prefix is not None:
         args["prefix_token_id"] = int(prefix)
     results = _harness("hf", task_manager(tasks, include_path), tasks, limit, bootstrap_iters, batch_size, device, args)
+    dw = cfg.get("dw") or {}
     record = {
         "checkpoint": "export",
-        "step": (cfg.get("dw") or {}).get("checkpoint_step"),
+        "step": dw.get("checkpoint_step"),
         "limit": limit,
-        "harness": _harness_version(),
         "batch_size": batch_size,
         "bootstrap_iters": bootstrap_iters,
-        "provenance": provenance.record(device=str(device), precision="fp32"),
+        "device": str(device),
     }
-    new = {
-        "schema": evaldoc.SCHEMA,
-        "model": "hf",
-        "run_id": (cfg.get("dw") or {}).get("run_id"),
-        "run_dir": str(folder),
-        "tasks": {name: {**_task_record(results, name), **record} for name in results["results"]},
-    }
-    return write_merged(folder, new) if write else evaldoc.merge(evaldoc.read(folder), new)
+    return _save(folder, dw.get("run_id"), results, tasks, record, write, model="hf")
 
 
 def _harness(lm, manager, tasks, limit, bootstrap_iters: int, batch_size=None, device=None, model_args=None) -> dict:

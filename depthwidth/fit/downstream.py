@@ -37,6 +37,7 @@ import re
 import numpy as np
 
 from depthwidth.core.errors import bad
+from depthwidth.fit.table import last_points
 
 NAMES = ("lo", "hi", "k", "L0")
 METRIC = re.compile(r"^[A-Za-z_][\w.,-]*:[\w.-]+$")  # METRIC:TASK, as dw eval names run-table columns
@@ -120,10 +121,7 @@ def bootstrap_sigmoid(L: np.ndarray, y: np.ndarray, B: int, seed: int = 0) -> np
 
 def per_run(clean, metric: str):
     """(final loss, metric, run names, rows of the run's final point) per run that has the metric."""
-    df = clean[clean[metric].notna()] if metric in clean else clean.iloc[:0]
-    if "tokens" in df:
-        df = df.sort_values("tokens", kind="stable")
-    last = df.groupby("run", sort=False).tail(1)
+    last = last_points(clean[clean[metric].notna()] if metric in clean else clean.iloc[:0])
     return (
         np.asarray(last["loss"], dtype=float),
         np.asarray(last[metric], dtype=float),

@@ -110,6 +110,30 @@ def jsonable(x):
     return x
 
 
+def beside_fit(src: RunSource, opts, out, write: bool, t0: float, schema: str, filename: str, body) -> dict:
+    """A document ``dw fit`` makes instead of a law fit and keeps beside fit.json (``--match``:
+    match.json, ``--law lr``: lr_fit.json): ``body(df)`` of the run table after ``--where``, with
+    the filter, source, provenance and time, written as ``write_document`` writes."""
+    import time
+
+    from depthwidth.fit.table import apply_where
+
+    opts.check_sampling()
+    check_out(out)
+    rt = read_input(src)
+    df = apply_where(rt.df, opts.where)
+    res = {
+        "schema": schema,
+        **body(df),
+        "where": opts.where_list,
+        "source": src.record(rt.sweep_dir),
+        "provenance": provenance.record(data=table_fingerprint(df)),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    res = jsonable(res)
+    return write_document(res, out, rt.sweep_dir, filename) if write else res
+
+
 def write_document(doc: dict, out, sweep_dir, filename: str) -> dict:
     """Write ``doc`` to ``out``, else to SWEEP_DIR/``filename`` (a table file without ``--out``:
     nowhere), atomically; ``doc["written"]`` says where."""

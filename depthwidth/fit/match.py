@@ -39,15 +39,14 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from depthwidth.core import provenance
 from depthwidth.core.errors import BadInput
 from depthwidth.fit.boot import percentile_ci, refit_many, run_weights
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.laws import Law
 from depthwidth.fit.solver import DEFAULT_DELTA
-from depthwidth.fit.files import check_out, jsonable, read_input, table_fingerprint, write_document
+from depthwidth.fit.files import beside_fit
 from depthwidth.fit.options import FitOptions
-from depthwidth.fit.table import EXCLUDED_STATUS, apply_where
+from depthwidth.fit.table import EXCLUDED_STATUS
 from depthwidth.fit.terms import Const, Power, coef, expo, irreducible_param
 from depthwidth.track.run_source import RunSource
 
@@ -410,18 +409,10 @@ def run_match(
     t0 = time.perf_counter()
     src = RunSource(name, runs, columns, root, source, project, group)
     opts = replace(options or FitOptions(), **settings)
-    opts.check_sampling()
-    check_out(out)
-    rt = read_input(src)
-    df = apply_where(rt.df, opts.where)
-    m = flops_to_match(df, bootstrap=opts.bootstrap, level=opts.level, seed=opts.seed, delta=opts.delta)
-    res = {
-        "schema": SCHEMA,
-        **m.to_dict(),
-        "where": opts.where_list,
-        "source": src.record(rt.sweep_dir),
-        "provenance": provenance.record(data=table_fingerprint(df)),
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
-    res = jsonable(res)
-    return write_document(res, out, rt.sweep_dir, "match.json") if write else res
+
+    def body(df) -> dict:
+        return flops_to_match(
+            df, bootstrap=opts.bootstrap, level=opts.level, seed=opts.seed, delta=opts.delta
+        ).to_dict()
+
+    return beside_fit(src, opts, out, write, t0, SCHEMA, "match.json", body)

@@ -28,7 +28,7 @@ from depthwidth.fit.derived import derived_numbers, nest
 from depthwidth.fit.downstream import check_metric, downstream
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.files import check_out, jsonable, read_input, sweep_quantum, table_fingerprint, unfinished
-from depthwidth.fit.files import write_document
+from depthwidth.fit.files import beside_fit, write_document
 from depthwidth.fit.gradient_persistence import persistence
 from depthwidth.fit.holdout import holdout as holdout_fn
 from depthwidth.fit.holdout import split_largest
@@ -44,7 +44,7 @@ from depthwidth.fit.predict import replicates_record
 from depthwidth.fit.planted import read_world
 from depthwidth.fit.sensitivity import sensitivity as sensitivity_fn
 from depthwidth.fit.table import apply_where, prepare
-from depthwidth.fit.tuning import LR_LAW, Pick, comparison, fixed_value, lr_law
+from depthwidth.fit.tuning import LR_LAW, comparison, fixed_value, lr_law
 from depthwidth.fit.tuning import line as tuning_line
 from depthwidth.fit.tuning import picks as tuning_picks
 from depthwidth.fit.tuning import section as tuning_section
@@ -94,7 +94,7 @@ def run_fit(
     df = apply_where(rt.df, opts.where)
     check_metric(opts.metric, df.columns)  # --metric METRIC:TASK: a column dw eval wrote
     untuned = df
-    df, tuning = _tuned(df, opts)
+    df, tuning, picks = _tuned(df, opts)
     check_columns(chk.law, df.columns, chk.n_convention)  # a user law's unknown symbol, named as its file has it
     data_fp = table_fingerprint(df)  # the input table as given, before N is chosen
     df, n_conv, n_note = _count_as(df, chk, opts)
@@ -146,7 +146,7 @@ def run_fit(
     if tuning is not None:
         res["tuning"] = tuning
         res["warnings"].insert(0, tuning_line(tuning))
-        tuning["fixed"] = _fixed_fit(untuned, res, opts)
+        tuning["fixed"] = _fixed_fit(untuned, res, picks, opts)
     if iv.theta is not None and len(iv.theta):  # for predictions and designs (fit/predict.py)
         res["replicates"] = replicates_record(fr, iv.theta, noise_scales(fr, clean))
     if is_user(chk.law):  # the law file as fitted, so the fit can be reproduced
@@ -166,26 +166,12 @@ def run_fit(
 def _lr_fit(src, opts: FitOptions, out, write: bool, t0: float) -> dict:
     """``dw fit NAME --law lr``: lr* per tuning group as power laws in N, D and W; written beside
     the sweep's fit.json (lr_fit.json), which stays the law the report shows."""
-    opts.check_sampling()
-    check_out(out)
-    rt = read_input(src)
-    df = apply_where(rt.df, opts.where)
-    res = {
-        "schema": SCHEMA,
-        **lr_law(df, opts.level, opts.seed),
-        "where": opts.where_list,
-        "source": src.record(rt.sweep_dir),
-        "provenance": provenance.record(data=table_fingerprint(df)),
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
-    res = jsonable(res)
-    return write_document(res, out, rt.sweep_dir, "lr_fit.json") if write else res
+    return beside_fit(src, opts, out, write, t0, SCHEMA, "lr_fit.json", lambda df: lr_law(df, opts.level, opts.seed))
 
 
-def _fixed_fit(df, tuned_res: dict, opts: FitOptions) -> dict:
+def _fixed_fit(df, tuned_res: dict, found: list, opts: FitOptions) -> dict:
     """The same law fitted the untuned way (one value of the tuned setting for every group: the
     shared value nearest the grid's middle), set beside the fit on each group's best."""
-    found = [Pick(**p) for p in tuned_res["tuning"]["picks"]]
     key, value = found[0].key, fixed_value(found)
     if value is None:
         return {"note": f"no value of {key} is shared by every group: no fixed-value fit to compare"}
@@ -199,16 +185,17 @@ def _fixed_fit(df, tuned_res: dict, opts: FitOptions) -> dict:
 
 
 def _tuned(df, opts: FitOptions):
-    """A tuned sweep's table: each group's best run (or its interpolated loss), and fit.json's
-    ``tuning`` section; any other table unchanged (``--tuned`` on it is bad input)."""
+    """A tuned sweep's table: each group's best run (or its interpolated loss), fit.json's
+    ``tuning`` section and the groups' picks; any other table unchanged (``--tuned`` on it is bad
+    input)."""
     found = tuning_picks(df, level=opts.level, seed=opts.seed)
     if not found:
         if opts.tuned is not None:
             raise BadInput(f"bad value for --tuned: {opts.tuned} (allowed: only on a tuned sweep, sweep file tune:)")
-        return df, None
+        return df, None, []
     mode = opts.tuned or "best"
     out = tuning_select(df, mode, found)
-    return out, tuning_section(found, mode, len(df), len(out))
+    return out, tuning_section(found, mode, len(df), len(out)), found
 
 
 def check_replace(path: Path, opts: FitOptions) -> None:

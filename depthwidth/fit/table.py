@@ -136,3 +136,11 @@ def finite_or_none(x):
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
+
+
+def last_points(df):
+    """One row per run: its last token budget (its largest ``tokens``; without that column, its
+    last row), the run's final model."""
+    if "tokens" in df:
+        df = df.sort_values("tokens", kind="stable")
+    return df.groupby("run", sort=False).tail(1)

@@ -31,6 +31,7 @@ import numpy as np
 
 from depthwidth.core.errors import bad
 from depthwidth.fit.predict import SEED_NOISE
+from depthwidth.fit.table import last_points
 
 MODES = ("best", "interpolated")
 BOOT = 400  # redraws of the parabola's three losses
@@ -110,18 +111,13 @@ def pick(group: str, key: str, values, losses, runs, noise: float, level: float 
     return p
 
 
-def final_points(df):
-    """One row per run: its last token budget."""
-    return df.sort_values("tokens", kind="stable").groupby("run", sort=False).tail(1)
-
-
 def picks(df, noise: float | None = None, level: float = 0.95, seed: int = 0) -> list[Pick]:
     """Every group's pick from a run table (its final points)."""
     key = tuned_key(df)
     if key is None:
         return []
     noise = SEED_NOISE if noise is None else noise
-    last = final_points(df[df["group"].notna()])
+    last = last_points(df[df["group"].notna()])
     out = []
     for g, rows in last.groupby("group", sort=True):
         per = rows.groupby(key)
@@ -215,7 +211,7 @@ def lr_law(df, level: float = 0.95, seed: int = 0) -> dict:
         raise bad("--law", LR_LAW, "a law of a table without tuning groups (lr needs a sweep with tune:)")
     if found[0].key != "optim.lr":
         raise bad("--law", LR_LAW, f"a tuned sweep over optim.lr (this one tunes {found[0].key})")
-    last = final_points(df[df["group"].notna()])
+    last = last_points(df[df["group"].notna()])
     rows = []
     for p in found:
         if p.edge is not None:

@@ -112,7 +112,6 @@ def expand(
                 launcher_overrides, need_scheduler=need_scheduler, check_gpus=check_gpus, defaults=pt["launcher"]
             )
         lcfg = launchers[lkey]
-        device = target_device(lcfg)
         groups = {**pt["groups"], **cli_groups}
         keys = {**pt["keys"], **cli_keys}
         r = Run(
@@ -123,23 +122,10 @@ def expand(
             if pt["tokens"] is not None and "train.tokens" not in cli_keys:
                 keys["train.tokens"] = _tokens(pt["tokens"], cfg)
                 cfg.train.tokens = keys["train.tokens"]
-            run_device = device if cfg.train.get("device") == "auto" else str(cfg.train.device)  # train.device wins
+            run_device = _run_device(cfg, lcfg)
             if cfg.train.get("precision") == "auto":
                 keys["train.precision"] = cfg.train.precision = precision_for("auto", run_device)
-            r.cfg = cfg
-            r.figures = validate(
-                cfg,
-                mfu=mfu,
-                peak=peak,
-                cpu_peak=cpu_peak,
-                device=run_device,
-                processes=processes(lcfg),
-                capacity=capacity(lcfg, run_device),
-            )
-            r.run_id = run_id(cfg)
-            if pt.get("tuned"):
-                r.group = group_id(cfg, pt["tuned"])
-                r.tuned = {k: _at(cfg, k) for k in pt["tuned"]}
+            _settle(r, cfg, run_device, pt.get("tuned"), mfu=mfu, peak=peak, cpu_peak=cpu_peak)
         except BadInput as e:
             r.error = str(e)
         r.overrides = override_list(groups, keys)
@@ -163,25 +149,30 @@ def derive(r: Run, keys: dict, *, mfu: float = DEFAULT_MFU, peak: float = DEFAUL
     out = Run(index=-1, overrides=[], groups=dict(r.groups), keys=nk, label=r.label, launcher=r.launcher)
     try:
         cfg = compose_fast(out.groups, nk)
-        device = target_device(r.launcher)
-        run_device = device if cfg.train.get("device") == "auto" else str(cfg.train.device)
-        out.cfg = cfg
-        out.figures = validate(
-            cfg,
-            mfu=mfu,
-            peak=peak,
-            cpu_peak=cpu_peak,
-            device=run_device,
-            processes=processes(r.launcher),
-            capacity=capacity(r.launcher, run_device),
-        )
-        out.run_id = run_id(cfg)
-        if r.tuned:
-            out.group, out.tuned = group_id(cfg, list(r.tuned)), {k: _at(cfg, k) for k in r.tuned}
+        _settle(out, cfg, _run_device(cfg, r.launcher), list(r.tuned), mfu=mfu, peak=peak, cpu_peak=cpu_peak)
     except BadInput as e:
         out.error = str(e)
     out.overrides = override_list(out.groups, nk)
     return out
+
+
+def _run_device(cfg: Any, launcher: dict) -> str:
+    """Where the run trains: its own ``train.device`` wins over the launcher's target device."""
+    return target_device(launcher) if cfg.train.get("device") == "auto" else str(cfg.train.device)
+
+
+def _settle(r: Run, cfg: Any, run_device: str, tuned, **costs) -> None:
+    """``r``'s composed config checked as ``dw train`` would (``validate``, BadInput if not), its
+    dry-run figures, run id and, when the sweep tunes, its tuning group and tuned values."""
+    r.cfg = cfg
+    lcfg = r.launcher
+    r.figures = validate(
+        cfg, device=run_device, processes=processes(lcfg), capacity=capacity(lcfg, run_device), **costs
+    )
+    r.run_id = run_id(cfg)
+    if tuned:
+        r.group = group_id(cfg, list(tuned))
+        r.tuned = {k: _at(cfg, k) for k in tuned}
 
 
 def _at(cfg: Any, key: str) -> Any:
