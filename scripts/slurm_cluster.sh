@@ -226,6 +226,9 @@ AccountingStorageHost=localhost
 AccountingStoragePort=$((PORT + 2))
 # Clients reach slurmdbd with the munge socket named here (22.05 ignores AuthInfo for that link).
 AccountingStoragePass=$MUNGE/munge.socket.2
+# Enforce association and QOS limits (MaxSubmitJobs...), as real clusters do: a job over a
+# limit is refused at sbatch time. Every job needs an association (root has one from the start).
+AccountingStorageEnforce=limits
 JobCompType=jobcomp/none
 $(node_line)
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP

@@ -257,7 +257,7 @@ def test_failed_slurm_submission_leaves_nothing_behind(tmp_path, monkeypatch):
 
 def test_local_workers_get_one_group_of_gpus_per_run():
     """(No GPU here: the grouping of visible GPU ids into workers is what is tested.)"""
-    from depthwidth.launch.local import gpu_slots
+    from depthwidth.launch.workers import gpu_slots
 
     assert [s["CUDA_VISIBLE_DEVICES"] for s in gpu_slots(list("01234567"), 4)] == ["0,1,2,3", "4,5,6,7"]
     assert [s["CUDA_VISIBLE_DEVICES"] for s in gpu_slots(list("01234"), 2)] == ["0,1", "2,3"]  # GPU 4 stays idle

@@ -75,7 +75,7 @@ def test_a_2x3_grid_with_a_4_value_tune_block_is_24_runs_in_6_groups_whatever_th
 @pytest.mark.parametrize(
     "tune,word",
     [
-        ({"optim.lr": [1e-3], "halving": True}, "tune.halving"),
+        ({"optim.lr": [1e-3, 1e-2], "halving": 1}, "tune.halving"),
         ({"run.seed": [1, 2]}, "run.seed"),
         ({"optim.lr": [1e-3]}, "at least 2 values"),
         ({"optim.lr": {"log": [1e-3, 1e-4], "n": 3}}, "0 < lo < hi"),
@@ -197,10 +197,10 @@ def test_extend_tuning_adds_exactly_one_value_beyond_the_edge_in_the_same_group(
     from pathlib import Path
 
     shipped = yaml.safe_load((Path(__file__).resolve().parent.parent / "sweeps" / "demo_tuned.yaml").read_text())
-    assert shipped["tune"] == {"optim.lr": {"log": [1e-3, 1e-2], "n": 3}}  # the CPU tuned sweep dw ships, made shorter:
+    assert shipped["tune"] == {"optim.lr": {"log": [1e-3, 1e-2], "n": 3}, "halving": True}  # dw's, made shorter:
     doc = {
         **shipped,
-        "fixed": {**shipped["fixed"], "train.steps": 4},
+        "fixed": {**shipped["fixed"], "train.steps": 4, "train.budgets": []},
         "axes": {"model.width": [32], "model.depth": [1, 2]},
     }
     doc["tune"] = {"optim.lr": [1e-4, 3e-4]}  # at 4 steps the larger is better: the top edge
@@ -309,16 +309,19 @@ def test_the_fit_at_one_value_for_every_rung_is_set_beside_the_tuned_one_and_say
     assert f["line"].startswith("the claim CHANGES with tuning"), f["line"]
 
 
-def test_the_shipped_cpu_tuned_sweep_runs_as_4_groups_of_3(sweeps, capsys):
+def test_the_shipped_cpu_tuned_sweep_runs_as_4_groups_of_3_and_halves_each(sweeps, capsys):
     import shutil
     from pathlib import Path
 
     shutil.copy(Path(__file__).resolve().parent.parent / "sweeps" / "demo_tuned.yaml", sweeps / "demo_tuned.yaml")
-    code, out, err = dw_in_process(capsys, "sweep", "demo_tuned", "train.steps=3", "--json")
+    short = ("train.steps=6", "train.budgets=[1536]")  # its first budget at step 3 of 6
+    code, out, err = dw_in_process(capsys, "sweep", "demo_tuned", *short, "--json")
     assert code == 0 and len(json.loads(out)["submitted"]) == 12, err
     code, out, err = dw_in_process(capsys, "status", "demo_tuned", "--json")
     st = json.loads(out)
     sizes: dict = {}
     for r in st["runs"]:
-        sizes.setdefault(r["group"], set()).add((r["depth"], r["width"]))
-    assert st["counts"]["done"] == 12 and len(sizes) == 4 and all(len(v) == 1 for v in sizes.values())
+        sizes.setdefault(r["group"], []).append((r["depth"], r["width"], r["state"]))
+    assert st["counts"]["done"] == 8 and st["counts"]["pruned"] == 4 and len(sizes) == 4
+    for v in sizes.values():  # one configuration per group, the worst of its 3 learning rates pruned
+        assert len({(d, w) for d, w, _ in v}) == 1 and sorted(s for *_, s in v) == ["done", "done", "pruned"]

@@ -12,6 +12,8 @@ STYLE = {
     "done": "green",
     "running": "cyan",
     "pending": "dim",
+    "waiting": "dim",
+    "pruned": "blue",
     "failed": "red",
     "diverged": "magenta",
     "preempted": "yellow",
@@ -87,6 +89,13 @@ def status_cmd(
     c = wide_console()
     _print_table(c, name, st)
     c.print(runs_status.summary_line(st))
+    if line := runs_status.halving_line(st.get("halving")):
+        c.print(line, highlight=False)
+    why = [r for r in st["runs"] if r["state"] == "failed" and r.get("reason")]
+    for r in why[:WHY_SHOWN]:  # the retry policy's last word (launch/retry.py), else the error
+        c.print(f"[red]failed[/] {r['run_id']}: {r['reason']}", highlight=False)
+    if len(why) > WHY_SHOWN:
+        c.print(f"… and {len(why) - WHY_SHOWN} more failed runs (dw status {name} --json has every reason)")
     for p in st.get("problems") or []:
         c.print(f"[yellow]problem:[/] {p}", highlight=False)
 
@@ -127,7 +136,8 @@ COLS = ("run id", "label", "L", "W", "shape", "state", "progress", "tokens", "la
 RIGHT = {"L", "W", "progress", "tokens", "last loss", "attempts", "forecast [95%]", "final val loss", "law [95%]"}
 FORECAST = "forecast [95%]"
 # a run in one of these states will not change without a new `dw sweep` (local/debug never requeue preempted runs)
-TERMINAL = ("done", "failed", "diverged", "cancelled", "lost")
+TERMINAL = ("done", "pruned", "failed", "diverged", "cancelled", "lost")
+WHY_SHOWN = 10  # failed runs whose reason dw status prints below its table
 
 
 def _columns(st) -> tuple:

@@ -128,6 +128,7 @@ def sweep_cmd(
             "device": _devices(rows, p.device),
             **s,
             "submit": pre.to_dict() if store.manifest_path(p.sweep.store).exists() else None,
+            "waves": api.wave_plans(pre),  # SLURM: the limit on queued jobs, the waves it makes
             "prediction": predicted,
             "runs": rows,
         }
@@ -157,6 +158,7 @@ def _devices(rows, default: str) -> str:
 
 
 def _render_submission(sub, retry_failed: bool) -> None:
+    from depthwidth.launch.limits import how_many
     from depthwidth.launch.status import status, summary_line
     from depthwidth.sweep.submission import compress
 
@@ -177,7 +179,21 @@ def _render_submission(sub, retry_failed: bool) -> None:
         if sub.launcher == "slurm"
         else f"{n} {sub.launcher} task{'s' * (n != 1)}"
     )
+    if sub.waves:  # the limit on queued jobs: the first wave now, the rest behind a wave job
+        now = sum(len(w["first"]["arrays"]) for w in sub.waves)
+        what = f"waves ({'one job array now' if now == 1 else f'{now} job arrays now' if now else 'none yet'})"
     c.print(f"{sub.sweep}: submitted {k} run{'s' * (k != 1)} as {what}" + (f"; skipped {skip}" if skip else ""))
+    for w in sub.waves:
+        first, left = w["first"], w["tasks"] - w["first"]["tasks"]
+        said = (
+            f"wave 1 of {how_many(len(w['planned']), w['in_use'])} holds {first['tasks']} of {w['tasks']} "
+            f"array tasks; the other {left} "
+            f"wait for wave job {first['wave_job']}, which submits the next wave when this one has ended"
+            if first["tasks"]
+            else f"no room for a wave now; all {left} array tasks wait for wave job {first['wave_job']}, which "
+            "submits them in waves as room frees"
+        )
+        c.print(f"queue limit {w['limit']} jobs ({w['source']}): {said}", highlight=False, soft_wrap=True)
     c.print("job ids: " + compress(sub.jobs))
     if sub.launcher == "debug":
         c.print(summary_line(status(sub.sweep)))
@@ -207,6 +223,7 @@ def _prediction_cells(p: dict | None) -> list[str]:
 def _render_dry(s, doc, secs) -> None:
     from rich.table import Table
 
+    from depthwidth.launch.limits import plan_line
     from depthwidth.sweep.plan_costs import lines, short
 
     rows, hu = doc["runs"], doc["hours_unit"]
@@ -298,6 +315,8 @@ def _render_dry(s, doc, secs) -> None:
     )
     for line in lines(doc, rows):
         c.print(line, highlight=False, soft_wrap=True)
+    for w in doc.get("waves") or []:
+        c.print(plan_line(w), highlight=False, soft_wrap=True)
     if doc.get("submit"):
         sub = doc["submit"]
         skip = ", ".join(f"{n} {k}" for k, n in sub["skipped"].items())

@@ -315,12 +315,21 @@ class Optim:
 # ---------------------------------------------------------------------------
 
 
+_RETRIES_DOC = (
+    "a failed run is retried this many times, resuming from its checkpoint, unless it fails twice with "
+    "the same error (launch/retry.py); diverged runs never"
+)
+_DELAY_DOC = "seconds before the first automatic retry, doubled for each further one"
+
+
 @dataclass
 class DebugLauncher:
     """In-process, one run after another, with a live display (blocks until the sweep ends)."""
 
     name: Literal["debug"] = setting("debug", "the launcher")
     pack: int = setting(1, _PACK_DOC, ge=1)
+    max_retries: int = setting(2, _RETRIES_DOC, ge=0)
+    retry_delay_s: float = setting(0.0, _DELAY_DOC, ge=0)
     gpu_memory: float = setting(
         GPU_MEMORY_GIB, _GPU_MEMORY_DOC, gt=0, allowed="GiB per GPU for the memory plan, a number > 0"
     )
@@ -338,6 +347,8 @@ class LocalLauncher:
         GPU_MEMORY_GIB, _GPU_MEMORY_DOC, gt=0, allowed="GiB per GPU for the memory plan, a number > 0"
     )
     pack: int = setting(1, _PACK_DOC + "; a worker claims whole tasks", ge=1)
+    max_retries: int = setting(2, _RETRIES_DOC, ge=0)
+    retry_delay_s: float = setting(60.0, _DELAY_DOC, ge=0)
     python: Optional[str] = setting(None, _PYTHON_DOC, allowed="a path to a Python interpreter or null")
 
 
@@ -373,10 +384,20 @@ class SlurmLauncher:
         ge=1,
         allowed="an integer >= 1, or null (the cluster's MaxArraySize)",
     )
+    max_submit: Optional[int] = setting(
+        None,
+        "at most this many of your jobs queued (pending + running) at once, every array task counting; "
+        "it caps the limits read from sacctmgr (association MaxSubmitJobs, the QOS's MaxSubmitJobsPerUser) "
+        "and stands in for them without accounting; null: only those; a larger sweep goes in as waves",
+        ge=1,
+        allowed="an integer >= 1, or null (the limits sacctmgr shows, if any)",
+    )
     pack: int = setting(1, _PACK_DOC, ge=1)
     signal_delay_s: int = setting(
         120, "--signal=USR2@N: SIGUSR2 this long before the time limit: checkpoint + requeue", ge=0
     )
+    max_retries: int = setting(2, _RETRIES_DOC, ge=0)
+    retry_delay_s: float = setting(60.0, _DELAY_DOC, ge=0)
     job_name: Optional[str] = setting(None, "null: dw-SWEEP")
     setup: list[str] = setting(
         [], 'shell lines run in the batch script before srun (e.g. "module load cuda")', allowed="a list of shell lines"

@@ -44,7 +44,9 @@ from depthwidth.fit.predict import replicates_record
 from depthwidth.fit.planted import read_world
 from depthwidth.fit.sensitivity import sensitivity as sensitivity_fn
 from depthwidth.fit.table import apply_where, prepare
-from depthwidth.fit.tuning import LR_LAW, comparison, fixed_value, lr_law
+from depthwidth.fit.tuning import HALTED, LR_LAW, comparison, fixed_value, lr_law
+from depthwidth.fit.tuning import first_points as tuning_first_points
+from depthwidth.fit.tuning import halved as tuning_halved
 from depthwidth.fit.tuning import line as tuning_line
 from depthwidth.fit.tuning import picks as tuning_picks
 from depthwidth.fit.tuning import section as tuning_section
@@ -175,13 +177,23 @@ def _fixed_fit(df, tuned_res: dict, found: list, opts: FitOptions) -> dict:
     key, value = found[0].key, fixed_value(found)
     if value is None:
         return {"note": f"no value of {key} is shared by every group: no fixed-value fit to compare"}
-    rows = df[(df["group"].isna()) | (df[key] == value)].drop(columns=["group"])
     lean = replace(opts, holdout=None, compare=None, sensitivity=False, approach="3", tuned=None, metric=None)
+    at = ""
+    if tuning_halved(df[df[key] == value]):  # its run pruned somewhere: both fits where halving compared every run
+        df = tuning_first_points(df)  # every run measured there, the pruned ones too
+        df = df.assign(status=df["status"].replace({h: "done" for h in HALTED}))
+        tokens = df.loc[df["group"].notna(), "tokens"]
+        at = f"; both at the first budget ({tokens.min():,.0f} tokens), where successive halving compared every run"
+        try:
+            tuned_res = run_fit(runs=df.reset_index(drop=True), options=replace(lean, tuned="best"), write=False)
+        except BadInput as e:
+            return {"note": f"the fit on each group's best at the first budget failed: {e}"}
+    rows = df[(df["group"].isna()) | (df[key] == value)].drop(columns=["group"])
     try:
         res = run_fit(runs=rows.reset_index(drop=True), options=lean, write=False)
     except BadInput as e:
         return {"note": f"the fit at {key} = {value:g} failed: {e}"}
-    return comparison(tuned_res, res, key, value)
+    return comparison(tuned_res, res, key, value, at)
 
 
 def _tuned(df, opts: FitOptions):

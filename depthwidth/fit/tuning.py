@@ -25,7 +25,7 @@ a table of only those runs (tests/test_tuning.py).  No torch.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,6 +52,7 @@ class Pick:
     no_minimum: float = 0.0  # fraction of redraws whose parabola opens downward
     edge: str | None = None  # "low" | "high": the best is at that end of the grid
     next_value: float | None = None  # the value that extends the grid on that side
+    pruned: list = field(default_factory=list)  # values successive halving stopped at the first budget
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -80,15 +81,21 @@ def parabola(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
     return float(xv), float(c - b * b / (4 * a))
 
 
-def pick(group: str, key: str, values, losses, runs, noise: float, level: float = 0.95, seed: int = 0) -> Pick:
-    """The best value of one group, measured and interpolated, with the edge flag."""
+def pick(
+    group: str, key: str, values, losses, runs, noise: float, level: float = 0.95, seed: int = 0, pruned=()
+) -> Pick:
+    """The best value of one group, measured and interpolated, with the edge flag.  ``pruned``: the
+    group's values successive halving stopped early (worse at the first budget): an end of the runs
+    that trained on with a pruned value beyond it is not an edge of the grid."""
     order = np.argsort(np.asarray(values, dtype=float))
     v = np.asarray(values, dtype=float)[order]
     y = np.asarray(losses, dtype=float)[order]
     runs = [runs[i] for i in order]
     i = int(np.argmin(y))
-    p = Pick(group, key, v.tolist(), y.tolist(), float(v[i]), float(y[i]), runs[i])
+    p = Pick(group, key, v.tolist(), y.tolist(), float(v[i]), float(y[i]), runs[i], pruned=sorted(pruned))
     if len(v) >= 2 and i in (0, len(v) - 1):
+        if any((h < v[0]) if i == 0 else (h > v[-1]) for h in pruned):
+            return p  # the grid goes on there; halving found it worse
         p.edge = "low" if i == 0 else "high"
         j = (0, 1) if i == 0 else (-1, -2)
         p.next_value = float(v[j[0]] * (v[j[0]] / v[j[1]]))  # one grid step beyond the end, log-spaced
@@ -111,20 +118,43 @@ def pick(group: str, key: str, values, losses, runs, noise: float, level: float 
     return p
 
 
+HALTED = ("pruned", "waiting")  # successive halving stopped these at their first budget (launch/halving.py)
+
+
+def trained_on(df):
+    """The rows of runs that successive halving did not stop at their first budget: picks compare
+    runs at their final points, where a pruned run has none."""
+    if "status" not in df:
+        return df
+    return df[~df["status"].astype(str).isin(HALTED)]
+
+
+def halved(df) -> bool:
+    """Whether successive halving pruned any run of this table."""
+    return "status" in df and bool((df["status"].astype(str) == "pruned").any())
+
+
+def first_points(df):
+    """One row per run: its first token budget (successive halving compared every run there)."""
+    return df.sort_values("tokens", kind="stable").groupby("run", sort=False).head(1)
+
+
 def picks(df, noise: float | None = None, level: float = 0.95, seed: int = 0) -> list[Pick]:
     """Every group's pick from a run table (its final points)."""
     key = tuned_key(df)
     if key is None:
         return []
     noise = SEED_NOISE if noise is None else noise
-    last = last_points(df[df["group"].notna()])
+    last = last_points(trained_on(df)[lambda d: d["group"].notna()])
+    halted = df[df["status"].astype(str).isin(HALTED)] if "status" in df else df.iloc[:0]
     out = []
     for g, rows in last.groupby("group", sort=True):
         per = rows.groupby(key)
         values = list(per.groups)
         losses = [float(per.get_group(val)["loss"].mean()) for val in values]
         best_runs = [str(per.get_group(val).sort_values("loss")["run"].iloc[0]) for val in values]
-        out.append(pick(str(g), key, values, losses, best_runs, noise, level, seed))
+        pruned = [float(x) for x in halted.loc[halted["group"] == g, key]]
+        out.append(pick(str(g), key, values, losses, best_runs, noise, level, seed, pruned))
     return out
 
 
@@ -278,12 +308,11 @@ def _lr_verdicts(out: dict) -> list[str]:
 def fixed_value(found: list[Pick]) -> float | None:
     """The one value every group was trained at that lies nearest (in log) the middle of all groups'
     values: the "one learning rate for every rung" protocol the tuned fit is set beside."""
-    shared = set(found[0].values)
-    for p in found[1:]:
-        shared &= set(p.values)
+    grids = [set(p.values) | set(p.pruned) for p in found]  # a value halving pruned was trained there too
+    shared = set.intersection(*grids)
     if not shared:
         return None
-    mid = float(np.median(np.log([v for p in found for v in p.values])))
+    mid = float(np.median(np.log([v for g in grids for v in g])))
     return min(shared, key=lambda v: (abs(math.log(v) - mid), v))
 
 
@@ -322,7 +351,7 @@ def _z(fv: float, fci, tv: float, tci) -> float:
     return abs(tv - fv) / se if se > 0 else math.inf
 
 
-def comparison(tuned: dict, fixed: dict, key: str, value: float) -> dict:
+def comparison(tuned: dict, fixed: dict, key: str, value: float, at: str = "") -> dict:
     """Side by side: each number of the fit at one value of ``key`` for every group and of the fit on
     each group's best; whether the claim's number changed (by more than ``Z_CHANGED`` standard
     errors of the difference)."""
@@ -340,8 +369,8 @@ def comparison(tuned: dict, fixed: dict, key: str, value: float) -> dict:
             line = (
                 f"{verdict}: {claim} {fv:.3g} [{fci[0]:.3g}, {fci[1]:.3g}] at {key} = {value:g} for every rung vs "
                 f"{tv:.3g} [{tci[0]:.3g}, {tci[1]:.3g}] at each group's best (difference {tv - fv:+.3g}, "
-                f"{z:.1f} standard errors)"
+                f"{z:.1f} standard errors){at}"
             )
         else:
-            line = f"{claim}: {fv} at {key} = {value:g} vs {tv} at each group's best (no intervals to compare)"
-    return {"key": key, "value": value, "rows": rows, "claim": claim, "line": line}
+            line = f"{claim}: {fv} at {key} = {value:g} vs {tv} at each group's best (no intervals to compare){at}"
+    return {"key": key, "value": value, "rows": rows, "claim": claim, "line": line, "at": at.strip(" ;") or None}

@@ -1,7 +1,11 @@
 """Launchers: how a sweep's runs become jobs, and what the scheduler says about them.
 
 Modules: config.py (launcher settings), submit.py (one submission, any
-backend), task.py (inside a job: train a task's runs), debug.py / local.py /
-slurm.py (the backends; only slurm.py imports submitit), scheduler.py (the
-scheduler's view), status.py (``dw status``: manifest + run dirs + scheduler).
+backend), task.py (inside a job: train a task's runs), retry.py (automatic
+retries with a cap and a reason), halving.py (successive halving of tuning
+groups), limits.py + waves.py (the queue's limits; a sweep larger than them
+goes in as waves), debug.py / local.py + workers.py / slurm.py (the
+backends; only slurm.py imports submitit), scheduler.py (the scheduler's view,
+the local task state files), status.py (``dw status``: manifest + run dirs +
+scheduler).
 """

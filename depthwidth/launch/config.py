@@ -20,7 +20,7 @@ from depthwidth.config.check import check_group
 from depthwidth.config.compose import conf_dir, load_group
 from depthwidth.config.fast import parse_cli_overrides
 from depthwidth.core.errors import BadInput, bad
-from depthwidth.launch.local import visible_gpus, worker_slots
+from depthwidth.launch.workers import visible_gpus, worker_slots
 
 LAUNCHERS = schema.LAUNCHERS
 
@@ -133,7 +133,7 @@ def capacity(cfg: dict, device: str) -> int | None:
 
 def parallel_tasks(cfg: dict) -> int:
     """Tasks this launcher runs at once: slurm ``array_parallelism`` (per job array); local its
-    workers (``local.worker_slots``); debug 1."""
+    workers (``workers.worker_slots``); debug 1."""
     if cfg["name"] == "slurm":
         return int(cfg["array_parallelism"])
     if cfg["name"] == "local":

@@ -8,11 +8,14 @@ within a few seconds exits at once (train/signals.py)."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import time
 from pathlib import Path
 
 from depthwidth.core import store
+from depthwidth.launch import retry
+from depthwidth.launch.halving import EXIT_PARKED
 from depthwidth.launch.task import EXIT_PREEMPTED, ended, run_items, set_state
 from depthwidth.train.signals import BEFORE_HARD_EXIT, Interrupted, give_terminal_back, interrupted_line
 
@@ -66,8 +69,14 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
         BEFORE_HARD_EXIT.extend([hook] if hook else [])
         stopped: list = []  # (run, Preempted) of a run a signal stopped
         i = 0
+        queue, ran = list(range(len(tasks))), set()
+        pol = retry.policy(json.loads(Path(tasks_file).read_text()))
         try:
-            for i, t in enumerate(tasks):
+            while queue:
+                i = queue.pop(0)
+                t = tasks[i]
+                if i in ran:  # handed back (a parked run released): its runs count again
+                    prog.update(overall, total=prog.tasks[overall].total + len(t))
                 set_state(d, i, state="running", pid=os.getpid(), started=time.time())
                 rc = 0
                 for k, it in enumerate(t):
@@ -86,14 +95,24 @@ def run_debug(name: str, d: Path, tasks_file: Path, tasks: list, job_ids: list, 
                         log=lines.append,
                         in_process=True,
                         on_preempt=lambda run, e: stopped.append((run, e)),
+                        where={
+                            "launcher": "debug",
+                            "job_id": job_ids[i],
+                            "tasks_file": str(tasks_file),
+                            "index": i,
+                            "retry": pol,
+                        },
                     )
                     rc = r if r else rc
                     prog.advance(overall)
                     if r == EXIT_PREEMPTED:
                         break
-                ended(d, i, rc)
+                if rc != EXIT_PARKED:  # a parked task's state is its group's to set (halving.py)
+                    ended(d, i, rc)
                 if rc == EXIT_PREEMPTED:
                     break
+                ran.add(i)
+                queue += [j for j in sorted(ran) if j not in queue and _handed_back(d, j)]
         except KeyboardInterrupt:  # Ctrl-C between two runs: nothing is lost; the task is not finished
             set_state(d, i, state="cancelled", ended=time.time())
             _cancel(d, i + 1, len(tasks))
@@ -122,6 +141,11 @@ def _terminal_hook(console):
         return functools.partial(give_terminal_back, console.file.fileno()) if console.is_terminal else None
     except (AttributeError, OSError, ValueError):  # a console on a file without a descriptor
         return None
+
+
+def _handed_back(d: Path, index: int) -> bool:
+    """Whether task ``index``, run before, is queued again (successive halving released its run)."""
+    return (store.read_json(d / f"task-{index}.json") or {}).get("state") == "queued"
 
 
 def _cancel(d: Path, start: int, stop: int) -> None:

@@ -1,4 +1,4 @@
-"""launcher=local: detached worker processes on this machine.
+"""launcher=local: the worker, a detached process on this machine (workers.py starts them).
 
 One worker per visible GPU (each with its own ``CUDA_VISIBLE_DEVICES``) or
 ``workers`` CPU workers; each claims whole tasks with an O_EXCL claim file and
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,70 +23,11 @@ from pathlib import Path
 
 from depthwidth.core import store
 from depthwidth.core.atomic import write_json
+from depthwidth.launch.halving import EXIT_PARKED
 from depthwidth.launch.task import EXIT_PREEMPTED, ended, run_task, set_state
 from depthwidth.train.dist import free_port
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def _python(cfg: dict) -> str:
-    return cfg["python"] or sys.executable
-
-
-def _env_pythonpath(env: dict) -> dict:
-    repo = str(Path(__file__).resolve().parents[2])
-    pp = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = repo + (os.pathsep + pp if pp else "")
-    return env
-
-
-def visible_gpus() -> list[str]:
-    """GPU ids this process may use, without importing torch."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [g for g in env.split(",") if g.strip() and g.strip() != "-1"]
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [str(i) for i, ln in enumerate(out.splitlines()) if ln.startswith("GPU ")]
-
-
-def gpu_slots(gpus: list[str], per_run: int) -> list[dict]:
-    """One worker per group of ``per_run`` visible GPUs (a remainder too small for a run stays idle)."""
-    return [
-        {"CUDA_VISIBLE_DEVICES": ",".join(gpus[i : i + per_run]), "DW_GPUS_PER_RUN": str(per_run)}
-        for i in range(0, len(gpus) - per_run + 1, per_run)
-    ]
-
-
-def worker_slots(cfg: dict) -> list[dict]:
-    """Each worker's own environment: one per group of ``gpus_per_run`` visible GPUs, else
-    ``workers`` CPU workers (the dry run's schedule counts these too)."""
-    gpus = visible_gpus() if cfg["gpus"] == "auto" else []
-    return gpu_slots(gpus, int(cfg["gpus_per_run"])) or [
-        {"CUDA_VISIBLE_DEVICES": ""} for _ in range(int(cfg["workers"]))
-    ]
-
-
-def spawn_workers(d: Path, tasks_file: Path, cfg: dict) -> None:
-    for slot, extra in enumerate(worker_slots(cfg)):
-        env = _env_pythonpath({**os.environ, **extra, "DW_RUNS": str(store.runs_root().absolute())})
-        log = open(d / f"worker-{slot}.log", "ab")
-        p = subprocess.Popen(
-            [_python(cfg), "-m", "depthwidth.launch", "worker", str(tasks_file), str(slot)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
-        log.close()
-        write_json(d / f"worker-{slot}.json", {"pid": p.pid, "slot": slot, "state": "running", **extra})
 
 
 def worker(tasks_file: str | os.PathLike, slot: int) -> int:
@@ -101,23 +41,30 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
     for sig in STOP_SIGNALS:  # between runs; while one trains, train()'s handler has these
         signal.signal(sig, lambda s, f: _stop(stop, s))
     try:
-        for i in range(len(doc["tasks"])):
-            if "sig" in stop:
-                break
-            try:
-                fd = os.open(d / f"task-{i}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                continue
-            os.write(fd, str(os.getpid()).encode())
-            os.close(fd)
+        while "sig" not in stop and (i := _claim(d, len(doc["tasks"]))) is not None:
             set_state(d, i, state="running", pid=os.getpid(), slot=slot, started=time.time())
             rc = _run(tf, i, stop)
-            ended(d, i, rc)
+            if rc != EXIT_PARKED:  # a parked task's state is the group's to set (halving.py)
+                ended(d, i, rc)
             if rc == EXIT_PREEMPTED:
                 break
     finally:
         write_json(me, {**(store.read_json(me) or {}), "state": "exited"})
     return 0
+
+
+def _claim(d: Path, n: int) -> int | None:
+    """The first task of the ``n`` nobody has claimed, now claimed by this worker (O_EXCL), or None.
+    Asked again after every task: one handed back (a parked run released) is claimed anew."""
+    for i in range(n):
+        try:
+            fd = os.open(d / f"task-{i}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            continue
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return i
+    return None
 
 
 def _stop(stop: dict, sig: int) -> None:
@@ -154,12 +101,14 @@ def _run(tasks_file: Path, index: int, stop: dict) -> int:
         rc = child.wait()
     finally:
         stop.pop("child", None)
-    # torchrun reports its ranks' exit 3 as a failure of its own: the summaries say what happened
-    return EXIT_PREEMPTED if rc and "sig" in stop and _preempted(tasks_file, index) else rc
+    # torchrun reports its ranks' exit 3 (or 4) as a failure of its own: the summaries say what happened
+    got = _statuses(tasks_file, index) if rc else set()
+    if "waiting" in got and not {"failed", "diverged"} & got:
+        return EXIT_PARKED
+    return EXIT_PREEMPTED if rc and "sig" in stop and "preempted" in got and not {"failed", "diverged"} & got else rc
 
 
-def _preempted(tasks_file: Path, index: int) -> bool:
-    """Whether a run of task ``index`` ended ``preempted`` (and none failed)."""
+def _statuses(tasks_file: Path, index: int) -> set:
+    """The summary statuses of task ``index``'s runs."""
     runs = json.loads(Path(tasks_file).read_text())["tasks"][index]
-    got = [(store.read_json(Path(it["run_dir"]) / "summary.json") or {}).get("status") for it in runs]
-    return "preempted" in got and not {"failed", "diverged"} & set(got)
+    return {(store.read_json(Path(it["run_dir"]) / "summary.json") or {}).get("status") for it in runs}

@@ -17,9 +17,24 @@ from depthwidth.core.store import (
     runs_root,
     sweep_dir,
 )
+from depthwidth.launch.halving import groups as halving_groups
 from depthwidth.launch.scheduler import SLURM_STATES, SchedulerUnknown, slurm_states, task_states
 
-STATES = ("pending", "running", "done", "failed", "diverged", "preempted", "cancelled", "lost", "unknown")
+STATES = (
+    "pending",
+    "running",
+    "waiting",
+    "done",
+    "pruned",
+    "failed",
+    "diverged",
+    "preempted",
+    "cancelled",
+    "lost",
+    "unknown",
+)
+# waiting: parked at its first budget until its tuning group decides; pruned: the worse half there
+# (successive halving, launch/halving.py): neither is retried
 # never "unknown" (it may still be running), nor "diverged" (the same run diverges again: --retry-diverged)
 RETRYABLE = ("failed", "cancelled", "lost")
 # the early warning (fit/run_forecast.py fills them in; dw status asks it to): the forecast final loss
@@ -27,13 +42,25 @@ RETRYABLE = ("failed", "cancelled", "lost")
 FORECAST_KEYS = {"forecast": None, "forecast_note": None, "law_pred": None, "flag": None}
 
 
-def run_state(summary: dict | None, sched: str | None, started: bool = False, known: bool = True) -> str:
+def run_state(
+    summary: dict | None, sched: str | None, started: bool = False, known: bool = True, decided: bool = False
+) -> str:
     """The run's state from its summary.json and its latest job's (normalised) scheduler state:
-    pending | running | completed | failed | cancelled | preempted | None (the scheduler does not know it).
-    ``known=False``: the scheduler could not be asked, so a run that has not ended is ``unknown``."""
+    pending | running | completed | failed | cancelled | preempted | parked | None (the scheduler does not know it).
+    ``known=False``: the scheduler could not be asked, so a run that has not ended is ``unknown``.
+    ``decided``: a ``waiting`` run's tuning group has decided (it is released: pending, then running;
+    a released run that no job will run is ``preempted``, which --retry-failed resumes)."""
     s = (summary or {}).get("status")
-    if s in ("done", "diverged"):
+    if s in ("done", "diverged", "pruned"):
         return s
+    if s == "waiting" and known:
+        if sched == "running":
+            return "running"
+        if sched == "cancelled":
+            return "cancelled"
+        if not decided:
+            return "waiting"
+        return "pending" if sched == "pending" else "preempted"
     if not known:
         return "failed" if s == "failed" else "unknown"
     if sched == "pending":
@@ -83,6 +110,7 @@ def status(name: str, root=None) -> dict:
         why = str(e)
     local = task_states(name, root) if len(slurm) < len(runs) else {}
     retried_as = {r["retry_of"]: rid for rid, r in runs.items() if r.get("retry_of")}
+    decided = {g for g, doc in halving_groups(name, root).items() if doc.get("decision")}
     rows = []
     for r in runs.values():
         rd = Path(r.get("run_dir") or sweep_dir(name, root) / r["run_id"])
@@ -99,7 +127,13 @@ def status(name: str, root=None) -> dict:
             sched = SLURM_STATES.get(sched_raw) if sched_raw else None
         else:
             sched = sched_raw = local.get(r["job_id"])
-        state = run_state(summ, sched, r.get("started", False), known=why is None or r.get("launcher") != "slurm")
+        state = run_state(
+            summ,
+            sched,
+            r.get("started", False),
+            known=why is None or r.get("launcher") != "slurm",
+            decided=r.get("group") in decided,
+        )
         total = (summ or {}).get("tokens_total") or r.get("tokens_total")
         tok = max((summ or {}).get("tokens") or 0, (last or {}).get("tokens") or 0)
         loss = (last or {}).get("loss")
@@ -122,6 +156,8 @@ def status(name: str, root=None) -> dict:
                 "label": r.get("label"),
                 "group": r.get("group"),
                 "reason": (summ or {}).get("reason"),
+                "flops_planned": (summ or {}).get("flops_planned"),
+                "flops_saved": (summ or {}).get("flops_saved"),
                 "run_dir": str(rd),
                 "params": r.get("params"),
                 "overrides": r.get("overrides"),
@@ -138,10 +174,41 @@ def status(name: str, root=None) -> dict:
         "sweep": name,
         "total": len(rows),
         "counts": counts,
+        "halving": halving_summary(rows, halving_groups(name, root)),
         "runs": rows,
         "scheduler_unknown": why,
         "problems": problems,
     }
+
+
+def halving_summary(rows: list[dict], groups: dict) -> dict | None:
+    """Successive halving across the sweep: groups decided of all, runs pruned, and the compute they
+    did not spend (FLOPs, and the share of the planned FLOPs of every run with a summary)."""
+    if not groups:
+        return None
+    saved = sum(r["flops_saved"] or 0.0 for r in rows if r["state"] == "pruned")
+    planned = sum(r["flops_planned"] or 0.0 for r in rows)
+    return {
+        "groups": len(groups),
+        "decided": sum(1 for d in groups.values() if d.get("decision")),
+        "pruned": sum(1 for r in rows if r["state"] == "pruned"),
+        "waiting": sum(1 for r in rows if r["state"] == "waiting"),
+        "flops_saved": saved,
+        "flops_planned": planned,
+        "saved_fraction": saved / planned if planned else None,
+    }
+
+
+def halving_line(h: dict | None) -> str | None:
+    """``dw status``'s one line on successive halving (None: the sweep does not halve)."""
+    if not h:
+        return None
+    frac = f" ({h['saved_fraction']:.0%} of the runs' planned compute)" if h["saved_fraction"] is not None else ""
+    wait = f"; {h['waiting']} waiting for their group" if h["waiting"] else ""
+    return (
+        f"halving: {h['decided']} of {h['groups']} groups decided, {h['pruned']} runs pruned{wait}; "
+        f"compute saved {h['flops_saved']:.3g} FLOPs{frac}"
+    )
 
 
 SHAPE_KEYS = {"model.depth": "depth", "model.width": "width", "model.shape": "shape"}

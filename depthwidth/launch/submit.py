@@ -26,7 +26,7 @@ from typing import Callable
 from depthwidth.core import store
 from depthwidth.core.atomic import write_json
 from depthwidth.launch.debug import run_debug
-from depthwidth.launch.local import spawn_workers
+from depthwidth.launch.workers import spawn_workers
 from depthwidth.launch.task import ended, run_task
 
 
@@ -75,7 +75,11 @@ def submit(
             "runs_root": str(store.runs_root().absolute()),
             "kind": kind,
             "args": args or {},
-            "tasks": [[{k: it[k] for k in ("run_id", "overrides", "run_dir")} for it in t] for t in tasks],
+            "retry": {"max_retries": int(cfg.get("max_retries", 0)), "delay_s": float(cfg.get("retry_delay_s", 0))},
+            "tasks": [
+                [{k: it[k] for k in ("run_id", "overrides", "run_dir", "halving") if k in it} for it in t]
+                for t in tasks
+            ],
         },
     )
     launcher = cfg["name"]

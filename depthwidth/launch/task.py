@@ -26,11 +26,14 @@ from pathlib import Path
 
 from depthwidth.config.compose import compose
 from depthwidth.core import store
-from depthwidth.core.atomic import never_world_writable, write_json
+from depthwidth.core.atomic import never_world_writable
 from depthwidth.core.errors import BadInput
 from depthwidth.evals import run as evals
+from depthwidth.launch import retry
+from depthwidth.launch.halving import EXIT_PARKED, gate_for
+from depthwidth.launch.scheduler import set_state
 from depthwidth.train.signals import interrupted_line
-from depthwidth.train.trainer import EXIT_PREEMPTED, Preempted, train
+from depthwidth.train.trainer import EXIT_PREEMPTED, Parked, Preempted, train
 
 
 def _current_job_id(tasks: dict, index: int) -> str:
@@ -55,23 +58,41 @@ def run_task(tasks_file: str | os.PathLike, index: int, *, log=print, in_process
     doc = json.loads(Path(tasks_file).read_text())
     if doc.get("kind", "train") == "eval":
         return run_evals(doc["tasks"][index], doc.get("args") or {}, log=log)
-    return run_items(
-        doc["sweep"], doc["tasks"][index], _current_job_id(doc, index), log=log, in_process=in_process, **kw
-    )
+    job = _current_job_id(doc, index)
+    where = {
+        "launcher": doc["launcher"],
+        "job_id": job,
+        "tasks_file": str(Path(tasks_file).absolute()),
+        "index": index,
+        "retry": retry.policy(doc),
+    }
+    rc = run_items(doc["sweep"], doc["tasks"][index], job, log=log, in_process=in_process, where=where, **kw)
+    # a parked SLURM task is requeued held: it exits as a preempted one does (no result, requeued)
+    return EXIT_PREEMPTED if rc == EXIT_PARKED and doc["launcher"] == "slurm" else rc
 
 
 def run_items(
-    name: str, runs: list[dict], job_id: str, *, log=print, in_process: bool = False, stopped=None, on_preempt=None
+    name: str,
+    runs: list[dict],
+    job_id: str,
+    *,
+    log=print,
+    in_process: bool = False,
+    stopped=None,
+    on_preempt=None,
+    where: dict | None = None,
 ) -> int:
     """Train ``runs`` one after another as job ``job_id``; the task's exit code.
     ``stopped()``: a stop signal reached the caller between runs (the next one is not started:
-    EXIT_PREEMPTED); ``on_preempt(run, Preempted)``: told which run stopped, where, on which signal."""
+    EXIT_PREEMPTED); ``on_preempt(run, Preempted)``: told which run stopped, where, on which signal.
+    ``where`` ({launcher, job_id, tasks_file, index}): the task, for successive halving's release of
+    a run that parked (the task then ends EXIT_PARKED; halving.py)."""
     never_world_writable()  # a job is not started through the CLI: the same rule for what it writes
     _distributed_env()
     prev = os.environ.get("DW_JOB_ID")
     os.environ["DW_JOB_ID"] = job_id  # provenance: the job that trained the run
     try:
-        return _train_each(name, runs, job_id, log, in_process, stopped or (lambda: False), on_preempt)
+        return _train_each(name, runs, job_id, log, in_process, stopped or (lambda: False), on_preempt, where)
     finally:
         if prev is None:
             os.environ.pop("DW_JOB_ID", None)
@@ -79,10 +100,13 @@ def run_items(
             os.environ["DW_JOB_ID"] = prev
 
 
-def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool, stopped, on_preempt) -> int:
+def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool, stopped, on_preempt, where) -> int:
     rank0 = os.environ.get("RANK", "0") == "0"
     rc = 0
+    where = where or {"launcher": "debug", "job_id": job_id}
+    pol = where.get("retry") or retry.Policy(0, 0.0)
     for it in runs:
+        gate = gate_for(name, it, where) if it.get("halving") else None
         if stopped():
             return EXIT_PREEMPTED
         if rank0:
@@ -99,27 +123,99 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
                     }
                 ],
             )
-        try:
-            cfg, say = compose(it["overrides"]), lambda m, r=it["run_id"]: log(f"[{r}] {m}")
-            s = train(cfg, log=say)
-            evals.at_end(cfg, s, say)  # train.eval_tasks: a failed eval is a warning, the run stays done
-            if s.get("status") != "done":
+        say = lambda m, r=it["run_id"]: log(f"[{r}] {m}")  # noqa: E731
+        if not _survived(it["run_dir"], job_id, where, pol, say, rank0):
+            rc = 1
+            continue
+        while True:  # a failure retried here: local and debug (SLURM requeues the task instead)
+            try:
+                cfg = compose(it["overrides"])
+                s = _train_gated(cfg, say, gate)
+                if s is None:  # parked until its tuning group decides (halving.py): the task ends so
+                    return EXIT_PARKED
+                evals.at_end(cfg, s, say)  # train.eval_tasks: a failed eval is a warning, the run stays done
+                if s.get("status") == "diverged" and gate is not None and rank0:
+                    gate.diverged()  # before its first budget or after: the group counts it the worst
+                if s.get("status") not in ("done", "pruned"):
+                    rc = 1
+                break
+            except Preempted as e:
+                if e.signal == "SIGUSR2" and rank0 and not in_process:
+                    _requeue(log)
+                if e.signal == "SIGINT":
+                    log(
+                        interrupted_line(
+                            e.step, e.where, f"dw sweep {name} --retry-failed resumes it", run=it["run_id"]
+                        )
+                    )
+                if on_preempt:
+                    on_preempt(it, e)
+                return EXIT_PREEMPTED
+            except BadInput as e:  # validated at submission; a changed conf/ can still break it
+                say(f"bad input: {e}")
                 rc = 1
-        except Preempted as e:
-            if e.signal == "SIGUSR2" and rank0 and not in_process:
-                _requeue(log)
-            if e.signal == "SIGINT":
-                log(interrupted_line(e.step, e.where, f"dw sweep {name} --retry-failed resumes it", run=it["run_id"]))
-            if on_preempt:
-                on_preempt(it, e)
-            return EXIT_PREEMPTED
-        except BadInput as e:  # validated at submission; a changed conf/ can still break it
-            log(f"[{it['run_id']}] bad input: {e}")
-            rc = 1
-        except Exception as e:  # train() has written summary status=failed (a failed set-up too)
-            log(f"[{it['run_id']}] failed: {type(e).__name__}: {e}")
-            rc = 1
+                break
+            except Exception as e:  # train() has written summary status=failed (a failed set-up too)
+                say(f"failed: {type(e).__name__}: {e}")
+                again = _retry(it["run_dir"], f"{type(e).__name__}: {e}", job_id, where, pol, say, rank0, stopped)
+                if again == "requeued":
+                    return EXIT_PREEMPTED  # the task runs again later, from the run's checkpoint
+                if again != "now":
+                    rc = 1
+                    break
     return rc
+
+
+def _survived(run_dir: str, job_id: str, where: dict, pol: retry.Policy, say, rank0: bool) -> bool:
+    """Whether the run may train in this attempt: a previous attempt that died without ending it
+    (its summary still ``running``: node failure, a kill) counts as a failure (retry.py)."""
+    s = store.read_json(Path(run_dir) / "summary.json")
+    if not s or s.get("status") != "running":
+        return True
+    how = retry.died_how(job_id) if where.get("launcher") == "slurm" else ""
+    err = f"{retry.DIED} ({how or 'killed'}, job {job_id})"
+    past = retry.record(run_dir, "died", err, job_id) if rank0 else [*retry.failures(run_dir), {"kind": "died"}]
+    v = retry.verdict(past, pol)
+    say(
+        f"its previous attempt {err[len(retry.DIED) + 1 :] if how else 'died'}: "
+        + ("resuming" if v.retry else v.reason)
+    )
+    if not v.retry and rank0:
+        retry.mark_failed(run_dir, v.reason)
+    return v.retry
+
+
+def _retry(run_dir: str, error: str, job_id: str, where: dict, pol: retry.Policy, say, rank0: bool, stopped) -> str:
+    """After a failed attempt: ``now`` (train it again in this process), ``requeued`` (SLURM starts
+    this task again later) or ``no`` (the reason is in its summary)."""
+    if not rank0 or int(os.environ.get("WORLD_SIZE", "1")) > 1 and where.get("launcher") != "slurm":
+        return "no"  # a torchrun of several processes: one rank cannot restart the others
+    v = retry.verdict(retry.record(run_dir, "exception", error, job_id), pol)
+    say(v.reason)
+    if not v.retry:
+        retry.mark_failed(run_dir, v.reason)
+        return "no"
+    if where.get("launcher") == "slurm":
+        return "requeued" if retry.requeue_later(job_id, v.delay_s, say) else "no"
+    if where.get("launcher") == "local":
+        t_end = time.monotonic() + v.delay_s
+        while time.monotonic() < t_end and not stopped():
+            time.sleep(min(1.0, t_end - time.monotonic()))
+        if stopped():
+            return "no"
+    return "now"
+
+
+def _train_gated(cfg, say, gate) -> dict | None:
+    """train(cfg) under successive halving's ``gate``: a run that parks is parked (None), unless
+    its group decided meanwhile: then it resumes at once and trains on (or is pruned)."""
+    while True:
+        try:
+            return train(cfg, log=say, gate=gate)
+        except Parked:
+            if os.environ.get("RANK", "0") != "0" or gate.park():  # rank 0 parks the task; the others exit
+                return None
+            say("its tuning group decided while it parked: resuming now")
 
 
 def run_evals(runs: list[dict], args: dict, *, log=print) -> int:
@@ -153,12 +249,6 @@ def _requeue(log) -> None:
         return
     p = subprocess.run(["scontrol", "requeue", jid], capture_output=True, text=True)
     log(f"requeue {jid}: " + ("ok" if p.returncode == 0 else " ".join(p.stderr.split())))
-
-
-def set_state(d: Path, index: int, **kw) -> None:
-    p = d / f"task-{index}.json"
-    prev = store.read_json(p) or {}
-    write_json(p, {**prev, **kw})
 
 
 def ended(d: Path, index: int, rc: int) -> None:

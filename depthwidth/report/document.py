@@ -33,7 +33,18 @@ SHAPE_LABEL = {
 DONE = ("done",)
 
 
-NOT_DONE = ("pending", "running", "failed", "diverged", "preempted", "cancelled", "lost", "unknown")
+NOT_DONE = (
+    "pending",
+    "running",
+    "waiting",
+    "pruned",
+    "failed",
+    "diverged",
+    "preempted",
+    "cancelled",
+    "lost",
+    "unknown",
+)
 
 
 PAPER_DD_LOSS = {  # (depth, width): (loss, params) — "The Depth Delusion", training loss
@@ -156,6 +167,7 @@ class Data:
     notes: list[str] = field(default_factory=list)
     analyses: list[dict] = field(default_factory=list)  # report.inside.read_analyses: runs' analysis.json
     evals: dict = field(default_factory=dict)  # report.downstream.read_evals: run -> its eval.json
+    halving: dict | None = None  # successive halving: {summary: dw status's, groups: {id: halving/ID.json}}
 
 
 def is_usable(r) -> bool:

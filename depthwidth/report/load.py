@@ -14,6 +14,7 @@ from pathlib import Path
 from depthwidth.core import store
 from depthwidth.core.atomic import read_jsonl
 from depthwidth.core.errors import BadInput, bad
+from depthwidth.launch.halving import groups as halving_groups
 from depthwidth.launch.status import status
 from depthwidth.report.downstream import read_evals
 from depthwidth.report.inside import read_analyses
@@ -96,9 +97,13 @@ def _load_sweep(name: str, df, sweep_dir: Path) -> Data:
             summ[str(s.get("run_id") or p.parent.name)] = s
     states = {}
     notes = []
+    halving = None
     if manifest:
         try:
-            states = {r["run_id"]: r for r in status(name, root=sweep_dir.parent)["runs"]}
+            st = status(name, root=sweep_dir.parent)
+            states = {r["run_id"]: r for r in st["runs"]}
+            if st.get("halving"):
+                halving = {"summary": st["halving"], "groups": halving_groups(name, sweep_dir.parent)}
         except BadInput:
             pass
     else:
@@ -148,6 +153,7 @@ def _load_sweep(name: str, df, sweep_dir: Path) -> Data:
         notes,
         read_analyses(sweep_dir, recs),
         read_evals(sweep_dir, recs),
+        halving,
     )
 
 

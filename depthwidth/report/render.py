@@ -24,6 +24,7 @@ ORDER = (
     "fit_downstream",
     "fit_downstream_holdout",
     "fit_tuning",
+    "halving",
     "fit_tuned_vs_fixed",
     "fit_lr",
     "fit_sensitivity",

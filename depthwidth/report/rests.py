@@ -192,6 +192,44 @@ def lr_tables(fit: dict) -> dict:
     return {"fit_lr": t}
 
 
+def halving_table(h: dict) -> Table:
+    """Successive halving: per tuning group, where its runs were compared, who goes on and who was
+    pruned (the group's own record, runs/NAME/halving/GROUP.json), and the compute saved."""
+    rows = []
+    for gid, doc in sorted(h["groups"].items()):
+        dec = doc.get("decision") or {}
+        reps = doc.get("reports") or {}
+        toks = sorted({r.get("tokens") for r in reps.values() if r.get("tokens")})
+        loss = lambda rids: ", ".join(  # noqa: E731
+            f"{reps[r]['val_loss']:.4f}" if reps.get(r, {}).get("val_loss") is not None else "inf" for r in rids
+        )
+        rows.append(
+            {
+                "group": gid,
+                "members": len(doc.get("members") or []),
+                "reported": len(reps),
+                "tokens": toks[0] if toks else None,
+                "kept": loss(dec.get("keep") or []) if dec else None,
+                "pruned": loss(dec.get("prune") or []) if dec else None,
+                "state": "decided" if dec else f"waiting for {len(doc.get('members') or []) - len(reps)}",
+            }
+        )
+    cols = [
+        Col("group", "group"),
+        Col("members", "runs"),
+        Col("reported", "at budget"),
+        Col("tokens", "compared at (tokens)", "{:,.0f}"),
+        Col("kept", "kept (loss there)"),
+        Col("pruned", "pruned (loss there)"),
+        Col("state", "state"),
+    ]
+    t = Table("halving", "Successive halving: each tuning group compared at its first budget", cols, rows)
+    sm = h["summary"]
+    frac = f" ({sm['saved_fraction']:.0%} of the runs' planned compute)" if sm.get("saved_fraction") is not None else ""
+    t.notes.append(f"{sm['pruned']} runs pruned; compute saved {sm['flops_saved']:.3g} FLOPs{frac}")
+    return t
+
+
 def tuning_tables(t: dict | None) -> dict:
     """A tuned sweep's fit: each group's best value, measured and interpolated, and the edges."""
     if not t:

@@ -31,6 +31,7 @@ from depthwidth.report.matching import tables as match_tables
 from depthwidth.report.fit_view import fit_tables
 from depthwidth.report.papers import paper_table
 from depthwidth.report.provenance import provenance_table
+from depthwidth.report.rests import halving_table
 from depthwidth.report.router import router_table
 
 # =============================================================================
@@ -71,6 +72,8 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
         T.update(inside_tables(data.analyses))
     if data.evals:  # runs evaluated by dw eval (eval.json)
         T["downstream"] = downstream_table(data)
+    if data.halving:  # a tuned sweep with tune.halving: each group's decision and the compute saved
+        T["halving"] = halving_table(data.halving)
     T["missing"] = _missing(data, w_star, d_star)
     notes = list(data.notes)
     if data.source.get("sweep"):

@@ -57,6 +57,7 @@ class Run:
     launcher: dict = field(default_factory=dict)  # the run's effective launcher settings
     group: str | None = None  # its tuning group's id (config/identity.group_id), when the sweep tunes
     tuned: dict = field(default_factory=dict)  # the tuned settings' values in this run ({optim.lr: 1e-3})
+    halving: bool = False  # its tuning group halves at its first budget (tune.halving; launch/halving.py)
 
     def full_overrides(self, sweep: str, run_dir: str | os.PathLike) -> list[str]:
         return self.overrides + [f"run.sweep={sweep}", f"run.dir={os.fspath(run_dir)}"]
@@ -126,6 +127,9 @@ def expand(
             if cfg.train.get("precision") == "auto":
                 keys["train.precision"] = cfg.train.precision = precision_for("auto", run_device)
             _settle(r, cfg, run_device, pt.get("tuned"), mfu=mfu, peak=peak, cpu_peak=cpu_peak)
+            if pt.get("halving"):
+                r.halving = True
+                _check_halving(cfg, lcfg)
         except BadInput as e:
             r.error = str(e)
         r.overrides = override_list(groups, keys)
@@ -173,6 +177,16 @@ def _settle(r: Run, cfg: Any, run_device: str, tuned, **costs) -> None:
     if tuned:
         r.group = group_id(cfg, list(tuned))
         r.tuned = {k: _at(cfg, k) for k in tuned}
+
+
+def _check_halving(cfg: Any, lcfg: dict) -> None:
+    """What tune.halving needs of a run: a first budget short of the whole run to compare the group at,
+    and one run per task (a parked task is held or handed back whole)."""
+    budgets = list(cfg.train.get("budgets") or [])
+    if not budgets:
+        raise BadInput("tune.halving needs train.budgets (its first budget is where a group's runs are compared)")
+    if int(lcfg["pack"]) != 1:
+        raise bad("pack", lcfg["pack"], "1 with tune.halving (a parked run's task is held and released whole)")
 
 
 def _at(cfg: Any, key: str) -> Any:

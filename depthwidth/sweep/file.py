@@ -12,6 +12,7 @@ A sweep file (every key optional except one of runs/axes/zip/blocks)::
       - {model.depth: [2, 4], model.width: [64, 32]}
     seeds: [1, 2, 3]                            # shorthand for the axis run.seed
     tune: {optim.lr: {log: [1e-4, 3e-3], n: 4}}  # a tuning group per point: runs that differ only here
+    # tune: {..., halving: true}: each group's worse half stops at its first train.budgets (launch/halving.py)
     runs:                                       # explicit points; each may carry reference data
       - {model.depth: 16, model.width: 512, ref: {loss: 3.435, source: published}}
     tokens: {per_param: 20, max: 1.4e11}        # train.tokens = k x params | {value: 6.4e9}
@@ -63,7 +64,7 @@ TOP_KEYS = (
 
 
 BLOCK_KEYS = ("label", "groups", "fixed", "axes", "zip", "seeds", "runs", "tokens", "launcher", "tune")
-TUNE_LATER = ("halving",)  # tune: options of the tuned-rungs issue not built yet: refused, never ignored
+TUNE_OPTIONS = ("halving",)  # tune: keys that are options, not tuned settings (halving: true|false)
 
 
 POINT_META = ("ref", "label", "tokens")
@@ -191,7 +192,7 @@ def points(name: str, doc: dict) -> list[dict]:
         seed_axis = [{"run.seed": s} for s in _values(name, "seeds", seeds)] if seeds is not None else [{}]
         if len(seed_axis) > 1:  # W&B names runs -s{seed} when seeds vary (not part of the run id)
             seed_axis = [{**s, "tracker.seed_in_name": True} for s in seed_axis]
-        tune = _tune(name, blk.get("tune", doc.get("tune")))
+        tune, halving = _tune(name, blk.get("tune", doc.get("tune")))
         listed = blk.get("runs", doc.get("runs") if "blocks" not in doc else None) is not None  # runs: [{}] is one run
         if not (listed or axes or zips or seeds is not None):
             raise BadInput(f"sweep {name}: block {bi + 1} has no runs, axes, zip or seeds")
@@ -211,6 +212,7 @@ def points(name: str, doc: dict) -> list[dict]:
                             "label": p.get("label", blk.get("label")),
                             "tokens": p.get("tokens", tokens),
                             "tuned": sorted(tune),
+                            "halving": halving,
                         }
                         for k, v in merged.items():
                             _place(name, pt, k, v)
@@ -218,16 +220,20 @@ def points(name: str, doc: dict) -> list[dict]:
     return out
 
 
-def _tune(name: str, spec: Any) -> dict:
-    """``tune:`` -> {config key: values}: lists, inclusive ranges or {log: [lo, hi], n: k}."""
+def _tune(name: str, spec: Any) -> tuple[dict, bool]:
+    """``tune:`` -> ({config key: values}, halving): lists, inclusive ranges or {log: [lo, hi], n: k};
+    ``halving: true`` prunes the worse half of each group at its first budget (launch/halving.py)."""
     if spec is None:
-        return {}
+        return {}, False
     if not isinstance(spec, dict) or not spec:
         raise bad(f"sweep {name}: tune", spec, "a mapping KEY: values, e.g. {optim.lr: [1e-4, 3e-4, 1e-3]}")
+    halving = spec.get("halving", False)
+    if not isinstance(halving, bool):
+        raise bad(f"sweep {name}: tune.halving", halving, "true or false")
     out = {}
     for key, v in spec.items():
-        if key in TUNE_LATER:
-            raise BadInput(f"sweep {name}: tune.{key} is not supported yet (tuning groups are; halving is to come)")
+        if key in TUNE_OPTIONS:
+            continue
         if not isinstance(key, str) or "." not in key or key in RESERVED or key == "run.seed":
             raise bad(f"sweep {name}: tune key", key, "a config key like optim.lr (not run.seed: seeds are seeds:)")
         if isinstance(v, dict) and "log" in v:
@@ -236,7 +242,9 @@ def _tune(name: str, spec: Any) -> dict:
             out[key] = _values(name, key, v)
         if len(out[key]) < 2:
             raise bad(f"sweep {name}: tune.{key}", v, "at least 2 values (a group of one tunes nothing)")
-    return out
+    if not out:
+        raise bad(f"sweep {name}: tune", spec, "at least one tuned setting besides halving, e.g. optim.lr: [...]")
+    return out, halving
 
 
 def _log_values(name: str, key: str, v: dict) -> list[float]:

@@ -31,6 +31,7 @@ from depthwidth.config.fast import fmt_value
 from depthwidth.core import store
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.config import launcher_config, split_overrides, target_device
+from depthwidth.launch.limits import wave_plan
 from depthwidth.launch.status import RETRYABLE, status
 from depthwidth.launch.submit import submit as launch_submit
 from depthwidth.sweep.expand import (
@@ -66,6 +67,7 @@ class Submission:
     skipped: dict = field(default_factory=dict)  # state -> count of runs not resubmitted
     seconds: float = 0.0
     notes: list = field(default_factory=list)  # why runs one asked to retry were not resubmitted
+    waves: list = field(default_factory=list)  # SLURM submissions that go in as waves (launch/slurm.py waves_of)
 
     def to_dict(self) -> dict:
         return {
@@ -75,6 +77,7 @@ class Submission:
             "jobs": self.jobs,
             "skipped": self.skipped,
             "notes": self.notes,
+            "waves": self.waves,
             "seconds": self.seconds,
         }
 
@@ -230,7 +233,11 @@ def submit_planned(
     t0 = time.perf_counter() if t0 is None else t0
     name = p.sweep.store  # a file dw suggest wrote joins the store of the sweep it extends
     with store.SweepLock(name):
-        sub = _submit(name, p.runs, p.launcher, store.runs_root().absolute(), retry_failed, show, retry)
+        members: dict = {}  # a halving group's members: every run of the sweep in it, submitted now or not
+        for r in p.sweep.runs:
+            if r.halving and r.group and not r.error:
+                members.setdefault(r.group, []).append(r.run_id)
+        sub = _submit(name, p.runs, p.launcher, store.runs_root().absolute(), retry_failed, show, retry, members)
     sub.seconds = round(time.perf_counter() - t0, 3)
     return sub
 
@@ -275,6 +282,16 @@ def preflight(p: SweepPlan, *, retry_failed: bool = False, retry: Retry | None =
     return _preflight(p.sweep.store, p.runs, retry_failed, retry)
 
 
+def wave_plans(pre: Preflight) -> list[dict]:
+    """The dry run's word on the queue limit (launch/limits.py ``wave_plan``): one plan per SLURM
+    submission the runs ``pre`` would submit make (one per distinct launcher settings)."""
+    groups: dict = {}
+    for r, _ in pre.todo:
+        if r.launcher.get("name") == "slurm":
+            groups.setdefault(json.dumps(r.launcher, sort_keys=True, default=str), [r.launcher, 0])[1] += 1
+    return [wave_plan(cfg, -(-n // int(cfg["pack"]))) for cfg, n in groups.values()]
+
+
 def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight:
     prior, why = {}, None
     if store.manifest_path(name).exists():
@@ -304,7 +321,9 @@ def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight
     return Preflight(todo, skipped, prior, why)
 
 
-def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry | None = None) -> Submission:
+def _submit(
+    name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry | None = None, members: dict | None = None
+) -> Submission:
     pf = _preflight(name, runs, retry_failed, retry)
     todo, skipped, why = pf.todo, pf.skipped, pf.why
     groups: dict = {}  # runs whose launcher settings differ go in separate submissions (arrays)
@@ -324,6 +343,7 @@ def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry
                 "group": r.group,
                 "tuned": r.tuned,
                 **{k: r.figures.get(k) for k in ("depth", "width", "shape")},
+                **({"halving": {"group": r.group, "members": members[r.group]}} if r.group in (members or {}) else {}),
             }
         )
     subs = []
@@ -343,7 +363,13 @@ def _submit(name, runs, lcfg, root: Path, retry_failed: bool, show, retry: Retry
             "so they may still be running and a second job would write the same run directory; "
             "retry once sacct answers (or after scancel)"
         )
-    return Submission(name, lcfg["name"], subs, sorted({x["job_id"] for x in subs}, key=job_key), skipped, notes=notes)
+    jobs = sorted({x["job_id"] for x in subs}, key=job_key)
+    waves = []
+    if subs and any(cfg.get("name") == "slurm" for cfg, _ in groups.values()):
+        from depthwidth.launch.slurm import waves_of  # submitit: the submission has imported it already
+
+        waves = waves_of(name, jobs)
+    return Submission(name, lcfg["name"], subs, jobs, skipped, notes=notes, waves=waves)
 
 
 def job_key(j: str):

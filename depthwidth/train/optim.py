@@ -118,6 +118,18 @@ def plan_budgets(budgets_tokens, total_steps: int, tokens_per_step: int, o: Any)
     return [out[k] for k in sorted(out)]
 
 
+def planned_steps(steps: int, budgets: list[Budget]) -> int:
+    """Optimizer steps of the whole plan: the main run and every WSD decay branch."""
+    return steps + sum(b.steps - b.branch_at for b in budgets if b.branch_at is not None)
+
+
+def trained_steps(step: int, recorded: set, budgets: list[Budget]) -> int:
+    """Optimizer steps taken by a run at main-run step ``step`` whose budgets ``recorded`` (their
+    steps) are evaluated: the main run's and those decay branches' (successive halving's saving is
+    ``planned_steps`` minus this)."""
+    return step + sum(b.steps - b.branch_at for b in budgets if b.branch_at is not None and b.steps in recorded)
+
+
 def plan_steps(t: Any) -> tuple[int, int]:
     """(optimizer steps, tokens per step) of a ``train`` group that passed the schema."""
     per_step = t.batch_size * t.seq_len

@@ -1,7 +1,8 @@
 """summary.json: what a run is and how it ended (docs/CONTRACTS.md).
 
 Written atomically at the start (status ``running``), and at every end:
-``done``, ``diverged``, ``failed`` (a failed set-up too) or ``preempted`` (a
+``done``, ``diverged``, ``failed`` (a failed set-up too), ``waiting`` / ``pruned``
+(successive halving: launch/halving.py) or ``preempted`` (a
 second Ctrl-C: ``RunSummary.abandoned`` writes preempted when that step's
 checkpoint is on disk, else failed).  Readers (``dw status``, the run table,
 ``dw report``) need nothing else from the run directory.
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from depthwidth.core.atomic import write_json
+from depthwidth.train.optim import planned_steps
 
 if TYPE_CHECKING:
     from depthwidth.train.plan import PreparedRun
@@ -69,6 +71,7 @@ class RunSummary:
             "params_non_embedding": acc["params_non_embedding"],
             "params_active": acc["params_active"],
             "flops_per_token": acc["flops_per_token"],
+            "flops_planned": planned_steps(p.steps, p.budgets) * p.tokens_per_step * float(acc["flops_per_token"]),
             "kv_bytes_per_token": acc["kv_bytes_per_token"],
             "depth": spec.depth,
             "width": int(cfg.model.width),

@@ -57,22 +57,35 @@ if TYPE_CHECKING:
     from depthwidth.track.tracker import Tracker
 
 EXIT_PREEMPTED = 3
+FINAL = ("done", "diverged", "pruned")  # a run that ended so is never trained again
+GATE = ("go", "park", "prune")  # what successive halving's gate may say (its index is what ranks agree on)
 
 
-def train(cfg, *, handle_signals: bool = True, log=print, progress=None) -> dict:
+class Parked(Exception):
+    """Successive halving: the run checkpointed at its first budget and waits for its group's
+    decision (summary ``waiting``); whoever called train() parks it (launch/halving.py)."""
+
+    def __init__(self, step: int, tokens: int):
+        self.step, self.tokens = step, tokens
+        super().__init__(f"waiting at step {step} for its tuning group's decision at {tokens:,} tokens")
+
+
+def train(cfg, *, handle_signals: bool = True, log=print, progress=None, gate=None) -> dict:
     """Train (or resume, or find finished) the run ``cfg`` describes; returns its summary.
     ``progress``: ``begin(step, steps, tokens_per_step)`` once, ``update(step, loss)`` every
-    step (it keeps its own pace)."""
+    step (it keeps its own pace).  ``gate``: successive halving's say on this run (launch/halving.py):
+    called with the run's first budget result, once it has one, it answers ``go``, ``park`` (checkpoint,
+    end ``waiting`` and raise ``Parked``: the group has not decided yet) or ``prune`` (end ``pruned``)."""
     run = prepare(cfg)
     if run.spec.extra.get("warning"):
         log(f"warning: {run.spec.extra['warning']}")
     sp = summary_path(run.run_dir)
     if sp.exists():
         prev = json.loads(sp.read_text())
-        if prev.get("status") in ("done", "diverged") and prev.get("run_id") == run.run_id:
+        if prev.get("status") in FINAL and prev.get("run_id") == run.run_id:
             log(f"run {run.run_id} is already {prev['status']}; nothing to do")
             return prev
-    return Trainer(run, log, progress).run(handle_signals)
+    return Trainer(run, log, progress, gate).run(handle_signals)
 
 
 class Trainer:
@@ -88,6 +101,7 @@ class Trainer:
     saved_at: int | None  # the step of the newest checkpoint on disk (resumed from, or saved)
     clock: Callable[[], float] | None  # seconds trained, earlier attempts included, once the loop runs
     tracker: Tracker | NullTracker  # metrics.jsonl, probes.jsonl, the W&B mirror (rank 0, once the dir is open)
+    gate: Callable[[dict], str] | None  # successive halving (train()'s gate), asked once per attempt
     # built by setup()
     device: torch.device
     layout: memory.MemoryPlan  # single | ddp | fsdp, micro-batches, activation checkpointing
@@ -100,7 +114,7 @@ class Trainer:
     entropy_batch: torch.Tensor  # the fixed held-out rows of the entropy probe
     autocast: Any  # the precision's autocast context
 
-    def __init__(self, run: PreparedRun, log, progress=None):
+    def __init__(self, run: PreparedRun, log, progress=None, gate=None):
         self.prepared, self.cfg = run, run.cfg
         self.world = dist.world_from_env()
         self.log = log if self.world.main else (lambda m: None)
@@ -110,6 +124,7 @@ class Trainer:
         self.saved_at = None
         self.clock = None
         self.tracker = NullTracker()
+        self.gate = gate
 
     # -- set-up ---------------------------------------------------------------
     def setup(self) -> None:
@@ -378,6 +393,8 @@ class Trainer:
         meter = Throughput(st.step * p.tokens_per_step, p.accounting["flops_per_token"], peak_flops(self.device))
         if self.progress:
             self.progress.begin(st.step, p.steps, p.tokens_per_step)
+        if (ending := self._halving()) is not None:  # resumed past the first budget: the group's decision
+            return ending
         while st.step < p.steps:
             if (ending := self._step(sched, watch, meter, stop)) is not None:
                 return ending
@@ -394,6 +411,8 @@ class Trainer:
                 if loss is None:  # stopped inside the branch: it is checkpointed; now the main run at the fork
                     return self._stop(stop, f"in the decay branch to step {b.steps}")
                 self._record(b, loss)
+                if (ending := self._halving()) is not None:
+                    return ending
         lr = optim.lr_at(st.step, p.steps, self.cfg.optim, p.tokens_per_step)
         loss, gn, probes = self.train_step(lr, sched.probe(st.step + 1))
         st.step += 1
@@ -432,6 +451,8 @@ class Trainer:
             self.tracker.log(row)
         if ev.budget is not None and ev.budget.steps not in st.steps_recorded:
             self._record(ev.budget, self.evaluate())
+            if (ending := self._halving()) is not None:
+                return ending
         if ev.log:
             self.tracker.flush()
         if self.progress:
@@ -441,6 +462,34 @@ class Trainer:
         if stop.requested:
             return self._stop(stop)
         return None
+
+    def _halving(self) -> Ending | None:
+        """Successive halving: once the run has its first budget's result, the gate says (once per
+        attempt) whether it goes on, waits for its group (checkpointed, ``waiting``) or stops ``pruned``."""
+        st, p = self.state, self.prepared
+        if self.gate is None or not st.results:
+            return None
+        gate, self.gate = self.gate, None
+        first = st.results[0]
+        said = gate(first) if self.world.main else "go"  # rank 0 asks; every rank acts alike
+        if said not in GATE:
+            raise ValueError(f"halving gate said {said!r} ({' | '.join(GATE)})")
+        action = GATE[int(dist.largest(self.world, GATE.index(said), self.device))]
+        if action == "go":
+            return None
+        if action == "prune":
+            self.log(f"pruned: the worse half of its tuning group at {first['tokens']:,} tokens")
+            left = optim.planned_steps(p.steps, p.budgets) - optim.trained_steps(st.step, st.steps_recorded, p.budgets)
+            return Ending(
+                "pruned",
+                f"successive halving: the worse half of its tuning group at {first['tokens']:,} tokens",
+                {"flops_saved": left * p.tokens_per_step * float(p.accounting["flops_per_token"])},
+            )
+        if self.saved_at != st.step and (ending := self._checkpoint()) is not None:
+            return ending  # diverged
+        self.log(f"waiting at step {st.step} for its tuning group's decision at {first['tokens']:,} tokens")
+        e = Parked(st.step, int(first["tokens"]))
+        return Ending("waiting", str(e), error=e)
 
     def _stop(self, stop: StopFlag, where: str = "") -> Ending:
         """A stop signal: checkpoint (unless this step's is on disk), then end ``preempted``."""

@@ -87,3 +87,30 @@ if _start:
         return _train(*a, **kw)
 
     _task.train = _held
+
+# ``DW_TEST_RAISE=DIR:STEP:MODE``: a run raises RuntimeError before step STEP (STEP steps done), as a
+# CUDA or NCCL error would: MODE ``once`` on its first attempt only (a transient fault), ``always``
+# with the same message every time (a deterministic one), ``vary`` with a new message each time.
+# Each raise writes DIR/raised-K-<pid>.  Nothing in dw knows about this (it wraps optim.lr_at).
+_raise = os.environ.get("DW_TEST_RAISE", "")
+if _raise:
+    import functools as _functools
+    from pathlib import Path as _RPath
+
+    _rdir, _rstep, _rmode = _raise.rsplit(":", 2)
+    from depthwidth.train import optim as _roptim
+
+    _rreal = _roptim.lr_at
+
+    @_functools.wraps(_rreal)
+    def _raising(step, total, *a, **kw):
+        d = _RPath(_rdir)
+        n = len(list(d.glob("raised-*")))
+        if step == int(_rstep) and (_rmode != "once" or n == 0):
+            (d / f"raised-{n + 1}-{os.getpid()}").write_text(str(step))
+            raise RuntimeError(
+                "CUDA error: an illegal memory access was encountered" + (f" #{n + 1}" if _rmode == "vary" else "")
+            )
+        return _rreal(step, total, *a, **kw)
+
+    _roptim.lr_at = _raising

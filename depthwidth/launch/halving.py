@@ -1,0 +1,165 @@
+"""Successive halving of a tuning group (sweep file ``tune: {..., halving: true}``).
+
+A group's runs (the same configuration at each tuned value) are compared at their first
+token budget (``train.budgets``; with WSD, its decay branch) and the worse half stops there
+(status ``pruned``, its record kept); the others train on.  As ASHA prunes, but
+
+- deterministic: the decision depends only on the members' held-out losses at that budget
+  (ties broken by run id; a member that diverged before it reports +inf) and is taken once,
+  when the last member reports, by that member, under ``runs/NAME/halving/GROUP.lock``;
+- resumable: it is kept in ``runs/NAME/halving/GROUP.json``; a requeued, resubmitted or
+  retried run reads it back and never decides again;
+- without a waiting process: a run that reaches the budget before its group has decided
+  checkpoints and *parks* (summary ``waiting``), which frees its GPU or worker, and the
+  deciding member releases every parked one:
+
+  slurm   the parked array task requeues itself held (``scontrol requeuehold``) while it
+          holds the group's lock; the decider ``scontrol release``s it under the same lock,
+          so a release never comes before the hold
+  local   the parked task goes back to the workers (its claim file removed; a worker slot
+          whose process has exited is started again)
+  debug   the parked task is queued again; the in-process loop runs it after the others
+
+  A released run resumes from its checkpoint and asks again: ``go`` (trains on) or
+  ``prune`` (ends ``pruned``, what it did not train recorded as ``flops_saved``).
+
+A member that failed before the budget leaves the group undecided (its parked members
+``waiting``) until ``dw sweep NAME --retry-failed`` gets it to the budget.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from depthwidth.core import store
+from depthwidth.core.atomic import write_json
+from depthwidth.launch.scheduler import set_state
+from depthwidth.launch.workers import restart_workers
+
+EXIT_PARKED = 4  # a task whose run parked (local/debug; under SLURM the task exits as preempted)
+
+
+def group_file(sweep: str, group: str, root=None) -> Path:
+    return store.sweep_dir(sweep, root) / "halving" / f"{group}.json"
+
+
+def read_group(sweep: str, group: str, root=None) -> dict | None:
+    return store.read_json(group_file(sweep, group, root))
+
+
+def decide(members: list[str], reports: dict) -> dict:
+    """Rank the members by their loss at the first budget (+inf: diverged or non-finite; ties by
+    run id) and prune the worse half (floor(n / 2): of 5, the 2 worst)."""
+    ranked = sorted(members, key=lambda r: (_loss(reports[r]), r))
+    n_prune = len(ranked) // 2
+    return {"ranked": ranked, "keep": ranked[: len(ranked) - n_prune], "prune": ranked[len(ranked) - n_prune :]}
+
+
+def _loss(report: dict) -> float:
+    x = report.get("val_loss")
+    return float(x) if x is not None and math.isfinite(float(x)) else math.inf
+
+
+class Gate:
+    """Successive halving's say on one run (train()'s ``gate``): ``gate(first_result)`` reports the
+    run's first budget and answers go | park | prune; after a ``park``, ``park()`` parks the task."""
+
+    def __init__(self, sweep: str, spec: dict, run_id: str, where: dict):
+        # spec: {"group": id, "members": [run ids]} (the submission's item); where: {launcher,
+        # job_id, tasks_file, index}: how a decider releases this run's task
+        self.sweep, self.group, self.members = sweep, spec["group"], list(spec["members"])
+        self.run_id = run_id
+        self.where = {k: where[k] for k in ("launcher", "job_id", "tasks_file", "index") if k in where}
+        self.path = group_file(sweep, self.group)
+
+    def __call__(self, result: dict) -> str:
+        with store.FileLock(self.path.with_suffix(".lock")):
+            doc = self._report(result)
+            dec = doc.get("decision")
+        if dec is None:
+            return "park"
+        return "prune" if self.run_id in dec["prune"] else "go"  # not a member when decided: go on
+
+    def diverged(self) -> None:
+        """The run diverged before its first budget: it counts as the worst of its group."""
+        with store.FileLock(self.path.with_suffix(".lock")):
+            self._report({"val_loss": None, "diverged": True})
+
+    def park(self) -> bool:
+        """Park this run's task until the decision (False: the group decided meanwhile; train on now)."""
+        with store.FileLock(self.path.with_suffix(".lock")):
+            doc = store.read_json(self.path) or {}
+            if doc.get("decision") is not None:
+                return False
+            doc.setdefault("parked", {})[self.run_id] = {**self.where, "at": round(time.time(), 3)}
+            write_json(self.path, doc)
+            _hold(self.where)  # under the lock: the decider's release comes after it
+        return True
+
+    def _report(self, result: dict) -> dict:
+        """Record this run's first-budget result; the last member's report decides and releases
+        the parked members (under the caller's lock)."""
+        doc = store.read_json(self.path) or {"group": self.group, "members": self.members, "reports": {}}
+        rep = {k: result.get(k) for k in ("tokens", "step", "val_loss")}
+        doc["reports"].setdefault(self.run_id, {**rep, **({"diverged": True} if result.get("diverged") else {})})
+        members = doc["members"]
+        if doc.get("decision") is None and all(m in doc["reports"] for m in members):
+            dec = decide(members, doc["reports"])
+            doc["decision"] = {**dec, "by": self.run_id, "at": round(time.time(), 3)}
+            parked, doc["parked"] = doc.get("parked") or {}, {}
+            write_json(self.path, doc)
+            for rid, where in parked.items():
+                if rid != self.run_id:
+                    _release(where)
+            return doc
+        write_json(self.path, doc)
+        return doc
+
+
+# -- holding and releasing a parked task, per launcher -------------------------------------------
+
+
+def _hold(where: dict) -> None:
+    if where.get("launcher") == "slurm":
+        _scontrol("requeuehold", where["job_id"])
+    else:
+        set_state(Path(where["tasks_file"]).parent, int(where["index"]), state="parked", parked=time.time())
+
+
+def _release(where: dict) -> None:
+    if where.get("launcher") == "slurm":
+        _scontrol("release", where["job_id"])
+        return
+    d, i = Path(where["tasks_file"]).parent, int(where["index"])
+    set_state(d, i, state="queued", released=time.time())  # before the claim goes: a claimer's "running" wins
+    (d / f"task-{i}.claim").unlink(missing_ok=True)
+    if where.get("launcher") == "local":
+        restart_workers(d, Path(where["tasks_file"]))
+
+
+def _scontrol(verb: str, job_id: str) -> None:
+    p = subprocess.run(["scontrol", verb, job_id], capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        print(f"halving: scontrol {verb} {job_id}: {' '.join(p.stderr.split())}", file=sys.stderr, flush=True)
+
+
+def gate_for(sweep: str, item: dict, where: dict) -> Gate | None:
+    """The gate of a submission's item, if its tuning group halves."""
+    spec = item.get("halving")
+    return Gate(sweep, spec, item["run_id"], where) if spec else None
+
+
+def groups(sweep: str, root=None) -> dict[str, dict]:
+    """Every halving group's file of sweep ``sweep``: {group id: document}."""
+    d = store.sweep_dir(sweep, root) / "halving"
+    out = {}
+    if d.is_dir():
+        for p in sorted(d.glob("*.json")):
+            doc = store.read_json(p)
+            if doc:
+                out[p.stem] = doc
+    return out

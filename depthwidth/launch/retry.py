@@ -1,0 +1,136 @@
+"""Automatic retries of failed runs, with a cap and a reason (``launcher.max_retries``,
+``launcher.retry_delay_s``).
+
+Who retries: the cluster, never a process on the login node.
+
+- A run whose training raised (a CUDA or NCCL error, a full disk, a flaky file system) is
+  retried by its own task: under SLURM the task requeues itself (``scontrol requeuehold``,
+  a begin time ``retry_delay_s · 2^(k-1)`` seconds ahead, ``scontrol release``), so the retry
+  may land on another node and frees the allocation meanwhile; a local worker waits that long
+  and trains it again; the debug launcher at once.
+- A task that died without ending its run (NODE_FAIL, BOOT_FAIL, a preemption) is requeued by
+  SLURM itself (dw submits with ``--requeue``); the restarted task finds the run's summary
+  still ``running``, asks sacct how the previous attempt ended, records it as a failure and
+  resumes the run from its checkpoint, unless the cap is reached.
+- Jobs SLURM does not requeue (OUT_OF_MEMORY, TIMEOUT without the USR2 warning) end
+  ``failed``; ``dw sweep NAME --retry-failed`` resumes them.
+
+Every failed attempt is a line of ``RUN_DIR/failures.jsonl`` (written by the run's own job):
+``{attempt, time, job, host, kind: exception|died, error}``.  A run is not retried again when
+its last two failures are the same exception line ("deterministic failure: ..."), or when it
+has failed ``max_retries + 1`` times ("gave up after N attempts: ..."); diverged runs are never
+retried (the same run diverges again: ``--retry-diverged``).  ``dw status`` shows the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from depthwidth.core.atomic import append_jsonl, read_jsonl
+
+FAILURES = "failures.jsonl"
+DIED = "ended without a summary"  # the error line of an attempt that died (no exception to read)
+
+
+@dataclass(frozen=True)
+class Policy:
+    max_retries: int = 2  # retries after the first failure (so at most max_retries + 1 attempts)
+    delay_s: float = 60.0  # before the first retry; doubled for each further one
+
+
+@dataclass(frozen=True)
+class Verdict:
+    retry: bool
+    delay_s: float
+    reason: str  # what dw status says: "retrying (2 of 3) in 60 s: ..." or why not
+
+
+def policy(doc: dict) -> Policy:
+    """The policy a submission recorded in its tasks.json (``retry``); none recorded: no retries."""
+    r = doc.get("retry") or {}
+    return Policy(int(r.get("max_retries", 0)), float(r.get("delay_s", 0.0)))
+
+
+def failures(run_dir) -> list[dict]:
+    return read_jsonl(Path(run_dir) / FAILURES)
+
+
+def record(run_dir, kind: str, error: str, job: str) -> list[dict]:
+    """Append one failed attempt to the run's record; the whole record."""
+    past = failures(run_dir)
+    row = {
+        "attempt": len(past) + 1,
+        "time": round(time.time(), 3),
+        "job": job,
+        "host": os.uname().nodename,
+        "kind": kind,
+        "error": " ".join(str(error).split())[:500],
+    }
+    append_jsonl(Path(run_dir) / FAILURES, [row])
+    return [*past, row]
+
+
+def verdict(past: list[dict], p: Policy) -> Verdict:
+    """Whether the run that just failed (the last of ``past``) is retried, after how long, and why."""
+    last = past[-1]
+    n = len(past)
+    if (
+        n >= 2
+        and last["kind"] == "exception"
+        and past[-2]["kind"] == "exception"
+        and past[-2]["error"] == last["error"]
+    ):
+        return Verdict(False, 0.0, f"deterministic failure: {last['error']} (the same error twice)")
+    if n > p.max_retries:
+        how = f"after {n} attempt{'s' * (n != 1)}" if p.max_retries else "(launcher.max_retries=0)"
+        return Verdict(False, 0.0, f"gave up {how}: {last['error']}")
+    delay = p.delay_s * 2 ** (n - 1)
+    return Verdict(True, delay, f"retrying ({n + 1} of {p.max_retries + 1}) in {delay:g} s: {last['error']}")
+
+
+def died_how(job: str) -> str:
+    """How the previous attempt of SLURM job ``job`` ended, from sacct's records of its restarts
+    (``-D``): e.g. "NODE_FAIL"; "" when sacct cannot say."""
+    try:
+        p = subprocess.run(
+            ["sacct", "-n", "-P", "-X", "-D", "-o", "State", "-j", job], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    states = [ln.split()[0] for ln in p.stdout.splitlines() if ln.strip()]
+    ended = [s for s in states if s not in ("RUNNING", "PENDING", "REQUEUED", "CONFIGURING", "COMPLETING")]
+    return ended[-1] if ended else (states[-2] if len(states) >= 2 else "")
+
+
+def requeue_later(job: str, delay_s: float, log) -> bool:
+    """Requeue SLURM task ``job`` to start no sooner than ``delay_s`` from now (held, begin time
+    set, released); False if SLURM refused."""
+    steps = [
+        ["scontrol", "requeuehold", job],
+        ["scontrol", "update", f"JobId={job}", f"StartTime=now+{max(1, int(round(delay_s)))}"],
+        ["scontrol", "release", job],
+    ]
+    for cmd in steps:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            log(f"retry: {' '.join(cmd[:2])} {job}: {' '.join(p.stderr.split())}")
+            return False
+    return True
+
+
+def mark_failed(run_dir, reason: str) -> None:
+    """The run's summary.json says ``failed`` with ``reason`` (written by its own job, after train()
+    wrote it, or in place of the ``running`` one an attempt that died left behind)."""
+    from depthwidth.core.atomic import write_json
+
+    p = Path(run_dir) / "summary.json"
+    try:
+        s = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return
+    write_json(p, {**s, "status": "failed", "reason": reason, "failures": len(failures(run_dir))})
