@@ -23,12 +23,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check --quiet depthwidth tests benchmarks scripts
 	$(VENV)/bin/lint-imports --no-cache
 
-# The fault-injection suite (tests/reliability, also part of `make test`) in one line:
+# The fault-injection suite (tests/reliability, and the real-cluster scenarios of automatic retries,
+# queue limits and the follow-up job; all also part of `make test`) in one line:
 # faults injected, runs recovered, records lost, duplicates.  Fails unless 0 lost, 0 duplicated
 # and every test passed (then the failures are shown first).
 test-reliability: $(STAMP)
 	@d=$$(mktemp -d); \
-	DW_RELIABILITY_LEDGER=$$d/ledger $(PY) -m pytest -q -p no:cacheprovider tests/reliability > $$d/log 2>&1; t=$$?; \
+	DW_RELIABILITY_LEDGER=$$d/ledger $(PY) -m pytest -q -p no:cacheprovider tests/reliability \
+	  tests/test_retry.py tests/test_slurm_limits.py tests/test_followup.py > $$d/log 2>&1; t=$$?; \
 	if [ $$t -ne 0 ]; then tail -n 40 $$d/log; fi; \
 	touch $$d/ledger; $(PY) -m tests.reliability.summary $$d/ledger; s=$$?; \
 	rm -rf $$d; [ $$t -eq 0 ] && [ $$s -eq 0 ]

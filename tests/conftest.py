@@ -6,6 +6,7 @@ section of their own rather than inside another's.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
@@ -187,3 +188,30 @@ def slurm_cluster_2n():
 # ============================================================================
 # (end of SLURM section)
 # ============================================================================
+
+
+# ============================================================================
+# Reliability ledger (owner: tests/reliability, make test-reliability)
+# ``DW_RELIABILITY_LEDGER=FILE`` (set by ``make test-reliability``) collects one JSON line per
+# record of what a test injected and measured; ``python -m tests.reliability.summary FILE``
+# prints the one-line total.  Without it nothing is recorded (plain ``make test``).
+# ============================================================================
+
+
+@pytest.fixture
+def ledger(request):
+    def record(*, faults: int, recovered: int, lost: int, duplicates: int) -> None:
+        path = os.environ.get("DW_RELIABILITY_LEDGER")
+        if not path:
+            return
+        row = {
+            "test": request.node.nodeid,
+            "faults": faults,
+            "recovered": recovered,
+            "lost": lost,
+            "duplicates": duplicates,
+        }
+        with open(path, "a") as f:  # one short line per write: O_APPEND keeps lines whole
+            f.write(json.dumps(row) + "\n")
+
+    return record

@@ -111,7 +111,7 @@ def test_an_attempt_killed_without_ending_counts_and_the_run_resumes(tmp_path):
 
 
 @pytest.mark.slurm
-def test_on_slurm_the_same_error_twice_stops_after_two_attempts(slurm_cluster, tmp_path):
+def test_on_slurm_the_same_error_twice_stops_after_two_attempts(slurm_cluster, tmp_path, ledger):
     """The task requeues itself (held, begin time, released) after the first failure; the second
     attempt fails the same way: deterministic, no third."""
     env = tiny_env(tmp_path, steps=12, depths="[1]")
@@ -121,10 +121,11 @@ def test_on_slurm_the_same_error_twice_stops_after_two_attempts(slurm_cluster, t
     r = wait_for(lambda: (s := _status(env)["runs"][0])["state"] == "failed" and s, 300, "the run failed")
     assert r["attempts"] == 2 and len(list(d.glob("raised-*"))) == 2
     assert r["reason"].startswith("deterministic failure: RuntimeError: CUDA error")
+    ledger(faults=2, recovered=0, lost=0, duplicates=0)  # stopped as it should: nothing to recover
 
 
 @pytest.mark.slurm
-def test_a_node_that_dies_mid_run_its_run_is_retried_on_the_other_node(slurm_cluster_2n, tmp_path):
+def test_a_node_that_dies_mid_run_its_run_is_retried_on_the_other_node(slurm_cluster_2n, tmp_path, ledger):
     """The 2-node cluster: the run waits at a gate before step 9 (checkpoint at 8) on one node; that
     node dies — its process frozen, the node set DOWN, the process killed — so SLURM ends the task
     NODE_FAIL and requeues it (dw submits with --requeue); the task starts again on the other node,
@@ -160,4 +161,11 @@ def test_a_node_that_dies_mid_run_its_run_is_retried_on_the_other_node(slurm_clu
         ln.split("|") for ln in sh("sacct", "-n", "-P", "-X", "-D", "-o", "State,NodeList", "-j", job).stdout.split()
     ]
     assert recs[0] == ["NODE_FAIL", node] and recs[-1][0] == "COMPLETED" and recs[-1][1] != node, recs
-    assert metric_steps(run_dir) == [4, 8, 12] and r["attempts"] == 2
+    steps = metric_steps(run_dir)
+    ledger(
+        faults=1,
+        recovered=int(r["state"] == "done"),
+        lost=len({4, 8, 12} - set(steps)),
+        duplicates=len(steps) - len(set(steps)),
+    )
+    assert steps == [4, 8, 12] and r["attempts"] == 2

@@ -384,7 +384,7 @@ def _each_run_once(tmp_path, n):
 
 
 @pytest.mark.slurm
-def test_a_sweep_over_the_qos_limit_goes_in_waves_and_never_queues_more_than_it(slurm_cluster, qos5, tmp_path):
+def test_a_sweep_over_the_qos_limit_goes_in_waves_and_never_queues_more_than_it(slurm_cluster, qos5, tmp_path, ledger):
     env = tiny_env(tmp_path, steps=4, depths=TWENTY)
     t0 = time.monotonic()
     with QueueSampler(slurm_cluster, QOS) as q:
@@ -405,6 +405,14 @@ def test_a_sweep_over_the_qos_limit_goes_in_waves_and_never_queues_more_than_it(
     assert len(q.seen) >= 20 and max(q.seen) <= 5, q.seen  # squeue never showed more than 5 of the user's jobs
     assert max(q.seen) >= 4  # ... and the waves did fill the limit
     st = _status(env)
+    starts = Counter(e["run_id"] for e in read_jsonl(tmp_path / "runs" / "tiny" / "manifest") if e["event"] == "start")
+    over = sum(1 for n in q.seen if n > 5)  # a sample over the limit: a job sbatch would have refused
+    ledger(
+        faults=over,
+        recovered=st["counts"]["done"],
+        lost=20 - len(starts),
+        duplicates=sum(starts.values()) - len(starts),
+    )
     assert st["counts"]["done"] == 20 and all(r["attempts"] == 1 and r["progress"] == 1.0 for r in st["runs"])
     ev = _each_run_once(tmp_path, 20)
     arrays = Counter(e["job_id"].split("_")[0] for e in ev if e["event"] == "start")

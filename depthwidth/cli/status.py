@@ -91,6 +91,8 @@ def status_cmd(
     c.print(runs_status.summary_line(st))
     if line := runs_status.halving_line(st.get("halving")):
         c.print(line, highlight=False)
+    if line := st.get("then"):
+        c.print(line, highlight=False, soft_wrap=True)
     why = [r for r in st["runs"] if r["state"] == "failed" and r.get("reason")]
     for r in why[:WHY_SHOWN]:  # the retry policy's last word (launch/retry.py), else the error
         c.print(f"[red]failed[/] {r['run_id']}: {r['reason']}", highlight=False)
@@ -124,7 +126,10 @@ def _status(name: str, backtest: float | None) -> dict:
     imported only then: a sweep with nothing running stays as quick to list as before)."""
     from depthwidth.launch import status as runs_status
 
+    from depthwidth.launch.followup import line as then_line
+
     st = runs_status.status(_store(name))
+    st["then"] = then_line(st["sweep"])  # --then's follow-up: waiting, or what it did
     if backtest is not None or any(r["state"] == "running" for r in st["runs"]):
         from depthwidth.fit.run_forecast import attach
 

@@ -59,6 +59,13 @@ def sweep_cmd(
         help="with --dry-run: predict from the papers' law (published) instead of the sweep's fit.json "
         "(predictions appear on their own when the sweep has a fit)",
     ),
+    then: Optional[str] = typer.Option(
+        None,
+        "--then",
+        help="when every run has ended: fit,report[,analyze,eval] (dw's own commands, with the arguments of the "
+        "sweep file's then: mapping), then runs/NAME/DONE; SLURM: a CPU job after the arrays",
+        metavar="ACTIONS",
+    ),
     target: Optional[str] = typer.Option(
         None,
         "--target",
@@ -79,6 +86,8 @@ def sweep_cmd(
       dw sweep demo --retry-failed --only 'model.width=64'
 
       dw sweep demo --retry-diverged optim.lr=3e-4   (diverged runs, afresh under new run ids)
+
+      dw sweep depth_delusion launcher=slurm --then fit,report   (unattended, through to the report)
 
     Returns as soon as the jobs are submitted (launcher=debug runs them here, blocking).
     The dry run refuses what the submission refuses (missing data included; --no-data-check
@@ -137,6 +146,7 @@ def sweep_cmd(
         else:
             _render_dry(p.sweep, doc, time.perf_counter() - t0)
         return
+    then_spec = _then(name, then) if then is not None else None  # bad input: before anything is planned
     err = console(stderr=True)
     p = api.plan(name, overrides or [], only=only, dry_run=False, extend_tuning=extend_tuning)
     again = api.plan_retry(name, overrides or [], retry_diverged or [], only=only)
@@ -144,11 +154,38 @@ def sweep_cmd(
         sys.stderr.write(f"dw: warning: {w}\n")
     if p.launcher["name"] == "debug" and not as_json:
         err.print("[dim]dw[/dim] launcher=debug: training the runs here, one after another")
-    sub = api.submit_planned(p, retry_failed=retry_failed, retry=again, show=err, t0=t0)
+    sub = api.submit_planned(p, retry_failed=retry_failed, retry=again, show=err, t0=t0, then=then_spec)
     if as_json:
         emit_json(sub.to_dict())
         return
     _render_submission(sub, retry_failed)
+
+
+def _then(name: str, spec: str) -> tuple[list, dict]:
+    """``--then ACTIONS`` and the sweep file's ``then:`` arguments, each option checked against the
+    dw command it is for (one line, exit 2, nothing submitted)."""
+    import importlib
+    import inspect
+
+    from depthwidth.core.errors import bad
+    from depthwidth.launch.followup import parse
+    from depthwidth.sweep.file import load_file, then_args
+
+    actions = parse(spec)
+    args = then_args(name, load_file(name))
+    for action, argv in args.items():
+        cmd = getattr(importlib.import_module(f"depthwidth.cli.{action}"), f"{action}_cmd")
+        opts = set()
+        for prm in inspect.signature(cmd).parameters.values():
+            if type(prm.default).__name__ == "OptionInfo":  # typer's option: its flags (default --name)
+                decls = [d for d in (prm.default.param_decls or ()) for d in d.split("/")]
+                opts |= {d for d in decls if d.startswith("-")} or {"--" + prm.name.replace("_", "-")}
+        for a in argv:
+            if a.startswith("-") and a.split("=", 1)[0] not in opts:
+                raise bad(f"sweep {name}: then.{action}", a, f"an option of dw {action} ({', '.join(sorted(opts))})")
+    if "eval" in actions and not any(a.split("=", 1)[0] == "--tasks" for a in args.get("eval", [])):
+        raise bad("--then", "eval", f'eval with its tasks in sweeps/{name}.yaml: then: {{eval: "--tasks TASK[,TASK]"}}')
+    return actions, {a: args.get(a, []) for a in actions}
 
 
 def _devices(rows, default: str) -> str:
@@ -171,6 +208,10 @@ def _render_submission(sub, retry_failed: bool) -> None:
             f"{sub.sweep}: nothing to submit ({skip or 'no runs'})"
             + ("" if retry_failed else "; --retry-failed resubmits failed/cancelled/lost runs")
         )
+        if sub.then:
+            from depthwidth.launch.followup import line
+
+            c.print(line(sub.sweep) or "", highlight=False, soft_wrap=True)
         return
     n, k = len(sub.jobs), len(sub.submitted)
     arrays = len({j.split("_")[0] for j in sub.jobs})  # several when the cluster caps an array's size
@@ -195,6 +236,10 @@ def _render_submission(sub, retry_failed: bool) -> None:
         )
         c.print(f"queue limit {w['limit']} jobs ({w['source']}): {said}", highlight=False, soft_wrap=True)
     c.print("job ids: " + compress(sub.jobs))
+    if sub.then:
+        from depthwidth.launch.followup import line
+
+        c.print(line(sub.sweep) or "", highlight=False, soft_wrap=True)
     if sub.launcher == "debug":
         c.print(summary_line(status(sub.sweep)))
     else:

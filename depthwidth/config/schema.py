@@ -398,6 +398,11 @@ class SlurmLauncher:
     )
     max_retries: int = setting(2, _RETRIES_DOC, ge=0)
     retry_delay_s: float = setting(60.0, _DELAY_DOC, ge=0)
+    mail: Optional[str] = setting(
+        None,
+        "an address SLURM mails when the follow-up job of --then ends or fails (--mail-type=END,FAIL)",
+        allowed="an e-mail address or null",
+    )
     job_name: Optional[str] = setting(None, "null: dw-SWEEP")
     setup: list[str] = setting(
         [], 'shell lines run in the batch script before srun (e.g. "module load cuda")', allowed="a list of shell lines"

@@ -2,7 +2,8 @@
 
 Modules: config.py (launcher settings), submit.py (one submission, any
 backend), task.py (inside a job: train a task's runs), retry.py (automatic
-retries with a cap and a reason), halving.py (successive halving of tuning
+retries with a cap and a reason), followup.py (``--then``: fit and report once
+every run has ended), halving.py (successive halving of tuning
 groups), limits.py + waves.py (the queue's limits; a sweep larger than them
 goes in as waves), debug.py / local.py + workers.py / slurm.py (the
 backends; only slurm.py imports submitit), scheduler.py (the scheduler's view,

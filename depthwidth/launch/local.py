@@ -23,6 +23,7 @@ from pathlib import Path
 
 from depthwidth.core import store
 from depthwidth.core.atomic import write_json
+from depthwidth.launch import followup
 from depthwidth.launch.halving import EXIT_PARKED
 from depthwidth.launch.task import EXIT_PREEMPTED, ended, run_task, set_state
 from depthwidth.train.dist import free_port
@@ -50,6 +51,10 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
                 break
     finally:
         write_json(me, {**(store.read_json(me) or {}), "state": "exited"})
+    if doc.get("kind", "train") == "train" and "sig" not in stop:  # the last worker to stop runs --then's follow-up
+        rec = followup.record(doc["sweep"])
+        if rec is not None and rec.get("launcher") == "local":
+            followup.run(doc["sweep"], log=lambda m: print(m, flush=True))
     return 0
 
 

@@ -4,8 +4,8 @@
 Who retries: the cluster, never a process on the login node.
 
 - A run whose training raised (a CUDA or NCCL error, a full disk, a flaky file system) is
-  retried by its own task: under SLURM the task requeues itself (``scontrol requeuehold``,
-  a begin time ``retry_delay_s · 2^(k-1)`` seconds ahead, ``scontrol release``), so the retry
+  retried by its own task: under SLURM the task requeues itself (``scontrol requeue``, then
+  a begin time ``retry_delay_s · 2^(k-1)`` seconds ahead), so the retry
   may land on another node and frees the allocation meanwhile; a local worker waits that long
   and trains it again; the debug launcher at once.
 - A task that died without ending its run (NODE_FAIL, BOOT_FAIL, a preemption) is requeued by
@@ -108,18 +108,21 @@ def died_how(job: str) -> str:
 
 
 def requeue_later(job: str, delay_s: float, log) -> bool:
-    """Requeue SLURM task ``job`` to start no sooner than ``delay_s`` from now (held, begin time
-    set, released); False if SLURM refused."""
-    steps = [
-        ["scontrol", "requeuehold", job],
-        ["scontrol", "update", f"JobId={job}", f"StartTime=now+{max(1, int(round(delay_s)))}"],
-        ["scontrol", "release", job],
-    ]
-    for cmd in steps:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-        if p.returncode != 0:
-            log(f"retry: {' '.join(cmd[:2])} {job}: {' '.join(p.stderr.split())}")
-            return False
+    """Requeue SLURM task ``job`` (it leaves its node now) to start no sooner than ``delay_s`` from
+    now: ``scontrol requeue``, then a begin time on the pending job.  False if SLURM refused the
+    requeue; a begin time it refuses (the job not yet pending after a few tries) only drops the
+    delay, never the retry (a held job left held would wait for ever)."""
+    p = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        log(f"retry: scontrol requeue {job}: {' '.join(p.stderr.split())}")
+        return False
+    start = f"StartTime=now+{max(1, int(round(delay_s)))}"
+    for _ in range(10):  # SLURM takes a moment to make the requeued job pending
+        q = subprocess.run(["scontrol", "update", f"JobId={job}", start], capture_output=True, text=True, timeout=60)
+        if q.returncode == 0:
+            return True
+        time.sleep(0.5)
+    log(f"retry: scontrol update {job} {start}: {' '.join(q.stderr.split())} (retried without the delay)")
     return True
 
 

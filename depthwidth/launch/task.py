@@ -124,7 +124,7 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
                 ],
             )
         say = lambda m, r=it["run_id"]: log(f"[{r}] {m}")  # noqa: E731
-        if not _survived(it["run_dir"], job_id, where, pol, say, rank0):
+        if it.get("run_dir") and not _survived(it["run_dir"], job_id, where, pol, say, rank0):
             rc = 1
             continue
         while True:  # a failure retried here: local and debug (SLURM requeues the task instead)
@@ -157,7 +157,10 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
                 break
             except Exception as e:  # train() has written summary status=failed (a failed set-up too)
                 say(f"failed: {type(e).__name__}: {e}")
-                again = _retry(it["run_dir"], f"{type(e).__name__}: {e}", job_id, where, pol, say, rank0, stopped)
+                err = f"{type(e).__name__}: {e}"
+                again = (
+                    _retry(it["run_dir"], err, job_id, where, pol, say, rank0, stopped) if it.get("run_dir") else "no"
+                )
                 if again == "requeued":
                     return EXIT_PREEMPTED  # the task runs again later, from the run's checkpoint
                 if again != "now":

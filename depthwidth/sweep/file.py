@@ -60,6 +60,7 @@ TOP_KEYS = (
     "isoflop",
     "store",
     "tune",
+    "then",
 )
 
 
@@ -120,6 +121,29 @@ def load_file(name: str) -> dict:
             f"(allowed: {', '.join(TOP_KEYS)})"
         )
     return doc
+
+
+def then_args(name: str, doc: dict) -> dict[str, list[str]]:
+    """``then:`` -> {action: its dw arguments}: what ``--then`` runs after the sweep
+    (launch/followup.py), e.g. ``then: {fit: "--law depth-delusion", eval: "--tasks dw_heldout_cloze"}``."""
+    import shlex
+
+    from depthwidth.launch.followup import ACTIONS
+
+    spec = doc.get("then") or {}
+    if not isinstance(spec, dict):
+        raise bad(f"sweep {name}: then", spec, f"a mapping of {'|'.join(ACTIONS)} -> its dw arguments")
+    out = {}
+    for k, v in spec.items():
+        if k not in ACTIONS:
+            raise bad(f"sweep {name}: then key", k, "|".join(ACTIONS))
+        if isinstance(v, str):
+            out[k] = shlex.split(v)
+        elif isinstance(v, list) and all(isinstance(x, (str, int, float)) for x in v):
+            out[k] = [str(x) for x in v]
+        else:
+            raise bad(f"sweep {name}: then.{k}", v, 'its dw arguments, e.g. "--law depth-delusion"')
+    return out
 
 
 def _values(name: str, key: str, spec: Any) -> list:

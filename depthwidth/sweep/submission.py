@@ -32,6 +32,7 @@ from depthwidth.core import store
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.config import launcher_config, split_overrides, target_device
 from depthwidth.launch.limits import wave_plan
+from depthwidth.launch import followup
 from depthwidth.launch.status import RETRYABLE, status
 from depthwidth.launch.submit import submit as launch_submit
 from depthwidth.sweep.expand import (
@@ -68,6 +69,7 @@ class Submission:
     seconds: float = 0.0
     notes: list = field(default_factory=list)  # why runs one asked to retry were not resubmitted
     waves: list = field(default_factory=list)  # SLURM submissions that go in as waves (launch/slurm.py waves_of)
+    then: dict | None = None  # the follow-up armed or extended (launch/followup.py): {actions, job_id, launcher}
 
     def to_dict(self) -> dict:
         return {
@@ -78,6 +80,7 @@ class Submission:
             "skipped": self.skipped,
             "notes": self.notes,
             "waves": self.waves,
+            "then": self.then,
             "seconds": self.seconds,
         }
 
@@ -228,8 +231,11 @@ def submit_planned(
     retry: Retry | None = None,
     show: Callable | None = None,
     t0: float | None = None,
+    then: tuple[list, dict] | None = None,
 ) -> Submission:
-    """The second half of ``submit``: ``p`` from ``plan(..., dry_run=False)``."""
+    """The second half of ``submit``: ``p`` from ``plan(..., dry_run=False)``.  ``then``: (actions,
+    their arguments) of ``--then``: the follow-up armed now (launch/followup.py); without it a
+    follow-up the sweep already has waits for this submission too."""
     t0 = time.perf_counter() if t0 is None else t0
     name = p.sweep.store  # a file dw suggest wrote joins the store of the sweep it extends
     with store.SweepLock(name):
@@ -237,7 +243,23 @@ def submit_planned(
         for r in p.sweep.runs:
             if r.halving and r.group and not r.error:
                 members.setdefault(r.group, []).append(r.run_id)
-        sub = _submit(name, p.runs, p.launcher, store.runs_root().absolute(), retry_failed, show, retry, members)
+        prev = followup.record(name) if store.manifest_path(name).exists() else None
+        rec = followup.arm(name, *then, p.launcher) if then else None  # SLURM: its job held, before the arrays
+        try:
+            sub = _submit(name, p.runs, p.launcher, store.runs_root().absolute(), retry_failed, show, retry, members)
+        except BaseException:
+            if rec and rec.get("job_id"):
+                followup.cancel(rec)
+            raise
+        if rec is None and prev is not None and sub.submitted and not followup.extend(prev, sub.jobs):
+            rec = followup.arm(name, prev["actions"], prev.get("args") or {}, p.launcher)  # it has run: again
+        if rec is not None:
+            followup.attach(rec, sub.jobs)
+            sub.then = {k: rec.get(k) for k in ("actions", "job_id", "launcher")}
+        elif prev is not None and sub.submitted:
+            sub.then = {k: prev.get(k) for k in ("actions", "job_id", "launcher")} | {"extended": True}
+    if rec is not None and (p.launcher["name"] == "debug" or (p.launcher["name"] == "local" and not sub.submitted)):
+        followup.run(name, log=lambda m: None)  # here, now: no job or worker will
     sub.seconds = round(time.perf_counter() - t0, 3)
     return sub
 
