@@ -124,3 +124,36 @@ def test_on_slurm_the_follow_up_waits_for_a_retry_failed_resubmission(slurm_clus
     ev = [json.loads(x) for x in (tmp_path / "runs" / "fu" / "manifest").read_text().splitlines()]
     starts = [e["run_id"] for e in ev if e["event"] == "start"]
     ledger(faults=1, recovered=1, lost=3 - len(set(starts)), duplicates=len(starts) - len(set(starts)))
+
+
+@pytest.mark.slurm
+def test_on_slurm_a_run_slurm_timed_out_is_resubmitted_by_the_follow_up(slurm_cluster, tmp_path, ledger):
+    """A hung run (stuck at step 4, deaf to every signal but SIGKILL: tests/gate DW_TEST_HANG) reaches
+    its time limit, shortened to a minute: SLURM ends the task TIMEOUT and does not requeue it.  The
+    follow-up job finds it, records the attempt, resubmits it from its checkpoint and requeues itself
+    behind it; when the retry is done it reports: one run, done, one history."""
+    from tests.helpers import GATE_CODE, REPO
+
+    env = _env(tmp_path, depths="[1]")
+    hang = tmp_path / "hang"
+    hang.mkdir()
+    fault = {"PYTHONPATH": f"{GATE_CODE}{os.pathsep}{REPO}", "DW_TEST_HANG": f"{hang}:4"}
+    sh = lambda *a: subprocess.run(a, capture_output=True, text=True, env={**os.environ, **env}, timeout=60)  # noqa: E731
+    p = run_dw("sweep", "fu", "launcher=slurm", "--then", "report", "--json", env={**env, **fault})
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    (job,), follow = out["jobs"], out["then"]["job_id"]
+    wait_for(lambda: list(hang.glob("hung-*")), 120, "the run hung at step 4")
+    assert sh("scontrol", "update", f"JobId={job}", "TimeLimit=1").returncode == 0
+    wait_for(lambda: "TIMEOUT" in sh("sacct", "-n", "-X", "-P", "-D", "-o", "State", "-j", job).stdout, 240, "TIMEOUT")
+    done = tmp_path / "runs" / "fu" / "DONE"
+    wait_for(done.is_file, 300, "runs/fu/DONE")
+    assert done.read_text().startswith("fu: 1 run — 1 done; report: ok"), done.read_text()
+    run_dir = next((tmp_path / "runs" / "fu").glob("*/failures.jsonl")).parent
+    (f,) = [json.loads(x) for x in (run_dir / "failures.jsonl").read_text().splitlines()]
+    assert f["kind"] == "died" and "TIMEOUT" in f["error"], f
+    log = (tmp_path / "runs" / "fu" / "jobs" / f"then-{follow}.out").read_text()
+    assert "still in flight: waiting for job" in log, log
+    steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    ledger(faults=1, recovered=1, lost=len({2, 4, 6} - set(steps)), duplicates=len(steps) - len(set(steps)))
+    assert steps == [2, 4, 6]

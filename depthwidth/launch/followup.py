@@ -190,6 +190,7 @@ def _script(name: str, cfg: dict) -> Path:
     opts = [
         f"--job-name={cfg.get('job_name') or f'dw-{name}'}-then",
         f"--output={d.absolute()}/then-%j.out",
+        "--open-mode=append",  # requeued behind runs in flight, it keeps one log
         f"--time={MINUTES}",
         "--nodes=1",
         "--ntasks=1",
@@ -299,8 +300,8 @@ def _retry_died(name: str, st: dict, rec: dict, log) -> list[dict]:
         past = retry.record(r["run_dir"], "died", err, r["job_id"])
         v = retry.verdict(past, pol)
         log(f"[{r['run_id']}] {v.reason}")
+        retry.mark_failed(r["run_dir"], v.reason)  # its attempt has ended: the next one must not count it again
         if not v.retry:
-            retry.mark_failed(r["run_dir"], v.reason)
             continue
         e = latest[r["run_id"]]
         keys = ("run_id", "overrides", "run_dir", "label", "ref", "tokens_total", "params", "index", "group", "tuned")

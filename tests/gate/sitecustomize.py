@@ -114,3 +114,30 @@ if _raise:
         return _rreal(step, total, *a, **kw)
 
     _roptim.lr_at = _raising
+
+# ``DW_TEST_HANG=DIR:STEP``: the first process to reach step STEP hangs there for good, deaf to every
+# signal but SIGKILL (as a process stuck in a collective or a driver call is): it writes
+# DIR/hung-<pid>, blocks USR2/TERM/INT and sleeps.  Later attempts pass (DIR/hung-* exists).
+_hang = os.environ.get("DW_TEST_HANG", "")
+if _hang:
+    import functools as _hfunctools
+    import signal as _hsignal
+    import time as _htime
+    from pathlib import Path as _HPath
+
+    _hdir, _hstep = _hang.rsplit(":", 1)
+    from depthwidth.train import optim as _hoptim
+
+    _hreal = _hoptim.lr_at
+
+    @_hfunctools.wraps(_hreal)
+    def _hanging(step, total, *a, **kw):
+        d = _HPath(_hdir)
+        if step == int(_hstep) and not list(d.glob("hung-*")):
+            _hsignal.pthread_sigmask(_hsignal.SIG_BLOCK, {_hsignal.SIGUSR2, _hsignal.SIGTERM, _hsignal.SIGINT})
+            (d / f"hung-{os.getpid()}").write_text(str(step))
+            while True:
+                _htime.sleep(3600)
+        return _hreal(step, total, *a, **kw)
+
+    _hoptim.lr_at = _hanging
