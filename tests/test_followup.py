@@ -157,3 +157,14 @@ def test_on_slurm_a_run_slurm_timed_out_is_resubmitted_by_the_follow_up(slurm_cl
     steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     ledger(faults=1, recovered=1, lost=len({2, 4, 6} - set(steps)), duplicates=len(steps) - len(set(steps)))
     assert steps == [2, 4, 6]
+
+
+def test_then_none_only_writes_done(tmp_path):
+    from depthwidth.launch.followup import parse
+
+    assert parse("none") == [] and parse("report, fit") == ["report", "fit"]
+    env = _env(tmp_path, depths="[1]")
+    p = run_dw("sweep", "fu", "--then", "none", env=env)
+    assert p.returncode == 0, p.stderr
+    done = (tmp_path / "runs" / "fu" / "DONE").read_text()
+    assert done.startswith("fu: 1 run — 1 done; no actions; ") and "follow-up (no action) ran" in p.stdout

@@ -214,3 +214,46 @@ def test_a_wave_never_splits_a_halving_group():
     assert (
         cut(halving_groups([[{"halving": {"group": "a"}}, {"halving": {"group": "a"}}]] * 2), 1) == 1
     )  # packed: no group
+
+
+def test_members_that_will_never_report_are_read_from_their_summaries(tmp_path, monkeypatch):
+    """A member done before halving was turned on reports its first budget from its summary; one that
+    failed for good (the retry policy gave up: ``failures`` in its summary) counts as the worst; the
+    last member's report then decides, and a parked member is released."""
+    from depthwidth.core import store
+    from depthwidth.launch.halving import Gate, read_group
+
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
+    sweep = store.sweep_dir("s")
+    for rid, summ in {
+        "a": {"status": "done", "budgets": [{"tokens": 512, "step": 4, "val_loss": 3.0}]},
+        "b": {"status": "failed", "failures": 2, "reason": "deterministic failure: X"},
+    }.items():
+        (sweep / rid).mkdir(parents=True)
+        (sweep / rid / "summary.json").write_text(json.dumps({"run_id": rid, **summ}))
+    spec = {"group": "g", "members": ["a", "b", "c", "d"]}
+    d = tmp_path / "jobs"
+    d.mkdir()
+    (d / "task-0.json").write_text(json.dumps({"state": "running"}))
+    (d / "task-0.claim").write_text("1")
+    where = {"launcher": "debug", "job_id": "j_0", "tasks_file": str(d / "tasks.json"), "index": 0}
+    assert Gate("s", spec, "c", where)({"tokens": 512, "step": 4, "val_loss": 2.5}) == "park"
+    assert Gate("s", spec, "c", where).park()
+    assert json.loads((d / "task-0.json").read_text())["state"] == "parked"
+    assert Gate("s", spec, "d", {"launcher": "debug", "job_id": "j_1"})({"tokens": 512, "val_loss": 2.0}) == "go"
+    doc = read_group("s", "g")
+    assert doc["decision"]["ranked"] == ["d", "c", "a", "b"] and doc["decision"]["prune"] == ["a", "b"]
+    assert doc["reports"]["a"]["read"] == "summary" and doc["reports"]["b"]["diverged"]
+    assert json.loads((d / "task-0.json").read_text())["state"] == "queued" and not (d / "task-0.claim").exists()
+    assert doc["parked"] == {}
+
+
+def test_the_other_ranks_do_as_rank_0_says_of_an_attempt(tmp_path, monkeypatch):
+    from depthwidth.launch import retry
+
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "3")
+    key = retry.attempt_key("12_4")
+    assert key == "12_4#3"
+    retry.note_attempt(tmp_path, "12_4#2", True)
+    retry.note_attempt(tmp_path, key, False)
+    assert retry.wait_attempt(tmp_path, key) is False and retry.wait_attempt(tmp_path, "12_4#2") is True

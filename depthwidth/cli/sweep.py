@@ -63,7 +63,8 @@ def sweep_cmd(
         None,
         "--then",
         help="when every run has ended: fit,report[,analyze,eval] (dw's own commands, with the arguments of the "
-        "sweep file's then: mapping), then runs/NAME/DONE; SLURM: a CPU job after the arrays",
+        "sweep file's then: mapping), then runs/NAME/DONE; SLURM: a CPU job after the arrays, which also "
+        "retries runs SLURM ended OUT_OF_MEMORY/TIMEOUT/PREEMPTED (none: only that)",
         metavar="ACTIONS",
     ),
     target: Optional[str] = typer.Option(

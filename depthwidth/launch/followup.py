@@ -25,6 +25,7 @@ the follow-up has run arms it again with the recorded actions.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -40,18 +41,23 @@ ACTIONS = ("fit", "report", "analyze", "eval")
 DONE = "DONE"
 FOLLOWUP = "dw's follow-up job"
 MINUTES = 120  # the follow-up job's --time: a fit and a report of a large sweep take minutes
-IN_FLIGHT = ("pending", "running", "waiting", "unknown")  # + preempted under SLURM (requeued)
-RETRIED_HERE = ("OUT_OF_MEMORY", "TIMEOUT")  # job states SLURM ends without requeueing
+IN_FLIGHT = ("pending", "running", "waiting", "unknown")  # + preempted under SLURM while its job is queued
+QUEUED = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RUNNING", "CONFIGURING", "COMPLETING")
+RETRIED_HERE = ("OUT_OF_MEMORY", "TIMEOUT", "PREEMPTED")  # job states SLURM ends without requeueing
+LOOK_AGAIN_S = 300  # runs in flight whose jobs the queue no longer shows (sacct lagging): look again later
 
 
 def parse(spec: str) -> list[str]:
-    """``fit,report`` -> ["fit", "report"]; BadInput naming what is allowed."""
+    """``fit,report`` -> ["fit", "report"]; ``none``: no action (the follow-up still retries what
+    SLURM ended without requeue and writes DONE); BadInput naming what is allowed."""
+    if str(spec).strip() == "none":
+        return []
     acts = [a.strip() for a in str(spec).split(",") if a.strip()]
     for a in acts:
         if a not in ACTIONS:
             raise bad("--then", a, f"a comma list of {', '.join(ACTIONS)} (e.g. fit,report)")
     if not acts or len(set(acts)) != len(acts):
-        raise bad("--then", spec, f"a comma list of distinct actions of {', '.join(ACTIONS)}")
+        raise bad("--then", spec, f"a comma list of distinct actions of {', '.join(ACTIONS)}, or none")
     return acts
 
 
@@ -131,9 +137,18 @@ def _ran(name: str, rec: dict, root=None) -> bool:
 def _run(name: str, rec: dict, me: str | None, log, status) -> int:
     st = status(name)
     slurm = rec.get("launcher") == "slurm"
-    flight = [r for r in st["runs"] if r["state"] in IN_FLIGHT or (slurm and r["state"] == "preempted")]
+    if slurm:
+        from depthwidth.launch.halving import release_decided
+
+        release_decided(name)  # a parked run whose release SLURM refused before: released now
+    flight = [
+        r
+        for r in st["runs"]
+        if r["state"] in IN_FLIGHT or (slurm and r["state"] == "preempted" and r.get("scheduler_state") in QUEUED)
+    ]
     if not flight and me is not None:
-        flight = _retry_died(name, st, rec, log)
+        with store.SweepLock(name):  # as a submission does: a --retry-failed at the same time sees it
+            flight = _retry_died(name, status(name), rec, log)
     if flight:
         if me is None:  # local: the worker still training runs the follow-up when it stops
             log(f"{name}: {len(flight)} run(s) still in flight; the follow-up waits for them")
@@ -166,7 +181,7 @@ def line(name: str, root=None) -> str | None:
     if not ev:
         return None
     rec = ev[-1]
-    what = ", ".join(rec["actions"])
+    what = ", ".join(rec["actions"]) or "no action"
     done = store.sweep_dir(name, root) / DONE
     if _ran(name, rec, root):
         return f"follow-up ({what}) ran: {done.read_text().strip()}"
@@ -270,10 +285,14 @@ def _dependencies(job: str) -> list[str]:
 
 
 def _wait_for(me: str, jobs: list[str]) -> None:
-    """Requeue this job held, behind ``jobs``, and release it (it ends here; SLURM runs it again)."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the requeue's SIGTERM must not cut the next two steps
+    """Requeue this job held, behind ``jobs`` (those the queue still shows; none: a begin time
+    LOOK_AGAIN_S ahead, so that it never spins), and release it (it ends here; SLURM runs it again)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the requeue's SIGTERM must not cut the next steps
+    live = [j for j in jobs if _known(j)]
     if _scontrol("requeuehold", me):
-        _depend(me, jobs)
+        _depend(me, live)
+        if not live:
+            _scontrol("update", f"JobId={me}", f"StartTime=now+{LOOK_AGAIN_S}")
         _scontrol("release", me)
 
 
@@ -291,7 +310,7 @@ def _retry_died(name: str, st: dict, rec: dict, log) -> list[dict]:
             latest[e["run_id"]] = e
     items = []
     for r in st["runs"]:
-        if r["state"] != "failed" or r.get("scheduler_state") not in RETRIED_HERE:
+        if r["state"] not in ("failed", "preempted") or r.get("scheduler_state") not in RETRIED_HERE:
             continue
         s = store.read_json(Path(r["run_dir"]) / "summary.json") or {}
         if s.get("status") not in ("running", "preempted"):
@@ -305,13 +324,17 @@ def _retry_died(name: str, st: dict, rec: dict, log) -> list[dict]:
             continue
         e = latest[r["run_id"]]
         keys = ("run_id", "overrides", "run_dir", "label", "ref", "tokens_total", "params", "index", "group", "tuned")
-        items.append({k: e.get(k) for k in keys} | {k: e[k] for k in ("depth", "width", "shape") if k in e})
+        extra = ("depth", "width", "shape", "halving")
+        items.append(({k: e.get(k) for k in keys} | {k: e[k] for k in extra if k in e}, e.get("launcher_cfg") or cfg))
     if not items:
         return []
     from depthwidth.launch.waves import clean_env
 
     clean_env()  # the arrays it submits must not inherit this job's allocation
-    pairs = submit(name, items, cfg)
+    by_cfg: dict = {}  # each run with its own launcher settings (a block's GPUs, its time limit)
+    for it, c in items:
+        by_cfg.setdefault(json.dumps(c, sort_keys=True, default=str), (c, []))[1].append(it)
+    pairs = [p for c, its in by_cfg.values() for p in submit(name, its, c)]
     return [{"run_id": p["run_id"], "job_id": p["job_id"]} for p in pairs]
 
 

@@ -89,6 +89,14 @@ class Gate:
         with store.FileLock(self.path.with_suffix(".lock")):
             self._report({"val_loss": None, "diverged": True})
 
+    def rerun(self) -> None:
+        """Start this run's task again now (a run of several ranks whose group decided while it
+        parked: its other ranks have left), as a release would."""
+        if self.where.get("launcher") == "slurm":
+            _scontrol("requeue", self.where["job_id"])
+        else:
+            _release(self.where)
+
     def park(self) -> bool:
         """Park this run's task until the decision (False: the group decided meanwhile; train on now)."""
         with store.FileLock(self.path.with_suffix(".lock")):
@@ -107,17 +115,46 @@ class Gate:
         rep = {k: result.get(k) for k in ("tokens", "step", "val_loss")}
         doc["reports"].setdefault(self.run_id, {**rep, **({"diverged": True} if result.get("diverged") else {})})
         members = doc["members"]
+        if doc.get("decision") is None:
+            _settled(self.sweep, members, doc["reports"])
         if doc.get("decision") is None and all(m in doc["reports"] for m in members):
             dec = decide(members, doc["reports"])
             doc["decision"] = {**dec, "by": self.run_id, "at": round(time.time(), 3)}
-            parked, doc["parked"] = doc.get("parked") or {}, {}
-            write_json(self.path, doc)
-            for rid, where in parked.items():
-                if rid != self.run_id:
-                    _release(where)
-            return doc
+        if doc.get("decision") is not None:  # release the parked; one whose release fails stays listed
+            doc["parked"] = {r: w for r, w in (doc.get("parked") or {}).items() if r != self.run_id and not _release(w)}
         write_json(self.path, doc)
         return doc
+
+
+def _settled(sweep: str, members: list[str], reports: dict) -> None:
+    """Members that will never report, read from their own summaries: a run done or pruned before
+    (halving turned on later, a run finished before ``--extend-tuning``) reports its first budget; a
+    run that diverged, or failed and will not be retried (``failures`` in its summary), +inf."""
+    for m in members:
+        if m in reports:
+            continue
+        s = store.read_json(store.sweep_dir(sweep) / m / "summary.json") or {}
+        first = (s.get("budgets") or [None])[0]
+        if s.get("status") in ("done", "pruned") and isinstance(first, dict):
+            reports[m] = {k: first.get(k) for k in ("tokens", "step", "val_loss")} | {"read": "summary"}
+        elif s.get("status") == "diverged" or (s.get("status") == "failed" and s.get("failures")):
+            reports[m] = {"val_loss": None, "diverged": True, "read": "summary"}
+
+
+def release_decided(sweep: str) -> int:
+    """Release again every parked member of a decided group whose release failed (a follow-up job
+    and every submission ask); the number released."""
+    n = 0
+    for gid, doc in groups(sweep).items():
+        if doc.get("decision") and doc.get("parked"):
+            path = group_file(sweep, gid)
+            with store.FileLock(path.with_suffix(".lock")):
+                doc = store.read_json(path) or {}
+                left = {r: w for r, w in (doc.get("parked") or {}).items() if not _release(w)}
+                n += len(doc.get("parked") or {}) - len(left)
+                doc["parked"] = left
+                write_json(path, doc)
+    return n
 
 
 # -- holding and releasing a parked task, per launcher -------------------------------------------
@@ -130,21 +167,32 @@ def _hold(where: dict) -> None:
         set_state(Path(where["tasks_file"]).parent, int(where["index"]), state="parked", parked=time.time())
 
 
-def _release(where: dict) -> None:
+def _release(where: dict) -> bool:
+    """Let a parked task run again; False if SLURM refused (it stays listed, released later)."""
     if where.get("launcher") == "slurm":
-        _scontrol("release", where["job_id"])
-        return
+        return _scontrol("release", where["job_id"])
     d, i = Path(where["tasks_file"]).parent, int(where["index"])
     set_state(d, i, state="queued", released=time.time())  # before the claim goes: a claimer's "running" wins
     (d / f"task-{i}.claim").unlink(missing_ok=True)
     if where.get("launcher") == "local":
         restart_workers(d, Path(where["tasks_file"]))
+    return True
 
 
-def _scontrol(verb: str, job_id: str) -> None:
-    p = subprocess.run(["scontrol", verb, job_id], capture_output=True, text=True, timeout=60)
-    if p.returncode != 0:
-        print(f"halving: scontrol {verb} {job_id}: {' '.join(p.stderr.split())}", file=sys.stderr, flush=True)
+def _scontrol(verb: str, job_id: str) -> bool:
+    """``scontrol VERB JOB``, three tries; whether it succeeded."""
+    err = ""
+    for k in range(3):
+        try:
+            p = subprocess.run(["scontrol", verb, job_id], capture_output=True, text=True, timeout=60)
+            if p.returncode == 0:
+                return True
+            err = " ".join(p.stderr.split())
+        except (OSError, subprocess.TimeoutExpired) as e:
+            err = str(e)
+        time.sleep(1.0 + k)
+    print(f"halving: scontrol {verb} {job_id}: {err}", file=sys.stderr, flush=True)
+    return False
 
 
 def gate_for(sweep: str, item: dict, where: dict) -> Gate | None:

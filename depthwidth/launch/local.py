@@ -42,10 +42,17 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
     for sig in STOP_SIGNALS:  # between runs; while one trains, train()'s handler has these
         signal.signal(sig, lambda s, f: _stop(stop, s))
     try:
-        while "sig" not in stop and (i := _claim(d, len(doc["tasks"]))) is not None:
+        while "sig" not in stop:
+            i = _claim(d, len(doc["tasks"]))
+            if i is None:
+                with store.FileLock(d / ".workers.lock"):  # no task handed back between the look and the exit
+                    i = _claim(d, len(doc["tasks"]))
+                    if i is None:
+                        write_json(me, {**(store.read_json(me) or {}), "state": "exited"})
+                        break
             set_state(d, i, state="running", pid=os.getpid(), slot=slot, started=time.time())
             rc = _run(tf, i, stop)
-            if rc != EXIT_PARKED:  # a parked task's state is the group's to set (halving.py)
+            if rc != EXIT_PARKED and _still_mine(d, i):  # a parked task's state is its group's to set (halving.py)
                 ended(d, i, rc)
             if rc == EXIT_PREEMPTED:
                 break
@@ -56,6 +63,11 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
         if rec is not None and rec.get("launcher") == "local":
             followup.run(doc["sweep"], log=lambda m: print(m, flush=True))
     return 0
+
+
+def _still_mine(d: Path, i: int) -> bool:
+    """Whether task ``i`` is still this worker's (not handed back and claimed by another meanwhile)."""
+    return (store.read_json(d / f"task-{i}.json") or {}).get("pid") == os.getpid()
 
 
 def _claim(d: Path, n: int) -> int | None:
@@ -107,9 +119,10 @@ def _run(tasks_file: Path, index: int, stop: dict) -> int:
     finally:
         stop.pop("child", None)
     # torchrun reports its ranks' exit 3 (or 4) as a failure of its own: the summaries say what happened
-    got = _statuses(tasks_file, index) if rc else set()
-    if "waiting" in got and not {"failed", "diverged"} & got:
+    t = store.read_json(Path(tasks_file).parent / f"task-{index}.json") or {}
+    if rc and (t.get("parked") or 0) >= (t.get("started") or 0) > 0:  # parked by its run (halving.py)
         return EXIT_PARKED
+    got = _statuses(tasks_file, index) if rc else set()
     return EXIT_PREEMPTED if rc and "sig" in stop and "preempted" in got and not {"failed", "diverged"} & got else rc
 
 

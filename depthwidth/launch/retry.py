@@ -12,8 +12,9 @@ Who retries: the cluster, never a process on the login node.
   SLURM itself (dw submits with ``--requeue``); the restarted task finds the run's summary
   still ``running``, asks sacct how the previous attempt ended, records it as a failure and
   resumes the run from its checkpoint, unless the cap is reached.
-- Jobs SLURM does not requeue (OUT_OF_MEMORY, TIMEOUT without the USR2 warning) end
-  ``failed``; ``dw sweep NAME --retry-failed`` resumes them.
+- Jobs SLURM does not requeue (OUT_OF_MEMORY, TIMEOUT without the USR2 warning, a cancelling
+  preemption) are resubmitted, under the same cap, by the follow-up job of ``--then``
+  (followup.py; ``--then none`` for that alone); else ``dw sweep NAME --retry-failed``.
 
 Every failed attempt is a line of ``RUN_DIR/failures.jsonl`` (written by the run's own job):
 ``{attempt, time, job, host, kind: exception|died, error}``.  A run is not retried again when
@@ -73,6 +74,32 @@ def record(run_dir, kind: str, error: str, job: str) -> list[dict]:
     }
     append_jsonl(Path(run_dir) / FAILURES, [row])
     return [*past, row]
+
+
+ATTEMPTS = ".attempts.jsonl"  # rank 0's word on each attempt (may it train?), for the other ranks
+WAIT_ATTEMPT_S = 120.0
+
+
+def attempt_key(job: str) -> str:
+    """This attempt of the run's job (SLURM restarts of a task share its id)."""
+    return f"{job}#{os.environ.get('SLURM_RESTART_COUNT', '0')}"
+
+
+def note_attempt(run_dir, key: str, train: bool) -> None:
+    """Rank 0: whether this attempt trains (every rank must do as it does)."""
+    append_jsonl(Path(run_dir) / ATTEMPTS, [{"key": key, "train": bool(train)}])
+
+
+def wait_attempt(run_dir, key: str) -> bool:
+    """The other ranks: rank 0's word on this attempt (it writes it before it trains); True if it
+    never comes (rank 0 gone: the process group's set-up then fails on every rank alike)."""
+    t_end = time.monotonic() + WAIT_ATTEMPT_S
+    while time.monotonic() < t_end:
+        for row in reversed(read_jsonl(Path(run_dir) / ATTEMPTS)):
+            if row.get("key") == key:
+                return bool(row.get("train"))
+        time.sleep(0.2)
+    return True
 
 
 def verdict(past: list[dict], p: Policy) -> Verdict:

@@ -93,12 +93,12 @@ def submit(
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)  # nothing was queued: leave no half submission
             raise
-        _register(name, tasks, job_ids, launcher, kind, args)
+        _register(name, tasks, job_ids, launcher, kind, args, cfg)
         return _pairs(tasks, job_ids)
     job_ids = [f"{launcher}-{sub}_{i}" for i in range(len(tasks))]
     for i, j in enumerate(job_ids):
         write_json(d / f"task-{i}.json", {"job_id": j, "index": i, "state": "queued"})
-    _register(name, tasks, job_ids, launcher, kind, args)
+    _register(name, tasks, job_ids, launcher, kind, args, cfg)
     if launcher == "local":
         spawn_workers(d, tasks_file, cfg)
     elif kind == "train":
@@ -113,7 +113,7 @@ def _pairs(tasks, job_ids):
     return [{"run_id": it["run_id"], "job_id": j} for t, j in zip(tasks, job_ids) for it in t]
 
 
-def _register(name, tasks, job_ids, launcher, kind="train", args=None):
+def _register(name, tasks, job_ids, launcher, kind="train", args=None, launcher_cfg=None):
     rows = []
     for t, j in zip(tasks, job_ids):
         for it in t:
@@ -134,6 +134,8 @@ def _register(name, tasks, job_ids, launcher, kind="train", args=None):
                     **{k: it[k] for k in ("depth", "width", "shape") if it.get(k) is not None},
                     **({"retry_of": it["retry_of"]} if it.get("retry_of") else {}),
                     **({"group": it["group"], "tuned": it.get("tuned")} if it.get("group") else {}),
+                    **({"halving": it["halving"]} if it.get("halving") else {}),
+                    "launcher_cfg": launcher_cfg,
                 }
             )
     store.append_events(name, rows)

@@ -124,7 +124,7 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
                 ],
             )
         say = lambda m, r=it["run_id"]: log(f"[{r}] {m}")  # noqa: E731
-        if it.get("run_dir") and not _survived(it["run_dir"], job_id, where, pol, say, rank0):
+        if it.get("run_dir") and not _survived(it["run_dir"], job_id, where, pol, say, rank0, gate):
             rc = 1
             continue
         while True:  # a failure retried here: local and debug (SLURM requeues the task instead)
@@ -159,7 +159,9 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
                 say(f"failed: {type(e).__name__}: {e}")
                 err = f"{type(e).__name__}: {e}"
                 again = (
-                    _retry(it["run_dir"], err, job_id, where, pol, say, rank0, stopped) if it.get("run_dir") else "no"
+                    _retry(it["run_dir"], err, job_id, where, pol, say, rank0, stopped, gate)
+                    if it.get("run_dir")
+                    else "no"
                 )
                 if again == "requeued":
                     return EXIT_PREEMPTED  # the task runs again later, from the run's checkpoint
@@ -169,26 +171,35 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
     return rc
 
 
-def _survived(run_dir: str, job_id: str, where: dict, pol: retry.Policy, say, rank0: bool) -> bool:
+def _survived(run_dir: str, job_id: str, where: dict, pol: retry.Policy, say, rank0: bool, gate=None) -> bool:
     """Whether the run may train in this attempt: a previous attempt that died without ending it
-    (its summary still ``running``: node failure, a kill) counts as a failure (retry.py)."""
+    (its summary still ``running``: node failure, a kill) counts as a failure (retry.py).  Rank 0
+    decides and writes its word under this attempt's key; the other ranks do as it says."""
+    key = retry.attempt_key(job_id)
+    if not rank0:
+        return retry.wait_attempt(run_dir, key)
     s = store.read_json(Path(run_dir) / "summary.json")
     if not s or s.get("status") != "running":
+        retry.note_attempt(run_dir, key, True)
         return True
     how = retry.died_how(job_id) if where.get("launcher") == "slurm" else ""
     err = f"{retry.DIED} ({how or 'killed'}, job {job_id})"
-    past = retry.record(run_dir, "died", err, job_id) if rank0 else [*retry.failures(run_dir), {"kind": "died"}]
-    v = retry.verdict(past, pol)
+    v = retry.verdict(retry.record(run_dir, "died", err, job_id), pol)
+    retry.note_attempt(run_dir, key, v.retry)
     say(
         f"its previous attempt {err[len(retry.DIED) + 1 :] if how else 'died'}: "
         + ("resuming" if v.retry else v.reason)
     )
-    if not v.retry and rank0:
+    if not v.retry:
         retry.mark_failed(run_dir, v.reason)
+        if gate is not None:
+            gate.diverged()  # it will not reach its first budget: its group counts it the worst
     return v.retry
 
 
-def _retry(run_dir: str, error: str, job_id: str, where: dict, pol: retry.Policy, say, rank0: bool, stopped) -> str:
+def _retry(
+    run_dir: str, error: str, job_id: str, where: dict, pol: retry.Policy, say, rank0: bool, stopped, gate=None
+) -> str:
     """After a failed attempt: ``now`` (train it again in this process), ``requeued`` (SLURM starts
     this task again later) or ``no`` (the reason is in its summary)."""
     if not rank0 or int(os.environ.get("WORLD_SIZE", "1")) > 1 and where.get("launcher") != "slurm":
@@ -197,6 +208,8 @@ def _retry(run_dir: str, error: str, job_id: str, where: dict, pol: retry.Policy
     say(v.reason)
     if not v.retry:
         retry.mark_failed(run_dir, v.reason)
+        if gate is not None:
+            gate.diverged()  # it will not reach its first budget: its group counts it the worst
         return "no"
     if where.get("launcher") == "slurm":
         return "requeued" if retry.requeue_later(job_id, v.delay_s, say) else "no"
@@ -217,6 +230,10 @@ def _train_gated(cfg, say, gate) -> dict | None:
             return train(cfg, log=say, gate=gate)
         except Parked:
             if os.environ.get("RANK", "0") != "0" or gate.park():  # rank 0 parks the task; the others exit
+                return None
+            if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # the other ranks have left: all start again
+                say("its tuning group decided while it parked: its task starts again now")
+                gate.rerun()
                 return None
             say("its tuning group decided while it parked: resuming now")
 

@@ -33,6 +33,7 @@ from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.config import launcher_config, split_overrides, target_device
 from depthwidth.launch.limits import wave_plan
 from depthwidth.launch import followup
+from depthwidth.launch.halving import release_decided
 from depthwidth.launch.status import RETRYABLE, status
 from depthwidth.launch.submit import submit as launch_submit
 from depthwidth.sweep.expand import (
@@ -244,6 +245,8 @@ def submit_planned(
             if r.halving and r.group and not r.error:
                 members.setdefault(r.group, []).append(r.run_id)
         prev = followup.record(name) if store.manifest_path(name).exists() else None
+        if p.launcher["name"] == "slurm":
+            release_decided(name)  # a parked run whose release SLURM refused before: released now
         rec = followup.arm(name, *then, p.launcher) if then else None  # SLURM: its job held, before the arrays
         try:
             sub = _submit(name, p.runs, p.launcher, store.runs_root().absolute(), retry_failed, show, retry, members)
