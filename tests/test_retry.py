@@ -157,9 +157,14 @@ def test_a_node_that_dies_mid_run_its_run_is_retried_on_the_other_node(slurm_clu
     (f,) = [json.loads(x) for x in (run_dir / "failures.jsonl").read_text().splitlines()]
     assert f["kind"] == "died" and "NODE_FAIL" in f["error"], f
     wait_for(lambda: not sh("squeue", "-h", "-j", job).stdout.strip(), 120, "the job to end")
-    recs = [
-        ln.split("|") for ln in sh("sacct", "-n", "-P", "-X", "-D", "-o", "State,NodeList", "-j", job).stdout.split()
-    ]
+
+    def records():
+        out = sh("sacct", "-n", "-P", "-X", "-D", "-o", "State,NodeList", "-j", job).stdout.split()
+        return [ln.split("|") for ln in out]
+
+    # accounting may lag the controller a moment: wait for the second attempt's end to reach it
+    wait_for(lambda: (r := records()) and r[-1][0] == "COMPLETED", 60, "the second attempt COMPLETED in sacct")
+    recs = records()
     assert recs[0] == ["NODE_FAIL", node] and recs[-1][0] == "COMPLETED" and recs[-1][1] != node, recs
     steps = metric_steps(run_dir)
     ledger(
