@@ -35,7 +35,9 @@ from pathlib import Path
 
 from depthwidth.core import store
 from depthwidth.core.atomic import write_text
-from depthwidth.core.errors import BadInput, WorkFailed, bad
+from depthwidth.core.errors import bad
+from depthwidth.launch.sbatch import cpu_job, scontrol
+from depthwidth.launch.sbatch import submit as submit_job
 
 ACTIONS = ("fit", "report", "analyze", "eval")
 DONE = "DONE"
@@ -207,57 +209,22 @@ def _script(name: str, cfg: dict) -> Path:
         f"--output={d.absolute()}/then-%j.out",
         "--open-mode=append",  # requeued behind runs in flight, it keeps one log
         f"--time={MINUTES}",
-        "--nodes=1",
-        "--ntasks=1",
-        "--cpus-per-task=1",
         "--requeue",  # it requeues itself behind runs still in flight
-        *(f"--{k}={cfg[k]}" for k in ("partition", "account", "qos") if cfg.get(k) not in (None, "")),
     ]
     if cfg.get("mail"):
         opts += [f"--mail-user={cfg['mail']}", "--mail-type=END,FAIL"]
-    py = cfg.get("python") or sys.executable
-    repo = Path(__file__).resolve().parents[2]
-    lines = [
-        "#!/bin/bash",
-        *(f"#SBATCH {o}" for o in opts),
-        f"# {FOLLOWUP} of sweep {name}: when its runs have ended, dw {' / '.join(ACTIONS)} as recorded",
-        f"cd {_q(os.getcwd())}",
-        f"export PYTHONPATH={_q(str(repo))}${{PYTHONPATH:+:$PYTHONPATH}}",
-        f"export DW_RUNS={_q(str(store.runs_root().absolute()))}",
-        *(str(s) for s in cfg.get("setup") or []),
-        f"exec {_q(py)} -m depthwidth.launch.followup {_q(name)}",
-        "",
-    ]
-    p = d / f"then-{name}.sh"
-    write_text(p, "\n".join(lines))
-    return p
-
-
-def _q(s: str) -> str:
-    import shlex
-
-    return shlex.quote(s)
+    what = f"{FOLLOWUP} of sweep {name}: when its runs have ended, dw {' / '.join(ACTIONS)} as recorded"
+    return cpu_job(
+        d / f"then-{name}.sh", cfg, opts=opts, comment=what, module="depthwidth.launch.followup", args=[name]
+    )
 
 
 def _sbatch_held(name: str, cfg: dict) -> str:
-    try:
-        p = subprocess.run(
-            ["sbatch", "--parsable", "--hold", str(_script(name, cfg))], capture_output=True, text=True, timeout=60
-        )
-    except FileNotFoundError:
-        raise BadInput("launcher=slurm but there is no sbatch on PATH") from None
-    except subprocess.TimeoutExpired:
-        raise WorkFailed(f"sbatch of {FOLLOWUP} did not answer within 60 s") from None
-    if p.returncode != 0 or not p.stdout.strip():
-        raise WorkFailed(f"sbatch of {FOLLOWUP} failed: {' '.join(p.stderr.split())[:400] or f'exit {p.returncode}'}")
-    return p.stdout.strip().split(";")[0]
+    return submit_job(_script(name, cfg), FOLLOWUP, "--hold")
 
 
 def _scontrol(*args: str) -> bool:
-    p = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=60)
-    if p.returncode != 0:
-        print(f"{FOLLOWUP}: scontrol {' '.join(args)}: {' '.join(p.stderr.split())}", file=sys.stderr, flush=True)
-    return p.returncode == 0
+    return scontrol(*args, who=FOLLOWUP)
 
 
 def _depend(job: str, job_ids: list[str]) -> None:

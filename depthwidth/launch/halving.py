@@ -30,13 +30,12 @@ A member that failed before the budget leaves the group undecided (its parked me
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from depthwidth.core import store
 from depthwidth.core.atomic import write_json
+from depthwidth.launch.sbatch import scontrol
 from depthwidth.launch.scheduler import set_state
 from depthwidth.launch.workers import restart_workers
 
@@ -180,19 +179,7 @@ def _release(where: dict) -> bool:
 
 
 def _scontrol(verb: str, job_id: str) -> bool:
-    """``scontrol VERB JOB``, three tries; whether it succeeded."""
-    err = ""
-    for k in range(3):
-        try:
-            p = subprocess.run(["scontrol", verb, job_id], capture_output=True, text=True, timeout=60)
-            if p.returncode == 0:
-                return True
-            err = " ".join(p.stderr.split())
-        except (OSError, subprocess.TimeoutExpired) as e:
-            err = str(e)
-        time.sleep(1.0 + k)
-    print(f"halving: scontrol {verb} {job_id}: {err}", file=sys.stderr, flush=True)
-    return False
+    return scontrol(verb, job_id, tries=3, who="halving")
 
 
 def gate_for(sweep: str, item: dict, where: dict) -> Gate | None:

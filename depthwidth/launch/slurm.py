@@ -50,6 +50,8 @@ import submitit
 from depthwidth.core import store
 from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import BadInput, WorkFailed
+from depthwidth.launch import sbatch
+from depthwidth.launch.sbatch import cpu_job, where_lines
 from depthwidth.launch.limits import WAVE_JOB, check_room, cut, halving_groups, largest_group, read_limits, room
 from depthwidth.launch.task import EXIT_PREEMPTED, run_task
 
@@ -73,15 +75,6 @@ class SweepTask(submitit.helpers.Checkpointable):
         return {"task": index, "rc": rc}
 
 
-def _where() -> list[str]:
-    """Shell lines a job starts with: where dw ran, its code, its run store."""
-    return [
-        f"cd {shlex.quote(os.getcwd())}",
-        f"export PYTHONPATH={shlex.quote(str(Path(__file__).resolve().parents[2]))}${{PYTHONPATH:+:$PYTHONPATH}}",
-        f"export DW_RUNS={shlex.quote(str(store.runs_root().absolute()))}",
-    ]
-
-
 def minutes(t) -> int:
     """SLURM time (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S) -> whole minutes, rounded up."""
     from depthwidth.launch.config import time_minutes  # the one home of the rule (light for the dry run)
@@ -96,7 +89,7 @@ def parameters(name: str, cfg: dict) -> dict:
     nodes = int(cfg["nodes"])
     setup = [
         "trap '' USR2  # USR2 is for the steps (python under srun); scancel --full/--batch must not kill this shell",
-        *_where(),
+        *where_lines(),
     ]
     if nodes * tpn > 1:  # torch.distributed's rendezvous: the allocation's first host
         # the first node's address (NodeAddr: node names need not resolve), else its name
@@ -229,30 +222,21 @@ RETRY_S = 15  # a wave job that finds no room waits this long before it looks ag
 WAIT_S = (WAVE_MINUTES - 3) * 60  # ... for at most this long, then leaves it to a successor
 
 
-def wave_script(name: str, d: Path, cfg: dict) -> str:
+def wave_script(name: str, d: Path, cfg: dict) -> Path:
     """The wave job's sbatch file: one CPU on one node, the runs' partition/account/QOS (its slot
     counts against the same limits), no requeue (a rerun must not submit a wave twice)."""
-    opts = [
-        f"--job-name={cfg['job_name'] or f'dw-{name}'}-waves",
-        f"--output={d.absolute()}/wave-%j.out",
-        f"--time={WAVE_MINUTES}",
-        "--nodes=1",
-        "--ntasks=1",
-        "--cpus-per-task=1",
-        "--no-requeue",
-        *(f"--{k}={cfg[k]}" for k in ("partition", "account", "qos") if cfg.get(k) not in (None, "")),
-    ]
-    python = shlex.quote(cfg["python"] or sys.executable)
-    return "\n".join(
-        [
-            "#!/bin/bash",
-            *(f"#SBATCH {o}" for o in opts),
-            f"# dw's wave job: submits the next wave of {d.name}'s array tasks when the last one has ended",
-            *_where(),
-            *(str(s) for s in cfg["setup"]),
-            f"exec {python} -m depthwidth.launch.waves {shlex.quote(str(d.absolute()))}",
-            "",
-        ]
+    return cpu_job(
+        d / WAVE_SCRIPT,
+        cfg,
+        opts=[
+            f"--job-name={cfg['job_name'] or f'dw-{name}'}-waves",
+            f"--output={d.absolute()}/wave-%j.out",
+            f"--time={WAVE_MINUTES}",
+            "--no-requeue",
+        ],
+        comment=f"dw's wave job: submits the next wave of {d.name}'s array tasks when the last one has ended",
+        module="depthwidth.launch.waves",
+        args=[str(d.absolute())],
     )
 
 
@@ -261,21 +245,13 @@ def submit_wave_job(name: str, d: Path, cfg: dict, *, after: list[str] | None = 
     their tasks ended, whatever their state), or ``begin_s`` seconds from now; -> its job id."""
     script = d / WAVE_SCRIPT
     if not script.is_file():
-        script.write_text(wave_script(name, d, cfg))
-    cmd = ["sbatch", "--parsable"]
+        wave_script(name, d, cfg)
+    opts = []
     if after:
-        cmd.append("--dependency=afterany:" + ":".join(sorted({j.split("_")[0] for j in after}, key=int)))
+        opts.append("--dependency=afterany:" + ":".join(sorted({j.split("_")[0] for j in after}, key=int)))
     if begin_s:
-        cmd.append(f"--begin=now+{int(begin_s)}")
-    try:
-        p = subprocess.run([*cmd, str(script)], capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise BadInput("launcher=slurm but there is no sbatch on PATH") from None
-    except subprocess.TimeoutExpired:
-        raise WorkFailed(f"sbatch of {WAVE_JOB} did not answer within 60 s") from None
-    if p.returncode != 0 or not p.stdout.strip():
-        raise WorkFailed(f"sbatch of {WAVE_JOB} failed: {' '.join(p.stderr.split())[:400] or f'exit {p.returncode}'}")
-    return p.stdout.strip().split(";")[0]
+        opts.append(f"--begin=now+{int(begin_s)}")
+    return sbatch.submit(script, WAVE_JOB, *opts)
 
 
 def _record(d: Path, doc: dict, n: int, ids: list[str], nxt: str | None, free: int | None) -> None:

@@ -33,20 +33,6 @@ SHAPE_LABEL = {
 DONE = ("done",)
 
 
-NOT_DONE = (
-    "pending",
-    "running",
-    "waiting",
-    "pruned",
-    "failed",
-    "diverged",
-    "preempted",
-    "cancelled",
-    "lost",
-    "unknown",
-)
-
-
 PAPER_DD_LOSS = {  # (depth, width): (loss, params) — "The Depth Delusion", training loss
     (2, 512): (3.945, 58e6),
     (8, 512): (3.543, 77e6),
