@@ -106,7 +106,8 @@ class RefGPT(nn.Module):
 
 
 def step_timer(model, idx, targets):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    # fused, as dw's trainer builds it (train/optim.build_optimizer)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=True)
 
     def step():
         opt.zero_grad(set_to_none=True)

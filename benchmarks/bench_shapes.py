@@ -11,14 +11,24 @@ reference).  The table: median step time over ≥ 8 rounds, the median per-round
 the uniform model, and the training-FLOP ratio beside it.  Target: every shaped model's
 ratio ≤ its FLOP ratio + 0.02, compiled (``--compile``: per block, as train/parallel.py).
 
-    python benchmarks/bench_shapes.py [--rounds 8] [--compile] [--sizes 8x512,12x1024]
+On this 2-core machine one process's ratio moves by about ±2% from one process to the
+next (how glibc happens to place and return the big tensors: a tensor over its mmap
+threshold is unmapped at free and page-faulted in again next step), more than rounds
+inside a process cancel.  ``--repeats N`` therefore runs every size and family in N fresh
+processes and reports the median of their ratios with the range; ``--steady-malloc``
+starts them with glibc's mmap and trim thresholds raised (MALLOC_MMAP_THRESHOLD_,
+MALLOC_TRIM_THRESHOLD_), so that after the warm-up no step faults pages in.
+
+    python benchmarks/bench_shapes.py [--rounds 8] [--compile] [--sizes 8x512,12x1024] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model import paired, step_timer  # noqa: E402
 
 from depthwidth.model.figures import figures  # noqa: E402
+from depthwidth.train.hostmem import hold_freed_memory  # noqa: E402
 from depthwidth.train.parallel import compile_blocks  # noqa: E402
 from depthwidth.model.gpt import VariableWidthGPT  # noqa: E402
 from depthwidth.model.resolve import from_config  # noqa: E402
@@ -79,8 +90,17 @@ def main(argv=None) -> dict:
     ap.add_argument("--sizes", default=",".join(SIZES), help="comma-separated: " + ", ".join(SIZES))
     ap.add_argument("--no-whole", action="store_true", help="skip the whole-stream layout (before)")
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated: " + ", ".join(FAMILIES))
+    ap.add_argument("--repeats", type=int, default=1, help="fresh processes per size and family (median)")
+    ap.add_argument("--steady-malloc", action="store_true", help="raise glibc's mmap/trim thresholds in them")
+    ap.add_argument(
+        "--default-malloc", action="store_true", help="leave glibc's thresholds as they are (dw train raises them)"
+    )
     args = ap.parse_args(argv)
+    if args.repeats > 1 or args.steady_malloc:
+        return repeated(args, argv if argv is not None else sys.argv[1:])
     torch.set_num_threads(args.threads)
+    if not args.default_malloc:
+        hold_freed_memory()  # as dw train does on the CPU (train/hostmem.py)
     V, B, T = 4096, 8, 128
     torch.manual_seed(0)
     idx = torch.randint(0, V, (B, T))
@@ -101,29 +121,29 @@ def main(argv=None) -> dict:
         L, h = SIZES[size]
         uni_spec = spec_of(L, h, "uniform", V)
         fu = figures(uni_spec, T)
-        rows, uni_times = {}, []
-        for f in args.families.split(","):  # one shape at a time beside the uniform model: 12 x 1024 fits in memory
-            spec = spec_of(L, h, f, V)
-            models = {}
-            for name, s_ in (("uniform", uni_spec), (f, spec)):
-                torch.manual_seed(0)
-                m = VariableWidthGPT(s_, T)
-                if args.compile:
-                    compile_blocks(m)
-                models[name] = m
-            if not args.no_whole:
-                models[f + "/whole"] = Whole(models[f])
-            steps = {name: step_timer(m, idx, targets) for name, m in models.items()}
-            for st in steps.values():  # warm-up (and compilation)
-                st(), st()
-            times = {name: [] for name in steps}
-            for _ in range(args.rounds):
-                for name, st in steps.items():  # interleaved: drift hits every model alike
-                    t0 = time.perf_counter()
-                    st()
-                    times[name].append(time.perf_counter() - t0)
-            del models, steps
-            uni_times += times["uniform"]
+        families = args.families.split(",")
+        specs = {f: spec_of(L, h, f, V) for f in families}
+        models = {}
+        for name, s_ in (("uniform", uni_spec), *specs.items()):  # every model of the size, interleaved
+            torch.manual_seed(0)
+            m = VariableWidthGPT(s_, T)
+            if args.compile:
+                compile_blocks(m)
+            models[name] = m
+            if name != "uniform" and not args.no_whole:
+                models[name + "/whole"] = Whole(m)
+        steps = {name: step_timer(m, idx, targets) for name, m in models.items()}
+        for st in steps.values():  # warm-up (and compilation)
+            st(), st()
+        times = {name: [] for name in steps}
+        for _ in range(args.rounds):
+            for name, st in steps.items():  # interleaved: drift hits every model alike
+                t0 = time.perf_counter()
+                st()
+                times[name].append(time.perf_counter() - t0)
+        del models, steps
+        rows = {}
+        for f, spec in specs.items():
             fig = figures(spec, T)
             flop = fig["flops_per_token"] / fu["flops_per_token"]
             seg = paired(times, f, "uniform")[2]
@@ -143,7 +163,54 @@ def main(argv=None) -> dict:
                 f"{'' if whole is None else f'{whole:9.3f}'}  {flop + 0.02:7.3f}  {'yes' if ok else 'NO'}",
                 flush=True,
             )
+        uni_times = times["uniform"]
         out["sizes"][size] = {"uniform_step_s": statistics.median(uni_times), "shapes": rows}
+    print(json.dumps(out))
+    return out
+
+
+STEADY = {"MALLOC_MMAP_THRESHOLD_": str(4 << 30), "MALLOC_TRIM_THRESHOLD_": str(64 << 30)}
+
+
+def repeated(args, argv: list[str]) -> dict:
+    """Every size in args.repeats fresh processes; per family the median ratio and its range."""
+    drop = {"--repeats", "--steady-malloc", "--sizes", "--families"}
+    base, skip = [], False
+    for a in argv:  # the child's arguments: everything but what this loop sets
+        if skip:
+            skip = False
+        elif a.split("=")[0] in drop:
+            skip = "=" not in a and a not in ("--steady-malloc",)
+        else:
+            base.append(a)
+    env = {**os.environ, **(STEADY if args.steady_malloc else {})}
+    out = {"compile": args.compile, "rounds": args.rounds, "repeats": args.repeats, "steady_malloc": args.steady_malloc}
+    out["sizes"] = {}
+    print(
+        f"{'size':14} {'shape':8} {'FLOPs/uni':>9} {'median/uni':>10} {'range':>13} {'whole/uni':>9}  {'target':>7}  ok"
+    )
+    for size in args.sizes.split(","):
+        rows, reps = {}, []
+        for _ in range(args.repeats):
+            cmd = [sys.executable, __file__, *base, "--sizes", size, "--families", args.families]
+            res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            reps.append(json.loads(res.stdout.strip().splitlines()[-1])["sizes"][size])
+        for f in args.families.split(","):
+            runs = [r["shapes"][f] for r in reps]
+            ratios = [r["step_ratio"] for r in runs]
+            wholes = [r["step_ratio_whole"] for r in runs if r["step_ratio_whole"] is not None]
+            row = dict(runs[0], step_ratio=statistics.median(ratios), step_ratios=ratios)
+            row["step_ratio_whole"] = statistics.median(wholes) if wholes else None
+            row["ok"] = row["step_ratio"] <= row["flop_ratio"] + 0.02
+            rows[f] = row
+            w = row["step_ratio_whole"]
+            print(
+                f"{size:14} {SYMBOL[f]:8} {row['flop_ratio']:9.3f} {row['step_ratio']:10.3f} "
+                f"{min(ratios):6.3f}–{max(ratios):6.3f} {'' if w is None else f'{w:9.3f}'}  "
+                f"{row['flop_ratio'] + 0.02:7.3f}  {'yes' if row['ok'] else 'NO'}",
+                flush=True,
+            )
+        out["sizes"][size] = {"shapes": rows}
     print(json.dumps(out))
     return out
 

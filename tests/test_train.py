@@ -284,6 +284,51 @@ def test_newer_corrupt_checkpoints_never_outlive_the_one_just_saved(tmp_path):
     assert checkpoint.load(checkpoint.latest(d), model, opt)["x"] == 0
 
 
+def test_the_optimizer_is_fused_and_a_checkpoint_keeps_this_layouts_kernel(tmp_path):
+    """dw's AdamW runs torch's fused kernel on plain tensors (train/optim.build_optimizer); a
+    checkpoint written by the unfused kernel (every checkpoint before it) resumes with the
+    fused kernel, its moments and step exactly as written, and steps as the unfused one would."""
+    import torch
+
+    from depthwidth.model.gpt import VariableWidthGPT
+    from depthwidth.model.spec import ModelSpec
+    from depthwidth.train import checkpoint, optim
+    from depthwidth.train.dist import World
+
+    class O:
+        lr, betas, eps, weight_decay = 1e-2, (0.9, 0.95), 1e-8, 0.1
+
+    def model():
+        torch.manual_seed(0)
+        return VariableWidthGPT(ModelSpec(widths=(32, 16), vocab_size=17, embed_width=32, head_dim=16), 8)
+
+    idx = torch.randint(0, 17, (2, 8), generator=torch.Generator().manual_seed(1))
+
+    def step(m, opt):
+        opt.zero_grad()
+        m(idx, idx)[1].backward()
+        opt.step()
+
+    old = model()
+    old_opt = optim.build_optimizer(old, O)
+    assert all(g["fused"] for g in old_opt.param_groups)
+    for g in old_opt.param_groups:  # the kernel every checkpoint before this change was written with
+        g["fused"] = None
+    step(old, old_opt)
+    checkpoint.save(tmp_path / "ckpt", 1, World(), old, old_opt, {}, keep=1)
+    new = model()
+    new_opt = optim.build_optimizer(new, O)
+    checkpoint.load(checkpoint.latest(tmp_path / "ckpt"), new, new_opt)
+    assert all(g["fused"] for g in new_opt.param_groups)
+    for p, q in zip(old.parameters(), new.parameters()):
+        assert torch.equal(p, q)
+        for k in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(old_opt.state[p][k], new_opt.state[q][k])
+    step(old, old_opt), step(new, new_opt)
+    for p, q in zip(old.parameters(), new.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+
+
 def test_signal_in_the_last_step_finishes_the_run(tmp_path):
     """A stop signal that lands while the final step runs must not turn a
     finished run into a preempted one."""

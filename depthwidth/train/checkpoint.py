@@ -251,7 +251,10 @@ def load(path: Path, model, opt) -> dict:
     state = {"model": msd, "optim": osd}
     with _quiet():
         dcp.load(state, checkpoint_id=str(path))
+    kernels = [(g.get("fused"), g.get("foreach")) for g in opt.param_groups]
     set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    for g, (fused, foreach) in zip(opt.param_groups, kernels):  # this layout's kernel, not the writer's
+        g["fused"], g["foreach"] = fused, foreach
     try:
         return torch.load(path / "extra.pt", map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # weights_only refused an object: never unpickle it

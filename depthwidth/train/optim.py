@@ -147,8 +147,17 @@ def build_optimizer(model, o: Any):
     MLP, MoE router and expert matrices, resize projections) form a third group that
     trains at lr / m_width, as lm-engine's ``params_group_method: mup`` does; embedding,
     LM head, norms and biases train at lr.  ``lr_scale`` in each group carries the
-    factor through every ``set_lr``."""
+    factor through every ``set_lr``.
+
+    The fused kernel (one pass over each parameter, CPU and CUDA) wherever the parameters
+    are plain tensors: torch's CPU default otherwise builds two parameter-sized temporaries
+    per matrix every step (sqrt(v), then its quotient), and glibc hands a tensor over its
+    mmap threshold (32 MB at most) back at free, so a wide layer's matrices were
+    page-faulted in again every step (the 12 × 1024 × model's AdamW step: 0.56 s, fused
+    0.07 s; the uniform model's 0.35 s, fused 0.13 s).  FSDP's sharded (DTensor)
+    parameters keep torch's default."""
     import torch
+    from torch.distributed.tensor import DTensor
 
     spec = model.spec
     hidden = {id(p) for p in model.hidden_matrices()} if spec.mup else set()
@@ -162,7 +171,9 @@ def build_optimizer(model, o: Any):
     ]
     if spec.mup:
         groups.append({"params": mup, "weight_decay": float(o.weight_decay), "lr_scale": 1.0 / spec.m_width})
-    return torch.optim.AdamW(groups, lr=float(o.lr), betas=tuple(o.betas), eps=float(o.eps))
+    params = [p for g in groups for p in g["params"]]
+    fused = all(not isinstance(p, DTensor) and p.device.type in ("cpu", "cuda") for p in params)
+    return torch.optim.AdamW(groups, lr=float(o.lr), betas=tuple(o.betas), eps=float(o.eps), fused=fused or None)
 
 
 def set_lr(opt, lr: float) -> None:

@@ -40,7 +40,7 @@ from depthwidth.core.atomic import write_text
 from depthwidth.core.errors import BadInput
 from depthwidth.measure.inside import ENTROPY_PROBE_TOKENS, entropy_profile, eval_set
 from depthwidth.track.tracker import NullTracker, make_tracker
-from depthwidth.train import analysis, checkpoint, dist, memory, optim, parallel
+from depthwidth.train import analysis, checkpoint, dist, hostmem, memory, optim, parallel
 from depthwidth.train.meter import LossWatch, Throughput, describe_device, peak_flops
 from depthwidth.train.plan import PreparedRun, prepare
 from depthwidth.train.probes import GradProbe
@@ -136,6 +136,8 @@ class Trainer:
         if cfg.train.threads:
             torch.set_num_threads(int(cfg.train.threads))
         self.device = torch.device(p.device_type)
+        if self.device.type == "cpu":  # a step's big tensors are not page-faulted in again every step
+            hostmem.hold_freed_memory()
         if w.distributed and self.device.type == "cuda":
             self.device = torch.device("cuda", w.local_rank)
             torch.cuda.set_device(self.device)
