@@ -295,7 +295,7 @@ def test_the_optimizer_is_fused_and_a_checkpoint_keeps_this_layouts_kernel(tmp_p
     from depthwidth.train import checkpoint, optim
     from depthwidth.train.dist import World
 
-    class O:
+    class Hyper:
         lr, betas, eps, weight_decay = 1e-2, (0.9, 0.95), 1e-8, 0.1
 
     def model():
@@ -310,14 +310,14 @@ def test_the_optimizer_is_fused_and_a_checkpoint_keeps_this_layouts_kernel(tmp_p
         opt.step()
 
     old = model()
-    old_opt = optim.build_optimizer(old, O)
+    old_opt = optim.build_optimizer(old, Hyper)
     assert all(g["fused"] for g in old_opt.param_groups)
     for g in old_opt.param_groups:  # the kernel every checkpoint before this change was written with
         g["fused"] = None
     step(old, old_opt)
     checkpoint.save(tmp_path / "ckpt", 1, World(), old, old_opt, {}, keep=1)
     new = model()
-    new_opt = optim.build_optimizer(new, O)
+    new_opt = optim.build_optimizer(new, Hyper)
     checkpoint.load(checkpoint.latest(tmp_path / "ckpt"), new, new_opt)
     assert all(g["fused"] for g in new_opt.param_groups)
     for p, q in zip(old.parameters(), new.parameters()):
