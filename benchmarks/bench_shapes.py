@@ -14,10 +14,10 @@ ratio ≤ its FLOP ratio + 0.02, compiled (``--compile``: per block, as train/pa
 On this 2-core machine one process's ratio moves by about ±2% from one process to the
 next (how glibc happens to place and return the big tensors: a tensor over its mmap
 threshold is unmapped at free and page-faulted in again next step), more than rounds
-inside a process cancel.  ``--repeats N`` therefore runs every size and family in N fresh
-processes and reports the median of their ratios with the range; ``--steady-malloc``
-starts them with glibc's mmap and trim thresholds raised (MALLOC_MMAP_THRESHOLD_,
-MALLOC_TRIM_THRESHOLD_), so that after the warm-up no step faults pages in.
+inside a process cancel.  ``--repeats N`` therefore runs every size in N fresh processes
+and reports per family the median of their ratios with the range.  Like ``dw train`` on
+the CPU, each process keeps freed host memory (train/hostmem.py; ``--default-malloc``:
+glibc's own thresholds, under which a tensor over 32 MiB is faulted in every step).
 
     python benchmarks/bench_shapes.py [--rounds 8] [--compile] [--sizes 8x512,12x1024] [--repeats 3]
 """
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -90,14 +89,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--sizes", default=",".join(SIZES), help="comma-separated: " + ", ".join(SIZES))
     ap.add_argument("--no-whole", action="store_true", help="skip the whole-stream layout (before)")
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated: " + ", ".join(FAMILIES))
-    ap.add_argument("--repeats", type=int, default=1, help="fresh processes per size and family (median)")
-    ap.add_argument("--steady-malloc", action="store_true", help="raise glibc's mmap/trim thresholds in them")
+    ap.add_argument("--repeats", type=int, default=1, help="fresh processes per size (median)")
     ap.add_argument(
         "--default-malloc", action="store_true", help="leave glibc's thresholds as they are (dw train raises them)"
     )
     args = ap.parse_args(argv)
-    if args.repeats > 1 or args.steady_malloc:
-        return repeated(args, argv if argv is not None else sys.argv[1:])
+    if args.repeats > 1:
+        return repeated(args)
     torch.set_num_threads(args.threads)
     if not args.default_malloc:
         hold_freed_memory()  # as dw train does on the CPU (train/hostmem.py)
@@ -169,22 +167,17 @@ def main(argv=None) -> dict:
     return out
 
 
-STEADY = {"MALLOC_MMAP_THRESHOLD_": str(4 << 30), "MALLOC_TRIM_THRESHOLD_": str(64 << 30)}
-
-
-def repeated(args, argv: list[str]) -> dict:
+def repeated(args) -> dict:
     """Every size in args.repeats fresh processes; per family the median ratio and its range."""
-    drop = {"--repeats", "--steady-malloc", "--sizes", "--families"}
-    base, skip = [], False
-    for a in argv:  # the child's arguments: everything but what this loop sets
-        if skip:
-            skip = False
-        elif a.split("=")[0] in drop:
-            skip = "=" not in a and a not in ("--steady-malloc",)
-        else:
-            base.append(a)
-    env = {**os.environ, **(STEADY if args.steady_malloc else {})}
-    out = {"compile": args.compile, "rounds": args.rounds, "repeats": args.repeats, "steady_malloc": args.steady_malloc}
+    child = ["--rounds", str(args.rounds), "--threads", str(args.threads), "--families", args.families]
+    child += [f for f, on in (("--compile", args.compile), ("--no-whole", args.no_whole)) if on]
+    child += ["--default-malloc"] if args.default_malloc else []
+    out = {
+        "compile": args.compile,
+        "rounds": args.rounds,
+        "repeats": args.repeats,
+        "default_malloc": args.default_malloc,
+    }
     out["sizes"] = {}
     print(
         f"{'size':14} {'shape':8} {'FLOPs/uni':>9} {'median/uni':>10} {'range':>13} {'whole/uni':>9}  {'target':>7}  ok"
@@ -192,8 +185,8 @@ def repeated(args, argv: list[str]) -> dict:
     for size in args.sizes.split(","):
         rows, reps = {}, []
         for _ in range(args.repeats):
-            cmd = [sys.executable, __file__, *base, "--sizes", size, "--families", args.families]
-            res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            cmd = [sys.executable, __file__, *child, "--sizes", size]
+            res = subprocess.run(cmd, capture_output=True, text=True, check=True)
             reps.append(json.loads(res.stdout.strip().splitlines()[-1])["sizes"][size])
         for f in args.families.split(","):
             runs = [r["shapes"][f] for r in reps]

@@ -16,7 +16,6 @@ process keeps its peak memory, which a training process reaches every step anywa
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
@@ -30,7 +29,7 @@ def hold_freed_memory() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL("libc.so.6")  # glibc's own name: no ldconfig lookup at start-up
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
