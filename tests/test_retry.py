@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +50,30 @@ def _status(env):
     p = run_dw("status", "tiny", "--json", env=env)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
+
+
+def _job_processes(raw_job_id: str) -> list[int]:
+    """The processes of SLURM job ``raw_job_id`` on this machine: its slurmstepd daemons (titled
+    ``slurmstepd: [JOB.STEP]``) and everything under them, step daemons first."""
+    parent: dict[int, int] = {}
+    steps: list[int] = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            title = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        parent[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if title.startswith(f"slurmstepd: [{raw_job_id}."):
+            steps.append(int(d.name))
+    out, todo = [], list(steps)
+    while todo:
+        q = todo.pop(0)
+        out.append(q)
+        todo += [c for c, p in parent.items() if p == q and c not in out]
+    return out
 
 
 def test_a_transient_failure_is_retried_and_the_run_finishes_as_one_run(tmp_path):
@@ -127,9 +153,18 @@ def test_on_slurm_the_same_error_twice_stops_after_two_attempts(slurm_cluster, t
 @pytest.mark.slurm
 def test_a_node_that_dies_mid_run_its_run_is_retried_on_the_other_node(slurm_cluster_2n, tmp_path, ledger):
     """The 2-node cluster: the run waits at a gate before step 9 (checkpoint at 8) on one node; that
-    node dies — its process frozen, the node set DOWN, the process killed — so SLURM ends the task
-    NODE_FAIL and requeues it (dw submits with --requeue); the task starts again on the other node,
-    counts the attempt that died (sacct: NODE_FAIL) and resumes from step 8: one run, one history."""
+    node dies — every process of the job there frozen, the node set DOWN, those processes killed — so
+    SLURM ends the task NODE_FAIL and requeues it (dw submits with --requeue); the task starts again
+    on the other node, counts the attempt that died (sacct: NODE_FAIL) and resumes from step 8: one
+    run, one history.
+
+    Why the job's slurmstepd is frozen too, not only the training process: the test's "dead" node
+    still has a live slurmd, which receives the controller's kill request for the job once the node
+    is DOWN, and its slurmstepd sends the step SIGCONT and SIGTERM.  Freezing only the trainer left a
+    race (lost on a loaded 2-core CI machine, won with an 8 s pause before the kill every time):
+    SIGCONT woke the trainer, it checkpointed on SIGTERM and wrote its summary ``preempted`` before
+    the test's SIGKILL, so the next attempt saw a preempted run, not one that died, and recorded no
+    failure.  A node that really dies delivers nothing, and neither does a frozen slurmstepd."""
     from tests.helpers import at_gate, gate_env, open_gate
 
     env = {**tiny_env(tmp_path, steps=12, depths="[1]"), **slurm_cluster_2n}
@@ -142,13 +177,18 @@ def test_a_node_that_dies_mid_run_its_run_is_retried_on_the_other_node(slurm_clu
     sh = lambda *a: subprocess.run(a, capture_output=True, text=True, env={**os.environ, **env}, timeout=60)  # noqa: E731
     node = sh("squeue", "-h", "-j", job, "-o", "%N").stdout.strip()
     assert node, "the job's node"
-    os.kill(pid, 19)  # SIGSTOP: the node hangs
+    raw = sh("squeue", "-h", "-j", job, "-o", "%A").stdout.strip()  # the job id slurmstepd's title carries
+    on_node = _job_processes(raw)
+    assert pid in on_node, (pid, on_node)
+    for q in on_node:  # the node hangs: its step daemons first, so none can signal a child meanwhile
+        os.kill(q, signal.SIGSTOP)
     try:
         assert sh("scontrol", "update", f"nodename={node}", "state=down", "reason=dw-test").returncode == 0
         # the test's slurmd is alive and would register again at once (ReturnToService=2): drained, the
         # node stays out of service as a dead one would
         assert sh("scontrol", "update", f"nodename={node}", "state=drain", "reason=dw-test").returncode == 0
-        os.kill(pid, 9)  # and its process is gone, as on a dead node
+        for q in on_node:  # and its processes are gone, as on a dead node
+            os.kill(q, signal.SIGKILL)
         open_gate(gate)  # the next attempt goes straight on
         r = wait_for(lambda: (s := _status(env)["runs"][0])["state"] == "done" and s, 300, "the run done elsewhere")
     finally:
