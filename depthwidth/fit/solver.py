@@ -19,6 +19,12 @@ DEFAULT_DELTA = 1e-3
 
 
 SEARCH_SMOOTH = 0.05  # hinge softening during the multi-start search
+# The estimator's hinge: every fit of a law with the depth-delusion hinge minimises the Huber objective
+# of the hinge rounded to HINGE_SMOOTH·softplus(x/HINGE_SMOOTH), x = D/D_crit − 1 (a kink-free objective,
+# so D_crit is not drawn onto the depth of a run: with the exact hinge under the near-L1 Huber loss the
+# objective has a kink wherever D_crit(W) equals a run's depth, and its minima sit on them).  What is
+# reported — predictions, R², derived numbers — is the law itself, with the exact hinge.
+HINGE_SMOOTH = 0.05
 COARSE_POINTS, COARSE_ITERS = 60, 20  # first steps of the search on a subsample
 SEARCH_XTOL, SEARCH_FTOL = 1e-4, 1e-5  # a start has converged (float32 search; optima are refined after)
 
@@ -44,8 +50,11 @@ class Problem:
     y: np.ndarray  # log loss, (n,)
     delta: float = DEFAULT_DELTA
     pins: Mapping[str, float] = field(default_factory=dict)  # natural values
+    smooth: float | None = None  # the estimator's hinge rounding (None: HINGE_SMOOTH for a hinge law, else 0)
 
     def __post_init__(self):
+        if self.smooth is None:
+            self.smooth = HINGE_SMOOTH if "dcrit" in self.law.options else 0.0
         P = len(self.law.params)
         self.fixed = np.zeros(P)
         pinned = []
@@ -69,7 +78,7 @@ class Problem:
 
     def eval(self, tf: np.ndarray, jac: bool, smooth: float = 0.0, X=None):
         X = self.X if X is None else X
-        return self.law.evaluate(self.full(tf), X, jac=jac, smooth=smooth, free=self.free)
+        return self.law.evaluate(self.full(tf), X, jac=jac, smooth=max(smooth, self.smooth), free=self.free)
 
     def objective(self, tf: np.ndarray, w=None, smooth: float = 0.0) -> np.ndarray:
         """Sum of (weighted) Huber losses, one value per row of ``tf``."""
@@ -83,11 +92,11 @@ class Problem:
 
     def astype(self, dtype) -> "Problem":
         X = {k: v.astype(dtype) for k, v in self.X.items()}
-        return Problem(self.law, X, self.y.astype(dtype), self.delta, dict(self.pins))
+        return Problem(self.law, X, self.y.astype(dtype), self.delta, dict(self.pins), self.smooth)
 
     def subset(self, idx: np.ndarray) -> "Problem":
         X = {k: v[idx] for k, v in self.X.items()}
-        return Problem(self.law, X, self.y[idx], self.delta, dict(self.pins))
+        return Problem(self.law, X, self.y[idx], self.delta, dict(self.pins), self.smooth)
 
 
 def _threads() -> int:
