@@ -15,8 +15,7 @@ count how many held-out losses fall inside their 95% prediction intervals.
 
 Prints a table (number, nominal, measured, sweeps) per world, then one JSON
 line.  Target: 93–97% for each number; outside 90–98% a number must be fixed
-or carry a warning naming its measured coverage (fit/calibration.py holds the
-measured figures dw fit cites).
+(dw fit does not quote these figures about a fit: they are the method's, on these worlds).
 """
 
 from __future__ import annotations
@@ -187,27 +186,6 @@ def coverage(
     return out
 
 
-def write_calibration(cov: dict, path: Path) -> None:
-    """The figures dw fit cites (fit/intervals.py): per fitted law and resampling, each number's
-    measured coverage; D_crit at the grid's widths also as ``dcrit[W]``, the lowest over them.
-    Entries of other laws or resamplings already in ``path`` are kept."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        doc = {}
-    worlds = doc.get("worlds") or {}
-    for d in cov.values():
-        nums = {k: {"coverage": x["coverage"], "sweeps": x["total"]} for k, x in d["numbers"].items()}
-        at_w = [x for k, x in nums.items() if k.startswith("dcrit[W=") and x["coverage"] is not None]
-        if at_w:
-            nums["dcrit[W]"] = min(at_w, key=lambda x: x["coverage"])
-        entry = {k: d[k] for k in ("grid", "sweeps", "bootstrap", "sigma")}
-        entry.update(numbers=nums, holdout=d.get("holdout"), measured=time.strftime("%Y-%m-%d"))
-        worlds.setdefault(d["label"], {})[d["resample"]] = entry
-    doc = {"schema": "dw.calibration/2", "by": "benchmarks/bench_calibration.py", "worlds": worlds}
-    path.write_text(json.dumps(doc, indent=1) + "\n")
-
-
 def _print(cov: dict) -> None:
     for w, doc in cov.items():
         print(
@@ -247,11 +225,6 @@ def main() -> int:
         metavar="N",
         help="instead: N planted sweeps per hard 6-run design, coverage by the share of converged refits",
     )
-    ap.add_argument(
-        "--write-calibration",
-        action="store_true",
-        help="write depthwidth/fit/calibration.json (the coverage dw fit's warnings cite)",
-    )
     a = ap.parse_args()
     t0 = time.perf_counter()
     if a.failure_study:
@@ -272,8 +245,6 @@ def main() -> int:
     doc = {"bench": "calibration", "seconds": round(time.perf_counter() - t0, 1), "worlds": cov}
     if a.json:
         Path(a.json).write_text(json.dumps(doc, indent=1))
-    if a.write_calibration:
-        write_calibration(cov, Path(__file__).resolve().parent.parent / "depthwidth" / "fit" / "calibration.json")
     print(json.dumps(doc))
     return 0
 

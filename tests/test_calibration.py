@@ -7,7 +7,7 @@ real dw fit and compared with the planted truth.  Deterministic (seeded): no fla
 
 import pytest
 
-from benchmarks.bench_calibration import coverage, write_calibration
+from benchmarks.bench_calibration import coverage
 
 HEADLINE = (
     "alpha",
@@ -35,13 +35,3 @@ def test_planted_grids_are_covered_near_nominal(cov):
     pooled = sum(d["covered"] for d in nums.values()) / sum(d["total"] for d in nums.values())
     assert 0.85 <= pooled
     assert cov["holdout"]["points"] == 48 and cov["holdout"]["coverage"] >= 0.8
-
-
-def test_calibration_file_keeps_the_lowest_width_coverage(cov, tmp_path):
-    import json
-
-    write_calibration({"dd-log": cov}, tmp_path / "c.json")
-    doc = json.loads((tmp_path / "c.json").read_text())
-    w = doc["worlds"]["depth-delusion[log]"]["noise"]
-    at_w = [v["coverage"] for k, v in w["numbers"].items() if k.startswith("dcrit[W=")]
-    assert w["numbers"]["dcrit[W]"]["coverage"] == min(at_w) and w["sweeps"] == 16

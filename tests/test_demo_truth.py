@@ -158,9 +158,9 @@ def test_not_identified_draws_the_preferred_law_solid_and_depth_delusion_dashed(
     assert "the extrap. split prefers depth-delusion[log]" in line and line.endswith(
         "depth-delusion[log] dashed as the alternative"
     )
-    assert line in kept["caption"] and kept["caption"].endswith("; " + VERDICT_NO)
+    assert kept["caption"].endswith("; " + line)
     assert "D_crit not identified: the held-out comparison prefers width-depth" in ax.get_xlabel().replace("\n", " ")
-    assert "prefers" in kept["title"]
+    assert "held-out preferred" in kept["title"]
 
 
 def test_identified_keeps_the_fitted_law_alone(store, tmp_path, monkeypatch):
@@ -168,19 +168,21 @@ def test_identified_keeps_the_fitted_law_alone(store, tmp_path, monkeypatch):
     assert preferred(data.fit) is None
     kept, _ax, curves, legend = _figure(monkeypatch, tmp_path, data, rep)
     assert [ln.get_linestyle() for ln in curves] == ["-", "-"]
-    assert "fit: depth-delusion" in legend and not any("preferred" in t for t in legend)
-    assert kept["title"] == "Loss vs depth per width with the fitted depth-delusion law"
+    assert "the fitted depth-delusion[log] law" in legend and not any("preferred" in t for t in legend)
+    assert kept["title"] == "Loss vs depth per width: the fitted depth-delusion[log] law"
     assert "not identified" not in kept["caption"]
     notes = rep["tables"]["fit_identification"].notes
     assert not any("held-out comparison prefers" in n for n in notes)
 
 
-def test_preferred_is_the_fitted_law_keeps_todays_figure(store, tmp_path, monkeypatch):
-    """Not identified, but no other law has a lower held-out error than depth-delusion: no other law to draw."""
+def test_not_identified_without_a_better_law_draws_the_fitted_law_dashed(store, tmp_path, monkeypatch):
+    """Not identified, and no other law has a lower held-out error than depth-delusion: the fitted law
+    is drawn dashed, as a curve its verdict does not vouch for (#34)."""
     data, rep = _report(store, _doc(identified=False, wd_loro=0.2))
     assert preferred(data.fit) is None
-    kept, _ax, curves, _legend = _figure(monkeypatch, tmp_path, data, rep)
-    assert [ln.get_linestyle() for ln in curves] == ["-", "-"]
+    kept, _ax, curves, legend = _figure(monkeypatch, tmp_path, data, rep)
+    assert [ln.get_linestyle() for ln in curves] == ["--", "--"]
+    assert "the fitted depth-delusion[log] law (its claim not identified)" in legend
     assert kept["caption"].endswith("; " + VERDICT_NO)
 
 
@@ -246,12 +248,13 @@ def test_readme_demo_section_says_it_in_one_line(store):
     line = preferred(data.fit)["line"]
     assert text.count(line[1:]) == 1 and f"**D{line[1:]}.**" in text
     assert (
-        "![Loss vs depth per width: width-depth solid (held-out preferred), depth-delusion[log] dashed](docs/demo.png)"
-        in text
+        "![Loss vs depth per width, with width-depth (held-out preferred), depth-delusion[log] (alternative) "
+        "dashed](docs/demo.png)" in text
     )
     data, rep = _report(store, _doc(identified=True))
     text = section(rep, "docs/demo.png", None, fit=data.fit)
-    assert "not identified" not in text and "![Loss vs depth per width, with the fitted law](docs/demo.png)" in text
+    assert "not identified" not in text
+    assert "![Loss vs depth per width, with the fitted depth-delusion[log] law](docs/demo.png)" in text
 
 
 def test_dw_fit_prints_dcrit_below_one_layer_and_the_preferred_law(capsys):

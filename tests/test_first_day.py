@@ -177,12 +177,14 @@ def test_dw_fit_does_not_silently_replace_the_fit_the_report_shows(tmp_path):
         == 0
     )
     p = run_dw("fit", "mine", "--bootstrap", "0", "--max-starts", "200", "--force", env=env)
-    assert p.returncode == 0 and "non-uniform width shape" in p.stdout  # chinchilla pools the shapes: said
-    assert json.loads((tmp_path / "mine" / "fit.json").read_text())["law"] == "chinchilla"
+    # chinchilla has no shape term: by default it is fitted on the uniform runs, and says so (#34)
+    assert p.returncode == 0 and "runs of other width shapes" in p.stdout, p.stdout
+    doc = json.loads((tmp_path / "mine" / "fit.json").read_text())
+    assert doc["law"] == "chinchilla" and doc["where"] == ["shape=uniform"]
     from depthwidth import report
 
     note = report.build("mine", root=str(tmp_path))["tables"]["fit"].notes[0]
-    assert note.startswith("the fit shown: chinchilla of every run, N = total, made ")
+    assert note.startswith("the fit shown: chinchilla of shape=uniform, N = total, made ")
 
 
 def test_shapes_off_their_parameter_match_are_named_in_a_warning(tmp_path):
@@ -354,7 +356,7 @@ def test_an_exponent_of_a_column_the_sweep_never_varies_is_not_identified():
         }
     )
     got = identification(t, law, {"alpha": 1.97, "beta": 0.455}, ci={"alpha": [1.0, 3.0], "beta": [0.2, 0.9]})
-    assert got["verdict"] == (
+    assert got["line"] == (
         "alpha and beta identified: no, because every point has the same tokens (2.05e+04): "
         "beta cannot be told from the constant"
     )  # before: "yes ... intervals clear of 0"

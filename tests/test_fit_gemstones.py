@@ -45,7 +45,7 @@ def test_gemstones_identification_holdout_sensitivity_and_isoflop():
     )
     ident = res["identification"]
     assert ident["runs"] == 22 and ident["points"] == 2552
-    assert ident["verdict"].startswith("alpha and beta identified: ")
+    assert ident["line"].startswith("alpha and beta identified: ")
     h = res["holdout"]
     assert h["split"]["runs"] == 4 and h["fitted_runs"] == 18 and h["split"]["min_held_out"] > h["split"]["max_fitted"]
     assert len(h["points"]) == h["split"]["points"] == 2552 - h["fitted_points"]

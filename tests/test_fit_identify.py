@@ -14,9 +14,9 @@ def _fit(df, law="depth-delusion", **kw):
     return run_fit(runs=df, law=law, bootstrap=0, max_starts=200, write=False, **kw)  # no intervals needed here
 
 
-def test_dcrit_identified_when_runs_lie_on_both_sides():
+def test_dcrit_located_when_its_interval_is_pinned_inside_the_grid():
     df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.005, seed=2)
-    ident = _fit(df)["identification"]
+    ident = run_fit(runs=df, law="depth-delusion", bootstrap=100, max_starts=200, write=False)["identification"]
     assert ident["points"] == len(df) == 189 and ident["runs"] == 63
     assert ident["ranges"]["depth"] == [2.0, 64.0] and ident["ranges"]["width"] == [64.0, 4096.0]
     assert ident["ranges"]["loss"] == [df["loss"].min(), df["loss"].max()]
@@ -25,29 +25,44 @@ def test_dcrit_identified_when_runs_lie_on_both_sides():
     # planted kappa = 2.43: D_crit = 10.1 at W = 64 .. 20.2 at W = 4096; depths 12.. are beyond at W = 64
     assert c["identified"] and c["runs_beyond"] >= 2 and c["runs_within"] >= 2
     assert c["points_beyond"] + c["points_within"] == 189
-    assert ident["verdict"].startswith("D_crit identified: yes, because ")
+    assert ident["verdict"] == "located" and ident["line"].startswith("D_crit located: D_crit(W) pinned at ")
+    for w, r in ident["widths"].items():  # the rule, width by width
+        lo, hi = r["interval"]
+        assert r["verdict"] == "located" and r["depths"] == [2.0, 64.0]
+        assert 2.0 <= lo <= r["value"] <= hi <= 64.0 and hi / lo <= ident["max_ratio"]
+    assert ident["sign"]["settled"] and "assumed" in ident["sign"]["because"]  # the log form's sign is its own
 
 
-def test_dcrit_not_identified_when_no_run_is_deeper():
+def test_dcrit_is_never_located_without_an_interval():
+    df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.005, seed=2)
+    ident = _fit(df)["identification"]  # --bootstrap 0
+    assert ident["verdict"] == "not-located" and not ident["claim"]["identified"]
+    assert {r["because"] for r in ident["widths"].values()} == {"no interval (--bootstrap 0, or it was withheld)"}
+
+
+def test_no_penalty_when_no_run_is_deeper():
     df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.005, seed=2)
     shallow = df[df["depth"] <= 8]  # planted D_crit >= 10 at every width: the penalty never acts
     ident = _fit(shallow)["identification"]
     assert ident["ranges"]["depth"] == [2.0, 8.0]
     assert not ident["claim"]["identified"]
-    assert ident["verdict"].startswith("D_crit identified: no, because ")
+    assert ident["verdict"] == "no-penalty" and ident["line"].startswith("no depth penalty shown: ")
+    assert all(r["verdict"] == "no-penalty" for r in ident["widths"].values())
 
 
 def test_exponent_claim_and_its_interval():
     law = get_law("chinchilla")
     df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.005)
     res = _fit(df, law="chinchilla")
-    assert res["identification"]["verdict"].startswith("alpha and beta identified: yes, because alpha = ")
-    assert "no intervals" in res["identification"]["verdict"]
+    assert res["identification"]["verdict"] == "identified"
+    assert res["identification"]["line"].startswith("alpha and beta identified: yes, because alpha = ")
+    assert "no intervals" in res["identification"]["line"]
     wide = {"alpha": [-0.1, 0.6], "beta": [0.3, 0.4]}
     ident = identification(df, law, res["params"], ci=wide)
-    assert ident["verdict"] == "alpha and beta identified: no, because the interval of alpha [-0.1, 0.6] contains 0"
+    assert ident["line"] == "alpha and beta identified: no, because the interval of alpha [-0.1, 0.6] contains 0"
+    assert ident["verdict"] == "not-identified"
     ident = identification(df, law, res["params"], on_bound=["beta"])
-    assert ident["verdict"] == "alpha and beta identified: no, because beta is on a bound"
+    assert ident["line"] == "alpha and beta identified: no, because beta is on a bound"
 
 
 def test_optima_below_one_layer_are_not_numbers():

@@ -4,11 +4,9 @@ Before: an interval that excluded its own estimate (alpha 0.7035 [0.709, 5] on a
 rested on half the bootstrap refits failing was printed like any other, with only a warning line
 at the end; these tests fail on that code."""
 
-import json
-
 import pytest
 
-from depthwidth.fit.intervals import FLAG_CONVERGED, coverage_warnings, underdetermined, vet
+from depthwidth.fit.intervals import FLAG_CONVERGED, underdetermined, vet
 from depthwidth.fit.pipeline import run_fit
 from tests.helpers import dw_in_process
 
@@ -87,38 +85,3 @@ def test_a_parameter_combination_the_data_cannot_move_is_named():
     fr = fit_law(df, get_law("chinchilla"), max_starts=200)
     lines = underdetermined(fr, df)
     assert any("pin at most" in x and "of the 5 free parameters" in x for x in lines), lines
-
-
-def test_measured_coverage_outside_90_98_is_named_in_a_warning():
-    m = {
-        "grid": "depth_delusion",
-        "sweeps": 200,
-        "numbers": {
-            "kappa": {"coverage": 0.875},
-            "A": {"coverage": 0.995},
-            "alpha": {"coverage": 0.95},
-            "dcrit[W]": {"coverage": 0.84},
-        },
-        "holdout": {"coverage": 0.86},
-    }
-    w = coverage_warnings(
-        "depth-delusion[power]", ["kappa", "A", "alpha", "dcrit[W=256]", "dcrit[W=512]"], m, holdout=True
-    )
-    assert len(w) == 4
-    assert w[0].startswith("kappa: its 95% interval held the planted value in 88% of 200 planted depth_delusion")
-    assert "wider than it needs to be" in w[1] and "86%" in w[3]
-    assert w[2].startswith("D_crit at the sweep's widths (dcrit[W=256] … dcrit[W=512]): ") and "84%" in w[2]
-
-
-def test_the_shipped_calibration_names_what_dw_fit_warns_about():
-    """fit/calibration.json (benchmarks/bench_calibration.py --write-calibration) drives dw fit's warnings."""
-    from depthwidth.fit.intervals import CALIBRATION, measured
-
-    doc = json.loads(CALIBRATION.read_text())
-    for label in ("depth-delusion[log]", "depth-delusion[power]"):
-        for resample in ("noise", "runs"):
-            m = measured(label, resample, 0.95)
-            assert m["sweeps"] >= 200 and m["grid"] == "depth_delusion" and "dcrit[W]" in m["numbers"]
-    assert measured("depth-delusion[log]", "noise", 0.9) is None  # measured at 95% only
-    assert measured("chinchilla", "noise", 0.95) is None
-    assert doc["schema"] == "dw.calibration/2"

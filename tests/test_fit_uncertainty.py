@@ -54,19 +54,6 @@ def test_intervals_cover_planted_values_in_repeated_noisy_trials():
     assert all(h >= 8 for h in hits.values()), hits
 
 
-def test_seed_interval_is_narrower_than_the_run_interval():
-    """Seed noise alone moves the fit less than resampling the design does."""
-    law = get_law("width-depth")
-    df = planted_table(law, PLANTED["width-depth"], noise=0.001, run_noise=0.004, seeds=2, seed=5)
-    fr = fit_law(df, law, max_starts=300)
-    runs = param_samples(fr, bootstrap(fr, df, 40, seed=0, kind="runs"))
-    seeds = param_samples(fr, bootstrap(fr, df, 40, seed=1, kind="seeds"))
-    for k in ("a_w", "a_d", "beta"):
-        r, s = percentile_ci(runs[k], 0.95), percentile_ci(seeds[k], 0.95)
-        assert s[1] - s[0] < r[1] - r[0], k
-        assert s[0] <= fr.params[k] <= s[1]
-
-
 def test_barely_constrained_fit_warns_and_gives_wide_intervals():
     """Four tiny runs: the CLI path warns instead of pretending precision."""
     from depthwidth.fit.pipeline import run_fit

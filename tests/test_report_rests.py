@@ -36,7 +36,7 @@ def test_report_has_identification_holdout_and_sensitivity(tmp_path):
     assert r.returncode == 0, r.stderr
     md = r.stdout
     assert "## What the fit rests on: 80 runs, 240 points" in md
-    assert f"- {res['identification']['verdict']}" in md
+    assert f"- {res['identification']['line']}" in md
     assert "## Hold-out: largest 2 of 80 runs by FLOPs predicted from the others" in md
     assert md.count("| r") >= 6  # the six held-out points, one row each
     assert "## Sensitivity: each number under each fitting choice" in md
@@ -96,8 +96,9 @@ def test_loss_vs_depth_says_when_dcrit_is_not_identified(tmp_path):
         "fit", "--runs", str(f), "--law", "depth-delusion", "--bootstrap", "0", "--max-starts", "100", "--out", str(fit)
     )
     assert p.returncode == 0, p.stderr
-    verdict = json.loads(fit.read_text())["identification"]["verdict"]
-    assert verdict.startswith("D_crit identified: no, because ")
+    ident = json.loads(fit.read_text())["identification"]
+    assert ident["verdict"] == "no-penalty"
+    verdict = ident["line"] + ": drawn without its penalty"  # the data show none: none is drawn
     assert run_dw("report", "--runs", str(f), "--fit", str(fit), "--plots", str(plots)).returncode == 0
     rep = json.loads((plots / "report.json").read_text())
     (fig,) = [x for x in rep["figures"] if x["file"] == "loss_vs_depth.png"]

@@ -3,7 +3,6 @@ that must equal the standalone run of their budget (in-process runs, real signal
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 
@@ -68,19 +67,3 @@ def test_usr2_inside_a_branch_checkpoints_the_branch_and_resume_continues_it(tmp
     assert a["budgets"] == b["budgets"] and a["final_val_loss"] == b["final_val_loss"]
     assert _metrics(cut) == _metrics(ref)
     assert not (cut / "ckpt" / "branch_00000016").exists()  # a finished branch leaves no checkpoint
-
-
-def test_branch_equals_the_standalone_run_with_the_default_fractional_warmup(tmp_path):
-    """optim.warmup is left at its default fraction: 2% of 100 steps is 2 warm-up steps, 2% of 40
-    or 50 is 1, so the budgets' branches cannot share the main run's warm-up."""
-    common = [*TINY, "optim.schedule=wsd", "optim.decay_fraction=0.25"]
-    main, short = tmp_path / "main", tmp_path / "short"
-    _train([*common, "train.steps=100", f"train.budgets=[{40 * TPS},{50 * TPS}]", f"run.dir={main}"])
-    _train([*common, "train.steps=40", f"run.dir={short}"])
-    branches = _summary(main)["budgets"]
-    assert [b["step"] for b in branches] == [40, 50, 100]
-    assert branches[0]["val_loss"] == _summary(short)["final_val_loss"]
-    long = tmp_path / "long"
-    _train([*common, "train.steps=100", f"run.dir={long}"])  # the branches leave the main run as it was
-    assert _summary(long)["final_val_loss"] == branches[2]["val_loss"]
-    assert json.loads((long / "summary.json").read_text())["steps"] == 100

@@ -117,6 +117,12 @@ def fit_cmd(
         help="with --approach isoflop: params (model size at fixed C) | depth (shape at fixed params and tokens) "
         "| auto",
     ),
+    pool_shapes: bool = typer.Option(
+        False,
+        "--pool-shapes",
+        help="a law without a shape term on runs of several width shapes: fit every run (its verdict is withheld: "
+        "the law cannot tell the shapes apart); default: the uniform runs only",
+    ),
     out: Optional[Path] = typer.Option(
         None, "--out", help="write the result JSON here (a sweep writes ROOT/NAME/fit.json)"
     ),
@@ -174,6 +180,7 @@ def fit_cmd(
         probe_step=probe_step,
         metric=metric,
         tuned=tuned,
+        pool_shapes=pool_shapes,
     )
     source_args = {"runs": runs, "columns": columns, "root": root, "source": source, "project": project, "group": group}
     if match:

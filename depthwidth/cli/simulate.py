@@ -113,6 +113,8 @@ def render(res: dict) -> None:
             + f"; seed {res['seed']}"
         )
     )
+    if res.get("scaled"):
+        c.print(esc(f"scaled: {res['scaled']['why']}"))
     t = Table(title="planted truth (what dw fit should find)")
     t.add_column("number")
     t.add_column("planted", justify="right")

@@ -270,6 +270,7 @@ def _render_dry(s, doc, secs) -> None:
     from rich.table import Table
 
     from depthwidth.launch.limits import plan_line
+    from depthwidth.sweep import plan_costs
     from depthwidth.sweep.plan_costs import lines, short
 
     rows, hu = doc["runs"], doc["hours_unit"]
@@ -311,7 +312,7 @@ def _render_dry(s, doc, secs) -> None:
     for r in rows:
         ref = r.get("ref") or {}
         loss = ref.get("loss")
-        tot_f += r["flops"]
+        tot_f += r["flops_planned"]
         p = r["plan"]
         layout = f"{p['mode']} {p['micro_batch']}×{p['accum']}" + (" AC" if p["activation_checkpointing"] else "")
         mem = f"{p['total'] / 2**30:.1f}" if p["capacity"] else "—"
@@ -359,6 +360,8 @@ def _render_dry(s, doc, secs) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    if branch := plan_costs.branch_line(rows):
+        c.print(branch, highlight=False, soft_wrap=True)
     for line in lines(doc, rows):
         c.print(line, highlight=False, soft_wrap=True)
     for w in doc.get("waves") or []:

@@ -21,7 +21,7 @@ Modules, in the order a fit uses them:
 - solver.py + engine.py: the robust multi-start fit (``fit_law``)
 - checks.py: plain-language warnings on a fit the data barely constrain
 - boot.py: bootstrap refits (seed noise or whole runs)
-- intervals.py: which intervals may be shown; measured coverage (calibration.json)
+- intervals.py: which intervals may be shown
 - derived.py: numbers derived from a law (D_crit, compute-optimal allocation)
 - gradient_persistence.py: tau(W) from the runs' gradient-norm profiles
 - verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima)

@@ -19,10 +19,6 @@ Every replicate is refitted from a small start grid: the optimum, the
 next-best optima of the full search and a few points of the law's grid; all
 replicates x starts run as one batched problem.
 
-Where several runs share a configuration and differ only in seed, a further
-bootstrap resamples seeds *within* each configuration: the design stays fixed
-and the measured seed-to-seed spread moves the fit (``seed_ci``).
-
 Intervals are percentile intervals over the replicates that converged (the
 solver's own convergence flag for the replicate's best start).
 """
@@ -75,15 +71,6 @@ def seed_groups(table) -> list[np.ndarray] | None:
     if not any(len(g) > 1 for g in groups):
         return None
     return groups
-
-
-def seed_weights(codes: np.ndarray, n_runs: int, groups: list[np.ndarray], B: int, rng) -> np.ndarray:
-    counts = np.zeros((B, n_runs))
-    for g in groups:
-        draws = rng.integers(0, len(g), size=(B, len(g)))
-        for b in range(B):
-            np.add.at(counts[b], g[draws[b]], 1.0)
-    return counts[:, codes]
 
 
 def noise_scales(fr: FitResult, table) -> dict:
@@ -184,20 +171,13 @@ def refit_many(
 
 def bootstrap(fr: FitResult, table, B: int, seed: int = 0, kind: str = "runs") -> dict | None:
     """``kind='noise'`` keeps the design and draws each run's seed noise afresh (noise_targets);
-    ``'runs'`` resamples whole runs; ``'seeds'`` resamples seeds within configurations."""
+    ``'runs'`` resamples whole runs."""
     rng = np.random.default_rng(seed)
     codes, n_runs = run_codes(table)
     if kind == "noise":
         out = refit_many(fr, table, ys=noise_targets(fr, table, B, rng))
     else:
-        if kind == "runs":
-            W = run_weights(codes, n_runs, B, rng)
-        else:
-            groups = seed_groups(table)
-            if groups is None:
-                return None
-            W = seed_weights(codes, n_runs, groups, B, rng)
-        out = refit_many(fr, table, W)
+        out = refit_many(fr, table, run_weights(codes, n_runs, B, rng))
     out["kind"] = kind
     out["B"] = B
     out["n_runs"] = n_runs

@@ -73,6 +73,7 @@ def penalty_support(fr: FitResult, table) -> dict | None:
         "delta_bic": bic1 - bic0,
         "supported": penalty_supported(bic1 - bic0),
         "rmse_log_without": math.sqrt(rss0 / n),
+        "params_without": law.natural(t0),  # the law with the penalty off: what a figure draws when it is not supported
     }
 
 

@@ -39,6 +39,7 @@ from depthwidth.core.errors import BadInput, bad
 CONVENTIONS = ("total", "non-embedding", "12DW2")
 DEFAULT = {"chinchilla": "total", "depth-delusion": "12DW2", "width-depth": "total"}
 COLUMN = {"total": "params", "non-embedding": "params_non_embedding"}
+N_NAMES = {"total": "N (total params)", "non-embedding": "N (non-embedding)", "12DW2": "N = 12·D·W²"}  # as tables say
 # (label, power of D, power of W), in the order they may enter the count model
 TERMS = (("D·W²", 1, 2), ("W", 0, 1), ("D·W", 1, 1), ("D", 1, 0), ("1", 0, 0))
 TOLERANCE = 0.01  # a count model missing the runs' counts by more than 1% is reported
@@ -88,6 +89,29 @@ def with_convention(df, convention: str):
         )
     df["params"] = df[col]
     return df, f"N = {col} (--n-convention {convention})"
+
+
+def unused_count(df, convention: str) -> str | None:
+    """One warning line when the table carries a measured parameter count that the convention's N is
+    not (N = 12·D·W² beside a ``params`` column that differs from it by more than 5%), naming both and
+    the flag that switches; else None."""
+    import pandas as pd
+
+    if convention != "12DW2" or "params_total" not in df:
+        return None
+    total = pd.to_numeric(df["params_total"], errors="coerce").to_numpy(dtype=float)
+    n = np.asarray(df["params"], dtype=float)
+    ok = np.isfinite(total) & np.isfinite(n) & (n > 0)
+    if not ok.any():
+        return None
+    off = np.abs(total[ok] / n[ok] - 1.0)
+    if off.max() <= 0.05:
+        return None
+    return (
+        f"N is 12·D·W² from depth and width (the law's own convention), not the table's params column "
+        f"(up to {100 * off.max():.0f}% larger: {total[ok].min():.3g}–{total[ok].max():.3g}); "
+        "--n-convention total fits on the table's count"
+    )
 
 
 @dataclass(frozen=True)

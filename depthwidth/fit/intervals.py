@@ -21,18 +21,14 @@ the law's free parameters: fewer runs (or points) than free parameters, or a
 Jacobian at the fit whose numerical rank is below the number of free
 parameters (some combination of parameters moves no prediction).
 
-``coverage_warnings`` names the measured coverage (``calibration.json``
-beside this module, written by ``benchmarks/bench_calibration.py
---write-calibration``) of every reported number whose 95% intervals covered
-the planted truth less than 90% or more than 98% of the time there.
+Coverage measured on planted worlds (benchmarks/bench_calibration.py, README
+"Coverage") is a property of the method on those worlds, not of a given fit:
+``dw fit`` does not quote it as a warning about the data at hand.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 
@@ -99,51 +95,3 @@ def underdetermined(fr, table) -> list[str]:
             "some combination of them changes no prediction"
         )
     return out
-
-
-CALIBRATION = Path(__file__).with_name("calibration.json")
-NOMINAL = 0.95
-
-
-@functools.lru_cache(maxsize=1)
-def _calibration() -> dict:
-    try:
-        return json.loads(CALIBRATION.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-def measured(label: str, resample: str, level: float) -> dict | None:
-    """The benchmark's coverage figures for fits of ``label`` with ``resample`` at 95%, or None."""
-    m = ((_calibration().get("worlds") or {}).get(label) or {}).get(resample)
-    return m if m and math.isclose(level, NOMINAL) else None
-
-
-def coverage_warnings(label: str, keys, m: dict | None, holdout: bool = False) -> list[str]:
-    """Warnings for numbers of a fit of ``label`` whose measured 95% coverage lies outside 90–98%."""
-    if not m:
-        return []
-    out = []
-    where = f"{m['sweeps']} planted {m['grid']} sweeps ({label}; benchmarks/bench_calibration.py)"
-    groups: dict = {}  # generic key -> the fit's keys (D_crit at every sweep width is one number)
-    for k in keys:
-        groups.setdefault(_generic(k), []).append(k)
-    for g, ks in groups.items():
-        c = (m["numbers"].get(g) or {}).get("coverage")
-        if c is None or 0.90 <= c <= 0.98:
-            continue
-        name = ks[0] if len(ks) == 1 else f"D_crit at the sweep's widths ({ks[0]} … {ks[-1]})"
-        out.append(
-            f"{name}: its 95% interval held the planted value in {100 * c:.0f}% of {where}: "
-            + ("wider than it needs to be" if c > 0.98 else "read it as narrower than the truth")
-        )
-    h = (m.get("holdout") or {}).get("coverage")
-    if holdout and h is not None and not 0.90 <= h <= 0.98:
-        out.append(f"hold-out: 95% prediction intervals held {100 * h:.0f}% of held-out losses in {where}")
-    return out
-
-
-def _generic(key: str) -> str:
-    """``dcrit[W=512]`` -> ``dcrit[W]`` (the widths of a fit are its own; the benchmark keeps the
-    lowest coverage over its grid's widths under that key)."""
-    return "dcrit[W]" if key.startswith("dcrit[W=") else key

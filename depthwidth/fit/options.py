@@ -67,6 +67,9 @@ class FitOptions:
     probe_step: int = 1000  # probe step of gradient persistence
     metric: str | None = None  # METRIC:TASK: a downstream metric predicted from loss in two steps (downstream.py)
     tuned: str | None = None  # a tuned sweep: fit each group's best | interpolated (tuning.py); None: best
+    pool_shapes: bool = (
+        False  # a law without a shape term on several width shapes: every run (no verdict), not the uniform ones
+    )
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from depthwidth.core.errors import BadInput
 from depthwidth.fit.boot import bootstrap as boot_fn
 from depthwidth.fit.boot import bound_hits, noise_scales, param_samples, percentile_ci
 from depthwidth.fit.compare import compare_laws
-from depthwidth.fit.count import count_model, with_convention
+from depthwidth.fit.count import N_NAMES, count_model, unused_count, with_convention
 from depthwidth.fit.count import warnings_for as count_warnings
 from depthwidth.fit.derived import derived_numbers, nest
 from depthwidth.fit.downstream import check_metric, downstream
@@ -32,8 +32,7 @@ from depthwidth.fit.files import beside_fit, write_document
 from depthwidth.fit.gradient_persistence import persistence
 from depthwidth.fit.holdout import holdout as holdout_fn
 from depthwidth.fit.holdout import split_largest
-from depthwidth.fit.intervals import coverage_warnings, underdetermined
-from depthwidth.fit.intervals import measured as measured_coverage
+from depthwidth.fit.intervals import underdetermined
 from depthwidth.fit.intervals import vet as vet_intervals
 from depthwidth.fit.isoflop import budgets as isoflop_budgets
 from depthwidth.fit.isoflop import isoflop as isoflop_fn
@@ -43,7 +42,7 @@ from depthwidth.fit.planted import compare as compare_planted
 from depthwidth.fit.predict import replicates_record
 from depthwidth.fit.planted import read_world
 from depthwidth.fit.sensitivity import sensitivity as sensitivity_fn
-from depthwidth.fit.table import apply_where, prepare
+from depthwidth.fit.table import apply_where, one_shape, prepare
 from depthwidth.fit.tuning import HALTED, LR_LAW, comparison, fixed_value, lr_law
 from depthwidth.fit.tuning import first_points as tuning_first_points
 from depthwidth.fit.tuning import halved as tuning_halved
@@ -91,9 +90,12 @@ def run_fit(
     check_out(out)
 
     rt = read_input(src)
+    df = apply_where(rt.df, opts.where)
+    df, pooled, shape_note = one_shape(df, chk.law, opts)
+    if shape_note and not pooled:  # the uniform runs by default: the fit is of shape=uniform, and says so
+        opts = replace(opts, where=[*opts.where_list, "shape=uniform"])
     if write and out is None and rt.sweep_dir is not None and not force:
         check_replace(rt.sweep_dir / "fit.json", opts)
-    df = apply_where(rt.df, opts.where)
     check_metric(opts.metric, df.columns)  # --metric METRIC:TASK: a column dw eval wrote
     untuned = df
     df, tuning, picks = _tuned(df, opts)
@@ -102,6 +104,8 @@ def run_fit(
     df, n_conv, n_note = _count_as(df, chk, opts)
     going = unfinished(name, rt.sweep_dir, root) if rt.sweep_dir is not None else None
     clean, excluded, notes = _clean(df, chk, opts, going)
+    notes[:0] = [shape_note] if shape_note else []
+    notes += [w for w in [unused_count(df, n_conv) if opts.n_convention is None else None] if w]
     fr = _fit(clean, chk, opts, going)
 
     count = None if is_user(chk.law) else count_model(clean, n_conv)  # N(D, W) serves built-in optima only
@@ -136,8 +140,8 @@ def run_fit(
         "pinned": chk.pins,
         "on_bound": fr.on_bound,
         "starts": fr.starts,
+        "checks": fr.checks,  # the depth penalty's BIC support and the law without it (fit/checks.py)
         "bootstrap": iv.info,
-        "seed_ci": iv.seed_ci,
         "ci_withheld": iv.withheld,
         "ci_flagged": iv.flagged,
         "underdetermined": under,
@@ -159,7 +163,7 @@ def run_fit(
             res["planted"] = compare_planted(
                 world, chk.law, fr.params, iv.ci, point, iv.dci, widths, opts.c_ref, count, n_conv, iv.withheld
             )
-    _sections(res, clean, fr, chk, opts, iv, rt.sweep_dir, widths, count, n_conv)
+    _sections(res, clean, fr, chk, opts, iv, rt.sweep_dir, widths, count, n_conv, pooled)
     res["seconds"] = round(time.perf_counter() - t0, 3)
     res = jsonable(res)
     return write_document(res, out, rt.sweep_dir, "fit.json") if write else res
@@ -256,14 +260,6 @@ def _clean(df, chk: Checked, opts: FitOptions, going: str | None):
         raise BadInput(f"{e}; not yet ended: {going}") if going else e from None
     if going:
         notes.insert(0, f"fitted on the runs that have ended; not yet in this fit: {going} (refit when they end)")
-    if "shape" in clean:
-        sh = clean.groupby("run")["shape"].first().astype(str)
-        shaped = int((~sh.isin(["uniform", "None", "nan"])).sum())
-        if shaped:
-            notes.append(
-                f"{shaped} of {len(sh)} runs have a non-uniform width shape and {chk.law.name} has no shape "
-                "term: its parameters pool the shapes (fit --where shape=uniform for the uniform runs)"
-            )
     if chk.holdout_k is not None:  # bad splits and tables without compute fail before any fit
         split_largest(clean, chk.holdout_k)
     if opts.approach == "isoflop":
@@ -286,7 +282,6 @@ class Intervals:
     ci: dict
     dci: dict
     info: dict
-    seed_ci: dict | None = None
     withheld: dict = field(default_factory=dict)
     flagged: dict = field(default_factory=dict)
     samples: dict | None = None  # parameter replicates, for tau(W)'s law band
@@ -322,12 +317,6 @@ def _intervals(fr, clean, chk: Checked, opts: FitOptions, point: dict, widths, c
             warnings.append(
                 f"{k} is on a bound in {100 * f:.0f}% of bootstrap refits: its interval is cut by the bound"
             )
-    seed_ci = None
-    sb = boot_fn(fr, clean, B, seed=opts.seed + 1, kind="seeds")
-    if sb is not None:
-        ss = param_samples(fr, sb)
-        seed_ci = {k: ([fr.params[k]] * 2 if k in pins else percentile_ci(v, level)) for k, v in ss.items()}
-        info["seed_replicates"] = int(sb["ok"].sum())
     # what may be shown (fit/intervals.py): withheld intervals, and measured coverage outside 90-98%
     ci, w1, f1 = vet_intervals(fr.params, ci, ok, B)
     dci, w2, f2 = vet_intervals(point, dci, ok, B)
@@ -339,10 +328,7 @@ def _intervals(fr, clean, chk: Checked, opts: FitOptions, point: dict, widths, c
                 + (" …" if len(d) > 6 else "")
                 + f"): e.g. {next(iter(d.values()))}"
             )
-    warnings += coverage_warnings(
-        label(lw), [*ci, *dci], measured_coverage(label(lw), opts.resample, level), holdout=chk.holdout_k is not None
-    )
-    return Intervals(ci, dci, info, seed_ci, withheld, flagged, samples, b["theta"][b["ok"]], warnings)
+    return Intervals(ci, dci, info, withheld, flagged, samples, b["theta"][b["ok"]], warnings)
 
 
 def _contains_zero(chk: Checked, level: float, iv: Intervals) -> list[str]:
@@ -385,7 +371,7 @@ def _gradient_persistence(derived: dict, df, sweep_dir, fr, chk: Checked, opts: 
 
 
 def _sections(
-    res: dict, clean, fr, chk: Checked, opts: FitOptions, iv: Intervals, sweep_dir, widths, count, n_conv
+    res: dict, clean, fr, chk: Checked, opts: FitOptions, iv: Intervals, sweep_dir, widths, count, n_conv, pooled
 ) -> None:
     """The sections beside the fit: the law comparison, the identification verdict, approach 2,
     sensitivity and hold-out, each when asked for (identification always)."""
@@ -411,9 +397,13 @@ def _sections(
         fr.params,
         on_bound=fr.on_bound,
         ci=iv.ci,
+        dci=iv.dci,
         derived=res["derived"],
         support=fr.checks.get("penalty_support"),
         quantum=sweep_quantum(sweep_dir, clean),
+        level=opts.level,
+        n_name=N_NAMES.get(n_conv, "params"),
+        pooled=pooled,
     )
     B, level = opts.bootstrap, opts.level
     if opts.approach == "isoflop":

@@ -42,6 +42,48 @@ def apply_where(df, where):
     return df
 
 
+UNIFORM = ("uniform", "None", "nan", "")  # a run's shape as tables write the uniform one (or none)
+
+
+def one_shape(df, law, opts):
+    """A law with no shape term on runs of several width shapes: (table, pooled, note).
+
+    Pooling shapes under a law that cannot tell them apart lets their differences pass for the
+    law's own terms (a planted world whose D_crit lay beyond every run was "identified" from
+    uniform and × runs pooled).  So by default such a fit keeps the uniform runs and says so;
+    ``--pool-shapes`` (``opts.pool_shapes``) fits every run and ``pooled`` names why no verdict is
+    claimed; a ``--where`` on the shape column is the user's own choice and is left alone.  A
+    table of several shapes none of them uniform is bad input (which shape, or pool)."""
+    if "shape" not in df or any(str(w).split("=", 1)[0].strip() == "shape" for w in (opts.where or [])):
+        return df, None, None
+    if any(c == "shape" or str(c).startswith("shape=") for c in law.columns):
+        return df, None, None  # the law reads the shape (a user law's indicator columns)
+    shape = df["shape"].astype(str)
+    uniform = shape.isin(UNIFORM)
+    kinds = sorted(set(shape[~uniform]))
+    if not kinds:
+        return df, None, None
+    n_runs = lambda m: df.loc[m, "run"].nunique() if "run" in df else int(m.sum())  # noqa: E731
+    if opts.pool_shapes:
+        why = f"{n_runs(~uniform)} of {n_runs(shape == shape)} runs have a non-uniform width shape ({', '.join(kinds)})"
+        return (
+            df,
+            f"{why} and {law.name} has no shape term: the fit pools them (--pool-shapes)",
+            f"{why}: pooled (--pool-shapes); no verdict is claimed",
+        )
+    if not uniform.any():
+        raise BadInput(
+            f"bad value for the run table: runs of several width shapes ({', '.join(kinds)}) and none uniform, "
+            f"and {law.name} has no shape term (allowed: --where shape=SHAPE for one of them, or --pool-shapes)"
+        )
+    note = (
+        f"fitted on the {n_runs(uniform)} uniform runs: {n_runs(~uniform)} runs of other width shapes "
+        f"({', '.join(kinds)}) are left out because {law.name} has no shape term (--pool-shapes fits every run, "
+        "with no verdict; --where shape=SHAPE fits one shape)"
+    )
+    return df[uniform], None, note
+
+
 def prepare(df, law, *, dcrit_needs_width_gt1: bool | None = None):
     """Validate and clean ``df`` for ``law``.
 

@@ -6,11 +6,9 @@ column, and answers one question in one line: is the parameter that carries
 the law's claim pinned down by the data?
 
 * depth-delusion: the claim is D_crit(W), where extra depth starts to hurt.
-  It is identified when at least ``MIN_RUNS_PER_SIDE`` runs lie on each side
-  of the fitted D_crit (shallower and deeper), its parameters are not on a
-  bound, and the penalty is supported (BIC against the law without it,
-  checks.py).  With every run deeper (or every run shallower) than D_crit,
-  nothing in the data says where the penalty starts.
+  Its verdict is the identification ladder (identify.py): ``no-penalty``,
+  ``not-located`` or ``located``, resting on D_crit's own interval at the
+  grid's widths, not on a model-selection test.
 * chinchilla: the claim is the compute-optimal split, carried by alpha and
   beta; width-depth: the shape, carried by a_w and a_d.  Identified when
   neither is on a bound and (with intervals) neither interval contains 0.
@@ -33,8 +31,8 @@ compare rows of fit.json carry each law's fitted ``params`` and ``options``;
 older documents name the options only in the label, e.g.
 ``depth-delusion[power+E]``, which ``law_of_label`` parses.
 
-Every verdict is decided here, at fit time (``identification``,
-``dcrit_warnings``) or from a fit.json (``flags``, ``preferred``,
+Every verdict is decided here (the ladder in identify.py), at fit time
+(``identification``, ``dcrit_warnings``) or from a fit.json (``flags``, ``preferred``,
 ``truth_line``, ``identification_notes``, ``optima_caveat``): ``dw fit``, the
 report and the README's demo section only show them.
 """
@@ -45,10 +43,10 @@ import math
 
 import numpy as np
 
+from depthwidth.fit.identify import LADDER, dcrit_ladder
 from depthwidth.fit.laws import Law, get_law, label
 from depthwidth.fit.userlaw import load_law
 
-MIN_RUNS_PER_SIDE = 2
 CLAIMS = {"chinchilla": ("alpha", "beta"), "width-depth": ("a_w", "a_d")}
 CLAIM_COLUMNS = {"alpha": "params", "beta": "tokens", "a_w": "width", "a_d": "depth"}  # what each exponent scales
 
@@ -64,44 +62,25 @@ def ranges(table, law) -> dict[str, list[float]]:
     return out
 
 
-def _dcrit_claim(table, law, params, on_bound, support) -> dict:
+def _dcrit_claim(table, law, params, support, ci, dci, level, pooled) -> dict:
+    """The D_crit claim: the identification ladder (identify.py), with the points on each side."""
     W = np.asarray(table["width"], dtype=float)
     D = np.asarray(table["depth"], dtype=float)
     runs = np.asarray(table["run"]).astype(str)
     ratio = D / law.dcrit(params, W)
-    deeper, shallower = ratio > 1, ratio <= 1
-    n_deep, n_shallow = len(set(runs[deeper])), len(set(runs[shallower]))
-    bound = [p for p in ("kappa", "c", "p") if p in on_bound]
-    out = {
+    deeper = ratio > 1
+    lad = dcrit_ladder(table, law, params, support=support, ci=ci, dci=dci, level=level, pooled=pooled)
+    return {
         "parameter": "D_crit",
+        "identified": lad["verdict"] == "located",
+        "because": lad["because"],
+        "ladder": lad,
         "points_beyond": int(deeper.sum()),
-        "points_within": int(shallower.sum()),
-        "runs_beyond": n_deep,
-        "runs_within": n_shallow,
+        "points_within": int((~deeper).sum()),
+        "runs_beyond": len(set(runs[deeper])),
+        "runs_within": len(set(runs[~deeper])),
         "depth_over_dcrit": [float(ratio.min()), float(ratio.max())],
     }
-    if n_deep < MIN_RUNS_PER_SIDE:
-        why = (
-            f"only {n_deep} run(s) are deeper than the fitted D_crit (deepest depth/D_crit = {ratio.max():.2g}): "
-            "nothing shows where extra depth starts to hurt"
-        )
-    elif n_shallow < MIN_RUNS_PER_SIDE:
-        why = (
-            f"only {n_shallow} run(s) are at or below the fitted D_crit (shallowest depth/D_crit = {ratio.min():.2g}): "
-            "nothing pins where the penalty starts"
-        )
-    elif bound:
-        why = f"{', '.join(bound)} sit(s) on a bound of the fit"
-    elif support is not None and not support["supported"]:
-        why = f"the penalty is not supported by the data (BIC {support['delta_bic']:+.1f} against the law without it)"
-    else:
-        why = f"{n_shallow} runs lie at or below and {n_deep} runs beyond the fitted D_crit" + (
-            f", and the penalty lowers BIC by {-support['delta_bic']:.1f}" if support is not None else ""
-        )
-        out["identified"] = True
-    out.setdefault("identified", False)
-    out["because"] = why
-    return out
 
 
 def penalty_supported(delta_bic: float) -> bool:
@@ -222,15 +201,25 @@ def identification(
     *,
     on_bound=(),
     ci: dict | None = None,
+    dci: dict | None = None,
     derived: dict | None = None,
     support: dict | None = None,
     quantum: int | None = None,
+    level: float = 0.95,
+    pooled: str | None = None,
+    n_name: str = "params",
 ) -> dict:
-    """What the fit rests on and whether its claim is identified, with the one-line verdict."""
+    """What the fit rests on and whether its claim is identified: ``verdict`` (the ladder's rung for a
+    law with D_crit, identify.py; ``identified`` | ``not-identified`` for an exponent claim; None for a
+    user law) and ``line``, the sentence every reader prints.  ``n_name``: what the ``params`` column
+    holds (the N convention the fit used), named so in ``ranges``."""
     runs = np.asarray(table["run"]).astype(str)
-    out = {"points": int(len(runs)), "runs": int(len(set(runs))), "ranges": ranges(table, law), "quantum": quantum}
+    rg = ranges(table, law)
+    if n_name != "params" and "params" in rg:
+        rg = {(n_name if k == "params" else k): v for k, v in rg.items()}
+    out = {"points": int(len(runs)), "runs": int(len(set(runs))), "ranges": rg, "quantum": quantum}
     if "dcrit" in law.options:
-        claim = _dcrit_claim(table, law, params, set(on_bound), support)
+        claim = _dcrit_claim(table, law, params, support, ci, dci, level, pooled)
     elif law.name in CLAIMS:
         claim = _exponent_claim(law, params, set(on_bound), ci, table)
     else:  # a user-defined law (fit/userlaw.py) declares no claim: nothing to identify, nothing to flag
@@ -238,12 +227,28 @@ def identification(
     out["claim"] = claim
     out["optimum"] = meaningful_optimum(derived or {}, quantum)
     out["dcrit_range"] = meaningful_dcrit(derived or {})
-    out["verdict"] = (
-        f"no claim-carrying parameter: {claim['because']}"
-        if claim["identified"] is None
-        else f"{claim['parameter']} identified: {'yes' if claim['identified'] else 'no'}, because {claim['because']}"
-    )
+    if "ladder" in claim:
+        lad = claim.pop("ladder")
+        out.update(verdict=lad["verdict"], line=lad["line"], widths=lad["widths"], sign=lad["sign"])
+        out["max_ratio"], out["level"] = lad["max_ratio"], lad["level"]
+    elif claim["identified"] is None:
+        out.update(verdict=None, line=f"no claim-carrying parameter: {claim['because']}")
+    else:
+        out["verdict"] = "identified" if claim["identified"] else "not-identified"
+        out["line"] = (
+            f"{claim['parameter']} identified: {'yes' if claim['identified'] else 'no'}, because {claim['because']}"
+        )
     return out
+
+
+def verdict_line(ident: dict | None) -> str | None:
+    """The sentence of an identification record (fit.json before the ladder kept it in ``verdict``)."""
+    if not ident:
+        return None
+    if ident.get("line"):
+        return ident["line"]
+    v = ident.get("verdict")
+    return v if isinstance(v, str) and v not in LADDER else None
 
 
 def rests_on(ident: dict) -> str:
@@ -335,6 +340,51 @@ def preferred(doc: dict | None) -> dict | None:
     }
 
 
+def drawn(fit: dict | None) -> dict | None:
+    """What a figure draws of a fit, as its verdict allows: {fit, style, label, line, alternative}.
+
+    * a law the held-out comparison prefers (``preferred``): that law solid, the fitted one dashed;
+    * D_crit ``located`` (or an identified claim): the fitted law, solid;
+    * ``no-penalty``: the law without its penalty (the fit the BIC test compared it with), solid —
+      the data show no penalty, so none is drawn;
+    * ``not-located`` (or a claim not identified): the fitted law dashed, and the line says why.
+    ``fit`` is a minimal fit document (law, options, params); ``alternative`` one to draw dashed beside."""
+    if not fit or not fit.get("params"):
+        return None
+    ident = fit.get("identification") or {}
+    lab = fitted_label(fit)
+    mine = {"law": fit["law"], "options": fit.get("options") or {}, "params": fit["params"]}
+    pref = preferred(fit)
+    if pref:
+        return {
+            "fit": pref["fit"],
+            "style": "solid",
+            "label": f"{pref['law']} (held-out preferred)",
+            "line": pref["line"],
+            "alternative": {"fit": mine, "label": f"{lab} (alternative)"},
+        }
+    v = ident.get("verdict")
+    if v == "no-penalty":
+        without = ((fit.get("checks") or {}).get("penalty_support") or {}).get("params_without")
+        if without:
+            return {
+                "fit": {**mine, "params": without},
+                "style": "solid",
+                "label": f"the {lab} law without its penalty",
+                "line": f"{verdict_line(ident)}: drawn without its penalty",
+                "alternative": None,
+            }
+    if (ident.get("claim") or {}).get("identified") is False:
+        return {
+            "fit": mine,
+            "style": "dashed",
+            "label": f"the fitted {lab} law (its claim not identified)",
+            "line": verdict_line(ident),
+            "alternative": None,
+        }
+    return {"fit": mine, "style": "solid", "label": f"the fitted {lab} law", "line": None, "alternative": None}
+
+
 # -- the verdicts of a fit.json, as dw fit, the report and the README say them ------------------
 
 
@@ -353,7 +403,7 @@ def truth_line(fit) -> str | None:
     if pref:
         return pref["line"]
     ident = (fit or {}).get("identification") or {}
-    return ident["verdict"] if (ident.get("claim") or {}).get("identified") is False else None
+    return verdict_line(ident) if (ident.get("claim") or {}).get("identified") is False else None
 
 
 def identification_notes(fit: dict) -> list[str]:
@@ -362,7 +412,7 @@ def identification_notes(fit: dict) -> list[str]:
     ident = fit.get("identification") or {}
     if not ident:
         return []
-    out = [ident["verdict"]]
+    out = [verdict_line(ident)]
     out += [f"{k}: not identified ({v['because']})" for k, v in ident.get("optimum", {}).items() if not v["identified"]]
     out += [x for x in (not_identified_line(ident), (preferred(fit) or {}).get("line")) if x]
     return out + [rests_on(ident)]

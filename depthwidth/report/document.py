@@ -154,6 +154,7 @@ class Data:
     analyses: list[dict] = field(default_factory=list)  # report.inside.read_analyses: runs' analysis.json
     evals: dict = field(default_factory=dict)  # report.downstream.read_evals: run -> its eval.json
     halving: dict | None = None  # successive halving: {summary: dw status's, groups: {id: halving/ID.json}}
+    tuned: dict | None = None  # a tuned sweep: {key, best: {group: best run}, others: runs at other values}
 
 
 def is_usable(r) -> bool:

@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from depthwidth.fit.count import COLUMN, n_column
-from depthwidth.fit.verdicts import fitted_label, law_of_label
-from depthwidth.fit.verdicts import preferred
+from depthwidth.fit.verdicts import drawn, fitted_label, law_of_label
 from depthwidth.report import downstream, inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
 from depthwidth.report.document import SHAPE_LABEL, SHAPES
@@ -150,24 +149,26 @@ def loss_vs_depth(plt, data, rep, out):
     grid = [r for r in rep["tables"]["loss_grid"].rows if r["loss"] is not None]
     if not grid:
         return "no finished uniform runs"
-    pref = preferred(data.fit)
-    main = pref["fit"] if pref else data.fit
+    draw = drawn(data.fit)  # what the fit's verdict allows to be drawn (fit/verdicts.py)
+    main = draw["fit"] if draw else None
+    alt = (draw or {}).get("alternative")
     conv = _convention(data.fit)  # a compared law was fitted on the same N (fit/compare.py)
     nkey = COLUMN.get(conv, "params")  # the grid's count the curve runs along (12DW2: from depth, width)
     widths = sorted({r["width"] for r in grid})
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
     curves, missing = False, {}  # missing: width -> why its fitted curve is not drawn
+    style = "--" if draw and draw["style"] == "dashed" else "-"
     for w, col in zip(widths, _colors(len(widths))):
         rs = sorted((r for r in grid if r["width"] == w), key=lambda r: r["depth"])
         d = np.array([r["depth"] for r in rs], float)
         y = np.array([r["loss"] for r in rs], float)
         sd = np.array([r["sd"] or 0.0 for r in rs], float)
         ax.errorbar(d, y, yerr=sd if sd.any() else None, fmt="o", color=col, capsize=3, label=f"W = {w}")
-        if data.fit and len(rs) < 2:
+        if main and len(rs) < 2:
             missing[w] = "one depth only"
-        elif data.fit and not all(r.get(nkey) for r in rs):
+        elif main and not all(r.get(nkey) for r in rs):
             missing[w] = "runs without a parameter count"
-        elif data.fit:
+        elif main:
             try:
                 slope, icpt = np.polyfit(d, [r[nkey] for r in rs], 1)  # params are linear in depth at fixed W
                 dd = np.linspace(d.min(), d.max(), 200)
@@ -181,9 +182,9 @@ def loss_vs_depth(plt, data, rep, out):
                 pred = _predict(main, cols, conv)
                 if not np.isfinite(pred).any():
                     raise ValueError("the law predicts no finite loss at these depths")
-                ax.plot(dd, pred, "-", color=col, lw=1.3, alpha=0.85)
-                if pref:
-                    ax.plot(dd, _predict(data.fit, cols, conv), "--", color=col, lw=1.1, alpha=0.7)
+                ax.plot(dd, pred, style, color=col, lw=1.3, alpha=0.85)
+                if alt:
+                    ax.plot(dd, _predict(alt["fit"], cols, conv), "--", color=col, lw=1.1, alpha=0.7)
                 curves = True
             except Exception as e:  # one width's curve must not lose the figure, nor hide why
                 missing[w] = f"{type(e).__name__}: {' '.join(str(e).split())[:100]}"
@@ -192,36 +193,30 @@ def loss_vs_depth(plt, data, rep, out):
     ax.set_xlabel("depth L (layers)")
     ax.set_ylabel(LOSS_LABEL)
     title = "Loss vs depth per width"
-    if curves and pref:
-        ax.plot([], [], "-", color="grey", label=f"{pref['law']} (held-out preferred)")
-        ax.plot([], [], "--", color="grey", label=f"{pref['alternative']} (alternative)")
-        title += f" with the {pref['law']} law the held-out comparison prefers"
-    elif curves:
-        ax.plot([], [], "-", color="grey", label=f"fit: {data.fit['law']}")
-        title += f" with the fitted {data.fit['law']} law"
-    ax.set_title(title, **({"fontsize": 9.5} if pref else {}))
+    if curves:
+        ax.plot([], [], style, color="grey", label=draw["label"])
+        if alt:
+            ax.plot([], [], "--", color="grey", label=alt["label"])
+        title += f": {draw['label']}"
+    ax.set_title(title, **({"fontsize": 9.5} if len(title) > 60 else {}))
     ax.legend(loc="best", ncol=2 if len(widths) > 5 else 1)
-    if curves and pref:
+    if curves:
         cap = (
-            f"points: measured (± sd over seeds); solid: {pref['law']}, dashed: {pref['alternative']}, "
-            f"at each width's token budget; {pref['line']}"
+            f"points: measured (± sd over seeds); {'dashed' if style == '--' else 'solid'}: {draw['label']}"
+            + (f", dashed: {alt['label']}" if alt else "")
+            + " at each width's token budget"
         )
-    elif curves:
-        cap = "points: measured (± sd over seeds); lines: the fitted law at each width's token budget"
     else:
         cap = "points: measured (± sd over seeds); " + (
             f"the fitted {data.fit['law']} law could not be drawn" if data.fit else "no fit.json, so no fitted curves"
         )
     if missing:
         cap += "; no fitted curve for " + "; ".join(f"W = {w} ({why})" for w, why in missing.items())
-    ident = (data.fit or {}).get("identification") or {}
-    if curves and ident.get("claim", {}).get("identified") is False:  # the curve rests on a claim the data do not pin
+    if curves and draw.get("line"):  # what the verdict says of the drawn curve
         import textwrap
 
-        ax.set_xlabel(
-            ax.get_xlabel() + "\n" + textwrap.fill(pref["line"] if pref else ident["verdict"], 96), fontsize=8
-        )
-        cap += "; " + ident["verdict"]
+        ax.set_xlabel(ax.get_xlabel() + "\n" + textwrap.fill(draw["line"], 96), fontsize=8)
+        cap += "; " + draw["line"]
     return _save(plt, fig, out, "loss_vs_depth.png", title, cap)
 
 

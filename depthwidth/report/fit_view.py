@@ -30,24 +30,20 @@ def fit_tables(fit: dict | None, widths=(), probes=()) -> dict[str, Table]:
 
 
 def parameter_table(fit: dict) -> Table:
-    """The law's parameters with their intervals (and the seeds-only interval when there is one), the
-    paper's values for the Depth Delusion law, goodness of fit and gradient persistence's exponent."""
+    """The law's parameters with their intervals, the paper's values for the Depth Delusion law,
+    goodness of fit and gradient persistence's exponent."""
     dd = fit.get("law") == "depth-delusion"
     paper = {"alpha": PAPER_FIT["alpha"], "kappa": PAPER_KAPPA} if dd else {}
     flags = parameter_flags(fit)
-    seeds = fit.get("seed_ci") or {}
     rows = []
     for k, v in (fit.get("params") or {}).items():
         lo, hi = ci_pair((fit.get("ci") or {}).get(k))
-        slo, shi = ci_pair(seeds.get(k))
         rows.append(
             {
                 "quantity": k,
                 "measured": v,
                 "ci_lo": lo,
                 "ci_hi": hi,
-                "seed_lo": slo,
-                "seed_hi": shi,
                 "paper": paper.get(k),
                 "flags": ", ".join(flags.get(k, [])) or None,
             }
@@ -76,8 +72,6 @@ def parameter_table(fit: dict) -> Table:
         Col("ci_lo", f"{lvl} CI lo" + (f" ({b['resample']})" if b.get("resample") else ""), "{:.4g}"),
         Col("ci_hi", f"{lvl} CI hi", "{:.4g}"),
     ]
-    if seeds:
-        cols += [Col("seed_lo", "CI lo (seeds)", "{:.4g}"), Col("seed_hi", "CI hi (seeds)", "{:.4g}")]
     if dd:
         cols.append(Col("paper", "paper", "{:.4g}"))
     cols.append(Col("flags", "flags"))

@@ -78,7 +78,24 @@ def load(
             raise bad("--fit", str(fit_path), "a fit.json written by dw fit (keys law, params)")
         d.source["fit"] = str(fit_path)
     d.fit = fit
+    d.tuned = tuned_picks(rt.df)
     return d
+
+
+def tuned_picks(df) -> dict | None:
+    """A tuned sweep's picks, as ``dw fit --tuned best`` makes them (fit/tuning.py): the report's
+    grid shows each group's best run, not an arbitrary value of the tuned setting."""
+    from depthwidth.fit.tuning import picks
+
+    try:
+        found = picks(df)
+    except BadInput:
+        return None
+    if not found:
+        return None
+    best = {p.group: p.best_run for p in found}
+    grouped = set(df.loc[df["group"].notna(), "run"].astype(str))
+    return {"key": found[0].key, "best": best, "others": sorted(grouped - set(best.values()))}
 
 
 def _load_sweep(name: str, df, sweep_dir: Path) -> Data:

@@ -22,7 +22,7 @@ from pathlib import Path
 from depthwidth.core.atomic import write_text
 from depthwidth.core.store import runs_root
 from depthwidth.core.errors import BadInput, DwError
-from depthwidth.fit.verdicts import preferred, truth_line
+from depthwidth.fit.verdicts import drawn, truth_line, verdict_line
 from depthwidth.report.load import load
 from depthwidth.report.document import Table
 from depthwidth.report.render import md_table
@@ -81,19 +81,17 @@ def section(
     if line:  # the claim is not identified: say so, and which law the figure draws (report/rests.py)
         out += [f"**{line[0].upper() + line[1:]}.**", ""]
     if planted and planted.get("planted"):
-        v = (planted.get("identification") or {}).get("verdict")
+        v = verdict_line(planted.get("identification"))
         out += [
             f"Is that the grid or the data? `dw simulate demo --name demo-planted` writes the same 16 runs with "
             f"losses planted from the depth-delusion law near the paper's fit, and its fit answers: {v}; "
             f"{planted_line(planted['planted'])}.",
             "",
         ]
-    pref = preferred(fit)
-    alt = (
-        f"Loss vs depth per width: {pref['law']} solid (held-out preferred), {pref['alternative']} dashed"
-        if pref
-        else "Loss vs depth per width, with the fitted law"
-    )
+    draw = drawn(fit)
+    alt = f"Loss vs depth per width, with {draw['label']}" if draw else "Loss vs depth per width"
+    if draw and draw.get("alternative"):
+        alt += f", {draw['alternative']['label']} dashed"
     out += [f"![{alt}]({figure_rel})", ""]
     if "inside" in T and T["inside"].rows:
         out += [

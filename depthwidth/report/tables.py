@@ -41,6 +41,7 @@ from depthwidth.report.router import router_table
 
 def build(data: Data, at_width: int | None = None, at_depth: int | None = None) -> dict:
     T = {}
+    tuned_note = _best_picks(data)
     data.runs, apart = split_conflicts(data.runs)  # never average runs that differ in more than the seed
     if apart:
         gone = {r["run"] for r in apart}
@@ -50,6 +51,8 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
     uni = [r for r in data.runs if is_uniform(r)]
     cells = group_cells(uni)
     T["loss_grid"] = _grid(uni, cells)
+    if tuned_note:
+        T["loss_grid"].notes.insert(0, tuned_note)
     w_star = _pick(cells, 1, at_width, "--at-width", "width")
     d_star = _pick(cells, 0, at_depth, "--at-depth", "depth")
     paper_by_cell = {}
@@ -103,6 +106,22 @@ def build(data: Data, at_width: int | None = None, at_depth: int | None = None) 
         "notes": notes,
         "figures": [],
     }
+
+
+def _best_picks(data: Data) -> str | None:
+    """A tuned sweep: keep each tuning group's best run (the pick ``dw fit --tuned best`` makes) and
+    set the runs at its other values aside, so a cell's loss is its group's best; the grid's note."""
+    t = data.tuned
+    if not t:
+        return None
+    others = set(t["others"])
+    data.runs = [r for r in data.runs if r["run"] not in others]
+    data.points = [p for p in data.points if p["run"] not in others]
+    data.analyses = [a for a in data.analyses if a["run"] not in others]
+    return (
+        f"tuned sweep: each cell shows its tuning group's best run over {t['key']} (the pick dw fit --tuned best "
+        f"makes); {len(others)} runs at other values of {t['key']} are left out of these tables"
+    )
 
 
 def _apart(apart, sweep) -> Table:

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from depthwidth.core import provenance
-from depthwidth.core.errors import bad
+from depthwidth.core.errors import BadInput, bad
 from depthwidth.core.store import check_name, runs_root
 from depthwidth.fit.count import count_model, n_column, with_convention
 from depthwidth.fit.derived import C_REF, derived_numbers
@@ -62,6 +63,36 @@ def truth(w: World, table, widths, c_ref: float = C_REF) -> dict:
     out = dict(w.values)
     out.update({k: float(v[0]) for k, v in derived_numbers(w.law, w.values, widths, c_ref, count).items()})
     return {k: (v if math.isfinite(v) else None) for k, v in out.items()}
+
+
+SCALES = ("A", "B", "gamma", "E", "A_w", "A_d")  # the coefficients of a law's additive terms
+HEADROOM = 0.9  # the default world's largest planted loss, as a share of ln V
+
+
+def _plausible(w, L: np.ndarray, runs, set_values):
+    """(world, losses, scaled): no planted loss above ln V, the loss of a uniform guess over the runs'
+    vocabulary.  The default world (no ``--set``) is scaled — every additive term by one factor, so
+    its exponents and D_crit are the papers' — until its largest loss is ``HEADROOM``·ln V (the
+    published parameters, fitted at a 50k vocabulary and 27M–7B parameters, give 9–12 nats on a
+    CPU-sized byte-level sweep); values set by hand that exceed it are bad input."""
+    vocab = max(int(r.cfg.model.vocab_size) for r in runs)
+    ln_v = math.log(vocab)
+    top = float(np.max(L)) if len(L) else 0.0
+    if top <= ln_v:
+        return w, L, None
+    if set_values:
+        given = ",".join(set_values) if isinstance(set_values, (list, tuple)) else set_values
+        raise BadInput(
+            f"bad value for --set: {given} (allowed: values whose planted losses stay below ln V = {ln_v:.3g} "
+            f"nats, the loss of a uniform guess over the sweep's {vocab}-token vocabulary; the largest is {top:.3g})"
+        )
+    f = HEADROOM * ln_v / top
+    values = {k: (v * f if k in SCALES else v) for k, v in w.values.items()}
+    why = (
+        f"the published parameters plant losses up to {top:.3g} nats, above ln V = {ln_v:.3g} for this sweep's "
+        f"{vocab}-token vocabulary: every term scaled by {f:.3g} (exponents and D_crit unchanged)"
+    )
+    return replace(w, values=values), L * f, {"factor": f, "vocab": vocab, "why": why}
 
 
 def simulate(
@@ -136,6 +167,7 @@ def simulate(
     table = pd.DataFrame(rows)
     idx = np.asarray(idx)
     L = losses(w, {c: table[c].to_numpy() for c in ("params", "tokens", "depth", "width")}, idx, seed)
+    w, L, scaled = _plausible(w, L, planned.runs, set_values)
     rng = np.random.default_rng([seed, 1])
     world_prov = {"simulated": True, "world": {**w.to_dict(), "seed": seed, "sweep": sweep}}
     recs = []
@@ -169,6 +201,7 @@ def simulate(
         "runs": len(recs),
         "points": int(len(table)),
         "truth": planted,
+        "scaled": scaled,
         "provenance": provenance.record(),
     }
     write_store(target, name, recs, doc)

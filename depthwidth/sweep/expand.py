@@ -36,6 +36,7 @@ from depthwidth.sweep.plan_costs import DEFAULT_CPU_PEAK, checkpoint_figures, ho
 from depthwidth.train import memory
 from depthwidth.train.plan import check as check_run
 from depthwidth.train.plan import precision_for
+from depthwidth.train.optim import planned_steps
 
 # Stated assumptions for the device-hour estimate (dry-run); override with --mfu/--peak/--cpu-peak.
 DEFAULT_MFU = PLAN_MFU
@@ -257,6 +258,8 @@ def validate(
     f = figures(spec, t.seq_len)
     tokens = rp.steps * rp.tokens_per_step
     flops = f["flops_per_token"] * tokens
+    steps_planned = planned_steps(rp.steps, rp.budgets)  # the trunk and every WSD decay branch
+    flops_planned = f["flops_per_token"] * steps_planned * rp.tokens_per_step
     return {
         "depth": spec.depth,
         "width": int(cfg.model.width),
@@ -268,7 +271,9 @@ def validate(
         "tokens": tokens,
         "steps": rp.steps,
         "flops": flops,
-        **hours(flops, device=device, processes=processes, mfu=mfu, peak=peak, cpu_peak=cpu_peak),
+        "steps_planned": steps_planned,
+        "flops_planned": flops_planned,
+        **hours(flops_planned, device=device, processes=processes, mfu=mfu, peak=peak, cpu_peak=cpu_peak),
         **checkpoint_figures(spec, steps=rp.steps, ckpt_every=int(t.ckpt_every), keep=int(t.keep_ckpts)),
         "seed": int(cfg.run.seed),
         "precision": t.precision,

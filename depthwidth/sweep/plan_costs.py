@@ -191,6 +191,21 @@ def _params(n: float) -> str:
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
 
 
+def branch_line(rows: list) -> str | None:
+    """WSD decay branches: each forks from its run's trunk where its decay starts and trains only
+    the decay (train/optim.py ``fork_step``); the steps they add are in the FLOPs and hours."""
+    extra = [(x, x["steps_planned"] - x["steps"]) for x in rows if x.get("steps_planned", 0) > x["steps"]]
+    if not extra:
+        return None
+    added = sum(n for _, n in extra)
+    main = sum(x["steps"] for x, _ in extra)
+    return (
+        f"decay branches: {_plural(len(extra), 'run')} fork WSD decay branches from their trunk (train.budgets) "
+        f"and train only their decays: +{added:,} steps, {added / main:.1%} of those runs' {main:,}, counted in "
+        "the FLOPs and hours above"
+    )
+
+
 def time_warning(rows: list) -> str | None:
     over = [r for r in rows if r.get("requeues")]
     if not over:
@@ -291,8 +306,8 @@ def summarize(name: str, runs: list, rows: list) -> dict:
 
 def halving_savings(runs: list, rows: list) -> dict | None:
     """tune.halving: the device-hours the worse half of each tuning group does not spend when it stops
-    at its first budget (a group's runs cost alike, so whichever runs they are; their WSD decay
-    branches, like every figure here, left out)."""
+    at its first budget (a group's runs cost alike, so whichever runs they are; the hours include the
+    WSD decay branches, of which a pruned run trains only the first)."""
     groups: dict = {}
     for r, x in zip(runs, rows):
         if getattr(r, "halving", False) and r.group:

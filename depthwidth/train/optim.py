@@ -25,7 +25,11 @@ loss) for the data term of a scaling law.  With ``wsd`` each budget b < total
 gets its own decay *branch*: at step (1 − f)·S_b (``fork_step``) the model,
 optimiser and data stream are copied, the copy decays to S_b steps and is
 evaluated, and the main run continues in its stable phase — one run, several
-properly decayed points.
+properly decayed points.  A warm-up given as a fraction resolves against the
+whole run (the trunk's S steps), for every branch too, so each branch shares
+the trunk's schedule up to its fork and never retrains it: a branch equals the
+run trained to its budget alone with the trunk's warm-up in steps
+(``optim.warmup=round(warmup·S)``).
 With the other schedules a budget is evaluated as the main run passes it.
 """
 
@@ -53,11 +57,13 @@ def power_lr(tokens: float, o: Any, tokens_per_step: int) -> float:
     return min(float(o.lr), power_a(o, tokens_per_step) * float(tokens) ** float(o.power_exponent))
 
 
-def lr_at(step: int, total: int, o: Any, tokens_per_step: int | None = None) -> float:
+def lr_at(step: int, total: int, o: Any, tokens_per_step: int | None = None, run_steps: int | None = None) -> float:
     """Learning rate for 0-based ``step`` of a run of ``total`` steps (``power`` needs
-    ``tokens_per_step``: it decays in tokens seen, not in steps)."""
+    ``tokens_per_step``: it decays in tokens seen, not in steps).  ``run_steps``: the whole run's
+    steps when ``total`` is a decay branch's (a fractional warm-up resolves against the whole run;
+    default ``total``)."""
     peak, floor = float(o.lr), float(o.lr) * float(o.min_lr_ratio)
-    w = warmup_steps(o, total)
+    w = warmup_steps(o, total if run_steps is None else run_steps)
     if o.schedule == "power":
         if tokens_per_step is None:
             raise ValueError("lr_at: the power schedule needs tokens_per_step")
@@ -84,16 +90,12 @@ def decay_start(total: int, o: Any) -> int:
     return int(math.floor((1.0 - float(o.decay_fraction)) * total))
 
 
-def fork_step(steps: int, total: int, o: Any) -> int:
-    """Where the decay branch of a budget of ``steps`` leaves a wsd run of ``total`` steps.
-
-    The branch must be the run one would train to that budget alone, so it may
-    share only the steps whose learning rates the two schedules agree on.  A
-    warm-up given as a fraction lasts a fraction of *each* run's steps: when
-    that differs from the main run's warm-up the schedules differ from step 0
-    and the branch trains from the start.  (A warm-up in steps, the usual wsd
-    recipe, is the same for every budget and lets branches share the trunk.)"""
-    return decay_start(steps, o) if warmup_steps(o, steps) == warmup_steps(o, total) else 0
+def fork_step(steps: int, o: Any) -> int:
+    """Where the decay branch of a budget of ``steps`` leaves a wsd run: where the budget's decay
+    starts.  The branch's warm-up is the trunk's (a fraction resolves against the whole run:
+    ``lr_at``'s ``run_steps``), so the two schedules agree on every step before the
+    decay and the branch trains only its decay, ``steps − fork_step`` steps, never the trunk again."""
+    return decay_start(steps, o)
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def plan_budgets(budgets_tokens, total_steps: int, tokens_per_step: int, o: Any)
         if s < 1 or s > total_steps:
             raise bad("train.budgets", b, f"token counts between {tokens_per_step} and {total_steps * tokens_per_step}")
         if s < total_steps:
-            out[s] = Budget(s * tokens_per_step, s, fork_step(s, total_steps, o) if o.schedule == "wsd" else None)
+            out[s] = Budget(s * tokens_per_step, s, fork_step(s, o) if o.schedule == "wsd" else None)
     out[total_steps] = Budget(total_steps * tokens_per_step, total_steps, None)
     return [out[k] for k in sorted(out)]
 

@@ -295,7 +295,8 @@ class Trainer:
                 start = restore(checkpoint.load(path, self.model, self.opt), self.sampler).step
                 self.log(f"resuming the decay branch to step {budget.steps} at step {start}")
             for s in range(start, budget.steps):
-                self.train_step(optim.lr_at(s, budget.steps, self.cfg.optim, p.tokens_per_step), probe=False)
+                lr = optim.lr_at(s, budget.steps, self.cfg.optim, p.tokens_per_step, p.steps)  # the trunk's warm-up
+                self.train_step(lr, probe=False)
                 if s + 1 < budget.steps and stop.agree(self.world, self.device):  # the last step: finish it
                     extra = extra_state(p.run_id, TrainState(step=s + 1), self.sampler, 0.0)
                     checkpoint.save(d, s + 1, self.world, self.model, self.opt, extra, keep=1)

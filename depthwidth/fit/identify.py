@@ -1,0 +1,173 @@
+"""Is D_crit located?  The identification ladder of a law with a depth penalty, decided once, at
+fit time, and stored in fit.json (``identification.verdict``, ``identification.widths``).
+
+A structural penalty can lower BIC while its change point is unpinned: "a penalty helps" is not
+"D_crit is here".  So the verdict is a ladder, and each rung rests on what it claims:
+
+``no-penalty``
+    The law without the penalty is as good: the penalty does not lower BIC by more than 2
+    (fit/checks.py ``penalty_support``), or no run lies beyond the fitted D_crit.  Nothing is
+    said about where D_crit is — only that no run of the grid shows it (it may lie beyond the
+    deepest run, or there may be none).
+``not-located``
+    A penalty helps, but D_crit's interval is not pinned at any width of the grid (the reason
+    names the interval), or the sign of its width dependence is not settled.
+``located``
+    At one width W of the grid at least, D_crit(W)'s interval [lo, hi] (the fit's bootstrap,
+    at its level) is bounded, lies inside the depths the grid ran at that width (lo ≥ the
+    shallowest, hi ≤ the deepest), and is narrow: hi/lo ≤ ``MAX_RATIO``; and, where the grid has
+    more than one width, the sign of the width dependence is settled by its own interval
+    (power form: p's interval excludes 0; the log form, κ·ln W with κ > 0, rises by
+    construction, and the line says the form assumes it).
+
+Per width, ``widths[W]`` holds {verdict, value, interval, depths, because}; a width is
+``located`` under the same rule, less the sign.  Every reader (``dw fit``, the report, the
+figures, ``dw suggest``, ``dw status``) prints this record; none decides again.
+
+The rule's error rates are measured on planted worlds (benchmarks/bench_verdicts.py; README
+"Verdicts"): D_crit inside the grid, below its shallowest depth, beyond its deepest, no
+penalty at all, shapes pooled under a shape-blind law, both D_crit forms, two noise levels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LADDER = ("no-penalty", "not-located", "located")
+MAX_RATIO = 2.0  # hi/lo of D_crit(W)'s interval at most this to call it located (within a factor of 2)
+
+
+def _fmt_iv(iv) -> str:
+    return f"[{iv[0]:.3g}, {iv[1]:.3g}]"
+
+
+def _width_rung(w: float, value, iv, depths: tuple[float, float], supported: bool, level: float) -> dict:
+    """One width's rung: {verdict, value, interval, depths, because}."""
+    lo_d, hi_d = depths
+    out = {
+        "value": None if value is None or not math.isfinite(value) else float(value),
+        "interval": None if iv is None else [float(iv[0]), float(iv[1])],
+        "depths": [float(lo_d), float(hi_d)],
+    }
+    pct = f"{100 * level:.0f}%"
+    if not supported:
+        out.update(verdict="no-penalty", because="the law without the penalty is as good")
+    elif iv is None or not all(math.isfinite(x) for x in iv):
+        out.update(verdict="not-located", because="no interval (--bootstrap 0, or it was withheld)")
+    elif iv[0] <= 0 or iv[1] / iv[0] > MAX_RATIO:
+        ratio = "unbounded" if iv[0] <= 0 else f"{iv[1] / iv[0]:.2g}×"
+        out.update(
+            verdict="not-located",
+            because=f"its {pct} interval {_fmt_iv(iv)} spans {ratio} (located: at most {MAX_RATIO:g}×)",
+        )
+    elif iv[0] < lo_d or iv[1] > hi_d:
+        out.update(
+            verdict="not-located",
+            because=f"its {pct} interval {_fmt_iv(iv)} reaches outside the grid's depths at this width "
+            f"({lo_d:g}–{hi_d:g})",
+        )
+    else:
+        out.update(verdict="located", because=f"{pct} interval {_fmt_iv(iv)} inside depths {lo_d:g}–{hi_d:g}")
+    return out
+
+
+def _sign(law, ci: dict | None, n_widths: int, level: float) -> dict:
+    """Whether the sign of D_crit's width dependence is settled: {settled, direction, because}."""
+    if n_widths < 2:
+        return {"settled": True, "direction": None, "because": "one width: no width dependence is claimed"}
+    if law.options.get("dcrit") == "log":
+        return {
+            "settled": True,
+            "direction": "rises",
+            "because": "the log form (κ·ln W, κ > 0) rises with width by construction: assumed, not measured",
+        }
+    c = (ci or {}).get("p")
+    if c is None:
+        return {"settled": False, "direction": None, "because": "p has no interval"}
+    if c[0] > 0 or c[1] < 0:
+        d = "rises" if c[0] > 0 else "falls"
+        return {"settled": True, "direction": d, "because": f"p's {100 * level:.0f}% interval {_fmt_iv(c)} excludes 0"}
+    return {
+        "settled": False,
+        "direction": None,
+        "because": f"p's {100 * level:.0f}% interval {_fmt_iv(c)} contains 0: whether D_crit rises or falls "
+        "with width is not settled",
+    }
+
+
+def dcrit_ladder(
+    table,
+    law,
+    params: dict,
+    *,
+    support: dict | None,
+    ci: dict | None,
+    dci: dict | None,
+    level: float = 0.95,
+    pooled: str | None = None,
+) -> dict:
+    """The ladder's record for a depth-delusion fit: {verdict, because, line, widths, sign, max_ratio}.
+
+    ``support``: the penalty's BIC support (fit/checks.py); ``ci``/``dci``: the intervals of the
+    parameters and of the derived numbers (``dcrit[W=..]``) as fit.json shows them (None where
+    withheld); ``pooled``: why the runs pool what the law cannot tell apart (then no rung above
+    ``not-located`` is claimed)."""
+    W = np.asarray(table["width"], dtype=float)
+    D = np.asarray(table["depth"], dtype=float)
+    dc_fit = law.dcrit(params, W)
+    beyond = (
+        int(len(set(np.asarray(table["run"]).astype(str)[D > dc_fit]))) if "run" in table else int((D > dc_fit).sum())
+    )
+    supported = bool(support and support.get("supported")) and beyond > 0
+    widths = sorted({int(w) for w in W})
+    rungs = {}
+    for w in widths:
+        at = D[W == w]
+        value = float(law.dcrit(params, [w])[0])
+        rungs[str(w)] = _width_rung(w, value, (dci or {}).get(f"dcrit[W={w}]"), (at.min(), at.max()), supported, level)
+    sign = _sign(law, ci, len(widths), level)
+    located = [w for w, r in rungs.items() if r["verdict"] == "located"]
+    if not supported:
+        verdict = "no-penalty"
+        if beyond == 0:
+            because = "no run lies beyond the fitted D_crit: the penalty touches no run"
+        else:
+            because = (
+                f"the penalty does not lower BIC by more than 2 ({support['delta_bic']:+.1f} against the law "
+                "without it)"
+                if support
+                else "the penalty's support could not be measured (gamma pinned)"
+            )
+        because += "; no run of the grid shows where extra depth starts to hurt"
+    elif pooled:
+        verdict, because = "not-located", f"no location is claimed: {pooled}"
+    elif not located:
+        verdict = "not-located"
+        r = rungs[str(widths[len(widths) // 2])]
+        bic = f"the penalty lowers BIC by {-support['delta_bic']:.1f}, but " if support else ""
+        because = f"{bic}D_crit is pinned at no width of the grid (e.g. W={widths[len(widths) // 2]}: {r['because']})"
+    elif not sign["settled"]:
+        verdict, because = "not-located", sign["because"]
+    else:
+        verdict = "located"
+        at = "; ".join(f"W={w}: {rungs[w]['value']:.3g} {_fmt_iv(rungs[w]['interval'])}" for w in located)
+        because = f"D_crit(W) pinned at {len(located)} of {len(widths)} widths ({at})" + (
+            f"; it {sign['direction']} with width ({sign['because']})" if sign["direction"] else ""
+        )
+    line = {
+        "no-penalty": "no depth penalty shown",
+        "not-located": "D_crit not located",
+        "located": "D_crit located",
+    }[verdict]
+    return {
+        "verdict": verdict,
+        "because": because,
+        "line": f"{line}: {because}",
+        "widths": rungs,
+        "sign": sign,
+        "runs_beyond": beyond,
+        "max_ratio": MAX_RATIO,
+        "level": level,
+    }
