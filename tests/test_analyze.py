@@ -294,8 +294,10 @@ def test_dw_analyze_reports_planted_dead_units_exactly(run_dir, tmp_path):
 
 def test_sweep_mode_analyses_only_finished_runs_without_an_analysis(run_dir, tmp_path):
     root = tmp_path / "runs"
-    for name in ("a", "b", "c", "d"):
+    for name in ("a", "b", "c", "d"):  # four runs of a store without a manifest: one per run id
         shutil.copytree(run_dir, root / "sw" / name)
+        f = root / "sw" / name / "summary.json"
+        f.write_text(json.dumps({**json.loads(f.read_text()), "run_id": name}))
     (root / "sw" / "b" / "analysis.json").unlink()
     s = json.loads((root / "sw" / "c" / "summary.json").read_text())
     (root / "sw" / "c" / "analysis.json").unlink()

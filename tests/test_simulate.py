@@ -121,6 +121,9 @@ def test_mixed_store_is_refused_by_report_and_fit(root):
     s["run_id"] = "trained-run"
     s["provenance"] = {k: v for k, v in s["provenance"].items() if k not in ("simulated", "world")}
     (trained / "summary.json").write_text(json.dumps(s))
+    with open(d / "manifest", "a") as f:  # the manifest is the store's index: the trained run is one of its runs
+        f.write(json.dumps({"event": "submit", "run_id": "trained-run", "job_id": "local-x_0", "launcher": "local"}))
+        f.write("\n")
     for args in (
         ["report", "mixed", "--root", str(root)],
         ["fit", "mixed", "--root", str(root), "--law", "width-depth"],

@@ -48,14 +48,15 @@ def _finished(path: Path) -> bool:
 def find_segments(name: str) -> list[Segment]:
     """Every offline W&B segment of sweep NAME, oldest first within a run."""
     from depthwidth.core.errors import BadInput
-    from depthwidth.core.store import known_sweeps, sweep_dir
+    from depthwidth.core.store import known_sweeps, store_runs, sweep_dir
 
     root = sweep_dir(name)
     if not root.is_dir():
         raise BadInput(f"no sweep {name!r} in {root.parent} (sweeps: {', '.join(known_sweeps()) or 'none'})")
     out = []
     now = time.time()
-    for f in sorted(root.glob("*/wandb/offline-run-*/run-*.wandb")):
+    dirs, _ = store_runs(root)  # the manifest's runs: a copy of a run folder is not synced twice
+    for f in sorted(f for d in dirs.values() for f in d.glob("wandb/offline-run-*/run-*.wandb")):
         rid = f.stem[len("run-") :]
         if f.with_suffix(".wandb.synced").exists():
             state = "synced"

@@ -70,16 +70,40 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 
 
 def append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
-    """Append lines; each batch goes out in one write() then fsync."""
+    """Append lines; each batch goes out in one write() then fsync.  A file whose last line is
+    torn (a writer killed mid-append, a full disk) gets its newline first, so the new lines are
+    never glued to the torn one: readers skip that one line (``read_jsonl``) and keep the new."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = "".join(json.dumps(r, default=json_default) + "\n" for r in rows)
     if not payload:
         return
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(payload)
+    with open(path, "ab") as f:
+        if f.tell() > 0 and torn_tail(path):
+            payload = "\n" + payload
+        f.write(payload.encode("utf-8"))
         f.flush()
         os.fsync(f.fileno())
+
+
+def torn_tail(path: str | os.PathLike) -> bytes | None:
+    """The bytes after a JSONL file's last newline (its last line cut short: a writer killed
+    mid-append), or None when the file ends whole (or is absent, or empty)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            end = f.tell()
+            if end == 0:
+                return None
+            f.seek(end - 1)
+            if f.read(1) == b"\n":
+                return None
+            back = min(end, 1 << 16)
+            f.seek(end - back)
+            chunk = f.read()
+    except OSError:
+        return None
+    return chunk.rsplit(b"\n", 1)[-1]
 
 
 def read_jsonl(path: str | os.PathLike, bad: list | None = None) -> list[dict]:

@@ -176,10 +176,141 @@ def manifest_runs(events: list[dict]) -> dict[str, dict]:
 
 
 def read_json(path: Path) -> dict | None:
+    """The JSON object in ``path``; None when it is absent, unreadable, not UTF-8, not JSON or
+    not an object (a list, a number)."""
+    doc, _ = read_json_why(path)
+    return doc
+
+
+def read_json_why(path: Path) -> tuple[dict | None, str | None]:
+    """(the JSON object in ``path`` or None, why it could not be read: None when it is absent or
+    read; else one phrase, e.g. "JSONDecodeError: Unterminated string ... (char 41)")."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"{type(e).__name__}: {e.strerror or e}"
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        return None, f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
+    if not isinstance(doc, dict):
+        return None, f"it holds a JSON {type(doc).__name__}, not an object"
+    return doc, None
+
+
+# ---------------------------------------------------------------------------
+# The manifest is the index of a store: which folders are its runs
+# ---------------------------------------------------------------------------
+
+# folders of a store that are not runs (launch/, launch/halving.py, the follow-up's report)
+STORE_DIRS = ("jobs", "halving", "report")
+_RUN_FILES = ("summary.json", "config.yaml", "metrics.jsonl", "ckpt")  # what makes a folder look like a run
+
+
+def run_folder(sweep_dir: Path, run_id) -> Path | None:
+    """The folder of run ``run_id`` in the store ``sweep_dir``: always SWEEP_DIR/RUN_ID, whatever the
+    manifest's ``run_dir`` says (None: the id is not one folder name, so it has no folder here)."""
+    if not isinstance(run_id, str) or not _NAME.fullmatch(run_id):
         return None
+    return Path(sweep_dir) / run_id
+
+
+def outside(sweep_dir: Path, run: dict) -> tuple[str, object, str] | None:
+    """(what, its value, what is allowed) when run ``run`` (a ``manifest_runs`` record or a submit
+    event) of the store ``sweep_dir`` would take a command outside the store, else None.  The
+    manifest's ``run_dir`` may name the same run in the same store since moved (its last two parts
+    SWEEP/RUN_ID): dw reads and writes SWEEP_DIR/RUN_ID.  Anything else (an edited or corrupt
+    manifest, a run id that is no folder name, a run folder that is a link out of the store) is
+    refused by every command that writes or deletes, and reported by ``dw status``."""
+    sweep_dir = Path(sweep_dir)
+    rid = run.get("run_id")
+    d = run_folder(sweep_dir, rid)
+    if d is None:
+        return f"run id in {sweep_dir / MANIFEST}", rid, "one folder name (letters, digits, '_', '-', '.')"
+    given = run.get("run_dir")
+    if given is not None:
+        g = Path(str(given))
+        if g.parts[-2:] != (sweep_dir.name, rid) and os.path.realpath(g) != os.path.realpath(d):
+            return f"run_dir of run {rid} in {sweep_dir / MANIFEST}", str(given), f"the run's own folder {d}"
+    if os.path.lexists(d) and not Path(os.path.realpath(d)).is_relative_to(os.path.realpath(sweep_dir)):
+        return f"run folder {d}", os.path.realpath(d), f"a folder inside {sweep_dir}, not a link out of it"
+    return None
+
+
+def refuse_outside(sweep_dir: Path, runs) -> None:
+    """BadInput (one line, before anything is touched) when a run of ``runs`` (manifest records)
+    would take a command that writes or deletes outside the store ``sweep_dir`` (``outside``)."""
+    for r in runs:
+        if (why := outside(sweep_dir, r)) is not None:
+            what, value, allowed = why
+            raise bad(what, value, f"{allowed}; the manifest was edited or is corrupt: nothing was written or deleted")
+
+
+def in_store(sweep_dir: Path, item: dict) -> dict:
+    """A manifest submit event (or task item) of a run that ``outside`` accepts, its ``run_dir`` and
+    ``run.dir=`` override set to the run's folder SWEEP_DIR/RUN_ID (where it is now, if moved)."""
+    d = str(Path(sweep_dir).absolute() / item["run_id"])
+    ovr = [f"run.dir={d}" if str(o).startswith("run.dir=") else o for o in item.get("overrides") or []]
+    return {**item, "run_dir": d, "overrides": ovr}
+
+
+def looks_like_run(d: Path) -> bool:
+    return d.is_dir() and not d.name.startswith(".") and any((d / f).exists() for f in _RUN_FILES)
+
+
+def unknown_folders(sweep_dir: Path, known) -> list[str]:
+    """Folders of the store that look like run folders (summary.json, config.yaml, metrics.jsonl or
+    ckpt/ inside) but that the manifest does not know: a copy (``cp -a RUN RUN.bak``), a run from
+    elsewhere.  No reader counts them."""
+    root = Path(sweep_dir)
+    if not root.is_dir():
+        return []
+    known = set(known)
+    return sorted(
+        p.name for p in root.iterdir() if p.name not in known and p.name not in STORE_DIRS and looks_like_run(p)
+    )
+
+
+def unknown_line(sweep_dir: Path, names: list[str]) -> str | None:
+    """The one warning line about ``unknown_folders`` (None when there are none)."""
+    if not names:
+        return None
+    n = len(names)
+    shown = ", ".join(names[:5]) + (", ..." if n > 5 else "")
+    return (
+        f"{sweep_dir}: {n} folder{'s' * (n != 1)} the manifest does not list, not counted: {shown} "
+        "(dw reads only the runs its manifest lists)"
+    )
+
+
+def store_runs(sweep_dir: Path) -> tuple[dict[str, Path], list[str]]:
+    """(run id -> its folder, the folders not counted) of the store ``sweep_dir``: with a manifest,
+    exactly its runs (forgotten ones left out; forgotten folders are known, not counted); without
+    one (a folder of run directories put together by hand), one folder per run id among those that
+    look like runs (``looks_like_run``): the one named after the run id its summary.json gives (else
+    the first by name); the others are not counted."""
+    root = Path(sweep_dir)
+    if not root.is_dir():
+        return {}, []
+    if (root / MANIFEST).is_file():
+        events = read_jsonl(root / MANIFEST)
+        runs = manifest_runs(events)
+        dirs = {rid: d for rid in runs if (d := run_folder(root, rid)) is not None}
+        known = {e.get("run_id") for e in events if isinstance(e.get("run_id"), str)}
+        return dirs, unknown_folders(root, known)
+    by_id: dict[str, list[Path]] = {}
+    for d in sorted(p for p in root.iterdir() if p.name not in STORE_DIRS and looks_like_run(p)):
+        s = read_json(d / "summary.json") or {}
+        rid = s.get("run_id") if isinstance(s.get("run_id"), str) and s.get("run_id") else d.name
+        by_id.setdefault(rid, []).append(d)
+    dirs, extra = {}, []
+    for rid, ds in by_id.items():
+        own = next((d for d in ds if d.name == rid), ds[0])
+        dirs[rid] = own
+        extra += [d.name for d in ds if d != own]
+    return dirs, sorted(extra)
 
 
 def last_jsonl(path: Path, tail: int = 4096) -> dict | None:

@@ -25,10 +25,10 @@ import sys
 from pathlib import Path
 
 from depthwidth.core import provenance
-from depthwidth.core.atomic import read_jsonl, write_json
+from depthwidth.core.atomic import write_json
 from depthwidth.core.store import FileLock
 from depthwidth.core.errors import BadInput, WorkFailed, bad, did_you_mean
-from depthwidth.core.store import MANIFEST, check_name, forgotten, runs_root
+from depthwidth.core.store import check_name, runs_root, store_runs
 from depthwidth.evals.builtin import BUILTIN, task_dirs
 from depthwidth.track import evaldoc
 
@@ -301,8 +301,8 @@ def pending(
     sweep = runs_root(root) / check_name(name, "RUN_DIR|SWEEP")
     if not sweep.is_dir():
         raise bad("RUN_DIR|SWEEP", name, f"a run directory or a sweep under {runs_root(root)} (set --root or DW_RUNS)")
-    gone = forgotten(read_jsonl(sweep / MANIFEST)) if (sweep / MANIFEST).is_file() else set()
-    runs = [d for d in sorted(sweep.iterdir()) if (d / "config.yaml").is_file() and d.name not in gone]
+    dirs, _ = store_runs(sweep)  # the manifest's runs (forgotten ones left out), never a copy of one
+    runs = [d for d in sorted(dirs.values()) if (d / "config.yaml").is_file()]
     done = [d for d in runs if _status(d) == "done"]
     todo = []
     for d in done:

@@ -290,9 +290,14 @@ def _retry_died(name: str, st: dict, rec: dict, log) -> list[dict]:
         if not v.retry:
             continue
         e = latest[r["run_id"]]
+        if (away := store.outside(store.sweep_dir(name), e)) is not None:
+            log(f"[{r['run_id']}] not resubmitted: {away[0]} is {away[1]!r}, not {away[2]} (a corrupt manifest)")
+            continue
         keys = ("run_id", "overrides", "run_dir", "label", "ref", "tokens_total", "params", "index", "group", "tuned")
         extra = ("depth", "width", "shape", "halving")
-        items.append(({k: e.get(k) for k in keys} | {k: e[k] for k in extra if k in e}, e.get("launcher_cfg") or cfg))
+        it = {k: e.get(k) for k in keys} | {k: e[k] for k in extra if k in e}
+        it = store.in_store(store.sweep_dir(name), it)  # a store since moved: its runs train where it is now
+        items.append((it, e.get("launcher_cfg") or cfg))
     if not items:
         return []
     from depthwidth.launch.waves import clean_env

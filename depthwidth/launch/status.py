@@ -4,18 +4,22 @@ scheduler's view of the run's latest job (launch/scheduler.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
+from depthwidth.core.atomic import torn_tail
 from depthwidth.core.errors import BadInput
 from depthwidth.core.store import (
     checkout_store,
     known_sweeps,
     last_jsonl,
     manifest_runs,
-    read_json,
+    outside,
+    read_json_why,
     read_manifest,
+    run_folder,
     runs_root,
     sweep_dir,
+    unknown_folders,
+    unknown_line,
 )
 from depthwidth.launch.halving import groups as halving_groups
 from depthwidth.launch.scheduler import SLURM_STATES, SchedulerUnknown, slurm_states, task_states
@@ -37,6 +41,13 @@ STATES = (
 # (successive halving, launch/halving.py): neither is retried
 # never "unknown" (it may still be running), nor "diverged" (the same run diverges again: --retry-diverged)
 RETRYABLE = ("failed", "cancelled", "lost")
+MISSING = ".no-such-run"  # the folder of a run whose id is no folder name: never there
+# a run's JSONL files whose torn last line dw status reports, and what becomes of it
+TORN_CHECKED = {
+    "metrics.jsonl": "the run's resume restores it from its checkpoint, or re-derives it",
+    "probes.jsonl": "the run's resume restores it from its checkpoint, or re-derives it",
+    "failures.jsonl": "a failed attempt's record cut short: skipped, the next one starts on a new line",
+}
 # the early warning (fit/run_forecast.py fills them in; dw status asks it to): the forecast final loss
 # of a running run, why there is none, the law's prediction for the run and whether the two disagree
 FORECAST_KEYS = {"forecast": None, "forecast_note": None, "law_pred": None, "flag": None}
@@ -112,15 +123,28 @@ def status(name: str, root=None) -> dict:
     retried_as = {r["retry_of"]: rid for rid, r in runs.items() if r.get("retry_of")}
     decided = {g for g, doc in halving_groups(name, root).items() if doc.get("decision")}
     rows = []
+    store = sweep_dir(name, root)
+    if line := unknown_line(store, unknown_folders(store, {e.get("run_id") for e in events})):
+        problems.append(line)
     for r in runs.values():
-        rd = Path(r.get("run_dir") or sweep_dir(name, root) / r["run_id"])
-        summ = read_json(rd / "summary.json")
-        if summ is None and (rd / "summary.json").exists():
-            problems.append(f"{r['run_id']}: summary.json unreadable")
+        # the run's folder is STORE/RUN_ID whatever the manifest's run_dir says (core/store.outside)
+        rd = run_folder(store, r["run_id"]) or store / MISSING
+        if (away := outside(store, r)) is not None:
+            problems.append(
+                f"{r['run_id']}: {away[0]} is {away[1]!r}, not {away[2]}: commands that write or delete refuse "
+                "this store until the manifest is fixed"
+            )
+        summ, why = read_json_why(rd / "summary.json")
+        if why is not None:
+            problems.append(
+                f"{r['run_id']}: summary.json unreadable ({why}): {rd / 'summary.json'}; dw sweep {name} "
+                "--retry-failed rewrites it from the run's checkpoint"
+            )
         if summ is not None and summ.get("run_id") not in (None, r["run_id"]):
             summ = None
-        if _torn(rd / "metrics.jsonl"):
-            problems.append(f"{r['run_id']}: metrics.jsonl ends in a torn line (dropped when the run resumes)")
+        for f in TORN_CHECKED:
+            if torn_tail(rd / f) is not None:
+                problems.append(f"{r['run_id']}: {f} ends in a torn line ({TORN_CHECKED[f]})")
         last = last_jsonl(rd / "metrics.jsonl")
         if r.get("launcher") == "slurm":
             sched_raw = raw.get(r["job_id"])
@@ -155,7 +179,7 @@ def status(name: str, root=None) -> dict:
                 "launcher": r.get("launcher"),
                 "label": r.get("label"),
                 "group": r.get("group"),
-                "reason": (summ or {}).get("reason"),
+                "reason": (summ or {}).get("reason") or (f"summary.json unreadable ({why})" if why else None),
                 "flops_planned": (summ or {}).get("flops_planned"),
                 "flops_saved": (summ or {}).get("flops_saved"),
                 "run_dir": str(rd),
@@ -232,19 +256,6 @@ def shape_of(summary: dict | None, overrides, planned: dict | None = None) -> di
         if (summary or {}).get(k) is not None:
             out[k] = summary[k]
     return out
-
-
-def _torn(path: Path) -> bool:
-    """A last line without its newline: a writer killed mid-append."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            if f.tell() == 0:
-                return False
-            f.seek(-1, 2)
-            return f.read(1) != b"\n"
-    except OSError:
-        return False
 
 
 def summary_line(st: dict) -> str:

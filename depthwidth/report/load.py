@@ -99,19 +99,15 @@ def tuned_picks(df) -> dict | None:
 
 
 def _load_sweep(name: str, df, sweep_dir: Path) -> Data:
-    import json
 
     simulated = bool(len(df)) and bool(df["simulated"].all())
     events = read_jsonl(sweep_dir / store.MANIFEST)
     manifest, gone = store.manifest_runs(events), store.forgotten(events)
     summ = {}
-    for p in sorted(sweep_dir.glob("*/summary.json")):
-        try:
-            s = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(s, dict) and str(s.get("run_id") or p.parent.name) not in gone:
-            summ[str(s.get("run_id") or p.parent.name)] = s
+    for rid, d in store.store_runs(sweep_dir)[0].items():  # the manifest's runs only, one per run id
+        s = store.read_json(d / "summary.json")
+        if s is not None and str(s.get("run_id") or rid) == rid and rid not in gone:
+            summ[rid] = s
     states = {}
     notes = []
     halving = None
@@ -127,7 +123,7 @@ def _load_sweep(name: str, df, sweep_dir: Path) -> Data:
         notes.append("no manifest: run states come from each summary.json alone")
     if simulated:
         notes.insert(0, "simulated store: every loss here was planted by dw simulate (world.json), none was trained")
-    ids = list(manifest) + [r for r in summ if r not in manifest]
+    ids = list(manifest) or list(summ)
     if not ids:
         raise bad("sweep", name, f"a sweep with a manifest or at least one run summary.json in {sweep_dir}")
     recs = []
@@ -158,6 +154,8 @@ def _load_sweep(name: str, df, sweep_dir: Path) -> Data:
     unread = df.attrs.get("unreadable", [])
     if unread:
         notes.append(f"unreadable summary.json: {', '.join(unread)}")
+    if df.attrs.get("warning"):  # folders of the store that the manifest does not list (a copied run)
+        notes.append(df.attrs["warning"])
     points = _points(df)
     _attach_final(recs, points)
 

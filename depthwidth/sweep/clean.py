@@ -18,6 +18,10 @@ folder: atomic) and then removing that.  ``checkpoint.list_steps`` globs ``step_
 is either whole under its own name or gone from every reader's view; a crash mid-removal leaves only
 a ``.deleting-*`` folder, which the next dw clean finishes.  So do a finished run's ``.step_N.tmp``
 folders (a checkpoint write cut short: the next save would have removed it, and a done run saves no more).
+
+Only the store's own folders are touched: each run's is ``runs/NAME/RUN_ID`` (``core.store.run_folder``),
+and a manifest whose ``run_dir`` names anything else (an edited or corrupt one) is refused in one line
+before anything is deleted (``core.store.refuse_outside``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import re
 import shutil
 from pathlib import Path
 
+from depthwidth.core import store
 from depthwidth.core.errors import BadInput, WorkFailed, bad
 from depthwidth.launch.status import status
 from depthwidth.measure import doc as analysis_doc
@@ -47,6 +52,8 @@ def clean(name: str, keep: str = "final", force: bool = False, dry_run: bool = F
         raise bad("--keep", keep, " | ".join(KEEP))
     if force and keep != "none":
         raise bad("--force", True, "only with --keep none (it deletes final checkpoints analyze or eval still need)")
+    # nothing outside the store, whatever its manifest says: such a run refuses the whole clean
+    store.refuse_outside(store.sweep_dir(name), store.manifest_runs(store.read_manifest(name)).values())
     runs = [_clean_run(r, keep, force, dry_run) for r in status(name)["runs"]]
     return {"sweep": name, "keep": keep, "force": force, "dry_run": dry_run, "runs": runs, "total": _total(runs)}
 

@@ -42,6 +42,7 @@ from depthwidth.sweep.expand import (
     Sweep,
     check,
     check_data,
+    data_use,
     expand,
     select,
 )
@@ -58,6 +59,7 @@ class SweepPlan:
     launcher: dict
     device: str
     warnings: list = field(default_factory=list)  # data problems a dry run with data="warn" let through
+    data: list = field(default_factory=list)  # the data sources opened: tokens per split, disk size (data_use)
 
 
 @dataclass
@@ -152,7 +154,10 @@ def plan(
                 have.add(r.run_id)
         warnings += notes
     runs = select(sw.runs, only)
-    failed = check_data(sw, runs, mark=mode == "refuse") if mode != "skip" else {}
+    opened: dict = {}
+    failed = check_data(sw, runs, mark=mode == "refuse", opened=opened) if mode != "skip" else {}
+    data, said = data_use(opened)
+    warnings += said
     try:
         check(sw, runs)
     except BadInput as e:
@@ -180,7 +185,7 @@ def plan(
         if not dry_run:
             raise BadInput(said)
         warnings.append(said)
-    return SweepPlan(sw, runs, lcfg, target_device(lcfg), warnings)
+    return SweepPlan(sw, runs, lcfg, target_device(lcfg), warnings, data)
 
 
 def submit(
@@ -320,6 +325,8 @@ def wave_plans(pre: Preflight) -> list[dict]:
 def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight:
     prior, why = {}, None
     if store.manifest_path(name).exists():
+        # a manifest naming a run folder outside the store (edited, corrupt): refused before anything is written
+        store.refuse_outside(store.sweep_dir(name), store.manifest_runs(store.read_manifest(name)).values())
         st = status(name)
         if any(r.get("launcher") == "simulate" for r in st["runs"]):
             raise bad(

@@ -111,6 +111,7 @@ class RunSource:
     kind: str = "store"
     project: str | None = None
     group: str | None = None
+    warn: object = None  # where a store's warning line goes (folders it does not count); None: stderr
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -167,6 +168,14 @@ class RunSource:
         else:
             where = self.sweep_dir()
             df, label = run_table(where), f"sweep {self.name}"
+            if df.attrs.get("warning"):
+                (self.warn or _stderr_warning)(df.attrs["warning"])
         df = apply_columns(df, mapping)
         refuse_mixed(df, label)
         return RunTable(df, where, label)
+
+
+def _stderr_warning(line: str) -> None:
+    import sys
+
+    sys.stderr.write(f"dw: warning: {line}\n")  # one line, never wrapped

@@ -8,11 +8,10 @@ plus width and depth.  Formats: docs/CONTRACTS.md; eval.json (``dw eval``): eval
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from depthwidth.core.atomic import read_jsonl
-from depthwidth.core.store import MANIFEST, forgotten, manifest_runs
+from depthwidth.core.store import MANIFEST, manifest_runs, read_json_why, store_runs, unknown_line
 from depthwidth.track import evaldoc
 
 TABLE_COLUMNS = (
@@ -36,23 +35,21 @@ TABLE_COLUMNS = (
 
 
 def _summaries(sweep_dir: str | Path):
-    """(run_dir, summary dict or None) for every run directory, sorted by name; runs the manifest
-    says were forgotten (``dw forget``) are left out."""
-    root = Path(sweep_dir)
-    if not root.is_dir():
-        return []
-    gone = forgotten(read_jsonl(root / MANIFEST)) if (root / MANIFEST).is_file() else set()
+    """(run_dir, summary dict or None, why unreadable) for every run of the store with a summary.json:
+    exactly the manifest's runs (store.store_runs: one per run id, forgotten ones left out), in
+    folder-name order; and the folders not counted (a copy of a run, a run the manifest does not
+    know), which the caller names in one warning line."""
+    dirs, unknown = store_runs(Path(sweep_dir))
     out = []
-    for d in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in gone):
+    for rid, d in sorted(dirs.items(), key=lambda kv: kv[1].name):
         f = d / "summary.json"
         if not f.is_file():
             continue
-        try:
-            s = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            s = None
-        out.append((d, s if isinstance(s, dict) else None))
-    return out
+        s, why = read_json_why(f)
+        if s is not None and str(s.get("run_id") or rid) != rid:
+            s, why = None, f"it is the summary of run {s.get('run_id')!r}, not of {rid!r}"
+        out.append((d, s, why))
+    return out, unknown
 
 
 def _groups(sweep_dir) -> tuple[dict[str, str], dict[str, dict]]:
@@ -95,7 +92,9 @@ def run_table(sweep_dir: str | Path):
     ``METRIC:TASK`` column per downstream metric in the runs' eval.json (``dw eval``), set on the
     row of the step that was evaluated (the final one, usually) and NaN elsewhere: an earlier
     budget point is another model.  Runs whose summary.json cannot be read are listed in
-    ``df.attrs["unreadable"]``.
+    ``df.attrs["unreadable"]`` (``df.attrs["unreadable_why"]``: run -> why); the rows are exactly the
+    manifest's runs, one run per run id (store.store_runs), and the folders not counted are named in
+    ``df.attrs["not_counted"]`` with the one warning line about them in ``df.attrs["warning"]``.
     """
     import pandas as pd
 
@@ -104,9 +103,12 @@ def run_table(sweep_dir: str | Path):
     downstream: set[str] = set()
     groups, tuned = _groups(sweep_dir)
     tuned_cols = sorted({k for t in tuned.values() for k in t})
-    for d, s in _summaries(sweep_dir):
+    why_unreadable: dict[str, str] = {}
+    found, unknown = _summaries(sweep_dir)
+    for d, s, why in found:
         if s is None:
             unreadable.append(d.name)
+            why_unreadable[d.name] = why
             continue
         base = {
             "run": str(s.get("run_id") or d.name),
@@ -138,6 +140,9 @@ def run_table(sweep_dir: str | Path):
     extra = (["group"] if groups else []) + tuned_cols
     df = pd.DataFrame(rows, columns=[*TABLE_COLUMNS, *extra, *sorted(downstream)])
     df.attrs["unreadable"] = unreadable
+    df.attrs["unreadable_why"] = why_unreadable
+    df.attrs["not_counted"] = unknown
+    df.attrs["warning"] = unknown_line(Path(sweep_dir), unknown)
     return df
 
 
@@ -162,7 +167,7 @@ def refuse_mixed(df, what: str) -> None:
 def probe_profiles(sweep_dir: str | Path) -> list[dict]:
     """Per run with a probes.jsonl: {run, width, depth, seed, shape, status, probes: [records]}."""
     out = []
-    for d, s in _summaries(sweep_dir):
+    for d, s, _ in _summaries(sweep_dir)[0]:
         f = d / "probes.jsonl"
         if s is None or not f.is_file():
             continue

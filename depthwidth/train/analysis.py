@@ -21,7 +21,7 @@ from depthwidth.config.node import nodes
 from depthwidth.core import provenance
 from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import BadInput, bad
-from depthwidth.core.store import runs_root
+from depthwidth.core.store import runs_root, store_runs
 from depthwidth.measure import doc as adoc
 from depthwidth.measure.inside import DEFAULT_TOKENS, analyse, eval_set
 from depthwidth.measure.stats import CETT_TARGET
@@ -160,11 +160,8 @@ def pending(name: str, root=None, checkpoint: str | int = "final") -> list[Path]
     if not sweep.is_dir():
         raise bad("RUN_DIR|SWEEP", name, f"a run directory or a sweep under {runs_root(root)} (set --root or DW_RUNS)")
     step = None if checkpoint in (None, "final") else int(checkpoint)
-    return [
-        d
-        for d in sorted(p for p in sweep.iterdir() if p.is_dir())
-        if _status(d) == "done" and not adoc.current(d, step)
-    ]
+    dirs, _ = store_runs(sweep)  # the manifest's runs only: never a copy of one, nor a folder it does not know
+    return [d for d in sorted(dirs.values()) if _status(d) == "done" and not adoc.current(d, step)]
 
 
 def analyse_sweep(
