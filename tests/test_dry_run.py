@@ -23,7 +23,7 @@ TINY = """
 """
 
 
-def _sweep(tmp_path, name="tiny", data="pydoc", steps=(300, 3000), extra="") -> dict:
+def _sweep(tmp_path, name="tiny", data="pydoc", steps=(300, 1000), extra="") -> dict:  # within 1 epoch of pydoc
     d = tmp_path / "sweeps"
     d.mkdir(exist_ok=True)
     text = textwrap.dedent(TINY).replace("DATA", data).replace("STEPS", json.dumps(list(steps))) + extra

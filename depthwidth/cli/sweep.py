@@ -137,6 +137,7 @@ def sweep_cmd(
             "cpu_peak_flops": cpu_peak,
             "device": _devices(rows, p.device),
             **s,
+            "data": p.data,
             "submit": pre.to_dict() if store.manifest_path(p.sweep.store).exists() else None,
             "waves": api.wave_plans(pre),  # SLURM: the limit on queued jobs, the waves it makes
             "prediction": predicted,
@@ -362,6 +363,8 @@ def _render_dry(s, doc, secs) -> None:
     )
     if branch := plan_costs.branch_line(rows):
         c.print(branch, highlight=False, soft_wrap=True)
+    for d in doc.get("data") or []:
+        c.print(plan_costs.data_line(d), highlight=False, soft_wrap=True)
     for line in lines(doc, rows):
         c.print(line, highlight=False, soft_wrap=True)
     for w in doc.get("waves") or []:

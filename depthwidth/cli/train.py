@@ -41,7 +41,7 @@ def train_cmd(
 
     cfg = compose(overrides or [])
     err = console(stderr=True)
-    say = lambda m: err.print(f"[dim]dw[/dim] {m}", markup=True, highlight=False)  # noqa: E731
+    say = lambda m: err.print(f"[dim]dw[/dim] {m}", markup=True, highlight=False, soft_wrap=True)  # noqa: E731
     # --quiet drops progress lines but never a warning
     log = (lambda m: say(m) if m.startswith("warning:") else None) if quiet else say
     bar = None if quiet or os.environ.get("RANK", "0") != "0" else make_progress(err)

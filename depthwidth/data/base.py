@@ -78,6 +78,16 @@ class TokenSource:
     def n_tokens(self, split: str) -> int:
         raise NotImplementedError
 
+    def disk_bytes(self) -> int | None:
+        """Bytes the prepared data take on disk (every file of ``meta["path"]``); None for a source
+        held in memory or generated (pydoc, synthetic)."""
+        path = (self.meta or {}).get("path")
+        if not path:
+            return None
+        from pathlib import Path
+
+        return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
     def sampler(self, split: str, batch_size: int, seq_len: int, seed: int) -> Sampler:
         return Sampler(self, split, batch_size, seq_len, seed)
 

@@ -316,10 +316,11 @@ def _axis_keys(sw: Sweep) -> set:
     return keys or set(seen)
 
 
-def check_data(sw: Sweep, runs: list[Run] | None = None, *, mark: bool = True) -> dict:
+def check_data(sw: Sweep, runs: list[Run] | None = None, *, mark: bool = True, opened: dict | None = None) -> dict:
     """Build each distinct data source once (files exist, vocabulary matches), as the submission
     and ``dw sweep --dry-run`` do; {error: [runs]} of the failures, which become run errors
-    (``mark``; ``dw sweep --dry-run --no-data-check`` only warns of them)."""
+    (``mark``; ``dw sweep --dry-run --no-data-check`` only warns of them).  ``opened``: filled with
+    {source: [runs]} of the sources that opened (``data_use``)."""
     from depthwidth.data.source import make_source
 
     seen: dict = {}
@@ -330,15 +331,47 @@ def check_data(sw: Sweep, runs: list[Run] | None = None, *, mark: bool = True) -
         key = json.dumps([r.cfg["data"], r.cfg["train"]["seq_len"]], sort_keys=True, default=str)
         if key not in seen:
             try:
-                make_source(dict(r.cfg["data"]), int(r.cfg["train"]["seq_len"]))
-                seen[key] = None
+                seen[key] = make_source(dict(r.cfg["data"]), int(r.cfg["train"]["seq_len"]))
             except BadInput as e:
                 seen[key] = str(e)
-        if seen[key]:
+        if isinstance(seen[key], str):
             failed.setdefault(seen[key], []).append(r)
             if mark:
                 r.error = seen[key]
+        elif opened is not None:
+            opened.setdefault(seen[key], []).append(r)
     return failed
+
+
+def data_use(opened: dict) -> tuple[list, list]:
+    """Every run against the data it trains on (``check_data``'s ``opened``): each run's ``epochs`` in
+    its figures; per source its train/val tokens and size on disk, and one warning line when runs plan
+    more tokens than its train split holds.  (sources, warnings)."""
+    from depthwidth.train.plan import data_warning, epochs
+
+    out, warnings = [], []
+    for src, rs in opened.items():
+        n = src.n_tokens("train")
+        for r in rs:
+            r.figures["epochs"] = epochs(r.figures["tokens"], n)
+        over = [r for r in rs if (r.figures["epochs"] or 0) > 1]
+        out.append(
+            {
+                "name": src.name,
+                "path": (src.meta or {}).get("path"),
+                "train_tokens": None if epochs(1, n) is None else n,
+                "val_tokens": None if epochs(1, src.n_tokens("val")) is None else src.n_tokens("val"),
+                "disk_bytes": src.disk_bytes(),
+                "runs": len(rs),
+                "epochs_max": max((r.figures["epochs"] or 0 for r in rs), default=0) if epochs(1, n) else None,
+                "runs_over": len(over),
+            }
+        )
+        if over:
+            worst = max(over, key=lambda r: r.figures["epochs"])
+            line = data_warning(worst.figures["tokens"], src).replace("the run plans", f"run {worst.index} plans", 1)
+            warnings.append(f"{len(over)} of {len(rs)} runs read their train split more than once; the most: {line}")
+    return out, warnings
 
 
 def select(runs: Iterable[Run], pattern: str | None) -> list[Run]:

@@ -206,6 +206,19 @@ def branch_line(rows: list) -> str | None:
     )
 
 
+def data_line(d: dict) -> str:
+    """One data source of the dry run (expand.data_use): its splits, size on disk, the most epochs a run reads."""
+    where = f" ({d['path']})" if d.get("path") else ""
+    if d["train_tokens"] is None:
+        return f"data: {d['name']}{where}: generated, never runs out ({_plural(d['runs'], 'run')})"
+    disk = f", {_size(d['disk_bytes'])} on disk" if d.get("disk_bytes") is not None else ""
+    return (
+        f"data: {d['name']}{where}: {d['train_tokens']:,} train + {d['val_tokens']:,} val tokens{disk}; "
+        f"{_plural(d['runs'], 'run')} read up to {d['epochs_max']:.2f} epochs of the train split"
+        + (f" ({d['runs_over']} more than one)" if d["runs_over"] else "")
+    )
+
+
 def time_warning(rows: list) -> str | None:
     over = [r for r in rows if r.get("requeues")]
     if not over:

@@ -98,9 +98,13 @@ def save(ckpt_dir: Path, step: int, world, model, opt, extra: dict, keep: int = 
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
     barrier(world)
+    fresh = not opt.state  # no step taken yet: DCP fills the state in with a step at lr 0 (step count 1)
     msd, osd = get_state_dict(model, opt)
     with _quiet(), _write_errors(tmp):
         dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(tmp))
+    if fresh:  # ... which the run must not keep: AdamW's bias correction counts its steps
+        opt.state.clear()
+        extra = {**extra, "optimizer_fresh": True}
     # every rank hashes the shard files it wrote (a 7B run's ~110 GB is hashed by all ranks at once)
     mine = {p.name: _sha(p) for p in sorted(tmp.glob(f"__{world.rank}_*.distcp"))}
     digests = _gather(world, mine)
@@ -256,9 +260,12 @@ def load(path: Path, model, opt) -> dict:
     for g, (fused, foreach) in zip(opt.param_groups, kernels):  # this layout's kernel, not the writer's
         g["fused"], g["foreach"] = fused, foreach
     try:
-        return torch.load(path / "extra.pt", map_location="cpu", weights_only=True)
+        extra = torch.load(path / "extra.pt", map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # weights_only refused an object: never unpickle it
         raise _refused(path, e) from None
+    if extra.get("optimizer_fresh"):  # saved before the first step: the optimizer had no state (save())
+        opt.state.clear()
+    return extra
 
 
 def read_model(path: Path) -> dict:

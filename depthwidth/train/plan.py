@@ -21,6 +21,7 @@ from depthwidth.config import check as config_check
 from depthwidth.config.identity import run_id as config_run_id
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.core.store import runs_root
+from depthwidth.data.synthetic import UNBOUNDED
 from depthwidth.model.accounting import account
 from depthwidth.model.resolve import from_config
 from depthwidth.model.spec import ModelSpec
@@ -58,6 +59,30 @@ def check(cfg: Any, processes: int = 1) -> CheckedRun:
         raise BadInput(f"vocabulary mismatch: model.vocab_size={spec.vocab_size} but data has {dv}")
     budgets = optim.plan_budgets(t["budgets"], steps, per_step, cfg["optim"])
     return CheckedRun(spec, steps, per_step, budgets)
+
+
+def epochs(tokens: float, train_tokens: int) -> float | None:
+    """How many times a run of ``tokens`` training tokens passes over a train split of ``train_tokens``
+    (a decay branch reads the trunk's own stream, so the main run's tokens are the data it reads);
+    None for a split that never runs out."""
+    return None if train_tokens >= UNBOUNDED else tokens / max(1, train_tokens)
+
+
+def data_warning(tokens: float, source: Any) -> str | None:
+    """One line when a run's planned tokens exceed its data's train split (``dw train`` and the dry run)."""
+    n = source.n_tokens("train")
+    e = epochs(tokens, n)
+    if e is None or e <= 1:
+        return None
+    return (
+        f"the run plans {int(tokens):,} training tokens, {e:.2f} epochs of the {n:,}-token train split of "
+        f"data {_data_name(source)}: tokens repeat (a confound for a scaling law's data term)"
+    )
+
+
+def _data_name(source: Any) -> str:
+    path = (source.meta or {}).get("path")
+    return f"{source.name} ({path})" if path else source.name
 
 
 def precision_for(requested: str, device_type: str) -> str:

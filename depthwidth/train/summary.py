@@ -86,6 +86,7 @@ class RunSummary:
             "precision": p.precision,
             "provenance": self.provenance,
             "plan": self.memory_plan,
+            "resume_notes": list(st.resumed_differently),
             **extra,
         }
         if self.writes:

@@ -41,8 +41,9 @@ from depthwidth.core.errors import BadInput
 from depthwidth.measure.inside import ENTROPY_PROBE_TOKENS, entropy_profile, eval_set
 from depthwidth.track.tracker import NullTracker, make_tracker
 from depthwidth.train import analysis, checkpoint, dist, hostmem, memory, optim, parallel
+from depthwidth.train import state as state_mod
 from depthwidth.train.meter import LossWatch, Throughput, describe_device, peak_flops
-from depthwidth.train.plan import PreparedRun, prepare
+from depthwidth.train.plan import PreparedRun, data_warning, prepare
 from depthwidth.train.probes import GradProbe
 from depthwidth.train.schedule import Schedule
 from depthwidth.train.signals import Preempted, StopFlag
@@ -79,6 +80,8 @@ def train(cfg, *, handle_signals: bool = True, log=print, progress=None, gate=No
     run = prepare(cfg)
     if run.spec.extra.get("warning"):
         log(f"warning: {run.spec.extra['warning']}")
+    if said := data_warning(run.steps * run.tokens_per_step, run.source):
+        log(f"warning: {said}")
     sp = summary_path(run.run_dir)
     if sp.exists():
         prev = json.loads(sp.read_text())
@@ -171,8 +174,31 @@ class Trainer:
             self.state = restore(extra, self.sampler)
             self.saved_at = self.state.step
             self.log(f"resuming run {p.run_id} from step {self.state.step}")
+            self._resumed(extra)
         self.autocast = parallel.autocast(self.device, p.precision, self.layout.mode)
         self._open_run_dir()
+
+    def setting(self) -> dict:
+        """What a resume must match to train on exactly as this process would (checkpoints record it)."""
+        import torch
+
+        lay = self.layout
+        return {
+            "processes": self.world.size,
+            "layout": f"{lay.mode} {lay.micro_batch}x{lay.accum}{' AC' if lay.ac else ''}",
+            "device": self.device.type,
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+        }
+
+    def _resumed(self, extra: dict, where: str | None = None) -> None:
+        """A checkpoint written under another setting (world size, layout, device, threads, torch):
+        the run goes on, says so in one line and in its summary's ``resume_notes``."""
+        saved = json.loads(extra.get("setting") or "{}")
+        step = where or str(self.state.step)
+        for note in state_mod.resume_notes(saved, self.setting(), step):
+            self.state.resumed_differently.append(note)
+            self.log(f"warning: {note}")
 
     def _layout(self) -> memory.MemoryPlan:
         """single | ddp | fsdp, micro-batch and activation checkpointing for this world and device."""
@@ -292,13 +318,15 @@ class Trainer:
         path = self._latest_checkpoint(d)
         try:
             if path is not None:
-                start = restore(checkpoint.load(path, self.model, self.opt), self.sampler).step
+                extra = checkpoint.load(path, self.model, self.opt)
+                start = restore(extra, self.sampler).step
                 self.log(f"resuming the decay branch to step {budget.steps} at step {start}")
+                self._resumed(extra, f"{start} of the decay branch to step {budget.steps}")
             for s in range(start, budget.steps):
                 lr = optim.lr_at(s, budget.steps, self.cfg.optim, p.tokens_per_step, p.steps)  # the trunk's warm-up
                 self.train_step(lr, probe=False)
                 if s + 1 < budget.steps and stop.agree(self.world, self.device):  # the last step: finish it
-                    extra = extra_state(p.run_id, TrainState(step=s + 1), self.sampler, 0.0)
+                    extra = extra_state(p.run_id, TrainState(step=s + 1), self.sampler, 0.0, self.setting())
                     checkpoint.save(d, s + 1, self.world, self.model, self.opt, extra, keep=1)
                     return None
             loss = self.evaluate()
@@ -328,7 +356,7 @@ class Trainer:
         if not self._weights_finite():
             return Ending("diverged", f"non-finite weights after step {st.step}", {"diverged_step": st.step})
         self.tracker.flush()
-        extra = extra_state(self.prepared.run_id, st, self.sampler, self.clock())
+        extra = extra_state(self.prepared.run_id, st, self.sampler, self.clock(), self.setting())
         checkpoint.save(
             self.prepared.run_dir / "ckpt",
             st.step,
