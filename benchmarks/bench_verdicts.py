@@ -117,7 +117,63 @@ def chin_table(regime: str, noise: str, seed: int):
     return pd.DataFrame(rows)
 
 
+def _dcrit(case: str, regime: str, form: str, noise: str, seed: int) -> dict:
+    """D_crit located?  yes = the ladder's ``located``; wrong = located with an interval that misses
+    the planted D_crit at a located width."""
+    from depthwidth.fit.pipeline import run_fit
+
+    res = run_fit(runs=dd_table(form, regime, noise, seed), law="depth-delusion", dcrit=form, write=False, seed=seed)
+    ident = res.get("identification") or {}
+    claim = ident.get("claim") or {}
+    out = {
+        "yes": bool(claim.get("identified")),
+        "verdict": ident.get("verdict") if ident.get("verdict") in ("no-penalty", "not-located", "located") else None,
+    }
+    law_p = res["params"]
+    dc = (res.get("derived") or {}).get("dcrit", {}).get("widths", {})
+    out["snapped"] = any(abs(v["value"] - d) < 1e-6 for v in dc.values() if v.get("value") for d in DEPTHS)
+    out["on_bound"] = [k for k in ("kappa", "c", "p") if k in (res.get("on_bound") or [])]
+    located = {w: r for w, r in (ident.get("widths") or {}).items() if r.get("verdict") == "located"}
+    if not located and out["yes"]:  # an older fit.json (before the ladder): its intervals at every width
+        located = {w: {"interval": v.get("ci")} for w, v in dc.items() if v.get("ci")}
+    missed = [
+        w
+        for w, r in located.items()
+        if r.get("interval") and not r["interval"][0] <= dcrit_true(form, regime, float(w)) <= r["interval"][1]
+    ]
+    out["wrong"] = bool(out["yes"] and missed)
+    # what the verdict rests on, so a rule can be studied on these fits without refitting them
+    support = (res.get("checks") or {}).get("penalty_support") or {}
+    out["fit"] = {
+        "params": law_p,
+        "ci": {k: res["ci"].get(k) for k in ("kappa", "c", "p") if k in res["ci"]},
+        "dcrit": {w: v.get("ci") for w, v in dc.items()},
+        "support": {k: v for k, v in support.items() if k != "params_without"},
+        "runs_beyond": claim.get("runs_beyond"),
+    }
+    return out
+
+
+def _exponent(case: str, regime: str, form, noise: str, seed: int) -> dict:
+    """chinchilla's alpha and beta identified?  wrong = said of a world where alpha = 0."""
+    from depthwidth.fit.pipeline import run_fit
+
+    res = run_fit(runs=chin_table(regime, noise, seed), law="chinchilla", write=False, seed=seed)
+    yes = bool(((res.get("identification") or {}).get("claim") or {}).get("identified"))
+    return {"yes": yes, "wrong": False, "ci": {k: res["ci"].get(k) for k in ("alpha", "beta")}}
+
+
+# A verdict kind: (label, run(case, *spec, seed) -> {yes, wrong, ...}, truth(spec) -> whether the planted
+# answer is yes).  False yes: a yes where the truth is no, or a yes that is wrong (``wrong``) where it is
+# yes; power: the share of yes where the truth is yes.  Further verdicts register here (VERDICTS).
+VERDICTS = {
+    "dcrit": ("D_crit located", _dcrit, lambda spec: REGIMES[spec[0]][2]),
+    "exponent": ("alpha and beta identified", _exponent, lambda spec: spec[0] == "both"),
+}
+
+
 def cases() -> dict:
+    """{case name: (verdict kind, *spec)}; spec is what the kind's run function takes after the name."""
     out = {}
     for regime in REGIMES:
         for form in ("log", "power"):
@@ -130,80 +186,28 @@ def cases() -> dict:
 
 
 def one(job: tuple) -> dict:
-    """Plant one table, fit it with dw's defaults, and record the verdict."""
+    """Plant one table, run the verdict's real code path with dw's defaults, and record it."""
     case, seed = job
-    kind, regime, form, noise = cases()[case]
-    from depthwidth.fit.pipeline import run_fit
-
+    kind, *spec = cases()[case]
     t0 = time.perf_counter()
-    if kind == "dcrit":
-        df = dd_table(form, regime, noise, seed)
-        res = run_fit(runs=df, law="depth-delusion", dcrit=form, write=False, seed=seed)
-    else:
-        df = chin_table(regime, noise, seed)
-        res = run_fit(runs=df, law="chinchilla", write=False, seed=seed)
-    ident = res.get("identification") or {}
-    claim = ident.get("claim") or {}
-    out = {
-        "case": case,
-        "seed": seed,
-        "yes": bool(claim.get("identified")),
-        "verdict": ident.get("verdict") if ident.get("verdict") in ("no-penalty", "not-located", "located") else None,
-        "seconds": round(time.perf_counter() - t0, 2),
-    }
-    if kind == "dcrit":
-        law_p = res["params"]
-        dc = (res.get("derived") or {}).get("dcrit", {}).get("widths", {})
-        snapped = any(abs(v["value"] - d) < 1e-6 for v in dc.values() if v.get("value") for d in DEPTHS)
-        out["snapped"] = bool(snapped)
-        out["on_bound"] = [k for k in ("kappa", "c", "p") if k in (res.get("on_bound") or [])]
-        located = {w: r for w, r in (ident.get("widths") or {}).items() if r.get("verdict") == "located"}
-        if not located and out["yes"]:  # an older fit.json (before the ladder): its intervals at every width
-            located = {w: {"interval": v.get("ci")} for w, v in dc.items() if v.get("ci")}
-        out["missed"] = [
-            w
-            for w, r in located.items()
-            if r.get("interval") and not r["interval"][0] <= dcrit_true(form, regime, float(w)) <= r["interval"][1]
-        ]
-        out["kappa_or_p"] = law_p.get("kappa", law_p.get("p"))
-        # what the verdict rests on, so a rule can be studied on these fits without refitting them
-        out["fit"] = {
-            "params": law_p,
-            "ci": {k: res["ci"].get(k) for k in ("kappa", "c", "p") if k in res["ci"]},
-            "dcrit": {w: v.get("ci") for w, v in dc.items()},
-            "support": {
-                k: v
-                for k, v in ((res.get("checks") or {}).get("penalty_support") or {}).items()
-                if k != "params_without"
-            },
-            "runs_beyond": claim.get("runs_beyond"),
-        }
-    return out
+    out = VERDICTS[kind][1](case, *spec, seed)
+    return {"case": case, "seed": seed, **out, "seconds": round(time.perf_counter() - t0, 2)}
 
 
 def summarize(rows: list[dict]) -> list[dict]:
     out = []
-    for case, spec in cases().items():
+    for case, (kind, *spec) in cases().items():
         rs = [r for r in rows if r["case"] == case]
         if not rs:
             continue
-        kind, regime = spec[0], spec[1]
+        label, _, truth = VERDICTS[kind]
         n = len(rs)
         yes = sum(r["yes"] for r in rs)
-        truth_yes = (kind == "dcrit" and REGIMES[regime][2]) or (kind == "exponent" and regime == "both")
-        if truth_yes:
-            false_yes = sum(1 for r in rs if r["yes"] and r.get("missed")) / n
-            power = yes / n
+        if truth(spec):
+            false_yes, power = sum(1 for r in rs if r["yes"] and r.get("wrong")) / n, yes / n
         else:
             false_yes, power = yes / n, None
-        row = {
-            "verdict": "D_crit located" if kind == "dcrit" else "alpha and beta identified",
-            "case": case,
-            "tables": n,
-            "yes": yes / n,
-            "false_yes": false_yes,
-            "power": power,
-        }
+        row = {"verdict": label, "case": case, "tables": n, "yes": yes / n, "false_yes": false_yes, "power": power}
         if kind == "dcrit":
             rungs = ("no-penalty", "not-located", "located")
             row["ladder"] = {v: sum(r.get("verdict") == v for r in rs) for v in rungs}

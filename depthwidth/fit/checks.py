@@ -49,8 +49,8 @@ def quality_warnings(fr: FitResult, table) -> list[str]:
 def penalty_support(fr: FitResult, table) -> dict | None:
     """BIC of the depth-delusion law against the same law with the penalty switched off.
 
-    Gaussian likelihood of the log-loss residuals; without the penalty, gamma,
-    mu and the D_crit parameters are not counted.  ``supported`` (verdicts.py) when the
+    Gaussian likelihood of the log-loss residuals, with the runs as the sample size; without the
+    penalty, gamma, mu and the D_crit parameters are not counted.  ``supported`` (verdicts.py) when the
     penalty lowers BIC by more than 2.
     """
     law = fr.law
@@ -67,8 +67,12 @@ def penalty_support(fr: FitResult, table) -> dict | None:
     rss0 = float(((law.evaluate(t0[None, :], X)[0] - y) ** 2).sum())
     k1 = len(law.params) - len(fr.pins)
     k0 = k1 - len([p for p in ("gamma", "mu", "kappa", "c", "p") if p in law.names and p not in fr.pins])
-    bic1 = n * math.log(max(rss1, 1e-300) / n) + k1 * math.log(n)
-    bic0 = n * math.log(max(rss0, 1e-300) / n) + k0 * math.log(n)
+    # The sample size is the number of runs: a run's token budgets share its seed's noise, so they are
+    # not independent evidence (counted as points, three budgets a run tripled every gain in fit and
+    # let a penalty through one noisy run pass the test).
+    m = len(set(np.asarray(table["run"]).astype(str))) if "run" in table else n
+    bic1 = m * math.log(max(rss1, 1e-300) / n) + k1 * math.log(m)
+    bic0 = m * math.log(max(rss0, 1e-300) / n) + k0 * math.log(m)
     return {
         "delta_bic": bic1 - bic0,
         "supported": penalty_supported(bic1 - bic0),

@@ -6,7 +6,8 @@ A structural penalty can lower BIC while its change point is unpinned: "a penalt
 
 ``no-penalty``
     The law without the penalty is as good: the penalty does not lower BIC by more than 2
-    (fit/checks.py ``penalty_support``), or no run lies beyond the fitted D_crit.  Nothing is
+    (fit/checks.py ``penalty_support``, the runs as its sample size), or fewer than
+    ``MIN_BEYOND`` runs lie beyond the fitted D_crit (a penalty through one run fits its noise).  Nothing is
     said about where D_crit is — only that no run of the grid shows it (it may lie beyond the
     deepest run, or there may be none).
 ``not-located``
@@ -36,6 +37,7 @@ import math
 import numpy as np
 
 LADDER = ("no-penalty", "not-located", "located")
+MIN_BEYOND = 2  # runs beyond the fitted D_crit: a penalty (gamma, mu, D_crit) through one run fits that run's noise
 MAX_RATIO = 2.0  # hi/lo of D_crit(W)'s interval at most this to call it located (within a factor of 2)
 
 
@@ -120,7 +122,7 @@ def dcrit_ladder(
     beyond = (
         int(len(set(np.asarray(table["run"]).astype(str)[D > dc_fit]))) if "run" in table else int((D > dc_fit).sum())
     )
-    supported = bool(support and support.get("supported")) and beyond > 0
+    supported = bool(support and support.get("supported")) and beyond >= MIN_BEYOND
     widths = sorted({int(w) for w in W})
     rungs = {}
     for w in widths:
@@ -131,8 +133,12 @@ def dcrit_ladder(
     located = [w for w, r in rungs.items() if r["verdict"] == "located"]
     if not supported:
         verdict = "no-penalty"
-        if beyond == 0:
-            because = "no run lies beyond the fitted D_crit: the penalty touches no run"
+        if beyond < MIN_BEYOND:
+            because = (
+                "no run lies beyond the fitted D_crit: the penalty touches no run"
+                if beyond == 0
+                else "one run lies beyond the fitted D_crit: a penalty through one run fits its noise"
+            )
         else:
             because = (
                 f"the penalty does not lower BIC by more than 2 ({support['delta_bic']:+.1f} against the law "
