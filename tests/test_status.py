@@ -192,7 +192,8 @@ def test_slurm_status_is_one_sacct_call(tmp_path, monkeypatch):
     st = status.status("s")
     assert log.read_text().count("\n") == 1 and "-j 100,101,102" in log.read_text()
     states = [r["state"] for r in st["runs"]]
-    assert states[:4] == ["failed", "cancelled", "running", "pending"]  # 100_0 ended without a summary
+    assert states[:4] == ["lost", "cancelled", "running", "pending"]  # 100_0 ended without its run folder
+    assert "does not exist" in st["runs"][0]["reason"]
     assert states[399] == "pending" and states[400] == "preempted" and states[800] == "lost"
 
 

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from depthwidth.cli.render import emit_json
+from depthwidth.cli.render import emit_json, varied_cell, varied_columns
 
 STYLE = {
     "done": "green",
@@ -158,10 +158,11 @@ def _columns(st) -> tuple:
         extra += ["law [95%]", "flag"]
     at = COLS.index("last loss") + 1
     cols = COLS[:at] + tuple(extra) + COLS[at:]
+    at = cols.index("shape") + 1
     if any(r.get("group") for r in rows):  # a tuned sweep: each run's tuning group, after its shape
-        at = cols.index("shape") + 1
         cols = cols[:at] + ("group",) + cols[at:]
-    return cols
+        at += 1
+    return cols[:at] + varied_columns(rows) + cols[at:]
 
 
 def _interval(x: dict | None) -> str:
@@ -195,7 +196,8 @@ def _rows(st, cols):
         shape = ["" if r.get(k) is None else str(r[k]) for k in ("depth", "width", "shape")]  # "": not known yet
         base = (r["run_id"], label.strip(), *shape, r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"])
         cells = {**dict(zip(COLS, base)), "group": r.get("group") or ""}
-        rows.append(tuple(cells[c] if c in cells else _early(r, c) for c in cols))
+        cells.update({c: varied_cell(r, c) for c in cols if c == "seed" or c in (r.get("tuned") or {})})
+        rows.append(tuple(cells[c] if c in cells else "" if "." in c else _early(r, c) for c in cols))
     return rows
 
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from depthwidth.cli.render import console, emit_json, wide_console
+from depthwidth.cli.render import console, emit_json, varied_cell, varied_columns, wide_console
 from depthwidth.core.devices import PLAN_CPU_FLOPS, PLAN_MFU, PLAN_PEAK_FLOPS
 
 
@@ -278,6 +278,7 @@ def _render_dry(s, doc, secs) -> None:
     hcol = {"GPU": "GPU-h", "CPU": "CPU-h"}.get(hu, "dev-h")
     requeue = any(r.get("requeues") is not None for r in rows)
     t = Table(title=f"sweep {s.name} · {len(rows)} runs (dry run)", caption=s.description or None)
+    varied = varied_columns(rows)  # seed, tuned settings: what tells two runs of one configuration apart
     for col, j in (
         ("#", "right"),
         ("run id", "left"),
@@ -285,6 +286,7 @@ def _render_dry(s, doc, secs) -> None:
         ("L", "right"),
         ("W", "right"),
         ("shape", "left"),
+        *((c, "right") for c in varied),
         ("prec", "left"),
         ("params", "right"),
         ("tokens", "right"),
@@ -325,6 +327,7 @@ def _render_dry(s, doc, secs) -> None:
             str(r["depth"]),
             str(r["width"]),
             r["shape"],
+            *(varied_cell(r, c) for c in varied),
             r.get("precision") or "",
             _si(r["params"]),
             _si(r["tokens"]),

@@ -134,10 +134,10 @@ def status(name: str, root=None) -> dict:
                 f"{r['run_id']}: {away[0]} is {away[1]!r}, not {away[2]}: commands that write or delete refuse "
                 "this store until the manifest is fixed"
             )
-        summ, why = read_json_why(rd / "summary.json")
-        if why is not None:
+        summ, unread = read_json_why(rd / "summary.json")
+        if unread is not None:
             problems.append(
-                f"{r['run_id']}: summary.json unreadable ({why}): {rd / 'summary.json'}; dw sweep {name} "
+                f"{r['run_id']}: summary.json unreadable ({unread}): {rd / 'summary.json'}; dw sweep {name} "
                 "--retry-failed rewrites it from the run's checkpoint"
             )
         if summ is not None and summ.get("run_id") not in (None, r["run_id"]):
@@ -158,6 +158,13 @@ def status(name: str, root=None) -> dict:
             known=why is None or r.get("launcher") != "slurm",
             decided=r.get("group") in decided,
         )
+        gone = None
+        if state in ("failed", "lost") and summ is None and unread is None and not rd.is_dir():  # ended, no folder
+            state = "lost"
+            gone = (
+                f"run directory {rd} does not exist (deleted or moved, or the job ended before writing it); "
+                f"dw sweep {name} --retry-failed trains the run again"
+            )
         total = (summ or {}).get("tokens_total") or r.get("tokens_total")
         tok = max((summ or {}).get("tokens") or 0, (last or {}).get("tokens") or 0)
         loss = (last or {}).get("loss")
@@ -179,13 +186,15 @@ def status(name: str, root=None) -> dict:
                 "launcher": r.get("launcher"),
                 "label": r.get("label"),
                 "group": r.get("group"),
-                "reason": (summ or {}).get("reason") or (f"summary.json unreadable ({why})" if why else None),
+                "reason": (summ or {}).get("reason") or (f"summary.json unreadable ({unread})" if unread else gone),
                 "flops_planned": (summ or {}).get("flops_planned"),
                 "flops_saved": (summ or {}).get("flops_saved"),
                 "run_dir": str(rd),
                 "params": r.get("params"),
                 "overrides": r.get("overrides"),
                 **shape_of(summ, r.get("overrides"), r),
+                "seed": (summ or {}).get("seed", seed_of(r.get("overrides"))),
+                "tuned": r.get("tuned") or {},
                 "retry_of": r.get("retry_of"),
                 "retried_as": retried_as.get(r["run_id"]),
                 **FORECAST_KEYS,
@@ -233,6 +242,18 @@ def halving_line(h: dict | None) -> str | None:
         f"halving: {h['decided']} of {h['groups']} groups decided, {h['pruned']} runs pruned{wait}; "
         f"compute saved {h['flops_saved']:.3g} FLOPs{frac}"
     )
+
+
+def seed_of(overrides) -> int | None:
+    """``run.seed`` as the run's overrides set it (None: the config's default)."""
+    for o in overrides or []:
+        key, _, val = str(o).lstrip("+").partition("=")
+        if key == "run.seed":
+            try:
+                return int(val)
+            except ValueError:
+                return None
+    return None
 
 
 SHAPE_KEYS = {"model.depth": "depth", "model.width": "width", "model.shape": "shape"}
