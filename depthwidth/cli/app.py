@@ -126,6 +126,7 @@ def register(app: typer.Typer) -> typer.Typer:
         shapes,
         simulate,
         status,
+        stop,
         suggest,
         sweep,
         sync,
@@ -143,6 +144,7 @@ def register(app: typer.Typer) -> typer.Typer:
     app.command("train", context_settings=raw)(train.train_cmd)
     app.command("sweep", context_settings=raw)(sweep.sweep_cmd)
     app.command("status")(status.status_cmd)
+    app.command("stop")(stop.stop_cmd)
     app.command("forget")(forget.forget_cmd)
     app.command("clean")(clean.clean_cmd)
     app.command("simulate", context_settings=raw)(simulate.simulate_cmd)

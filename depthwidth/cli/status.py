@@ -162,7 +162,11 @@ def _columns(st) -> tuple:
     if any(r.get("group") for r in rows):  # a tuned sweep: each run's tuning group, after its shape
         cols = cols[:at] + ("group",) + cols[at:]
         at += 1
-    return cols[:at] + varied_columns(rows) + cols[at:]
+    cols = cols[:at] + varied_columns(rows) + cols[at:]
+    if any(r.get("pid") for r in rows):  # running runs: the worker and process that train them (dw stop)
+        at = cols.index("state") + 1
+        cols = cols[:at] + ("worker", "pid") + cols[at:]
+    return cols
 
 
 def _interval(x: dict | None) -> str:
@@ -197,6 +201,7 @@ def _rows(st, cols):
         base = (r["run_id"], label.strip(), *shape, r["state"], prog, tok, loss, str(r["attempts"]), r["job_id"])
         cells = {**dict(zip(COLS, base)), "group": r.get("group") or ""}
         cells.update({c: varied_cell(r, c) for c in cols if c == "seed" or c in (r.get("tuned") or {})})
+        cells.update({c: "" if r.get(c) is None else str(r[c]) for c in ("worker", "pid")})
         rows.append(tuple(cells[c] if c in cells else "" if "." in c else _early(r, c) for c in cols))
     return rows
 

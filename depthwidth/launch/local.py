@@ -5,10 +5,12 @@ One worker per visible GPU (each with its own ``CUDA_VISIBLE_DEVICES``) or
 runs them (``python -m depthwidth.launch worker TASKS.json SLOT``), so every
 task is run by exactly one worker.
 
-SIGTERM or SIGINT to a worker (``kill -INT PID``): the run it trains finishes
-its step, checkpoints and ends ``preempted`` (train's own handler; a torchrun of
-several GPUs gets the signal passed on), and the worker claims no further task.
-``dw sweep NAME --retry-failed`` resumes the run from its checkpoint.
+SIGINT to a worker while it trains (``kill -INT PID``, ``dw stop NAME RUN_ID``; the PID is in
+``dw status``): that run finishes its step, checkpoints and ends ``preempted`` (train's own
+handler; a torchrun of several GPUs gets the signal passed on), and the worker goes on to its next
+task.  SIGTERM (or SIGINT while it waits between tasks) stops the worker: the run it trains
+checkpoints and ends ``preempted`` and the worker claims no further task.  ``dw sweep NAME
+--retry-failed`` resumes a preempted run from its checkpoint.
 """
 
 from __future__ import annotations
@@ -51,11 +53,18 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
                         write_json(me, {**(store.read_json(me) or {}), "state": "exited"})
                         break
             set_state(d, i, state="running", pid=os.getpid(), slot=slot, started=time.time())
-            rc = _run(tf, i, stop)
+            stop.pop("run", None)
+            stop["training"] = True
+            try:
+                rc = _run(tf, i, stop)
+            finally:
+                stop.pop("training", None)
             if rc != EXIT_PARKED and _still_mine(d, i):  # a parked task's state is its group's to set (halving.py)
                 ended(d, i, rc)
-            if rc == EXIT_PREEMPTED:
+            if rc == EXIT_PREEMPTED and ("sig" in stop or stop.get("run") != "SIGINT"):
                 break
+            if rc == EXIT_PREEMPTED:  # one run's Ctrl-C: that run stopped, the worker goes on
+                print(f"worker {slot}: task {i} stopped by SIGINT; going on to the next task", flush=True)
     finally:
         write_json(me, {**(store.read_json(me) or {}), "state": "exited"})
     if doc.get("kind", "train") == "train" and "sig" not in stop:  # the last worker to stop runs --then's follow-up
@@ -85,9 +94,13 @@ def _claim(d: Path, n: int) -> int | None:
 
 
 def _stop(stop: dict, sig: int) -> None:
-    """A stop signal reached the worker: no further task; a torchrun child gets it passed on."""
-    stop.setdefault("sig", sig)
+    """A stop signal reached the worker (its own handler: between tasks, or while a torchrun child
+    trains): SIGINT while a run trains stops that run only (passed on to the child); else no further task."""
     child = stop.get("child")
+    if sig == signal.SIGINT and stop.get("training"):
+        stop["run"] = "SIGINT"
+    else:
+        stop.setdefault("sig", sig)
     if child is not None and child.poll() is None:
         child.send_signal(sig)
 
@@ -95,9 +108,14 @@ def _stop(stop: dict, sig: int) -> None:
 def _run(tasks_file: Path, index: int, stop: dict) -> int:
     """Task ``index`` on this worker's GPUs: in this process, or as one torchrun of G processes."""
     g = int(os.environ.get("DW_GPUS_PER_RUN", "1"))
-    if g <= 1:
+    if g <= 1:  # train()'s own handler takes the signals while the run trains; on_preempt says which
         return run_task(
-            tasks_file, index, log=lambda m: print(m, flush=True), in_process=True, stopped=lambda: "sig" in stop
+            tasks_file,
+            index,
+            log=lambda m: print(m, flush=True),
+            in_process=True,
+            stopped=lambda: "sig" in stop,
+            on_preempt=lambda it, e: stop.update(run=e.signal),
         )
     cmd = [
         sys.executable,
@@ -112,8 +130,8 @@ def _run(tasks_file: Path, index: int, stop: dict) -> int:
         str(index),
     ]
     stop["child"] = child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
-    if "sig" in stop:  # it came while the child started
-        child.send_signal(stop["sig"])
+    if "sig" in stop or "run" in stop:  # it came while the child started
+        child.send_signal(stop.get("sig") or signal.SIGINT)
     try:
         rc = child.wait()
     finally:
@@ -123,7 +141,8 @@ def _run(tasks_file: Path, index: int, stop: dict) -> int:
     if rc and (t.get("parked") or 0) >= (t.get("started") or 0) > 0:  # parked by its run (halving.py)
         return EXIT_PARKED
     got = _statuses(tasks_file, index) if rc else set()
-    return EXIT_PREEMPTED if rc and "sig" in stop and "preempted" in got and not {"failed", "diverged"} & got else rc
+    asked = "sig" in stop or "run" in stop
+    return EXIT_PREEMPTED if rc and asked and "preempted" in got and not {"failed", "diverged"} & got else rc
 
 
 def _statuses(tasks_file: Path, index: int) -> set:

@@ -139,9 +139,10 @@ def set_state(d: Path, index: int, **kw) -> None:
     write_json(p, {**(read_json(p) or {}), **kw})
 
 
-def task_states(name: str, root=None) -> dict[str, str | None]:
+def task_states(name: str, root=None, running: dict | None = None) -> dict[str, str | None]:
     """Local/debug launchers' task state files of sweep ``name`` under the run store ``root``
-    -> job id -> normalised state (None: unknown)."""
+    -> job id -> normalised state (None: unknown).  ``running``: filled with job id -> {slot, pid}
+    of each running task (the worker that trains it: ``dw status``, ``dw stop``)."""
     out: dict[str, str | None] = {}
     d = jobs_dir(name, root)
     if not d.is_dir():
@@ -160,5 +161,7 @@ def task_states(name: str, root=None) -> dict[str, str | None]:
                 st = "pending" if alive else None
             elif st == "running":
                 st = "running" if pid_alive(t.get("pid")) else None
+                if st and running is not None:
+                    running[t["job_id"]] = {"slot": t.get("slot"), "pid": t.get("pid")}
             out[t["job_id"]] = st  # completed | failed | preempted | cancelled
     return out

@@ -82,8 +82,8 @@ def run_state(
         return "running" if started or s in ("running", "preempted") else "pending"  # packed: not yet started
     if sched in ("cancelled", "preempted"):
         return sched
-    if sched in ("failed", "completed"):
-        return "preempted" if s == "preempted" and sched == "completed" else "failed"
+    if sched in ("failed", "completed"):  # a stopped run's job exits 3 (EXIT_PREEMPTED): failed to SLURM
+        return "preempted" if s == "preempted" else "failed"
     return "failed" if s == "failed" else "lost"
 
 
@@ -119,7 +119,9 @@ def status(name: str, root=None) -> dict:
         raw = slurm_states(slurm) if slurm else {}
     except SchedulerUnknown as e:
         why = str(e)
-    local = task_states(name, root) if len(slurm) < len(runs) else {}
+    procs: dict = {}  # local: job id -> the worker (slot, pid) that trains it
+    local = task_states(name, root, procs) if len(slurm) < len(runs) else {}
+    began = {e["run_id"]: e for e in events if e.get("event") == "start" and e.get("run_id")}  # the latest start
     retried_as = {r["retry_of"]: rid for rid, r in runs.items() if r.get("retry_of")}
     decided = {g for g, doc in halving_groups(name, root).items() if doc.get("decision")}
     rows = []
@@ -193,6 +195,7 @@ def status(name: str, root=None) -> dict:
                 "params": r.get("params"),
                 "overrides": r.get("overrides"),
                 **shape_of(summ, r.get("overrides"), r),
+                **process_of(state, r, procs.get(r["job_id"]), began.get(r["run_id"])),
                 "seed": (summ or {}).get("seed", seed_of(r.get("overrides"))),
                 "tuned": r.get("tuned") or {},
                 "retry_of": r.get("retry_of"),
@@ -242,6 +245,18 @@ def halving_line(h: dict | None) -> str | None:
         f"halving: {h['decided']} of {h['groups']} groups decided, {h['pruned']} runs pruned{wait}; "
         f"compute saved {h['flops_saved']:.3g} FLOPs{frac}"
     )
+
+
+def process_of(state: str, run: dict, worker: dict | None, start: dict | None) -> dict:
+    """Where a running run trains: ``worker`` (local: the worker's slot; SLURM: the host of its latest
+    start) and ``pid`` (the process a stop signal goes to: ``dw stop``, ``kill -INT``); None otherwise."""
+    if state != "running":
+        return {"worker": None, "pid": None, "host": None}
+    start = start if start and start.get("job_id") == run.get("job_id") else {}
+    if worker is not None:
+        return {"worker": f"local {worker.get('slot')}", "pid": worker.get("pid"), "host": start.get("host")}
+    host = start.get("host")
+    return {"worker": host, "pid": start.get("pid"), "host": host}
 
 
 def seed_of(overrides) -> int | None:

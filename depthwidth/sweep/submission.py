@@ -34,6 +34,7 @@ from depthwidth.launch.config import launcher_config, split_overrides, target_de
 from depthwidth.launch.limits import wave_plan
 from depthwidth.launch import followup
 from depthwidth.launch.halving import release_decided
+from depthwidth.launch.scheduler import SLURM_STATES
 from depthwidth.launch.status import RETRYABLE, status
 from depthwidth.launch.submit import submit as launch_submit
 from depthwidth.sweep.expand import (
@@ -343,7 +344,7 @@ def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight
         if state == "diverged" and retry is not None:
             diverged.append(r)
             continue
-        again = retry_failed and (state in RETRYABLE or (state == "preempted" and p.get("launcher") != "slurm"))
+        again = retry_failed and (state in RETRYABLE or (state == "preempted" and not _requeued(p)))
         if state is None or again:
             todo.append((r, None))
         else:
@@ -351,6 +352,15 @@ def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight
     if diverged:
         todo += _fresh(diverged, retry, prior, skipped)
     return Preflight(todo, skipped, prior, why)
+
+
+def _requeued(row: dict) -> bool:
+    """A preempted SLURM run whose job SLURM still holds (requeued, pending): it resumes on its own.  One
+    whose job ended (stopped: dw stop, exit 3) and every local or debug one wait for --retry-failed."""
+    return row.get("launcher") == "slurm" and SLURM_STATES.get(row.get("scheduler_state") or "") not in (
+        "completed",
+        "failed",
+    )
 
 
 def _submit(
