@@ -60,12 +60,13 @@ def report_cmd(
     could not be written.
     """
     import depthwidth.report as rp
+    from depthwidth.core.atomic import check_creatable
     from depthwidth.core.errors import bad
 
     if fmt not in rp.FORMATS:
         raise bad("--format", fmt, " | ".join(rp.FORMATS))
-    if plots is not None and plots.exists() and not plots.is_dir():
-        raise bad("--plots", str(plots), "a folder (created if missing)")
+    if plots is not None:  # a folder that cannot be made (/proc/nope) is bad input, before any work
+        check_creatable("--plots", plots)
     data = rp.load(
         name, runs=runs, columns=columns, root=root, fit_path=fit, source=source, project=project, group=group
     )

@@ -57,6 +57,15 @@ def check_group(group: str, node: Mapping) -> None:
         _check_value(f"{group}.{name}", node[name], hints[name], f.metadata.get("range", Range()))
 
 
+def check_setting(group: str, key: str, value: Any, node: Mapping | None = None) -> None:
+    """One setting of ``group`` against its type and range in the schema (BadInput naming
+    ``group.key``, the value and what is allowed): for code that interprets a group itself
+    (``model.resolve.from_config``) and must bound its integers before it loops over them."""
+    cls = schema_of(group, node)
+    f = next(f for f in dataclasses.fields(cls) if f.name == key)
+    _check_value(f"{group}.{key}", value, typing.get_type_hints(cls)[key], f.metadata.get("range", Range()))
+
+
 def _cross(t: Mapping, o: Mapping) -> None:
     """Rules that relate two settings."""
     mb = t["micro_batch_size"]

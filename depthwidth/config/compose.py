@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from depthwidth.config.node import Node, nodes
 from depthwidth.config.schema import base_nodes
-from depthwidth.core.errors import BadInput, did_you_mean
+from depthwidth.core.errors import BadInput, bad, did_you_mean
 
 
 def conf_dir() -> Path:
@@ -90,6 +90,7 @@ def compose(overrides: Sequence[str] = ()) -> Node:
     the fast composer gives too); bad overrides -> BadInput."""
     from omegaconf import OmegaConf
 
+    parse_overrides(overrides)  # a malformed one named in one line, before Hydra's own words
     try:
         cfg = _hydra(overrides)
     except Exception as e:  # hydra raises several types; all are the user's input
@@ -99,6 +100,38 @@ def compose(overrides: Sequence[str] = ()) -> Node:
     except Exception as e:
         raise BadInput(f"config does not resolve: {' '.join(str(e).split())}") from None
     return nodes(OmegaConf.to_container(cfg, resolve=True))
+
+
+def parse_overrides(overrides: Sequence[str]) -> list:
+    """Hydra's parse of ``key=value`` strings, one at a time, so that a bad one is named in one line
+    with what is allowed (never Hydra's lexer exception, nor its "Config group override must be a
+    string" for ``=3``)."""
+    import unicodedata
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    out = []
+    for o in overrides:
+        if not isinstance(o, str) or ("=" not in o and not o.startswith("~")):  # ~KEY deletes
+            raise bad("override", o, "KEY=VALUE, e.g. model.depth=4, or a group choice, e.g. model=vwt")
+        try:
+            (got,) = parser.parse_overrides([o])
+        except Exception as e:
+            odd = next((c for c in o if not c.isascii()), None)
+            if odd is not None:
+                name = unicodedata.name(odd, f"U+{ord(odd):04X}")
+                raise bad(
+                    "override",
+                    o,
+                    f"ASCII outside quotes: {odd!r} ({name}) is not; quote a value that needs it: run.dir='/tmp/ñ'",
+                ) from None
+            said = " ".join(str(e).split()).split(" See https://")[0]
+            raise bad("override", o, f"KEY=VALUE in Hydra's override grammar ({said})") from None
+        if not got.key_or_group:
+            raise bad("override", o, "KEY=VALUE with a key before '=', e.g. model.depth=4 or model=vwt")
+        out.append(got)
+    return out
 
 
 def _hydra(overrides: Sequence[str]) -> Any:

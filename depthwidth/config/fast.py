@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any, Sequence
 
-from depthwidth.config.compose import conf_dir, group_options, load_group, unknown_key
+from depthwidth.config.compose import conf_dir, group_options, load_group, parse_overrides, unknown_key
 from depthwidth.config.node import Node, nodes
 from depthwidth.config.schema import base_nodes
 from depthwidth.core.errors import BadInput, bad, did_you_mean
@@ -66,12 +66,7 @@ def parse_cli_overrides(overrides: Sequence[str]) -> tuple[dict, dict]:
     groups, keys = {}, {}
     if not overrides:
         return groups, keys
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception as e:
-        raise BadInput(f"bad override: {' '.join(str(e).split())}") from None
+    parsed = parse_overrides(overrides)
     for o in parsed:
         key = o.key_or_group
         if o.is_delete() or o.is_sweep_override():

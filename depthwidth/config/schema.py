@@ -163,6 +163,15 @@ class Run:
 # ---------------------------------------------------------------------------
 
 
+# Bounds of the model's integer settings, checked by model/resolve.py before anything loops over them
+# (a width of 1e11 once spun for minutes in the head-count search).  Far beyond any model trained: the
+# widest published dense models have h ~ 25,600, the deepest ~ 1,000 layers, vocabularies ~ 256k tokens.
+MAX_WIDTH = 1 << 20  # 1,048,576: width, per-layer widths, quantum, heads, head_dim, expert_hidden
+MAX_DEPTH = 10_000
+MAX_VOCAB = 1 << 24  # 16,777,216
+MAX_EXPERTS = 4096
+
+
 @dataclass
 class Model:
     """The transformer: depth, widths and their shape, and the architecture options."""

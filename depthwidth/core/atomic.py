@@ -38,6 +38,35 @@ def make_temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
     return d
 
 
+def check_creatable(option: str, path: str | os.PathLike) -> None:
+    """BadInput (one line, exit 2) unless ``path`` is a folder dw can write: one that exists, or
+    that can be created (tried, then removed again folder by folder: nothing is left behind).
+    For the folders a user names (``run.dir``, ``--plots``, ``dw export``'s OUT), so that one that
+    cannot be (``/proc/x``, a file's child, no permission) is refused before any work starts."""
+    from depthwidth.core.errors import bad
+
+    p = Path(path)
+    if p.is_dir():
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise bad(option, str(path), "a folder dw can write (permission denied)")
+        return
+    if p.exists() or p.is_symlink():
+        raise bad(option, str(path), "a folder (created if missing), not a file")
+    made, top = [], p
+    while not top.exists():
+        made.append(top)
+        top = top.parent
+    try:
+        p.mkdir(parents=True)
+    except OSError as e:
+        raise bad(option, str(path), f"a folder dw can create ({e.strerror or e})") from None
+    for d in made:  # deepest first; a folder someone else filled meanwhile stays
+        try:
+            d.rmdir()
+        except OSError:
+            break
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

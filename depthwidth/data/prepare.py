@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from depthwidth.core.atomic import write_bytes, write_json
+from depthwidth.core.atomic import check_creatable, write_bytes, write_json
 from depthwidth.core.errors import BadInput, WorkFailed, bad
 from depthwidth.data.base import SPLITS
 from depthwidth.data.memmap import DTYPES, MEMMAP_FORMAT
@@ -303,6 +303,7 @@ def prepare(
     if tok.vocab_size > np.iinfo(DTYPES[dtype]).max + 1:
         raise BadInput(f"--dtype {dtype} cannot hold vocabulary {tok.vocab_size} (allowed: uint32)")
     out = Path(os.path.expanduser(str(out)))
+    check_creatable("--out", out)  # /proc/nope: bad input before the source is read
     desc, docs, total = open_source(source, text_column, split)
     tdesc = tok.describe()
     settings = {

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from depthwidth import __version__
 from depthwidth.core import provenance
-from depthwidth.core.atomic import make_temp_dir, write_json, write_text
+from depthwidth.core.atomic import check_creatable, make_temp_dir, write_json, write_text
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.export import card
 from depthwidth.export import tokenizer as hf_tokenizer
@@ -304,6 +304,7 @@ def check_out(out: Path, run_dir: Path, force: bool) -> None:
         raise bad("OUT", str(out), "a folder outside the run directory (it would be replaced)")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise bad("OUT", str(out), "a new or empty folder, or --force to replace it")
+    check_creatable("OUT", out)  # /proc/nope: refused before the checkpoint is read
 
 
 def export_run(run_dir, out, checkpoint: str | int = "final", dtype: str = "fp32", *, force: bool = False) -> dict:

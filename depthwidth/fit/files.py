@@ -17,7 +17,7 @@ import numpy as np
 from depthwidth.core import provenance
 from depthwidth.core.atomic import read_jsonl, write_json
 from depthwidth.core.errors import BadInput, bad
-from depthwidth.core.store import MANIFEST, manifest_runs, read_json, runs_root
+from depthwidth.core.store import MANIFEST, manifest_runs, read_json_why, runs_root
 from depthwidth.track.run_source import RunSource, RunTable
 
 
@@ -47,14 +47,19 @@ def unfinished(name: str, sweep_dir: Path, root=None) -> str | None:
     """ "K started, M pending: dw status NAME" for the sweep's runs that have not ended (the
     manifest's own view: fit may not import launch), or None when every run has ended."""
     submitted = manifest_runs(read_jsonl(sweep_dir / MANIFEST)) if (sweep_dir / MANIFEST).is_file() else {}
+    read = {rid: read_json_why(Path(sweep_dir) / rid / "summary.json") for rid in submitted}
+    torn = sum(1 for _, why in read.values() if why)  # a run may have ended: its summary cannot say
     going = [
         r
-        for r in submitted.values()
-        if (read_json(Path(r.get("run_dir") or sweep_dir / r["run_id"]) / "summary.json") or {}).get("status")
-        in (None, "running")
+        for rid, r in submitted.items()
+        if not read[rid][1] and (read[rid][0] or {}).get("status") in (None, "running")
     ]
     started = sum(1 for r in going if r.get("started"))
     parts = [f"{n} {what}" for n, what in ((started, "started"), (len(going) - started, "not started")) if n]
+    if torn:
+        parts.append(
+            f"{torn} whose summary.json is unreadable (dw sweep {name} --retry-failed rewrites it from its checkpoint)"
+        )
     if not parts:
         return None
     see = f"dw status {name}" if root is None else f"DW_RUNS={runs_root(root)} dw status {name}"

@@ -33,6 +33,9 @@ APPROACHES = ("3", "isoflop")  # 3: the law fitted to every point; isoflop: appr
 DCRIT_FORMS = ("log", "power")
 
 
+MAX_BOOTSTRAP = 100_000  # bootstrap replicates: far past where intervals stop moving (a few thousand)
+
+
 @dataclass(frozen=True)
 class Checked:
     """The options parsed: the law, the laws to compare, K of the hold-out, N's convention, the pins."""
@@ -110,8 +113,8 @@ class FitOptions:
 
     def check_sampling(self) -> None:
         """The options every fit reads, ``--match`` included."""
-        if self.bootstrap < 0:
-            raise bad("--bootstrap", self.bootstrap, "an integer >= 0 (0 disables intervals)")
+        if not 0 <= self.bootstrap <= MAX_BOOTSTRAP:  # 1e12 replicates once asked numpy for 7.28 TiB
+            raise bad("--bootstrap", self.bootstrap, f"an integer in [0, {MAX_BOOTSTRAP:,}] (0 disables intervals)")
         if not (self.delta > 0 and math.isfinite(self.delta)):
             raise bad("--huber-delta", self.delta, "a number > 0")
         if not 0 < self.level < 1:

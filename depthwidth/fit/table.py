@@ -141,7 +141,7 @@ def prepare(df, law, *, dcrit_needs_width_gt1: bool | None = None):
             if len(bad_rows):
                 i = int(bad_rows[0])
                 raise BadInput(
-                    f"bad value for {c}: {vals[i, j]!r} in row {i} (run {df['run'].iloc[i]}) "
+                    f"bad value for {c}: {float(vals[i, j])!r} in row {i} (run {df['run'].iloc[i]}) "
                     f"(allowed: > 0, its logarithm is taken; {len(bad_rows)} such row(s))"
                 )
     if law.options.get("dcrit") == "log":

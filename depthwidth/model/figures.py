@@ -6,6 +6,7 @@ Kept apart from the CLI so ``dw sweep --dry-run`` and ``dw report`` can reuse it
 from __future__ import annotations
 
 from depthwidth.config.compose import load_group
+from depthwidth.config.schema import MAX_DEPTH, MAX_VOCAB, MAX_WIDTH
 from depthwidth.core.errors import bad
 from depthwidth.model import accounting, shapes
 from depthwidth.model.resolve import from_config
@@ -62,8 +63,9 @@ def shape_report(
     shape more than ``shapes.MATCH_TOLERANCE`` off the uniform model's true count.
     """
     fam = shapes.canonical_family(family)
-    if vocab < 1:
-        raise bad("--vocab", vocab, "an integer >= 1")
+    for opt, v, top in (("--width", width, MAX_WIDTH), ("--depth", depth, MAX_DEPTH), ("--vocab", vocab, MAX_VOCAB)):
+        if v is not None and not 1 <= v <= top:  # before any search over widths or heads
+            raise bad(opt, v, f"an integer in [1, {top:,}]")
     if seq_len < 1:
         raise bad("--seq-len", seq_len, "an integer >= 1")
     if heads is not None and head_dim is not None:

@@ -10,11 +10,26 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from depthwidth.config.schema import Model, choices, complete
+from depthwidth.config.check import check_setting
+from depthwidth.config.schema import MAX_DEPTH, MAX_EXPERTS, MAX_VOCAB, MAX_WIDTH, Model, choices, complete
 from depthwidth.core.errors import bad, number
 from depthwidth.model import shapes
 from depthwidth.model.accounting import total_params_for_widths
 from depthwidth.model.spec import ModelSpec
+
+
+# the integer settings checked first: their type and range in the schema, then these caps (schema.MAX_*)
+BOUNDED = {
+    "depth": MAX_DEPTH,
+    "width": MAX_WIDTH,
+    "quantum": MAX_WIDTH,
+    "heads": MAX_WIDTH,
+    "head_dim": MAX_WIDTH,
+    "widths": MAX_WIDTH,
+    "n_experts": MAX_EXPERTS,
+    "top_k": MAX_EXPERTS,
+    "expert_hidden": MAX_WIDTH,
+}
 
 
 def from_config(m: Any) -> ModelSpec:
@@ -24,18 +39,27 @@ def from_config(m: Any) -> ModelSpec:
     widths through ``shapes.schedule``; an explicit ``widths`` list wins.
     """
     c = complete("model", m if hasattr(m, "items") else vars(m))  # a partial group: the schema's defaults
+    for key, top in BOUNDED.items():  # type and range before anything loops over them
+        check_setting("model", key, c[key])
+        v = c[key]
+        if v is not None and max(v if isinstance(v, list) else [v], default=0) > top:
+            shown = list(v) if isinstance(v, list) else v
+            raise bad(
+                f"model.{key}",
+                shown,
+                f"{'a list of integers' if isinstance(v, list) else 'an integer'} in [1, {top:,}]",
+            )
     depth, width = c["depth"], c["width"]
-    if not isinstance(depth, int) or depth < 1:
-        raise bad("model.depth", depth, "an integer >= 1")
-    if not isinstance(width, int) or width < 1:
-        raise bad("model.width", width, "an integer >= 1")
+    vocab = c["vocab_size"]
+    if isinstance(vocab, bool) or not isinstance(vocab, int) or not 1 <= vocab <= MAX_VOCAB:
+        raise bad("model.vocab_size", vocab, f"an integer in [1, {MAX_VOCAB}] (the data's vocabulary)")
     embed = c["embed"]
     if embed not in choices(Model, "embed"):
         raise bad("model.embed", embed, "|".join(choices(Model, "embed")))
     heads, head_dim = c["heads"], c["head_dim"]
     template = ModelSpec(
         widths=tuple([width] * depth),
-        vocab_size=int(c["vocab_size"]),
+        vocab_size=vocab,
         embed_width=width,
         norm=c["norm"],
         mlp=c["mlp"],
@@ -123,9 +147,9 @@ def check_heads(spec: ModelSpec, quantum: int | None = None) -> None:
     for i, w in enumerate(spec.widths):
         if w % n == 0 and (w // n) % pair == 0:
             continue
-        fits = [
-            h for h in range(1, min(spec.widths) + 1) if all(x % h == 0 and (x // h) % pair == 0 for x in spec.widths)
-        ]
+        # h fits every width x when pair * h divides x: the divisors of gcd(widths) / pair (never a loop to min width)
+        g = math.gcd(*spec.widths)
+        fits = _divisors(g // pair) if g % pair == 0 else []
         fits = sorted(sorted(fits, key=lambda h: abs(math.log(h / n)))[:3], reverse=True)  # the nearest to n
         need = f"a multiple of the head count {n}"
         if pair > 1:
@@ -139,3 +163,9 @@ def check_heads(spec: ModelSpec, quantum: int | None = None) -> None:
         if quantum is not None:
             hint += f", or a --quantum (model.quantum) that is a multiple of {pair * n}"
         raise bad(f"width of layer {i + 1}", w, f"{need}; {hint}")
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of n >= 1, ascending (trial division up to sqrt(n))."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})

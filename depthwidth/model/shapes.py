@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
+from depthwidth.config.schema import MAX_VOCAB, MAX_WIDTH
 from depthwidth.core.errors import BadInput, bad
 
 FAMILIES = ("uniform", "increasing", "decreasing", "diamond", "x")
@@ -167,7 +168,11 @@ def _solve_h1_exact(m: Sequence[float], target: float, count: Counter) -> float:
     while f(hi) < 0:
         hi *= 2.0
         if hi > 1e9:
-            raise BadInput("parameter matching (exact) diverged; check vocab and width")
+            raise BadInput(
+                f"parameter matching (exact) diverged: widths up to 1e9 x {max(m):g} stay short of the uniform "
+                f"model's {target:,.0f} parameters (allowed: a width in [1, {MAX_WIDTH:,}] and a vocabulary in "
+                f"[1, {MAX_VOCAB:,}])"
+            )
     while hi - lo > 1e-12 * hi:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)

@@ -85,8 +85,89 @@ def sweeps_dir() -> Path:
 
 
 def available() -> list[str]:
+    """The sweeps ``dw sweep NAME`` accepts: sweeps/NAME.yaml whose NAME is a sweep name (a file named
+    "my sweep.yaml" or "-x.yaml" is no sweep dw could run: core.store.check_name)."""
     d = sweeps_dir()
-    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+    return sorted(p.stem for p in d.glob("*.yaml") if is_name(p.stem)) if d.is_dir() else []
+
+
+# Bounded input: what a sweep file may hold, checked before anything is expanded (a sweep file is a few
+# KiB; the shipped ones hold at most 30 runs).  Each is refused in one line, exit 2, within a second.
+MAX_FILE_BYTES = 1 << 20  # a sweep file's size
+MAX_YAML_NODES = 1_000_000  # YAML nodes once every alias is expanded (a "billion laughs" file: 10^9)
+MAX_RUNS = 100_000  # runs per sweep, counted from the file before any run is built
+
+
+def read_yaml(path: Path, what: str):
+    """The YAML document in ``path`` (OmegaConf's loader: YAML 1.2 floats, no timestamps, duplicate
+    keys refused), refused in one line when the file is over MAX_FILE_BYTES or its aliases expand it
+    past MAX_YAML_NODES nodes (or into a loop), before anything is built from it."""
+    import yaml
+    from omegaconf._utils import get_yaml_loader
+
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise bad(what, f"{size:,} bytes", f"a file of at most {MAX_FILE_BYTES:,} bytes")
+    try:
+        loader = get_yaml_loader()(path.read_text(encoding="utf-8"))
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            n = _expanded_nodes(node, what)
+            if n > MAX_YAML_NODES:
+                raise bad(
+                    what,
+                    f"{n:,} YAML nodes once its aliases are expanded",
+                    f"at most {MAX_YAML_NODES:,} (YAML aliases (*name) repeat what they point to)",
+                )
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except BadInput:
+        raise
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError, ValueError) as e:
+        raise BadInput(f"bad value for {what}: not valid YAML ({' '.join(str(e).split())[:300]})") from None
+
+
+def _expanded_nodes(root, what: str) -> int:
+    """How many YAML nodes ``root`` (a composed node graph, where an alias is the node it names) holds
+    with every alias expanded: each node's count made once, from its children's, so nothing is
+    expanded; BadInput when an alias contains itself (a loop)."""
+    import yaml
+
+    def kids(n):
+        if isinstance(n, yaml.SequenceNode):
+            return n.value
+        if isinstance(n, yaml.MappingNode):
+            return [x for kv in n.value for x in kv]
+        return []
+
+    size: dict[int, int] = {}
+    open_: set[int] = set()  # the nodes being counted: the ancestors of the one popped
+    stack = [(root, False)]
+    while stack:
+        n, done = stack.pop()
+        k = id(n)
+        if done:
+            open_.discard(k)
+            size[k] = 1 + sum(size[id(c)] for c in kids(n))  # exact, each node counted once
+            continue
+        if k in size:
+            continue
+        if k in open_:
+            at = f"line {n.start_mark.line + 1}, column {n.start_mark.column + 1}"
+            raise bad(what, f"an anchor that contains its own alias ({at})", "aliases to nodes outside them")
+        open_.add(k)
+        stack.append((n, True))
+        stack.extend((c, False) for c in kids(n) if id(c) not in size)
+    return size[id(root)]
+
+
+def is_name(name) -> bool:
+    from depthwidth.core.store import _NAME
+
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
 
 def store_of(name: str, doc: dict) -> str:
@@ -99,8 +180,6 @@ def store_of(name: str, doc: dict) -> str:
 
 
 def load_file(name: str) -> dict:
-    from omegaconf import OmegaConf
-
     if not name or "/" in name or name.startswith("."):
         raise bad("sweep name", name, ", ".join(available()) or "a file in sweeps/")
     path = sweeps_dir() / f"{name}.yaml"
@@ -108,12 +187,11 @@ def load_file(name: str) -> dict:
         raise BadInput(
             f"unknown sweep {name!r}: {did_you_mean(name, available())}(available: {', '.join(available()) or 'none'})"
         )
-    try:
-        doc = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-    except Exception as e:
-        raise BadInput(f"sweep file {path} is not valid YAML: {' '.join(str(e).split())}") from None
+    doc = read_yaml(path, f"sweep file {path}")
     if not isinstance(doc, dict):
-        raise BadInput(f"sweep file {path} must hold a mapping (keys: {', '.join(TOP_KEYS)})")
+        raise bad(f"sweep file {path}", doc, f"a YAML mapping with the keys {', '.join(TOP_KEYS)}")
+    if doc.get("then") is not None:
+        then_args(name, doc)  # what --then would run, checked whether or not --then is given
     unknown = [k for k in doc if k not in TOP_KEYS]
     if unknown:
         raise BadInput(
@@ -190,11 +268,80 @@ def _zipped(name: str, groups: Any) -> list[dict]:
     return out
 
 
-def points(name: str, doc: dict) -> list[dict]:
-    """Expand a sweep document into points: {groups, keys, ref, label, tokens}."""
+def _length(name: str, key: str, spec: Any) -> int:
+    """How many values ``_values`` would give, without making them (a range of 10^9 values is counted,
+    not built); the same BadInput for a malformed axis."""
+    if isinstance(spec, list):
+        return len(spec)
+    if isinstance(spec, dict):
+        if set(spec) - {"start", "stop", "step"} or not {"start", "stop"} <= set(spec):
+            raise bad(f"axis {key}", spec, "a list or {start, stop[, step]} (inclusive)")
+        a, b, st = spec["start"], spec["stop"], spec.get("step", 1)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b, st)):
+            raise bad(f"axis {key}", spec, "numbers start, stop and a non-zero step towards stop")
+        if st == 0 or (b - a) * st < 0 or not all(math.isfinite(v) for v in (a, b, st)):
+            raise bad(f"axis {key}", spec, "numbers start, stop and a non-zero step towards stop")
+        n = (b - a) / st + 1e-9
+        return int(n) + 1 if n < 1e18 else 10**18
+    return 1
+
+
+def count_runs(name: str, doc: dict) -> int:
+    """The runs the sweep document expands to (before duplicates are merged), counted from its
+    lists and ranges without building one; BadInput when it is over MAX_RUNS or a part is of the
+    wrong kind (``runs: 5``)."""
     blocks = doc.get("blocks") or [{}]
     if not isinstance(blocks, list):
         raise bad(f"sweep {name}: blocks", blocks, "a list of mappings")
+    total = 0
+    parts = []
+    for bi, blk in enumerate(blocks):
+        if not isinstance(blk, dict):
+            raise bad(f"sweep {name}: block {bi + 1}", blk, "a mapping")
+        inherit = "blocks" not in doc
+
+        def get(key):
+            return blk.get(key, doc.get(key) if inherit else None)
+
+        runs, axes, zips = get("runs"), get("axes"), get("zip")
+        seeds, tune = blk.get("seeds", doc.get("seeds")), blk.get("tune", doc.get("tune"))
+        if runs is not None and not isinstance(runs, list):
+            raise bad(f"sweep {name}: runs", runs, "a list of mappings of overrides (+ ref, label, tokens)")
+        if axes is not None and not isinstance(axes, dict):
+            raise bad(f"sweep {name}: axes", axes, "a mapping KEY: values (a list or {start, stop[, step]})")
+        if zips is not None and not isinstance(zips, (dict, list)):
+            raise bad(f"sweep {name}: zip", zips, "a mapping (or list of mappings) KEY: list of equal lengths")
+        n = max(len(runs or []), 1)
+        for k, v in (axes or {}).items():
+            n *= _length(name, k, v)
+        for g in [zips] if isinstance(zips, dict) else zips or []:
+            if isinstance(g, dict) and g:
+                n *= max(_length(name, k, v) for k, v in g.items())
+        if seeds is not None:
+            n *= _length(name, "seeds", seeds)
+        if isinstance(tune, dict):
+            for k, v in tune.items():
+                if k not in TUNE_OPTIONS:
+                    n *= v.get("n", 1) if isinstance(v, dict) and isinstance(v.get("n"), int) else _length(name, k, v)
+        total += n
+        parts.append(n)
+        if total > MAX_RUNS:
+            break
+    if total > MAX_RUNS:
+        where = f"block {len(parts)} alone: {parts[-1]:,}" if len(parts) > 1 else "its axes multiplied out"
+        raise bad(
+            f"sweep {name}: runs",
+            f"{total:,}" if total < 10**18 else "more than 10^18",
+            f"at most {MAX_RUNS:,} runs per sweep ({where}); split it into sweeps of fewer runs",
+        )
+    return total
+
+
+def points(name: str, doc: dict) -> list[dict]:
+    """Expand a sweep document into points: {groups, keys, ref, label, tokens}; the runs are counted
+    first (``count_runs``), so that a sweep over MAX_RUNS is refused before one is built."""
+    count_runs(name, doc)
+    blocks = doc.get("blocks") or [{}]
     out = []
     for bi, blk in enumerate(blocks):
         if not isinstance(blk, dict):

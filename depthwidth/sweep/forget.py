@@ -27,6 +27,8 @@ def forget(name: str, run_ids=(), states=(), reason: str | None = None) -> dict:
         raise BadInput(
             "bad value for runs: nothing (allowed: one or more RUN_IDs, or --state STATE, e.g. --state lost)"
         )
+    if not store.manifest_path(name).is_file():
+        status(name)  # no such sweep: its one line, before the lock file would create the sweep's folder
     with store.SweepLock(name):
         st = status(name)
         rows = {r["run_id"]: r for r in st["runs"]}

@@ -27,6 +27,7 @@ from depthwidth.config.fast import compose_fast
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.model.accounting import count_params
 from depthwidth.model.resolve import from_config
+from depthwidth.sweep.file import MAX_RUNS
 
 KEYS = ("budgets", "axis", "depths", "tokens_per_param", "count", "sizes")
 AXES = ("shape", "size")
@@ -108,6 +109,14 @@ def blocks(name: str, doc: dict) -> list[dict]:
     budgets = iso.get("budgets")
     if not isinstance(budgets, list) or not budgets:
         raise bad(f"sweep {name}: isoflop.budgets", budgets, "a non-empty list of FLOPs")
+    per = iso.get("depths") if axis == "shape" else iso.get("sizes")
+    per = len(per) if isinstance(per, list) else 1
+    if len(budgets) * per > MAX_RUNS:  # before any width is solved
+        raise bad(
+            f"sweep {name}: isoflop runs",
+            f"{len(budgets):,} budgets x {per:,} {'depths' if axis == 'shape' else 'sizes'}",
+            f"at most {MAX_RUNS:,} runs per sweep",
+        )
     budgets = [_number(name, "budgets", c) for c in budgets]
     count = iso.get("count", "total")
     if count not in COUNTS:

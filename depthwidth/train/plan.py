@@ -19,6 +19,7 @@ from typing import Any
 
 from depthwidth.config import check as config_check
 from depthwidth.config.identity import run_id as config_run_id
+from depthwidth.core.atomic import check_creatable
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.core.store import runs_root
 from depthwidth.data.synthetic import UNBOUNDED
@@ -116,6 +117,8 @@ def prepare(cfg) -> PreparedRun:
     from depthwidth.data.source import make_source
 
     rp = check(cfg, processes=dist.world_from_env().size)
+    if cfg.run.dir:  # /proc/x, a file's child: bad input, before the data are opened or anything is written
+        check_creatable("run.dir", cfg.run.dir)
     t = cfg.train
     source = make_source(cfg.data, t.seq_len)
     if rp.spec.vocab_size != source.vocab_size:

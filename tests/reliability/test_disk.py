@@ -1,6 +1,6 @@
-"""A run directory that cannot be written: uncreatable (/proc/x), or on a full disk (a
-small tmpfs this test mounts and later grows).  Exit 1 with one clear message, no
-traceback, no partial summary; once there is space the same command resumes the run
+"""A run directory that cannot be written: uncreatable (/proc/x: bad input, exit 2, nothing
+written), or on a full disk (a small tmpfs this test mounts and later grows: exit 1 with one
+clear message, no traceback, no partial summary); once there is space the same command resumes the run
 to the uninterrupted run's numbers."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from tests.test_train import TINY, _metrics
 ARGS = [*TINY, "train.steps=16", "train.ckpt_every=8", "train.log_every=4", "probe.every=8"]
 
 
-def test_an_uncreatable_run_directory_is_a_clear_failure(tmp_path):
+def test_an_uncreatable_run_directory_is_bad_input(tmp_path):
     p = run_dw("train", "--quiet", *ARGS, "run.dir=/proc/x")
-    assert p.returncode == 1, p.stderr
+    assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr
     (line,) = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert line.startswith("dw: error: cannot write /proc/x") and "No such file or directory" in line
+    assert line.startswith("dw: error: bad value for run.dir: '/proc/x'") and "No such file or directory" in line
     assert not Path("/proc/x").exists()
 
 
