@@ -67,6 +67,13 @@ def sweep_cmd(
         "retries runs SLURM ended OUT_OF_MEMORY/TIMEOUT/PREEMPTED (none: only that)",
         metavar="ACTIONS",
     ),
+    probe: bool = typer.Option(
+        False,
+        "--probe",
+        help="with --dry-run: time a few real steps of the smallest and largest runs here (process start, set-up, "
+        "evaluation, checkpoint, analysis included), record them in runs/NAME/probe.json and plan the hours with them "
+        "(later dry runs read the record)",
+    ),
     target: Optional[str] = typer.Option(
         None,
         "--target",
@@ -106,6 +113,8 @@ def sweep_cmd(
     t0 = time.perf_counter()
     if (prior or target) and not dry_run:
         raise bad("--prior" if prior else "--target", prior or target, "only with --dry-run")
+    if probe and not dry_run:
+        raise bad("--probe", True, "only with --dry-run")
     if no_data_check and not dry_run:
         raise bad("--no-data-check", True, "only with --dry-run (the submission always checks the data)")
     if dry_run:
@@ -124,6 +133,12 @@ def sweep_cmd(
         pre = api.preflight(p, retry_failed=retry_failed, retry=again)
         keep = {r.index for r in p.runs}
         rows = [row for row in dry_run_rows(p.sweep, store.runs_root().absolute()) if row["index"] in keep]
+        from depthwidth.launch.workers import visible_gpus
+        from depthwidth.sweep import probe as probes
+
+        here = "cuda" if visible_gpus() else "cpu"
+        measured = probes.run_probe(name, p.sweep.store, p.runs, here) if probe else probes.read(p.sweep.store)
+        probes.apply(measured, rows)
         s = plan_costs.summarize(name, p.runs, rows)
         s["warnings"] = p.warnings + s["warnings"]
         from depthwidth.sweep.suggest import dry_run_predictions
@@ -138,6 +153,7 @@ def sweep_cmd(
             "device": _devices(rows, p.device),
             **s,
             "data": p.data,
+            "probe": measured,
             "submit": pre.to_dict() if store.manifest_path(p.sweep.store).exists() else None,
             "waves": api.wave_plans(pre),  # SLURM: the limit on queued jobs, the waves it makes
             "prediction": predicted,
@@ -352,18 +368,33 @@ def _render_dry(s, doc, secs) -> None:
     c = wide_console()
     c.print(t)
     dh = doc["device_hours"]
+    probed = {r["plan"]["device"] for r in rows if r.get("time") == "measured"}
     at = {
         "cuda": f"{short(dh.get('cuda', 0))} GPU-hours at MFU {doc['mfu']:.0%} of {doc['peak_flops']:.3g} FLOP/s per "
         "GPU",
         "cpu": f"{short(dh.get('cpu', 0))} CPU-hours at MFU {doc['mfu']:.0%} of {doc['cpu_peak_flops']:.3g} FLOP/s "
         "per CPU process (--cpu-peak)",
     }
+    for d in probed:  # measured by the probe (its line below says where and when)
+        at[d] = f"{short(dh.get(d, 0))} {'GPU' if d == 'cuda' else 'CPU'}-hours as measured by the probe"
     c.print(
         f"total {tot_f:.3g} FLOPs ≈ {' + '.join(at[d] for d in sorted(dh, reverse=True))} "
         f"(FLOPs = training FLOPs/token × tokens, 6N + attention; params include embeddings) · {secs:.2f} s",
         highlight=False,
         soft_wrap=True,
     )
+    measured = [r for r in rows if r.get("time") == "measured"]
+    if doc.get("probe") and measured:
+        from depthwidth.sweep.probe import line as probe_line
+
+        c.print(probe_line(doc["probe"], measured, rows), highlight=False, soft_wrap=True)
+    elif doc.get("probe"):
+        c.print(
+            f"assumed: the probe of {doc['probe']['time']} measured {doc['probe']['device']}; these runs train on "
+            "another device, so their hours rest on the stated MFU",
+            highlight=False,
+            soft_wrap=True,
+        )
     if branch := plan_costs.branch_line(rows):
         c.print(branch, highlight=False, soft_wrap=True)
     for d in doc.get("data") or []:

@@ -32,7 +32,7 @@ from depthwidth.model.figures import figures
 from depthwidth.model.resolve import from_config
 from depthwidth.sweep.file import RESERVED, load_file, points, store_of
 from depthwidth.sweep.isoflop import with_blocks
-from depthwidth.sweep.plan_costs import DEFAULT_CPU_PEAK, checkpoint_figures, hours
+from depthwidth.sweep.plan_costs import DEFAULT_CPU_PEAK, checkpoint_figures, events, hours
 from depthwidth.train import memory
 from depthwidth.train.plan import check as check_run
 from depthwidth.train.plan import precision_for
@@ -275,6 +275,8 @@ def validate(
         "flops_planned": flops_planned,
         **hours(flops_planned, device=device, processes=processes, mfu=mfu, peak=peak, cpu_peak=cpu_peak),
         **checkpoint_figures(spec, steps=rp.steps, ckpt_every=int(t.ckpt_every), keep=int(t.keep_ckpts)),
+        "tokens_per_step": rp.tokens_per_step,
+        "events": events(t, cfg.probe, rp.steps, rp.budgets),
         "seed": int(cfg.run.seed),
         "precision": t.precision,
         "plan": lay.to_dict(),

@@ -66,6 +66,26 @@ def checkpoint_figures(spec, *, steps: int, ckpt_every: int, keep: int) -> dict:
     return {"ckpt_bytes": one, "ckpts_kept": kept, "ckpt_disk_bytes": one * kept, "keep_ckpts": keep}
 
 
+def events(t, probe, steps: int, budgets: list) -> dict:
+    """What a run does besides its optimizer steps, counted as the trainer's schedule does it (the
+    probed plan prices each): evaluations (one per budget, the end's included, and every
+    ``train.eval_every``), checkpoints (every ``train.ckpt_every`` and the end), gradient probes,
+    entropy profiles, and the analysis at the end."""
+    from depthwidth.train.probes import is_probe_step
+
+    every, at = int(probe["every"]), [a for a in probe["at"] if a <= steps]
+    ev = int(t["eval_every"])
+    budget_steps = {b.steps for b in budgets}
+    ck = int(t["ckpt_every"])
+    return {
+        "evals": len(budgets) + (sum(1 for s in range(ev, steps + 1, ev) if s not in budget_steps) if ev else 0),
+        "ckpts": (steps // ck if ck > 0 else 0) + (0 if ck > 0 and steps % ck == 0 else 1),
+        "probes": (steps // every if every > 0 else 0) + sum(1 for a in at if not is_probe_step(a, every, ())),
+        "entropy": steps // int(probe["entropy_every"]) if int(probe["entropy_every"]) > 0 else 0,
+        "analysis": int(bool(t["analyze_at_end"])),
+    }
+
+
 def time_limit_hours(lcfg: dict) -> float | None:
     """launcher=slurm's time limit per allocation, in hours (whole minutes); None for the others."""
     return time_minutes(lcfg["time"]) / 60.0 if lcfg.get("name") == "slurm" else None
@@ -110,7 +130,9 @@ def schedule(runs: list, rows: list) -> dict:
     for cfg, rs in groups.values():
         cfg = complete("launcher", cfg)  # a launcher given in part: the schema's defaults
         pack = int(cfg["pack"])
-        tasks = [sum(x["wall_hours"] for x in rs[i : i + pack]) for i in range(0, len(rs), pack)]
+        start = max(x.get("start_s") or 0.0 for x in rs) / 3600.0  # measured (probe.py): a process start
+        each = start if cfg["name"] == "slurm" else 0.0  # per array task; local workers, debug: once
+        tasks = [each + sum(x["wall_hours"] for x in rs[i : i + pack]) for i in range(0, len(rs), pack)]
         slots = parallel_tasks(cfg)
         busy = min(slots, len(tasks))
         procs = max(x["plan"]["processes"] for x in rs)
@@ -134,7 +156,7 @@ def schedule(runs: list, rows: list) -> dict:
                 "gpus": gpus,
                 "gpus_per_node": per_node,
                 "gpu_memory_gib": float(cfg["gpu_memory"]),
-                "calendar_hours": makespan(tasks, slots),
+                "calendar_hours": makespan(tasks, slots) + (start - each),
             }
         )
     cal = [g["calendar_hours"] for g in out]
