@@ -73,3 +73,13 @@ def at_gate(gate_dir: Path, step: int | None = None) -> int:
 
 def open_gate(gate_dir: Path) -> None:
     (gate_dir / "open").write_text("")
+
+
+def sweep_store(root: Path, name: str, text: str) -> dict:
+    """A sweep file ``root/sweeps/NAME.yaml`` (``text`` dedented) and a run store ``root/runs``: the
+    environment that points dw at both."""
+    import textwrap
+
+    (root / "sweeps").mkdir(exist_ok=True)
+    (root / "sweeps" / f"{name}.yaml").write_text(textwrap.dedent(text))
+    return {"DW_SWEEPS": str(root / "sweeps"), "DW_RUNS": str(root / "runs")}

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-import textwrap
 
 import pytest
 
 from depthwidth.sweep import probe as probes
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import sweep_store, assert_bad_input, run_dw
 
 SWEEP = """
     groups: {model: depth_delusion, data: pydoc}
@@ -25,9 +24,7 @@ SWEEP = """
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory):
     root = tmp_path_factory.mktemp("probe")
-    (root / "sweeps").mkdir()
-    (root / "sweeps" / "pr.yaml").write_text(textwrap.dedent(SWEEP))
-    env = {"DW_SWEEPS": str(root / "sweeps"), "DW_RUNS": str(root / "runs")}
+    env = sweep_store(root, "pr", SWEEP)
     p = run_dw("sweep", "pr", "launcher=local", "--dry-run", "--probe", "--json", env=env)
     assert p.returncode == 0, p.stderr
     return root, env, json.loads(p.stdout)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import textwrap
 
 import pytest
 
-from tests.helpers import run_dw
+from tests.helpers import sweep_store, run_dw
 
 SWEEP = """
     groups: {model: depth_delusion, data: pydoc}
@@ -25,9 +24,7 @@ SWEEP = """
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("tables")
-    (root / "sweeps").mkdir()
-    (root / "sweeps" / "tab.yaml").write_text(textwrap.dedent(SWEEP))
-    env = {"DW_SWEEPS": str(root / "sweeps"), "DW_RUNS": str(root / "runs")}
+    env = sweep_store(root, "tab", SWEEP)
     p = run_dw("sweep", "tab", "launcher=local", "launcher.workers=2", env=env)
     assert p.returncode == 0, p.stderr
     w = run_dw("status", "tab", "--watch", "--interval", "0.5", "--timeout", "240", env=env)
