@@ -184,8 +184,9 @@ def test_the_dry_runs_schedule_and_disk_match_their_formulas(tmp_path):
             env=env,
         )
     )
-    w = [r["wall_hours"] for r in doc["runs"]]
-    assert w == [r["flops"] / (0.4 * 989e12) / 3600 / 2 for r in doc["runs"]]  # 2 processes a run
+    hours = [(r["flops_planned"] + r["flops_eval"]) / (0.4 * 989e12) / 3600 / 2 for r in doc["runs"]]
+    assert [r["wall_hours"] for r in doc["runs"]] == hours  # 2 processes a run; training and evaluation
+    w = [r["run_hours"] for r in doc["runs"]]  # SLURM: with its checkpoint writes (no requeue at this size)
     sc = doc["schedule"]
     assert sc["calendar_hours"] == max(w[0], w[1], min(w[0], w[1]) + w[2])
     assert (sc["tasks"], sc["at_once"], sc["nodes"], sc["gpus"]) == (3, 2, 2, 4)
@@ -251,13 +252,15 @@ def test_a_cpu_sweep_is_counted_in_cpu_hours(tmp_path):
         assert doc["hours_unit"] == "CPU" and doc["cpu_peak_flops"] == 2e9
         for r in doc["runs"]:
             assert r["plan"]["device"] == "cpu" and r["gpu_hours"] == 0
-            assert r["cpu_hours"] == r["device_hours"] == r["flops"] / (0.4 * 2e9) / 3600
+            want = (r["flops_planned"] + r["flops_eval"]) / (0.4 * 2e9) / 3600
+            assert r["cpu_hours"] == r["device_hours"] == want
         p = run_dw("sweep", "tiny", *launcher, "--cpu-peak", "2e9", "--dry-run", env=env)
         assert p.returncode == 0, p.stderr
         total = sum(r["cpu_hours"] for r in doc["runs"])
         assert f"≈ {plan_costs.short(total)} CPU-hours at MFU 40% of 2e+09 FLOP/s per CPU process" in p.stdout
         assert "CPU-h" in p.stdout and "GPU-h" not in p.stdout
-    assert doc["schedule"]["calendar_hours"] == max(r["wall_hours"] for r in doc["runs"])  # 2 runs, 64 at once
+    # 2 runs, 64 at once (SLURM: each run's calendar time, longruns.py)
+    assert doc["schedule"]["calendar_hours"] == max(r.get("run_hours", r["wall_hours"]) for r in doc["runs"])
     local = _json(
         run_dw(
             "sweep",
@@ -319,7 +322,7 @@ def test_depth_delusion_advises_the_small_block_first_and_a_holdout_fit(tmp_path
     assert "--only small: 16 runs" in doc["advice"] and "dw fit depth_delusion --holdout largest:3" in doc["advice"]
     sc = doc["schedule"]  # 16 one-GPU runs and 14 eight-GPU runs, all at once (array_parallelism 64)
     assert (sc["at_once"], sc["nodes"], sc["gpus"], sc["full_nodes"]) == (30, 30, 16 + 14 * 8, 16)
-    assert sc["calendar_hours"] == max(r["wall_hours"] for r in doc["runs"])
+    assert sc["calendar_hours"] == max(r["run_hours"] for r in doc["runs"])  # requeue restarts and waits too
     assert doc["requeues"] == sum(math.ceil(r["wall_hours"]) - 1 for r in doc["runs"])  # launcher.time 01:00:00
     assert not (tmp_path / "runs").exists()
     # a sweep without small and large runs gets no advice

@@ -74,6 +74,15 @@ def sweep_cmd(
         "evaluation, checkpoint, analysis included), record them in runs/NAME/probe.json and plan the hours with them "
         "(later dry runs read the record)",
     ),
+    max_days: Optional[float] = typer.Option(
+        None,
+        "--max-days",
+        help="with --dry-run: propose the nodes per run (launcher.nodes) that finish every SLURM run within this "
+        "many days, requeue restarts, queue waits and checkpoint writes counted",
+    ),
+    queue_wait: float = typer.Option(
+        1.0, "--queue-wait", help="with --dry-run: hours a requeued SLURM task waits in the queue (an assumption)"
+    ),
     target: Optional[str] = typer.Option(
         None,
         "--target",
@@ -115,6 +124,10 @@ def sweep_cmd(
         raise bad("--prior" if prior else "--target", prior or target, "only with --dry-run")
     if probe and not dry_run:
         raise bad("--probe", True, "only with --dry-run")
+    if max_days is not None and not (dry_run and max_days > 0):
+        raise bad("--max-days", max_days, "days > 0, with --dry-run")
+    if not queue_wait >= 0:
+        raise bad("--queue-wait", queue_wait, "hours >= 0")
     if no_data_check and not dry_run:
         raise bad("--no-data-check", True, "only with --dry-run (the submission always checks the data)")
     if dry_run:
@@ -139,7 +152,13 @@ def sweep_cmd(
         here = "cuda" if visible_gpus() else "cpu"
         measured = probes.run_probe(name, p.sweep.store, p.runs, here) if probe else probes.read(p.sweep.store)
         probes.apply(measured, rows)
+        from depthwidth.sweep import longruns
+
+        plan_costs.annotate(p.runs, rows)
+        long = longruns.plan(p.runs, rows, max_days=max_days, queue_wait_h=queue_wait, probe=measured)
         s = plan_costs.summarize(name, p.runs, rows)
+        s["long_runs"] = {k: long[k] for k in ("proposals", "unmet")}
+        s["notes"] = long["lines"] + [x for x in (longruns.seed_line(rows),) if x]
         s["warnings"] = p.warnings + s["warnings"]
         from depthwidth.sweep.suggest import dry_run_predictions
 
@@ -399,7 +418,7 @@ def _render_dry(s, doc, secs) -> None:
         c.print(branch, highlight=False, soft_wrap=True)
     for d in doc.get("data") or []:
         c.print(plan_costs.data_line(d), highlight=False, soft_wrap=True)
-    for line in lines(doc, rows):
+    for line in lines(doc, rows) + doc.get("notes", []):
         c.print(line, highlight=False, soft_wrap=True)
     for w in doc.get("waves") or []:
         c.print(plan_line(w), highlight=False, soft_wrap=True)

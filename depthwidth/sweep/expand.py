@@ -32,7 +32,7 @@ from depthwidth.model.figures import figures
 from depthwidth.model.resolve import from_config
 from depthwidth.sweep.file import RESERVED, load_file, points, store_of
 from depthwidth.sweep.isoflop import with_blocks
-from depthwidth.sweep.plan_costs import DEFAULT_CPU_PEAK, checkpoint_figures, events, hours
+from depthwidth.sweep.plan_costs import DEFAULT_CPU_PEAK, checkpoint_figures, eval_flops, events, hours
 from depthwidth.train import memory
 from depthwidth.train.plan import check as check_run
 from depthwidth.train.plan import precision_for
@@ -260,6 +260,8 @@ def validate(
     flops = f["flops_per_token"] * tokens
     steps_planned = planned_steps(rp.steps, rp.budgets)  # the trunk and every WSD decay branch
     flops_planned = f["flops_per_token"] * steps_planned * rp.tokens_per_step
+    ev = events(t, cfg.probe, rp.steps, rp.budgets)
+    flops_eval = eval_flops(ev["evals"], int(t.eval_batches), rp.tokens_per_step, f["flops_per_token"])
     return {
         "depth": spec.depth,
         "width": int(cfg.model.width),
@@ -273,10 +275,11 @@ def validate(
         "flops": flops,
         "steps_planned": steps_planned,
         "flops_planned": flops_planned,
-        **hours(flops_planned, device=device, processes=processes, mfu=mfu, peak=peak, cpu_peak=cpu_peak),
+        "flops_eval": flops_eval,
+        **hours(flops_planned + flops_eval, device=device, processes=processes, mfu=mfu, peak=peak, cpu_peak=cpu_peak),
         **checkpoint_figures(spec, steps=rp.steps, ckpt_every=int(t.ckpt_every), keep=int(t.keep_ckpts)),
         "tokens_per_step": rp.tokens_per_step,
-        "events": events(t, cfg.probe, rp.steps, rp.budgets),
+        "events": ev,
         "seed": int(cfg.run.seed),
         "precision": t.precision,
         "plan": lay.to_dict(),

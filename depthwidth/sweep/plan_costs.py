@@ -21,7 +21,8 @@ Per sweep (``summarize``):
                 on the slot that frees first (greedy list scheduling, as SLURM's ``%N`` and the
                 local workers' claims do): calendar hours = the last end (groups run at once;
                 debug: one after another); nodes and GPUs = those of the tasks that can run at
-                once.  Queue waits and requeue restarts are not counted.
+                once.  A SLURM run counts its calendar time (``run_hours``: requeue restarts and
+                queue waits, checkpoint writes; longruns.py).
     warnings    wall-times over ``launcher.time``; GPU-scale runs planned on the CPU.
     advice      a sweep whose compute spans more than 10×: train the small runs first and
                 check with ``dw fit NAME --holdout largest:K`` that they predict larger ones.
@@ -86,6 +87,11 @@ def events(t, probe, steps: int, budgets: list) -> dict:
     }
 
 
+def eval_flops(evals: int, batches: int, tokens_per_batch: int, flops_per_token: float) -> float:
+    """A run's held-out evaluations: forward passes only (a third of a training step's FLOPs per token)."""
+    return evals * batches * tokens_per_batch * flops_per_token / 3.0
+
+
 def time_limit_hours(lcfg: dict) -> float | None:
     """launcher=slurm's time limit per allocation, in hours (whole minutes); None for the others."""
     return time_minutes(lcfg["time"]) / 60.0 if lcfg.get("name") == "slurm" else None
@@ -132,7 +138,10 @@ def schedule(runs: list, rows: list) -> dict:
         pack = int(cfg["pack"])
         start = max(x.get("start_s") or 0.0 for x in rs) / 3600.0  # measured (probe.py): a process start
         each = start if cfg["name"] == "slurm" else 0.0  # per array task; local workers, debug: once
-        tasks = [each + sum(x["wall_hours"] for x in rs[i : i + pack]) for i in range(0, len(rs), pack)]
+        # run_hours: a SLURM run's calendar time, requeue restarts and waits included (longruns.py)
+        tasks = [
+            each + sum(x.get("run_hours", x["wall_hours"]) for x in rs[i : i + pack]) for i in range(0, len(rs), pack)
+        ]
         slots = parallel_tasks(cfg)
         busy = min(slots, len(tasks))
         procs = max(x["plan"]["processes"] for x in rs)
@@ -376,7 +385,8 @@ def lines(s: dict, rows: list) -> list[str]:
         out.append(
             f"schedule: {_plural(sc['tasks'], 'array task')} in {_plural(len(g), 'job array')} "
             f"(launcher.array_parallelism={par}, pack={pack}): at most {sc['at_once']:,} at once on "
-            f"{_plural(sc['nodes'], 'node')}{gpus}; {when}, without queue waits or requeue restarts"
+            f"{_plural(sc['nodes'], 'node')}{gpus}; {when}, requeue restarts, queue waits and checkpoint "
+            "writes included (calendar per run, below)"
         )
     elif sc["launcher"] == "local":
         slots = "/".join(sorted({str(x["slots"]) for x in g}))
