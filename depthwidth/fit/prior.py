@@ -38,11 +38,12 @@ import numpy as np
 
 from depthwidth.core.errors import bad
 from depthwidth.fit.laws import Law, label
+from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_LOSSES, DD_TAU_EXPONENT
 
 _DD = {"A": 11.04, "alpha": 0.0837, "B": 32.21, "delta": 0.1552, "gamma": 0.7298, "mu": 0.3197}
 _DD_E = {"E": 1.0, "A": 23.77, "alpha": 0.1662, "B": 48.97, "delta": 0.1648, "gamma": 2.71, "mu": 0.4867}
 PUBLISHED = {
-    "depth-delusion[log]": {**_DD, "kappa": 2.43},
+    "depth-delusion[log]": {**_DD, "kappa": DD_KAPPA},
     "depth-delusion[power]": {
         "A": 10.94,
         "alpha": 0.0820,
@@ -51,10 +52,10 @@ PUBLISHED = {
         "gamma": 0.7298,
         "mu": 0.3197,
         "c": 0.981,
-        "p": 0.44,
+        "p": DD_TAU_EXPONENT,
     },
-    "depth-delusion[log+E]": {**_DD_E, "kappa": 2.43},
-    "depth-delusion[power+E]": {**_DD_E, "c": 0.981, "p": 0.44},
+    "depth-delusion[log+E]": {**_DD_E, "kappa": DD_KAPPA},
+    "depth-delusion[power+E]": {**_DD_E, "c": 0.981, "p": DD_TAU_EXPONENT},
     "chinchilla": {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
     "width-depth": {"E": 1.0, "A_w": 14.22, "a_w": 0.3757, "A_d": 1.354, "a_d": 1.577, "B": 43.03, "beta": 0.1613},
 }
@@ -67,22 +68,8 @@ DRAWS = 1000
 
 # The 13 losses "The Depth Delusion" publishes (docs/science.md §1): (depth, width, training loss);
 # small models at 6.4B tokens, the 1B-7B pairs at 20 tokens per parameter up to 140B.
-PUBLISHED_LOSSES = (
-    (2, 512, 3.945),
-    (8, 512, 3.543),
-    (16, 512, 3.435),
-    (24, 512, 3.468),
-    (32, 512, 3.441),
-    (16, 256, 3.929),
-    (16, 1536, 3.049),
-    (24, 1792, 2.821),
-    (80, 1024, 2.978),
-    (40, 2432, 2.519),
-    (72, 1792, 2.681),
-    (32, 4096, 2.298),
-    (64, 2816, 2.417),
-)
-PAPER_RMSE = 0.113  # nats: the paper's own misfit of its law, the anchor's noise
+PUBLISHED_LOSSES = tuple((d, w, loss) for (d, w), (loss, _) in DD_LOSSES.items())  # fit/papers.py
+PAPER_RMSE = DD_FIT["rmse"]  # nats: the paper's own misfit of its law, the anchor's noise
 SEED = 0.006  # log loss: a new run's seed-to-seed spread
 MISFIT = PAPER_RMSE / float(np.mean([loss for _, _, loss in PUBLISHED_LOSSES]))  # in log loss, ~0.036
 NOISE = {  # a new run = the law + the misfit at its configuration + seed + point noise; df large: as stated

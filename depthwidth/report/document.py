@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from depthwidth.fit.papers import DD_DCRIT, DD_KAPPA, DD_LOSSES
+
 SCHEMA = "dw.report/1"
 
 
@@ -33,36 +35,9 @@ SHAPE_LABEL = {
 DONE = ("done",)
 
 
-PAPER_DD_LOSS = {  # (depth, width): (loss, params) — "The Depth Delusion", training loss
-    (2, 512): (3.945, 58e6),
-    (8, 512): (3.543, 77e6),
-    (16, 512): (3.435, 102.1e6),
-    (24, 512): (3.468, 127.3e6),
-    (32, 512): (3.441, 152.4e6),
-    (16, 256): (3.929, None),
-    (16, 1536): (3.049, None),
-    (24, 1792): (2.821, None),
-    (80, 1024): (2.978, None),
-    (40, 2432): (2.519, None),
-    (72, 1792): (2.681, None),
-    (32, 4096): (2.298, 6.86e9),
-    (64, 2816): (2.417, 6.38e9),
-}
-
-
-PAPER_KAPPA = 2.43  # D_crit ≈ kappa·ln W
-
-
-PAPER_TAU_EXPONENT = 0.44  # tau(W) ∝ W^0.44, R² 0.98
-
-
-PAPER_TAU_R2 = 0.98
-
-
-PAPER_FIT = {"r2": 0.922, "rmse": 0.113, "alpha": 0.22}
-
-
-PAPER_DCRIT = {"GPT-3": 22.9, "PaLM-540B": 23.9, "Llama-3-70B": 21.9}
+PAPER_DD_LOSS = DD_LOSSES  # the papers' numbers live in fit/papers.py
+PAPER_KAPPA = DD_KAPPA
+PAPER_DCRIT = DD_DCRIT
 
 
 @dataclass

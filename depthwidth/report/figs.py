@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from depthwidth.fit.count import COLUMN, n_column
+from depthwidth.fit.papers import DD_TAU_EXPONENT
 from depthwidth.fit.verdicts import drawn, fitted_label, law_of_label
 from depthwidth.report import downstream, inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
@@ -343,7 +344,13 @@ def tau_vs_width(plt, data, rep, out):
     lab = f"fit: τ ∝ W^{pexp:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
     ax.plot(ww, np.exp(k) * ww**pexp, "-", color="C0", label=lab)
     gm_w, gm_t = math.exp(np.log(W).mean()), math.exp(np.log(tau).mean())
-    ax.plot(ww, gm_t * (ww / gm_w) ** 0.44, "--", color="C3", label="paper: τ ∝ W^0.44 (through our mean)")
+    ax.plot(
+        ww,
+        gm_t * (ww / gm_w) ** DD_TAU_EXPONENT,
+        "--",
+        color="C3",
+        label=f"paper: τ ∝ W^{DD_TAU_EXPONENT} (through our mean)",
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_ticks(ax)
@@ -357,8 +364,8 @@ def tau_vs_width(plt, data, rep, out):
         out,
         "tau_vs_width.png",
         "Gradient persistence length vs width",
-        "log-log; the paper's exponent 0.44 drawn through the geometric mean of our points (its prefactor is not "
-        "published)",
+        f"log-log; the paper's exponent {DD_TAU_EXPONENT} drawn through the geometric mean of our points "
+        "(its prefactor is not published)",
     )
 
 

@@ -6,7 +6,8 @@ its output here rather than drawing tables of its own.  The verdicts are fit/ver
 from __future__ import annotations
 
 from depthwidth.fit.verdicts import fitted_label, parameter_flags
-from depthwidth.report.document import PAPER_FIT, PAPER_KAPPA, PAPER_TAU_EXPONENT, PAPER_TAU_R2, Col, Table, ci_pair
+from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_TAU_EXPONENT, DD_TAU_R2
+from depthwidth.report.document import Col, Table, ci_pair
 from depthwidth.report.optima import optimal_tables
 from depthwidth.report.papers import dcrit_tables
 from depthwidth.report.rests import fit_notes, lr_tables, rest_tables
@@ -33,7 +34,7 @@ def parameter_table(fit: dict) -> Table:
     """The law's parameters with their intervals, the paper's values for the Depth Delusion law,
     goodness of fit and gradient persistence's exponent."""
     dd = fit.get("law") == "depth-delusion"
-    paper = {"alpha": PAPER_FIT["alpha"], "kappa": PAPER_KAPPA} if dd else {}
+    paper = {"alpha": DD_FIT["alpha"], "kappa": DD_KAPPA} if dd else {}
     flags = parameter_flags(fit)
     rows = []
     for k, v in (fit.get("params") or {}).items():
@@ -48,8 +49,8 @@ def parameter_table(fit: dict) -> Table:
                 "flags": ", ".join(flags.get(k, [])) or None,
             }
         )
-    rows.append({"quantity": "R²", "measured": fit.get("r2"), "paper": PAPER_FIT["r2"] if dd else None})
-    rows.append({"quantity": "RMSE (nats)", "measured": fit.get("rmse"), "paper": PAPER_FIT["rmse"] if dd else None})
+    rows.append({"quantity": "R²", "measured": fit.get("r2"), "paper": DD_FIT["r2"] if dd else None})
+    rows.append({"quantity": "RMSE (nats)", "measured": fit.get("rmse"), "paper": DD_FIT["rmse"] if dd else None})
     rows.append({"quantity": "points / runs", "measured": f"{fit.get('n')} / {fit.get('n_runs')}"})
     gp = (fit.get("derived") or {}).get("gradient_persistence") or {}
     if tl := gp.get("tau_law"):
@@ -60,10 +61,10 @@ def parameter_table(fit: dict) -> Table:
                 "measured": tl.get("p"),
                 "ci_lo": lo,
                 "ci_hi": hi,
-                "paper": PAPER_TAU_EXPONENT,
+                "paper": DD_TAU_EXPONENT,
             }
         )
-        rows.append({"quantity": "τ(W) fit R²", "measured": tl.get("r2"), "paper": PAPER_TAU_R2})
+        rows.append({"quantity": "τ(W) fit R²", "measured": tl.get("r2"), "paper": DD_TAU_R2})
     b = fit.get("bootstrap") or {}
     lvl = f"{100 * b.get('level', 0.95):.0f}%"
     cols = [
@@ -95,7 +96,8 @@ def parameter_table(fit: dict) -> Table:
         )
     if dd:
         t.notes.append(
-            "paper (Depth Delusion): alpha 0.22 [−0.21, 0.65], kappa 2.43, R² 0.922, RMSE 0.113 nats on training loss"
+            f"paper (Depth Delusion): alpha {DD_FIT['alpha']} [{DD_FIT['alpha_ci'][0]}, {DD_FIT['alpha_ci'][1]}], "
+            f"kappa {DD_KAPPA}, R² {DD_FIT['r2']}, RMSE {DD_FIT['rmse']} nats on training loss"
         )
     return t
 
@@ -135,8 +137,9 @@ def compare_table(fit: dict) -> Table | None:
     t = Table("fit_compare", "Law comparison (errors in nats)" + (f"; extrap.: {split}" if split else ""), cols, rows)
     t.notes += [f"rank by {key}: " + " < ".join(order) for key, order in (cmp.get("rank") or {}).items()]
     if "dcrit_preference" in cmp:
-        p = cmp["dcrit_preference"]
+        p = cmp["dcrit_preference"]  # fit/compare.py; a fit.json before its paired test has no line
         t.notes.append(
-            f"D_crit form preferred by the data: {p.get('prefers')}" + (f" (by {p['by']})" if p.get("by") else "")
+            p.get("line")
+            or f"D_crit form with the lower held-out error: {p.get('prefers')} (not tested against the runs' scatter)"
         )
     return t

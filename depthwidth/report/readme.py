@@ -19,6 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from depthwidth.fit.papers import DD_FIT
 from depthwidth.core.atomic import write_text
 from depthwidth.core.store import runs_root
 from depthwidth.core.errors import BadInput, DwError
@@ -73,7 +74,8 @@ def section(
             out += [
                 "`dw fit demo --law depth-delusion --where shape=uniform` fits the structural-penalty law with R² = "
                 f"{r2:.3f}, "
-                f"RMSE = {rmse:.3f} nats (the paper: 0.922, 0.113) on {rows.get('points / runs', {}).get('measured')} "
+                f"RMSE = {rmse:.3f} nats (the paper: {DD_FIT['r2']}, {DD_FIT['rmse']}) on "
+                f"{rows.get('points / runs', {}).get('measured')} "
                 "points / runs; its intervals and warnings are in the report.",
                 "",
             ]
