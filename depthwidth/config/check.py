@@ -15,13 +15,13 @@ name the layer or file at fault.  No Hydra, OmegaConf or torch here.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import typing
 from typing import Any, Literal, Mapping
 
-from depthwidth.config.schema import Interpolation, IntOrAuto, NumberOrAuto, Range, Time, schema_of
+from depthwidth.config.schema import Interpolation, IntOrAuto, NumberOrAuto, Range, Time, field_map, schema_of
+from depthwidth.config.schema import hints as schema_hints
 from depthwidth.core.errors import BadInput, bad, did_you_mean
 
 CHECKED = ("train", "optim", "probe", "run", "launcher", "tracker")
@@ -43,8 +43,8 @@ def check_group(group: str, node: Mapping) -> None:
     if not hasattr(node, "keys"):
         raise bad(group, node, "a mapping of settings")
     cls = schema_of(group, node)
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = schema_hints(cls)
+    fields = field_map(cls)
     for key in node.keys():
         if key not in fields:
             names = [f"{group}.{k}" for k in fields]
@@ -62,8 +62,8 @@ def check_setting(group: str, key: str, value: Any, node: Mapping | None = None)
     ``group.key``, the value and what is allowed): for code that interprets a group itself
     (``model.resolve.from_config``) and must bound its integers before it loops over them."""
     cls = schema_of(group, node)
-    f = next(f for f in dataclasses.fields(cls) if f.name == key)
-    _check_value(f"{group}.{key}", value, typing.get_type_hints(cls)[key], f.metadata.get("range", Range()))
+    f = field_map(cls)[key]
+    _check_value(f"{group}.{key}", value, schema_hints(cls)[key], f.metadata.get("range", Range()))
 
 
 def _cross(t: Mapping, o: Mapping) -> None:
