@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from depthwidth.core.errors import BadInput, bad
+from depthwidth.model.accounting import n_12dw2
 
 CONVENTIONS = ("total", "non-embedding", "12DW2")
 DEFAULT = {"chinchilla": "total", "depth-delusion": "12DW2", "width-depth": "total"}
@@ -60,7 +61,7 @@ def n_column(rows, convention: str) -> np.ndarray:
     """N in ``convention`` from a table or a dict of columns (``params``, ``params_non_embedding``, or
     ``depth`` and ``width``): what a law fitted in that convention reads as ``params``."""
     if convention == "12DW2":
-        return 12.0 * np.asarray(rows["depth"], dtype=float) * np.asarray(rows["width"], dtype=float) ** 2
+        return n_12dw2(np.asarray(rows["depth"], dtype=float), np.asarray(rows["width"], dtype=float))
     return np.asarray(rows[COLUMN[convention]], dtype=float)
 
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from depthwidth.core.errors import bad
 from depthwidth.fit.laws import Law, label
+from depthwidth.model.accounting import n_12dw2
 from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_LOSSES, DD_TAU_EXPONENT
 
 _DD = {"A": 11.04, "alpha": 0.0837, "B": 32.21, "delta": 0.1552, "gamma": 0.7298, "mu": 0.3197}
@@ -86,9 +87,9 @@ def published_table():
     """The published losses as a run table (N = 12·D·W², the law's own count; tokens as trained)."""
     rows = []
     for d, w, loss in PUBLISHED_LOSSES:
-        total = 12 * d * w * w + 2 * VOCAB * w
+        total = n_12dw2(d, w) + 2 * VOCAB * w
         tokens = 6.4e9 if total < 1e9 else min(20 * total, 1.4e11)
-        rows.append({"depth": d, "width": w, "params": 12.0 * d * w * w, "tokens": tokens, "loss": loss})
+        rows.append({"depth": d, "width": w, "params": n_12dw2(d, w), "tokens": tokens, "loss": loss})
     return rows
 
 

@@ -46,6 +46,40 @@ from depthwidth.core.errors import bad
 from depthwidth.model.spec import ModelSpec
 
 
+# -- the parameter-count conventions (one home: docs/science.md §2 and §4) -------------------------
+# exact: count_params / account below (every tensor of the built model; ``params`` total,
+# ``params_non_embedding`` without the embedding and the untied head);
+# 12·D·W²: the Depth-Delusion ansatz's own N (``n_12dw2``);
+# vwt: the reference convention of Wu et al. (``vwt_params``).
+
+
+def n_12dw2(depth, width):
+    """N = 12·D·W² (attention 4W² + a GELU MLP at 4W, 8W², per layer; no embedding, norms or biases);
+    broadcasts over numpy arrays."""
+    return 12.0 * depth * width * width
+
+
+DENSE_TERMS = (16.0, 0.0, 4.0)  # (K, G, D): Σ K·w² + Σ G·w − 3(w_1 − h)w_1 − D·w_L(w_L − h)
+
+
+def moe_terms(n_experts: int, expert_ratio: float) -> tuple[float, float, float]:
+    """The reference convention's (K, G, D) for E experts of hidden r·w_i (see above)."""
+    return 4.0 + 3.0 * n_experts * expert_ratio, float(n_experts), n_experts * expert_ratio
+
+
+def vwt_params(widths: Sequence[float], h: float, vocab: int, terms=DENSE_TERMS) -> float:
+    """Parameters in the reference (vwt) convention of docs/science.md §2:
+    2·V·h + Σ (K·w² + G·w) − 3·(w_1 − h)·w_1 [w_1 > h] − D·w_L·(w_L − h) [w_L > h]."""
+    K, G, D = terms
+    w1, wL = widths[0], widths[-1]
+    p = 2 * vocab * h + sum(K * w * w + G * w for w in widths)
+    if w1 > h:
+        p -= 3 * (w1 - h) * w1
+    if wL > h:
+        p -= D * wL * (wL - h)
+    return p
+
+
 def _count(spec: ModelSpec, mlp_hidden: Callable[[int], float]) -> dict:
     """The one formula behind ``count_params`` and ``total_params_for_widths``.
 

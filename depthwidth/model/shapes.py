@@ -49,6 +49,7 @@ from typing import Callable, Sequence
 
 from depthwidth.config.schema import MAX_VOCAB, MAX_WIDTH
 from depthwidth.core.errors import BadInput, bad
+from depthwidth.model.accounting import DENSE_TERMS, moe_terms, vwt_params  # noqa: F401 (shapes.* names)
 
 FAMILIES = ("uniform", "increasing", "decreasing", "diamond", "x")
 ALIASES = {
@@ -110,14 +111,6 @@ def _narrowest_index(family: str, depth: int, turn: int, m: Sequence[float]) -> 
     if family == "decreasing":
         return depth - 1
     return min(range(depth), key=lambda i: m[i])  # diamond: the ends
-
-
-DENSE_TERMS = (16.0, 0.0, 4.0)  # (K, G, D): Σ K·w² + Σ G·w − 3(w_1 − h)w_1 − D·w_L(w_L − h)
-
-
-def moe_terms(n_experts: int, expert_ratio: float) -> tuple[float, float, float]:
-    """The reference convention's (K, G, D) for E experts of hidden r·w_i (see above)."""
-    return 4.0 + 3.0 * n_experts * expert_ratio, float(n_experts), n_experts * expert_ratio
 
 
 def _solve_h1_vwt(m: Sequence[float], h: float, depth: int, terms=DENSE_TERMS) -> float:
@@ -242,8 +235,11 @@ def schedule(
         solve = lambda m: _solve_h1_exact(m, target, count)  # noqa: E731
 
     def narrowest(g: float) -> tuple[float, float, list[float]]:
-        m = multipliers(family, depth, k, g, sym)
-        h1 = solve(m)
+        try:
+            m = multipliers(family, depth, k, g, sym)
+            h1 = solve(m)
+        except OverflowError:  # a ramp over thousands of layers past 1e308: narrower than any width asked
+            return 0.0, 0.0, []
         return h1 * m[_narrowest_index(family, depth, k, m)], h1, m
 
     # The rate moves away from 1 as the narrowest layer shrinks: g < 1 for ×
@@ -263,6 +259,8 @@ def schedule(
             hi = mid
     g = math.exp(0.5 * (lo + hi))
     _, h1, m = narrowest(g)
+    if not m:  # no rate whose widths stay finite reaches the ratio asked
+        raise bad("ratio", ratio, f"a value the {family} shape reaches with finite widths at depth {depth}")
 
     h1 = round(h1)
     widths = [round_to(h1 * x, quantum) for x in m]
@@ -349,15 +347,3 @@ def exact_mismatch(widths, width: int, count: Counter) -> float:
 
 def mean_width(widths: Sequence[int]) -> float:
     return sum(widths) / len(widths)
-
-
-def vwt_params(widths: Sequence[float], h: float, vocab: int, terms=DENSE_TERMS) -> float:
-    """Parameters in the reference (vwt) convention of docs/science.md §2."""
-    K, G, D = terms
-    w1, wL = widths[0], widths[-1]
-    p = 2 * vocab * h + sum(K * w * w + G * w for w in widths)
-    if w1 > h:
-        p -= 3 * (w1 - h) * w1
-    if wL > h:
-        p -= D * wL * (wL - h)
-    return p
