@@ -37,6 +37,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.verdict_kinds import VERDICTS as OTHER_VERDICTS  # noqa: E402
+from benchmarks.verdict_kinds import cases as other_cases  # noqa: E402
+
 # The grid (a reconstruction of the paper's ranges at CPU-friendly counts): 4 widths x 8 depths, 3 budgets.
 WIDTHS = (256, 512, 1024, 2048)
 DEPTHS = (2, 4, 8, 12, 16, 24, 32, 48)
@@ -170,6 +173,7 @@ VERDICTS = {
     "dcrit": ("D_crit located", _dcrit, lambda spec: REGIMES[spec[0]][2]),
     "exponent": ("alpha and beta identified", _exponent, lambda spec: spec[0] == "both"),
 }
+VERDICTS.update(OTHER_VERDICTS)  # every other verdict dw prints (benchmarks/verdict_kinds.py)
 
 
 def cases() -> dict:
@@ -182,6 +186,7 @@ def cases() -> dict:
     for regime in ("both", "alpha0"):
         for noise in NOISE:
             out[f"chin-{regime}-{noise}"] = ("exponent", regime, None, noise)
+    out.update(other_cases())
     return out
 
 
@@ -204,7 +209,8 @@ def summarize(rows: list[dict]) -> list[dict]:
         n = len(rs)
         yes = sum(r["yes"] for r in rs)
         if truth(spec):
-            false_yes, power = sum(1 for r in rs if r["yes"] and r.get("wrong")) / n, yes / n
+            # a kind said per item (held-out points, pairs) gives shares: ``wrong`` is then the share wrong
+            false_yes, power = sum(float(r.get("wrong") or 0) for r in rs if r["yes"]) / n, yes / n
         else:
             false_yes, power = yes / n, None
         row = {"verdict": label, "case": case, "tables": n, "yes": yes / n, "false_yes": false_yes, "power": power}

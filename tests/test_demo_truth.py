@@ -75,6 +75,8 @@ def _doc(identified: bool, wd_loro: float = 0.0947, with_options: bool = True, p
                 "extrapolation_rmse": 0.2,
             }
         )
+    for r in rows:  # per-run held-out errors: each of the 14 runs at the law's mean squared error
+        r["loro_runs"] = {f"run{i}": r["loro_rmse"] ** 2 for i in range(14)}
     if with_options:
         for r in rows:
             r["options"] = {"dcrit": "log", "irreducible": False} if r["law"].startswith("depth") else {}
@@ -154,8 +156,9 @@ def test_not_identified_draws_the_preferred_law_solid_and_depth_delusion_dashed(
     line = preferred(data.fit)["line"]
     assert line.startswith(
         "D_crit not identified: the held-out comparison prefers width-depth (leave-one-run-out RMSE 0.0947 vs 0.143"
+        " nats for depth-delusion[log], lower on 14 of 14 runs, paired test p = 6.1e-05"
     )
-    assert "the extrap. split prefers depth-delusion[log]" in line and line.endswith(
+    assert "the lowest extrap. error is depth-delusion[log]'s (not tested)" in line and line.endswith(
         "depth-delusion[log] dashed as the alternative"
     )
     assert kept["caption"].endswith("; " + line)
@@ -214,6 +217,23 @@ def test_another_dcrit_form_is_never_the_preferred_law():
     assert pref["law"] == "width-depth" and pref["alternative"] == "depth-delusion[log]"
     assert "depth-delusion[power] ranks first (0.05) but rests on D_crit too" in pref["line"]
     assert preferred(_doc(identified=False, wd_loro=0.2, power=0.05)) is None  # only the other form beats it
+
+
+def test_a_lower_held_out_error_within_the_runs_scatter_prefers_no_law():
+    """width-depth's LORO RMSE is lower (0.0947 vs 0.143) but run by run the two laws trade places: no law is
+    preferred (before: any lower RMSE was, a coin's toss between laws that fit alike), and a fit.json
+    without per-run errors prefers none either."""
+    doc = _doc(identified=False)
+    rows = {r["law"]: r for r in doc["compare"]["laws"]}
+    wd = [0.0947**2 * f for f in (0.1, 1.9) * 7]  # the same mean square as before, each run far from it
+    dd = [0.143**2 * f for f in (1.9, 0.1) * 7]
+    rows["width-depth"]["loro_runs"] = {f"run{i}": v for i, v in enumerate(wd)}
+    rows["depth-delusion[log]"]["loro_runs"] = {f"run{i}": v for i, v in enumerate(dd)}
+    assert preferred(doc) is None
+    doc = _doc(identified=False)
+    for r in doc["compare"]["laws"]:
+        del r["loro_runs"]
+    assert preferred(doc) is None
 
 
 def test_old_fit_json_without_flags_or_row_options():

@@ -15,7 +15,10 @@ def test_planted_dcrit_form_and_law_win(form):
     cmp = compare_laws(df, ["depth-delusion", "width-depth"], max_starts=400)
     rows = {r["law"]: r for r in cmp["laws"]}
     assert set(rows) == {"depth-delusion[log]", "depth-delusion[power]", "width-depth"}
-    assert cmp["dcrit_preference"]["prefers"] == form
+    # the power form with its two parameters imitates kappa·ln W over these widths (LORO 0.0311 vs 0.0319 on the
+    # log-planted table, p = 0.36 run by run): no form is preferred there; the log form cannot imitate a power
+    # law (0.0344 vs 0.0901, lower on 54 of 63 runs): power is
+    assert cmp["dcrit_preference"]["prefers"] == (None if form == "log" else "power"), cmp["dcrit_preference"]
     assert cmp["best"]["loro"] == f"depth-delusion[{form}]"
     assert cmp["best"]["bic"] == f"depth-delusion[{form}]"
     for r in rows.values():

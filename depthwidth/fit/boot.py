@@ -140,9 +140,12 @@ def refit_many(
     starts: np.ndarray | None = None,
     max_iter: int = 500,
     ys: np.ndarray | None = None,
+    keep_unconverged: bool = False,
 ) -> dict:
     """Refit ``fr.law`` under each row of ``weights`` (R, n), or to each row of targets ``ys``
-    (R, n log losses); returns theta (R, P), F, ok."""
+    (R, n log losses); returns theta (R, P), F, ok.  ``keep_unconverged``: theta also where the
+    solver stopped unconverged (a finite objective): a prediction needs the refit, not a
+    converged one (held-out errors, fit/holdout.py); ``ok`` still says which converged."""
     law = fr.law
     y = np.log(np.asarray(table["loss"], dtype=float))
     pb = Problem(law, law.data(table), y, fr.delta, fr.pins)
@@ -165,7 +168,7 @@ def refit_many(
     # A replicate counts only if the solver says its best start converged: a finite
     # objective after max_iter iterations is just where the solver stopped.
     ok &= np.isfinite(F)
-    theta[~ok] = np.nan
+    theta[~(np.isfinite(F) if keep_unconverged else ok)] = np.nan
     return {"theta": theta, "F": F, "ok": ok}
 
 

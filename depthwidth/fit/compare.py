@@ -7,8 +7,9 @@ extrapolation to the K largest runs by training FLOPs).
 
 Laws are ranked by both held-out errors (``rank``).
 
-When ``depth-delusion`` is compared, both D_crit forms are fitted and the
-preferred form is the one with the lower LORO error (AIC/BIC reported too).
+When ``depth-delusion`` is compared, both D_crit forms are fitted and a form
+is preferred only when its LORO error is lower by a paired test over runs
+(``dcrit_preference``; AIC/BIC reported too).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from depthwidth.fit.engine import fit_law
 from depthwidth.fit.holdout import heldout
 from depthwidth.fit.laws import Law, get_law, label
 from depthwidth.fit.solver import FitResult
+from depthwidth.fit.verdicts import PREFER_LEVEL, loro_better
 
 
 def expand(names: list, irreducible: bool) -> list[Law]:
@@ -104,15 +106,43 @@ def compare_laws(
     }
     split = next((r["extrapolation_held_out"]["name"] for r in rows if r.get("extrapolation_held_out")), None)
     out["extrapolation_split"] = split
-    dd = [r for r in rows if r["law"].startswith("depth-delusion[")]
-    if len(dd) == 2:
-        key = "loro_rmse" if all(r.get("loro_rmse") is not None for r in dd) else "aic"
-        win = min(dd, key=lambda r: r[key])
-        form = "log" if win["law"].startswith("depth-delusion[log") else "power"
-        out["dcrit_preference"] = {
-            "prefers": form,
-            "by": key,
-            **{r["law"]: {k: r.get(k) for k in ("loro_rmse", "extrapolation_rmse", "aic", "bic")} for r in dd},
-        }
+    pref = dcrit_preference(rows)
+    if pref is not None:
+        out["dcrit_preference"] = pref
     out["_fits"] = fits
+    return out
+
+
+def dcrit_preference(rows: list[dict]) -> dict | None:
+    """Which D_crit form the data prefer, from the compare rows of depth-delusion's two forms (None
+    unless both took part): ``prefers`` the form that predicts the held-out runs better by a paired
+    test over runs (fit/verdicts.py ``loro_better``, two-sided: each direction at half of
+    ``PREFER_LEVEL``), else None, with ``line`` saying which and why.  Where D_crit is not located
+    the two forms fit alike, and the lower LORO error alone picked either about as often."""
+    dd = [r for r in rows if r["law"].startswith("depth-delusion[")]
+    if len(dd) != 2:
+        return None
+    out: dict = {"prefers": None, "by": "loro_rmse"}
+    out.update({r["law"]: {k: r.get(k) for k in ("loro_rmse", "extrapolation_rmse", "aic", "bic")} for r in dd})
+    if not all(r.get("loro_rmse") is not None for r in dd):
+        out["line"] = "neither D_crit form preferred: no leave-one-run-out errors to compare (fewer than 3 runs)"
+        return out
+    win, lose = sorted(dd, key=lambda r: r["loro_rmse"])
+    test = loro_better(win, lose, PREFER_LEVEL / 2)
+    form = "log" if win["law"].startswith("depth-delusion[log") else "power"
+    says = f"LORO RMSE {win['loro_rmse']:.4g} vs {lose['loro_rmse']:.4g}"
+    if test is None:
+        out["line"] = f"neither D_crit form preferred: {says}, no per-run errors to test the difference on"
+    elif test["better"]:
+        out.update(prefers=form, test=test)
+        out["line"] = (
+            f"D_crit form preferred by the data: {form} ({says}, lower on {test['wins']} of {test['runs']} runs, "
+            f"paired test p = {test['p']:.2g})"
+        )
+    else:
+        out["test"] = test
+        out["line"] = (
+            f"neither D_crit form preferred: {form} has the lower held-out error ({says}) but by less than "
+            f"the runs' scatter (paired test p = {test['p']:.2g})"
+        )
     return out

@@ -25,7 +25,9 @@ full training run, as in the paper's curves); a *size* is one (depth, width)
 (or one FLOPs value without those columns).  Three or more sizes fit E; two
 sizes fit the pure power law A·C^-alpha (E = 0).  Intervals: percentile
 bootstrap resampling runs within each shape (shapes drawn independently);
-replicates left with fewer sizes than free parameters are dropped and counted.
+replicates left with fewer sizes than free parameters are dropped and counted;
+a shape with fewer than its free parameters + ``MIN_SPARE_RUNS`` runs gets no
+intervals (one warning line), as resampling so few runs is not calibrated.
 
 Public: ``flops_to_match`` (a ``Match``), ``final_points``, ``curve_law``,
 ``run_match`` (the ``dw fit --match`` document, written to match.json).
@@ -40,6 +42,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from depthwidth.core.errors import BadInput
+from depthwidth.fit.papers import VWT_MATCH
 from depthwidth.fit.boot import percentile_ci, refit_many, run_weights
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.laws import Law
@@ -51,16 +54,13 @@ from depthwidth.fit.terms import Const, Power, coef, expo, irreducible_param
 from depthwidth.track.run_source import RunSource
 
 SCHEMA = "dw.match/1"
+# A shape's run bootstrap needs this many runs beyond its curve's free parameters: with 4 runs (one a size) for
+# E, A, alpha the resampled curves pass through their points, and a × planted identical to uniform had an
+# interval excluding 1 in 45% of tables (5 runs: 7.5%, 6: 0%; benchmarks/bench_verdicts.py, kind match)
+MIN_SPARE_RUNS = 3
 BASELINE = "uniform"
 NEEDS = "needs ≥2 sizes per shape"
-PAPER_MATCH = {  # Wu et al., Variable-Width Transformers; docs/science.md §2 "Efficiency accounting"
-    "shape": "x",
-    "baseline": "uniform 2B (h 1600, L 40)",
-    "loss": 2.751,
-    "flops_fraction": 0.778,
-    "mean_width_ratio": 0.851,
-    "kv_ratio": 0.85,
-}
+PAPER_MATCH = VWT_MATCH  # Wu et al.'s headline (fit/papers.py; docs/science.md §2 "Efficiency accounting")
 
 
 def curve_law(irreducible: bool = True) -> Law:
@@ -218,8 +218,13 @@ def _fit_shape(shape, g, c_ref, B, level, rng, delta, seed, warnings):
     point = {"E": 0.0, **fr.params}
     reps = {n: np.full(B, np.nan) for n in ("E", "A", "alpha")}
     used = 0
-    if B > 0:
-        n = len(g)
+    n = len(g)
+    if B > 0 and n < k_free + MIN_SPARE_RUNS:  # resampling so few runs refits curves through their points
+        warnings.append(
+            f"{shape}: {n} runs for {k_free} parameters: too few to resample (a run bootstrap needs "
+            f"{k_free + MIN_SPARE_RUNS}), so no intervals; more sizes or seeds per size give them"
+        )
+    elif B > 0:
         W = run_weights(np.arange(n), n, B, rng)
         size_code = g["size"].astype("category").cat.codes.to_numpy()
         kept = np.array([len(np.unique(size_code[w > 0])) >= k_free for w in W])
@@ -232,13 +237,6 @@ def _fit_shape(shape, g, c_ref, B, level, rng, delta, seed, warnings):
         used = int(ok.sum())
         if used < 0.5 * B:
             warnings.append(f"{shape}: only {used} of {B} bootstrap replicates kept enough sizes to refit")
-        if n < 5:
-            warnings.append(f"{shape}: only {n} runs: run-level bootstrap intervals are unreliable")
-        elif n == k and k <= 4:  # e.g. vwt_scaling: 4 sizes, one run each (planted: 62% coverage at 95%)
-            warnings.append(
-                f"{shape}: one run per size at {k} sizes: the bootstrap intervals are not calibrated "
-                "(more sizes or seeds per size make them so)"
-            )
     if k == 2:
         warnings.append(
             f"{shape}: 2 sizes: fitted without E (a pure power law); 3 or more sizes fit the irreducible term"

@@ -21,12 +21,13 @@ values below one layer are "not identified" rather than numbers:
 
 Which law to draw (``preferred``): when the claim is not identified and
 ``--compare`` fitted a law of another family (not resting on that parameter:
-the other D_crit form of depth-delusion does) with a lower held-out error than
-the fitted law, the best such law is drawn (solid), the fitted law dashed as
-the alternative.  The held-out error is the leave-one-run-out RMSE (the
-ranking ``dcrit_preference`` uses too); the extrapolation split's pick is
-named beside it when the two disagree, and so is a same-family form that ranks
-first.  Without LORO (fewer than 3 runs) the extrapolation error decides.  The
+the other D_crit form of depth-delusion does) that predicts the held-out runs
+better than the fitted law -- the lowest leave-one-run-out RMSE, *and* lower
+by a paired test over runs (``loro_better``; the test ``dcrit_preference``
+uses too) -- that law is drawn (solid), the fitted law dashed as the
+alternative.  The extrapolation split's lowest error is named beside it when
+it is another law's, and so is a same-family form that ranks first.  A
+fit.json written before the per-run errors (``loro_runs``) prefers no law.  The
 compare rows of fit.json carry each law's fitted ``params`` and ``options``;
 older documents name the options only in the label, e.g.
 ``depth-delusion[power+E]``, which ``law_of_label`` parses.
@@ -265,6 +266,38 @@ def rests_on(ident: dict) -> str:
 # -- which law to draw ----------------------------------------------------------
 
 BY = (("loro", "loro_rmse", "leave-one-run-out"), ("extrapolation", "extrapolation_rmse", "extrap."))
+PREFER_LEVEL = 0.05  # a law is preferred on held-out error only when a paired test over runs says so at this level
+EXACT_FLIPS = 16  # up to this many runs every sign pattern is enumerated; beyond, FLIP_DRAWS random ones
+FLIP_DRAWS = 20_000
+
+
+def loro_better(a: dict, b: dict, level: float = PREFER_LEVEL) -> dict | None:
+    """Does the law of compare row ``a`` predict held-out runs better than that of row ``b``?
+
+    A one-sided paired test over the runs both predicted, on their per-run leave-one-run-out mean
+    squared errors (``loro_runs``, fit/holdout.py): under "equally good" each run's difference is
+    as likely either sign, so ``p`` is the share of sign flips of the differences whose mean gain is
+    at least the one observed (every flip up to ``EXACT_FLIPS`` runs, else ``FLIP_DRAWS`` seeded
+    draws).  A lower RMSE by any margin is no finding: two laws that fit alike differ by seed
+    noise, and the lower one is then a coin's toss (benchmarks/bench_verdicts.py, kind ``compare``).
+
+    Returns {better, p, runs, wins} (``wins``: runs where ``a`` is better), or None when either
+    row has no per-run errors (a fit.json written before them) or fewer than 2 runs are shared."""
+    ra, rb = a.get("loro_runs"), b.get("loro_runs")
+    if not ra or not rb:
+        return None
+    common = sorted(set(ra) & set(rb))
+    if len(common) < 2:
+        return None
+    d = np.array([rb[k] - ra[k] for k in common], dtype=float)  # > 0: a is better on that run
+    n, obs = len(d), float(d.mean())
+    if n <= EXACT_FLIPS:
+        signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+        p = float(np.mean(signs @ d / n >= obs - 1e-15 * max(1.0, abs(obs))))
+    else:
+        signs = np.random.default_rng(0).choice((-1.0, 1.0), size=(FLIP_DRAWS, n))
+        p = float((1 + np.sum(signs @ d / n >= obs - 1e-15 * max(1.0, abs(obs)))) / (FLIP_DRAWS + 1))
+    return {"better": bool(obs > 0 and p <= level), "p": p, "runs": n, "wins": int((d > 0).sum())}
 
 
 def law_of_label(lab: str, options: dict | None = None) -> Law:
@@ -287,11 +320,14 @@ def fitted_label(doc: dict) -> str:
 
 
 def preferred(doc: dict | None) -> dict | None:
-    """{law, alternative, by, line, fit} when another law should be drawn instead of the fitted one, else None.
+    """{law, alternative, by, line, fit, test} when another law should be drawn instead of the fitted one, else None.
 
     The candidate laws are those of another family than the fitted one (another D_crit form of
-    depth-delusion rests on D_crit too); the one with the lowest held-out error is drawn when its
-    error is below the fitted law's.  ``fit`` is a minimal fit document (law, options, params).
+    depth-delusion rests on D_crit too); the one with the lowest leave-one-run-out error is drawn
+    when it predicts the held-out runs better than the fitted law by a paired test over runs
+    (``loro_better``, at ``PREFER_LEVEL`` shared among the candidates): a lower error by any margin
+    was a coin's toss between laws that fit alike.  ``fit`` is a minimal fit document (law,
+    options, params); ``test`` the paired test.
     """
     if not doc:
         return None
@@ -302,30 +338,30 @@ def preferred(doc: dict | None) -> dict | None:
     mine = fitted_label(doc)
     rows = {r["law"]: r for r in cmp["laws"] if r.get("params")}
     alt = rows.get(mine)
-    if alt is None:
+    key, col, name = BY[0]
+    if alt is None or alt.get(col) is None:
         return None
     family = mine.split("[", 1)[0]
-    others = [r for r in rows.values() if r["law"].split("[", 1)[0] != family]
-    pick = next(
-        (
-            (k, col, name)
-            for k, col, name in BY
-            if alt.get(col) is not None and any(r.get(col) is not None for r in others)
-        ),
-        None,
-    )
-    if pick is None:
+    others = [r for r in rows.values() if r["law"].split("[", 1)[0] != family and r.get(col) is not None]
+    if not others:
         return None
-    key, col, name = pick
-    win = min((r for r in others if r.get(col) is not None), key=lambda r: r[col])
-    if win[col] >= alt[col]:
+    win = min(others, key=lambda r: r[col])
+    test = loro_better(win, alt, PREFER_LEVEL / len(others))
+    if win[col] >= alt[col] or not test or not test["better"]:
         return None
     best = cmp.get("best") or {}
-    notes = [f"the {n} split prefers {best[k]}" for k, _, n in BY if k != key and best.get(k) not in (None, win["law"])]
+    notes = [
+        f"the lowest {n} error is {best[k]}'s (not tested)"
+        for k, _, n in BY[1:]
+        if best.get(k) not in (None, win["law"])
+    ]
     first = best.get(key)
     if first not in (None, win["law"], mine) and first in rows and first.split("[", 1)[0] == family:
         notes.insert(0, f"{first} ranks first ({rows[first][col]:.3g}) but rests on {claim.get('parameter')} too")
-    why = f"{name} RMSE {win[col]:.3g} vs {alt[col]:.3g} nats for {mine}" + "".join(f"; {x}" for x in notes)
+    why = (
+        f"{name} RMSE {win[col]:.3g} vs {alt[col]:.3g} nats for {mine}, lower on {test['wins']} of "
+        f"{test['runs']} runs, paired test p = {test['p']:.2g}" + "".join(f"; {x}" for x in notes)
+    )
     line = (
         f"{claim.get('parameter')} not identified: the held-out comparison prefers {win['law']} ({why}), "
         f"drawn solid; {mine} dashed as the alternative"
@@ -337,6 +373,7 @@ def preferred(doc: dict | None) -> dict | None:
         "by": key,
         "line": line,
         "fit": {"law": law.name, "options": dict(law.options), "params": win["params"]},
+        "test": test,
     }
 
 

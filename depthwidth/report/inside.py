@@ -12,13 +12,20 @@ per-layer measure averaged over that shape's seeds.  Two tables:
                    between consecutive layers.
 ``inside_claims``  the Variable-Width paper's qualitative claims beside these
                    numbers, each with a plain verdict: supported / not
-                   supported / not measurable on this sweep.
+                   supported / not measurable on this sweep.  A verdict rests
+                   on the runs of each shape, not only their means: a
+                   comparison is supported when a one-sided permutation test
+                   over the runs puts it beyond seed scatter (5%), which takes
+                   3 runs of each shape; with fewer it is not measurable.
 
 "Middle layers" are layers 2..L−1 (none when L < 3).  No torch here.
 """
 
 from __future__ import annotations
 
+import math
+import random
+import statistics
 from pathlib import Path
 
 from depthwidth.measure import doc as adoc
@@ -28,6 +35,13 @@ CONVERGED_NATS = 0.1  # lens CE within this of the final layer's: "the answer is
 DEAD_GAP = 0.01  # "more dead units" needs at least 1% of the units more: one seed's few units are not a finding
 VALLEY_NEAR_ZERO = 0.2  # a middle-layer entropy at or below this is a compression valley
 SUPPORTED, REFUTED, UNMEASURABLE = "supported", "not supported", "not measurable on this sweep"
+# A claim is "supported" only beyond seed scatter: one-sided tests over the runs at this level (a difference of
+# means alone said "supported" of a × model planted identical to uniform in 41-62% of tables:
+# benchmarks/bench_verdicts.py, kind ``inside``)
+LEVEL = 0.05
+RUNS_NEEDED = 3  # runs of each shape the permutation test needs to reach LEVEL (1/C(6, 3) = 0.05)
+EXACT_SPLITS = 20_000
+SPLIT_DRAWS = 20_000
 
 
 def read_analyses(sweep_dir, runs: list[dict]) -> list[dict]:
@@ -49,8 +63,8 @@ def read_analyses(sweep_dir, runs: list[dict]) -> list[dict]:
     return out
 
 
-def by_shape(analyses: list[dict]) -> tuple[tuple | None, dict]:
-    """((h, L), {shape: {"runs", "widths", "eval_loss", KEY: per-layer mean}}) of the best-covered group."""
+def group_docs(analyses: list[dict]) -> tuple[tuple | None, dict]:
+    """((h, L), {shape: [analysis docs]}) of the best-covered group of finished runs."""
     done = [a for a in analyses if a["state"] == "done"]
     groups: dict = {}
     for a in done:
@@ -58,22 +72,29 @@ def by_shape(analyses: list[dict]) -> tuple[tuple | None, dict]:
     if not groups:
         return None, {}
     key = max(groups, key=lambda k: (len(groups[k]), k[1] or 0, k[0] or 0))
-    out = {}
-    for shape in sorted(groups[key], key=lambda s: SHAPES.index(s) if s in SHAPES else 99):
-        docs = groups[key][shape]
-        prof = {
-            "runs": len(docs),
-            "widths": docs[0]["widths"],
-            "eval_loss": sum(d["eval_loss"] for d in docs) / len(docs),
-        }
-        for k in adoc.LAYER_KEYS:
-            cols = [adoc.column(d, k) for d in docs]
-            prof[k] = [
-                None if any(c[i] is None for c in cols) else sum(c[i] for c in cols) / len(cols)
-                for i in range(len(cols[0]))
-            ]
-        out[shape] = prof
-    return key, out
+    return key, {s: groups[key][s] for s in sorted(groups[key], key=lambda s: SHAPES.index(s) if s in SHAPES else 99)}
+
+
+def by_shape(analyses: list[dict]) -> tuple[tuple | None, dict]:
+    """((h, L), {shape: {"runs", "widths", "eval_loss", KEY: per-layer mean}}) of the best-covered group."""
+    key, docs_of = group_docs(analyses)
+    return key, {shape: profile(docs) for shape, docs in docs_of.items()}
+
+
+def profile(docs: list[dict]) -> dict:
+    """{"runs", "widths", "eval_loss", KEY: per-layer mean} over the analyses of one shape."""
+    prof = {
+        "runs": len(docs),
+        "widths": docs[0]["widths"],
+        "eval_loss": sum(d["eval_loss"] for d in docs) / len(docs),
+    }
+    for k in adoc.LAYER_KEYS:
+        cols = [adoc.column(d, k) for d in docs]
+        prof[k] = [
+            None if any(c[i] is None for c in cols) else sum(c[i] for c in cols) / len(cols)
+            for i in range(len(cols[0]))
+        ]
+    return prof
 
 
 def _narrowest(widths) -> int:
@@ -131,7 +152,8 @@ def mlp_rule(analyses: list[dict]) -> str:
 
 
 def tables(analyses: list[dict]) -> dict:
-    key, profs = by_shape(analyses)
+    key, docs_of = group_docs(analyses)
+    profs = {shape: profile(docs) for shape, docs in docs_of.items()}
     rows = []
     for shape, prof in profs.items():
         rows.append({"shape": shape, "width": key[0], "depth": key[1], "runs": prof["runs"], **summarise(prof)})
@@ -164,69 +186,139 @@ def tables(analyses: list[dict]) -> dict:
         )
     else:
         t.notes.append("no analysis.json in this sweep's finished runs (run: dw analyze NAME)")
-    return {"inside": t, "inside_claims": _claims({r["shape"]: r for r in rows})}
+    per_run = {shape: [summarise(profile([d])) for d in docs] for shape, docs in docs_of.items()}
+    return {"inside": t, "inside_claims": _claims({r["shape"]: r for r in rows}, per_run)}
 
 
-def _claims(s: dict) -> Table:
+def shift_p(a: list, b: list) -> float:
+    """One-sided permutation test that ``a``'s runs lie above ``b``'s: the share of the ways to split
+    the pooled runs into groups of their sizes whose difference of means is at least the observed
+    (every split up to ``EXACT_SPLITS``, else ``SPLIT_DRAWS`` seeded ones).  Exact whatever the
+    measure's distribution, ties (a layer index) included; its smallest value is 1/C(n, len(a))."""
+    import itertools
+
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    pool, k = a + b, len(a)
+    obs = sum(a) / k - sum(b) / len(b)
+    total = sum(pool)
+    tol = 1e-12 * max(1.0, abs(obs))
+    if math.comb(len(pool), k) <= EXACT_SPLITS:
+        splits = itertools.combinations(range(len(pool)), k)
+    else:
+        rng = random.Random(0)
+        splits = (rng.sample(range(len(pool)), k) for _ in range(SPLIT_DRAWS))
+    hits = n = 0
+    for idx in splits:
+        sa = sum(pool[i] for i in idx)
+        hits += sa / k - (total - sa) / len(b) >= obs - tol
+        n += 1
+    return hits / n
+
+
+def smallest_p(na: int, nb: int) -> float:
+    """The smallest p ``shift_p`` can give with these run counts."""
+    return 1.0 / math.comb(na + nb, na) if na and nb else 1.0
+
+
+def _shift(text: str, higher: list, lower: list, what: str) -> tuple[str, str]:
+    """(measured text, verdict) of a claim that ``higher``'s runs lie above ``lower``'s in ``what``."""
+    floor = smallest_p(len(higher), len(lower))
+    if floor > LEVEL:
+        return (
+            text + f" ({len(lower)} and {len(higher)} run(s): too few to tell {what} from seed scatter; "
+            f"{RUNS_NEEDED} runs of each can)",
+            UNMEASURABLE,
+        )
+    p = shift_p(higher, lower)
+    return text + f" (permutation test over the runs: p = {p:.2g})", SUPPORTED if p <= LEVEL else REFUTED
+
+
+def _claims(s: dict, runs: dict | None = None) -> Table:
+    """The paper's claims against the shapes' profiles ``s`` (means over seeds), each judged on the
+    runs' own values ``runs`` ({shape: [summary per run]}): a comparison is supported only when a
+    one-sided permutation test over the runs (``shift_p``) puts it beyond seed scatter at ``LEVEL``;
+    a level (the valley) when its one-sided t bound is below the threshold.  With one run of a shape
+    nothing is judged: one run cannot tell a difference from its seed."""
+    runs = runs or {}
     u, x = s.get("uniform"), s.get("x")
+    ru, rx = runs.get("uniform") or [], runs.get("x") or []
     rows = []
 
     def claim(text, measured, verdict):
         rows.append({"claim": text, "measured": measured, "verdict": verdict})
 
+    def vals(rs, k):
+        return [r[k] for r in rs if r.get(k) is not None]
+
     # 1. a compression valley in the uniform model
+    valley = False
     if u is None or u["min_entropy_middle"] is None:
         claim("a uniform model's middle layers collapse to low entropy (compression valley)", "—", UNMEASURABLE)
     else:
-        v = u["min_entropy_middle"]
-        claim(
-            "a uniform model's middle layers collapse to low entropy (compression valley)",
-            f"uniform: lowest middle-layer H {v:.3f} (valley: ≤ {VALLEY_NEAR_ZERO})",
-            SUPPORTED if v <= VALLEY_NEAR_ZERO else REFUTED,
-        )
+        v, vs = u["min_entropy_middle"], vals(ru, "min_entropy_middle")
+        said = f"uniform: lowest middle-layer H {v:.3f} (valley: ≤ {VALLEY_NEAR_ZERO})"
+        if len(vs) < 2:
+            verdict = UNMEASURABLE
+            said += f" ({len(vs)} run: too few to tell a level from seed scatter; 2 or more can)"
+        else:
+            from scipy import stats
+
+            sd = statistics.stdev(vs)
+            top = statistics.fmean(vs) + float(stats.t.ppf(1 - LEVEL, len(vs) - 1)) * sd / math.sqrt(len(vs))
+            valley = top <= VALLEY_NEAR_ZERO
+            verdict = SUPPORTED if valley else REFUTED
+            said += f" ({100 * (1 - LEVEL):.0f}% upper bound over {len(vs)} runs: {top:.3f})"
+        claim("a uniform model's middle layers collapse to low entropy (compression valley)", said, verdict)
     both = u is not None and x is not None
     # 2. x keeps entropy up at its bottleneck
     if not both or u["min_entropy_middle"] is None:
         claim("the × model keeps entropy up where the uniform one collapses", "—", UNMEASURABLE)
     else:  # without a valley in the uniform model there is nothing for × to avoid
-        valley = u["min_entropy_middle"] <= VALLEY_NEAR_ZERO
-        claim(
-            "the × model keeps entropy up where the uniform one collapses",
+        said = (
             f"lowest middle-layer H: × {x['min_entropy_middle']:.3f} vs uniform {u['min_entropy_middle']:.3f}; "
             f"× at its bottleneck (layer {x['narrowest_layer']}): {x['entropy_narrowest']:.3f}"
-            + ("" if valley else " (the uniform model has no valley here)"),
-            UNMEASURABLE if not valley else SUPPORTED if x["min_entropy_middle"] > u["min_entropy_middle"] else REFUTED,
         )
+        if not valley:
+            claim(
+                "the × model keeps entropy up where the uniform one collapses",
+                said + " (no valley shown in the uniform model)",
+                UNMEASURABLE,
+            )
+        else:
+            hi, lo = vals(rx, "min_entropy_middle"), vals(ru, "min_entropy_middle")
+            claim("the × model keeps entropy up where the uniform one collapses", *_shift(said, hi, lo, "it"))
     # 3. dead MLP units in the uniform middle layers, fewer in x
     if not both or u["dead_middle"] is None:
         claim("uniform middle layers have more dead MLP units than the × model's", "—", UNMEASURABLE)
     else:
         gap = u["dead_middle"] - x["dead_middle"]
-        claim(
-            "uniform middle layers have more dead MLP units than the × model's",
-            f"dead fraction, middle layers: uniform {u['dead_middle']:.3f}, × {x['dead_middle']:.3f}"
-            + (f" (a gap under {DEAD_GAP:.0%} of the units)" if 0 < gap < DEAD_GAP else ""),
-            SUPPORTED if gap >= DEAD_GAP else REFUTED if gap <= 0 else UNMEASURABLE,
-        )
+        said = f"dead fraction, middle layers: uniform {u['dead_middle']:.3f}, × {x['dead_middle']:.3f}"
+        if 0 < gap < DEAD_GAP:
+            claim(
+                "uniform middle layers have more dead MLP units than the × model's",
+                said + f" (a gap under {DEAD_GAP:.0%} of the units)",
+                UNMEASURABLE,
+            )
+        else:
+            res = _shift(said, vals(ru, "dead_middle"), vals(rx, "dead_middle"), "the gap")
+            claim("uniform middle layers have more dead MLP units than the × model's", *res)
     # 4./5. logit lens: x converges earlier and more smoothly
     if not both:
         claim("the × model's logit lens reaches the final answer at an earlier layer", "—", UNMEASURABLE)
         claim("the × model's prediction changes more smoothly between layers", "—", UNMEASURABLE)
     else:
-        claim(
-            "the × model's logit lens reaches the final answer at an earlier layer",
+        said = (
             f"first layer within {CONVERGED_NATS} nats of the final CE: × {x['lens_converged_layer']}, "
-            f"uniform {u['lens_converged_layer']} (of {u['depth']})",
-            SUPPORTED if x["lens_converged_layer"] < u["lens_converged_layer"] else REFUTED,
+            f"uniform {u['lens_converged_layer']} (of {u['depth']})"
         )
+        res = _shift(said, vals(ru, "lens_converged_layer"), vals(rx, "lens_converged_layer"), "the layers")
+        claim("the × model's logit lens reaches the final answer at an earlier layer", *res)
         if x["max_kl_prev"] is None or u["max_kl_prev"] is None:
             claim("the × model's prediction changes more smoothly between layers", "—", UNMEASURABLE)
         else:
-            claim(
-                "the × model's prediction changes more smoothly between layers",
-                f"largest KL between consecutive layers: × {x['max_kl_prev']:.4f}, uniform {u['max_kl_prev']:.4f}",
-                SUPPORTED if x["max_kl_prev"] < u["max_kl_prev"] else REFUTED,
-            )
+            said = f"largest KL between consecutive layers: × {x['max_kl_prev']:.4f}, uniform {u['max_kl_prev']:.4f}"
+            res = _shift(said, vals(ru, "max_kl_prev"), vals(rx, "max_kl_prev"), "it")
+            claim("the × model's prediction changes more smoothly between layers", *res)
     cols = [
         Col("claim", "claim (Wu et al., Variable-Width Transformers)"),
         Col("measured", "measured here"),

@@ -257,6 +257,36 @@ def _delta_rows(cs):
     return cs
 
 
+# A measured ordering of cells is said of the world only beyond seed scatter: with several seeds in some cells,
+# their pooled seed-to-seed spread of log loss judges each difference (one-sided t tests, Bonferroni over the
+# candidates a line picks among); with one seed everywhere nothing is judged and the line says so.  Before, an
+# interior minimum read "a U-shape" in 35% of planted grids without one, and every pair had a winner
+# (benchmarks/bench_verdicts.py, kinds ushape, wmono, pairs).
+SCATTER_LEVEL = 0.05
+ONE_SEED = "one seed per cell: not told from seed scatter; seeds can"
+
+
+def seed_scatter(cells) -> tuple[float, int] | None:
+    """(pooled seed-to-seed sd of log loss, its degrees of freedom) over the cells run with several seeds;
+    None when no cell has two."""
+    num = dof = 0.0
+    for c in cells.values():
+        if (c.get("seeds") or 0) >= 2 and c.get("sd") is not None and c.get("loss"):
+            num += (c["seeds"] - 1) * (c["sd"] / c["loss"]) ** 2
+            dof += c["seeds"] - 1
+    return (math.sqrt(num / dof), int(dof)) if dof else None
+
+
+def beyond_scatter(lo: dict, hi: dict, scatter: tuple[float, int], level: float) -> bool:
+    """Whether cell ``hi``'s loss lies above cell ``lo``'s beyond seed scatter (one-sided t at ``level``)."""
+    from scipy import stats
+
+    s, dof = scatter
+    se = s * math.sqrt(1 / lo["seeds"] + 1 / hi["seeds"])
+    gap = math.log(hi["loss"]) - math.log(lo["loss"])
+    return se > 0 and gap > float(stats.t.ppf(1 - level, dof)) * se
+
+
 def _ushape(cells, w, paper) -> Table:
     cs = [dict(c, paper_loss=paper.get((c["depth"], c["width"]))) for k, c in sorted(cells.items()) if k[1] == w]
     _delta_rows(cs)
@@ -278,11 +308,22 @@ def _ushape(cells, w, paper) -> Table:
     )
     if len(cs) >= 3:
         i = min(range(len(cs)), key=lambda j: cs[j]["loss"])
-        t.notes.append(
-            "minimum inside the depth range: a U-shape"
-            if 0 < i < len(cs) - 1
-            else f"minimum at the {'shallowest' if i == 0 else 'deepest'} depth: no U-shape in this range"
-        )
+        scatter = seed_scatter(cells)
+        if not 0 < i < len(cs) - 1:
+            line = f"minimum at the {'shallowest' if i == 0 else 'deepest'} depth: no U-shape in this range"
+        elif scatter is None:
+            line = f"lowest measured loss at depth {cs[i]['depth']}, inside the depth range ({ONE_SEED})"
+        elif all(beyond_scatter(cs[i], cs[j], scatter, SCATTER_LEVEL / (len(cs) - 2)) for j in (0, len(cs) - 1)):
+            line = (
+                f"minimum inside the depth range: a U-shape (depth {cs[i]['depth']}; both ends above it beyond "
+                f"seed scatter, σ = {scatter[0]:.3g} in log loss)"
+            )
+        else:
+            line = (
+                f"lowest measured loss at depth {cs[i]['depth']}, inside the depth range, but an end lies within "
+                f"seed scatter of it (σ = {scatter[0]:.3g} in log loss): no U-shape shown"
+            )
+        t.notes.append(line)
     if not cs:
         t.notes.append("no finished uniform runs")
     return t
@@ -306,8 +347,18 @@ def _wsweep(cells, d, paper) -> Table:
         "width_sweep", f"Loss vs width at depth {d}" if d is not None else "Loss vs width", cols, _strip(cs, cols)
     )
     if len(cs) >= 2:
-        mono = all(b["loss"] < a["loss"] for a, b in zip(cs, cs[1:]))
-        t.notes.append("loss falls monotonically with width" if mono else "loss does NOT fall monotonically with width")
+        rises = [(a, b) for a, b in zip(cs, cs[1:]) if b["loss"] >= a["loss"]]
+        scatter = seed_scatter(cells)
+        said = ", ".join(f"W {a['width']} → {b['width']} {b['loss'] - a['loss']:+.4f} nats" for a, b in rises)
+        if not rises:
+            line = "loss falls monotonically with width"
+        elif scatter is None:
+            line = f"measured loss does not fall monotonically with width ({said}; {ONE_SEED})"
+        elif any(beyond_scatter(a, b, scatter, SCATTER_LEVEL / (len(cs) - 1)) for a, b in rises):
+            line = f"loss does NOT fall monotonically with width ({said}; beyond seed scatter, σ = {scatter[0]:.3g})"
+        else:
+            line = f"loss falls with width within seed scatter (measured {said}; σ = {scatter[0]:.3g} in log loss)"
+        t.notes.append(line)
     return t
 
 
@@ -319,6 +370,7 @@ def _strip(cs, cols):
 def _pairs(cells, paper, lo=0.5, hi=2.0, limit=12) -> Table:
     """Each deep-narrow cell against the shallow-wide cell closest to it in parameters (ratio in [lo, hi])."""
     rows = []
+    scatter = seed_scatter(cells)
     for (db, wb), b in sorted(cells.items()):
         best = None
         for (da, wa), a in cells.items():
@@ -342,7 +394,7 @@ def _pairs(cells, paper, lo=0.5, hi=2.0, limit=12) -> Table:
                 "params_ratio": ratio,
                 "flops_ratio": fr,
                 "delta_loss": b["loss"] - a["loss"],
-                "winner": "shallow-wide" if a["loss"] < b["loss"] else "deep-narrow",
+                "winner": _winner(a, b, scatter),
                 "sw_paper": paper.get((a["depth"], a["width"])),
                 "dn_paper": paper.get((b["depth"], b["width"])),
             }
@@ -368,10 +420,29 @@ def _pairs(cells, paper, lo=0.5, hi=2.0, limit=12) -> Table:
         f"each deep-narrow cell paired with the shallower, wider cell nearest in total parameters "
         f"(ratio within [{lo}, {hi}]); ratios > 1 mean the shallow-wide model is bigger"
     )
-    if rows:
-        sw = sum(r["winner"] == "shallow-wide" for r in rows)
-        t.notes.append(f"shallow-wide wins {sw} of {len(rows)} pairs")
+    if rows and scatter is None:
+        sw = sum(r["delta_loss"] > 0 for r in rows)
+        t.notes.append(f"shallow-wide has the lower measured loss in {sw} of {len(rows)} pairs ({ONE_SEED})")
+    elif rows:
+        n = {w: sum(r["winner"] == w for r in rows) for w in ("shallow-wide", "deep-narrow")}
+        t.notes.append(
+            f"shallow-wide better in {n['shallow-wide']}, deep-narrow in {n['deep-narrow']}, neither beyond seed "
+            f"scatter (σ = {scatter[0]:.3g} in log loss, two-sided 5%) in {len(rows) - sum(n.values())} of "
+            f"{len(rows)} pairs"
+        )
     return t
+
+
+def _winner(a: dict, b: dict, scatter) -> str | None:
+    """The pair's better cell when its loss is lower beyond seed scatter (two-sided), "within scatter"
+    otherwise, None with one seed per cell."""
+    if scatter is None:
+        return None
+    if beyond_scatter(a, b, scatter, SCATTER_LEVEL / 2):
+        return "shallow-wide"
+    if beyond_scatter(b, a, scatter, SCATTER_LEVEL / 2):
+        return "deep-narrow"
+    return "within scatter"
 
 
 def _shapes(runs) -> Table:
