@@ -35,7 +35,7 @@ def run_calendar(row: dict, nodes_factor: float, queue_wait_h: float, restart_s:
     """A run's calendar hours at ``nodes_factor`` × its planned processes (module docstring)."""
     wall = row["wall_hours"] / nodes_factor
     n = requeues(wall, row.get("time_limit_hours")) or 0
-    nodes = row.get("nodes", 1) * nodes_factor
+    nodes = row["nodes"] * nodes_factor
     io = IO_BYTES_PER_S * nodes
     restart_h = (restart_s + row["ckpt_bytes"] / io) / 3600.0
     writes_h = row["events"]["ckpts"] * row["ckpt_bytes"] / io / 3600.0
@@ -59,12 +59,12 @@ def plan(runs: list, rows: list, *, max_days: float | None, queue_wait_h: float,
     for r, x in zip(runs, rows):
         if r.launcher.get("name") != "slurm":
             continue
-        x["nodes"] = int(r.launcher.get("nodes") or 1)
+        x["nodes"] = int(r.launcher["nodes"])
         restart = start.get(x["plan"]["device"], RESTART_S)
         x.update(run_calendar(x, 1, queue_wait_h, restart))
         if max_days is None or x["run_hours"] <= 24 * max_days:
             continue
-        g = max(1, int(r.launcher.get("gpus_per_node") or 0))
+        g = max(1, int(r.launcher["gpus_per_node"]))
         for k in range(2, MAX_NODES // x["nodes"] + 1):
             n = x["nodes"] * k
             c = run_calendar(x, k, queue_wait_h, restart)
