@@ -285,18 +285,22 @@ def unknown_line(sweep_dir: Path, names: list[str]) -> str | None:
     )
 
 
-def store_runs(sweep_dir: Path) -> tuple[dict[str, Path], list[str]]:
+def store_runs(sweep_dir: Path, writing: bool = False) -> tuple[dict[str, Path], list[str]]:
     """(run id -> its folder, the folders not counted) of the store ``sweep_dir``: with a manifest,
     exactly its runs (forgotten ones left out; forgotten folders are known, not counted); without
     one (a folder of run directories put together by hand), one folder per run id among those that
     look like runs (``looks_like_run``): the one named after the run id its summary.json gives (else
-    the first by name); the others are not counted."""
+    the first by name); the others are not counted.  ``writing``: for a command that writes into the
+    run folders (dw analyze, dw eval), a manifest naming a folder outside the store is refused
+    (``refuse_outside``)."""
     root = Path(sweep_dir)
     if not root.is_dir():
         return {}, []
     if (root / MANIFEST).is_file():
         events = read_jsonl(root / MANIFEST)
         runs = manifest_runs(events)
+        if writing:
+            refuse_outside(root, runs.values())
         dirs = {rid: d for rid in runs if (d := run_folder(root, rid)) is not None}
         known = {e.get("run_id") for e in events if isinstance(e.get("run_id"), str)}
         return dirs, unknown_folders(root, known)

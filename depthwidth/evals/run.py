@@ -301,7 +301,7 @@ def pending(
     sweep = runs_root(root) / check_name(name, "RUN_DIR|SWEEP")
     if not sweep.is_dir():
         raise bad("RUN_DIR|SWEEP", name, f"a run directory or a sweep under {runs_root(root)} (set --root or DW_RUNS)")
-    dirs, _ = store_runs(sweep)  # the manifest's runs (forgotten ones left out), never a copy of one
+    dirs, _ = store_runs(sweep, writing=True)  # the manifest's runs (forgotten ones left out), never a copy of one
     runs = [d for d in sorted(dirs.values()) if (d / "config.yaml").is_file()]
     done = [d for d in runs if _status(d) == "done"]
     todo = []

@@ -10,6 +10,21 @@ from depthwidth.launch.task import run_task
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """A task or worker process; an error that escapes it (its files cannot be written: a full disk)
+    is one line on its log and exit 1, never a traceback."""
+    try:
+        return _main(argv)
+    except OSError as e:
+        try:  # the log may sit on the full disk too
+            print(
+                f"dw: error: {type(e).__name__}: {e.strerror or e}{f': {e.filename}' if e.filename else ''}", flush=True
+            )
+        except OSError:
+            pass
+        return 1
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 3 or argv[0] not in ("task", "worker"):
         sys.stderr.write("usage: python -m depthwidth.launch task TASKS.json INDEX | worker TASKS.json SLOT\n")

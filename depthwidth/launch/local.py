@@ -60,13 +60,19 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
             finally:
                 stop.pop("training", None)
             if rc != EXIT_PARKED and _still_mine(d, i):  # a parked task's state is its group's to set (halving.py)
-                ended(d, i, rc)
+                try:
+                    ended(d, i, rc)
+                except OSError as e:  # a full disk: the run's own record says how it ended; go on
+                    print(f"worker {slot}: task {i}'s state could not be written: {e.strerror or e}", flush=True)
             if rc == EXIT_PREEMPTED and ("sig" in stop or stop.get("run") != "SIGINT"):
                 break
             if rc == EXIT_PREEMPTED:  # one run's Ctrl-C: that run stopped, the worker goes on
                 print(f"worker {slot}: task {i} stopped by SIGINT; going on to the next task", flush=True)
     finally:
-        write_json(me, {**(store.read_json(me) or {}), "state": "exited"})
+        try:
+            write_json(me, {**(store.read_json(me) or {}), "state": "exited"})
+        except OSError as e:  # a full disk: its process is gone either way (dw status checks the pid)
+            print(f"worker {slot}: its state could not be written: {e.strerror or e}", flush=True)
     if doc.get("kind", "train") == "train" and "sig" not in stop:  # the last worker to stop runs --then's follow-up
         rec = followup.record(doc["sweep"])
         if rec is not None and rec.get("launcher") == "local":

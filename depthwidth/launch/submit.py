@@ -17,6 +17,7 @@ I)`` (by hand: ``python -m depthwidth.launch task TASKS.json I``).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -25,6 +26,7 @@ from typing import Callable
 
 from depthwidth.core import store
 from depthwidth.core.atomic import write_json
+from depthwidth.core.errors import WorkFailed
 from depthwidth.launch.debug import run_debug
 from depthwidth.launch.workers import spawn_workers
 from depthwidth.launch.task import ended, run_task
@@ -64,24 +66,25 @@ def submit(
     tasks = [items[i : i + pack] for i in range(0, len(items), pack)]
     sub = _sub_id()
     d = store.jobs_dir(name) / sub
-    d.mkdir(parents=True, exist_ok=True)
     tasks_file = d / "tasks.json"
-    write_json(
-        tasks_file,
-        {
-            "sweep": name,
-            "launcher": cfg["name"],
-            "submission": sub,
-            "runs_root": str(store.runs_root().absolute()),
-            "kind": kind,
-            "args": args or {},
-            "retry": {"max_retries": int(cfg.get("max_retries", 0)), "delay_s": float(cfg.get("retry_delay_s", 0))},
-            "tasks": [
-                [{k: it[k] for k in ("run_id", "overrides", "run_dir", "halving") if k in it} for it in t]
-                for t in tasks
-            ],
-        },
-    )
+    with _whole(d):
+        d.mkdir(parents=True, exist_ok=True)
+        write_json(
+            tasks_file,
+            {
+                "sweep": name,
+                "launcher": cfg["name"],
+                "submission": sub,
+                "runs_root": str(store.runs_root().absolute()),
+                "kind": kind,
+                "args": args or {},
+                "retry": {"max_retries": int(cfg.get("max_retries", 0)), "delay_s": float(cfg.get("retry_delay_s", 0))},
+                "tasks": [
+                    [{k: it[k] for k in ("run_id", "overrides", "run_dir", "halving") if k in it} for it in t]
+                    for t in tasks
+                ],
+            },
+        )
     launcher = cfg["name"]
     if launcher == "slurm":
         from depthwidth.launch.slurm import (
@@ -96,9 +99,10 @@ def submit(
         _register(name, tasks, job_ids, launcher, kind, args, cfg)
         return _pairs(tasks, job_ids)
     job_ids = [f"{launcher}-{sub}_{i}" for i in range(len(tasks))]
-    for i, j in enumerate(job_ids):
-        write_json(d / f"task-{i}.json", {"job_id": j, "index": i, "state": "queued"})
-    _register(name, tasks, job_ids, launcher, kind, args, cfg)
+    with _whole(d):
+        for i, j in enumerate(job_ids):
+            write_json(d / f"task-{i}.json", {"job_id": j, "index": i, "state": "queued"})
+        _register(name, tasks, job_ids, launcher, kind, args, cfg)
     if launcher == "local":
         spawn_workers(d, tasks_file, cfg)
     elif kind == "train":
@@ -107,6 +111,23 @@ def submit(
         for i in range(len(tasks)):
             ended(d, i, run_task(tasks_file, i, in_process=True))
     return _pairs(tasks, job_ids)
+
+
+@contextlib.contextmanager
+def _whole(d):
+    """A submission folder written whole or not at all: a write that fails (a full disk) removes the
+    folder and says so in one line (exit 1), never a traceback or an empty ``jobs/SUB/``.  A manifest
+    line cut short by it is skipped by every reader, and the next append starts on a new line."""
+    try:
+        yield
+    except OSError as e:
+        shutil.rmtree(d, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            d.parent.rmdir()  # jobs/ itself, when this was to be its first submission
+        raise WorkFailed(
+            f"cannot write the submission in {d}: {e.strerror or e}; nothing was submitted "
+            "(the same command submits once there is space)"
+        ) from None
 
 
 def _pairs(tasks, job_ids):

@@ -158,11 +158,15 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
             except Exception as e:  # train() has written summary status=failed (a failed set-up too)
                 say(f"failed: {type(e).__name__}: {e}")
                 err = f"{type(e).__name__}: {e}"
-                again = (
-                    _retry(it["run_dir"], err, job_id, where, pol, say, rank0, stopped, gate)
-                    if it.get("run_dir")
-                    else "no"
-                )
+                try:
+                    again = (
+                        _retry(it["run_dir"], err, job_id, where, pol, say, rank0, stopped, gate)
+                        if it.get("run_dir")
+                        else "no"
+                    )
+                except OSError as w:  # the record itself cannot be written (a disk still full): said, not raised
+                    say(f"its failure could not be recorded in {it['run_dir']}: {w.strerror or w}")
+                    again = "no"
                 if again == "requeued":
                     return EXIT_PREEMPTED  # the task runs again later, from the run's checkpoint
                 if again != "now":

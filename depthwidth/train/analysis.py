@@ -160,7 +160,8 @@ def pending(name: str, root=None, checkpoint: str | int = "final") -> list[Path]
     if not sweep.is_dir():
         raise bad("RUN_DIR|SWEEP", name, f"a run directory or a sweep under {runs_root(root)} (set --root or DW_RUNS)")
     step = None if checkpoint in (None, "final") else int(checkpoint)
-    dirs, _ = store_runs(sweep)  # the manifest's runs only: never a copy of one, nor a folder it does not know
+    # the manifest's runs only: never a copy of one, nor a folder it does not know (nor one outside the store)
+    dirs, _ = store_runs(sweep, writing=True)
     return [d for d in sorted(dirs.values()) if _status(d) == "done" and not adoc.current(d, step)]
 
 

@@ -73,11 +73,16 @@ def _write_errors(tmp: Path):
     torch's writer reports a short write as a RuntimeError, which DCP wraps in its own exception."""
     try:
         yield
-    except (OSError, KeyboardInterrupt, SystemExit):
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)  # a full disk: the partial shards would keep it full
         raise
     except BaseException as e:  # DCP's CheckpointException derives from BaseException
         free = shutil.disk_usage(tmp).free if tmp.exists() else -1
         code = errno.ENOSPC if 0 <= free < 1 << 20 else errno.EIO
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing loads a partial checkpoint: free its space (the
+        # failure's record, the summary, the next attempt need it); the next save starts afresh anyway
         # DCP's message is every rank's traceback: name the first rank's own error instead
         failures = getattr(e, "failures", None) or {}
         cause = next(iter(failures.values()))[0] if failures else e

@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from depthwidth.config.node import plain
 from depthwidth.core import provenance
-from depthwidth.core.atomic import write_text
+from depthwidth.core.atomic import json_default, write_text
 from depthwidth.core.errors import BadInput
+from depthwidth.core.store import read_json_why
 from depthwidth.measure.inside import ENTROPY_PROBE_TOKENS, entropy_profile, eval_set
 from depthwidth.track.tracker import NullTracker, make_tracker
 from depthwidth.train import analysis, checkpoint, dist, hostmem, memory, optim, parallel
@@ -83,11 +84,12 @@ def train(cfg, *, handle_signals: bool = True, log=print, progress=None, gate=No
     if said := data_warning(run.steps * run.tokens_per_step, run.source):
         log(f"warning: {said}")
     sp = summary_path(run.run_dir)
-    if sp.exists():
-        prev = json.loads(sp.read_text())
-        if prev.get("status") in FINAL and prev.get("run_id") == run.run_id:
-            log(f"run {run.run_id} is already {prev['status']}; nothing to do")
-            return prev
+    prev, unreadable = read_json_why(sp)
+    if unreadable:  # cut short, bytes that are not JSON: the run's checkpoint says where it is (done: at once)
+        log(f"warning: {sp} is unreadable ({unreadable}): rewritten from the run's newest checkpoint")
+    elif prev and prev.get("status") in FINAL and prev.get("run_id") == run.run_id:
+        log(f"run {run.run_id} is already {prev['status']}; nothing to do")
+        return prev
     return Trainer(run, log, progress, gate).run(handle_signals)
 
 
@@ -104,6 +106,7 @@ class Trainer:
     saved_at: int | None  # the step of the newest checkpoint on disk (resumed from, or saved)
     clock: Callable[[], float] | None  # seconds trained, earlier attempts included, once the loop runs
     tracker: Tracker | NullTracker  # metrics.jsonl, probes.jsonl, the W&B mirror (rank 0, once the dir is open)
+    carried: dict  # the history lines the checkpoint resumed from holds (the tracker's rewind restores them)
     gate: Callable[[dict], str] | None  # successive halving (train()'s gate), asked once per attempt
     # built by setup()
     device: torch.device
@@ -127,6 +130,7 @@ class Trainer:
         self.saved_at = None
         self.clock = None
         self.tracker = NullTracker()
+        self.carried = {}
         self.gate = gate
 
     # -- set-up ---------------------------------------------------------------
@@ -172,6 +176,7 @@ class Trainer:
             if extra.get("run_id") != p.run_id:
                 raise BadInput(f"checkpoint in {p.run_dir}/ckpt belongs to run {extra.get('run_id')}, not {p.run_id}")
             self.state = restore(extra, self.sampler)
+            self.carried = json.loads(extra.get("history") or "{}")
             self.saved_at = self.state.step
             self.log(f"resuming run {p.run_id} from step {self.state.step}")
             self._resumed(extra)
@@ -248,7 +253,8 @@ class Trainer:
         if w.main and not (p.run_dir / "config.yaml").exists():
             write_text(p.run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(doc)))
         self.tracker = make_tracker(cfg, p.run_dir, p.run_id, doc, log=self.log) if w.main else NullTracker()
-        self.tracker.rewind(self.state.step)
+        for note in self.tracker.rewind(self.state.step, self.carried):  # a torn last line: repaired, said
+            self.log(f"warning: {note}")
 
     # -- pieces -----------------------------------------------------------------
     def _batch(self):
@@ -357,6 +363,7 @@ class Trainer:
             return Ending("diverged", f"non-finite weights after step {st.step}", {"diverged_step": st.step})
         self.tracker.flush()
         extra = extra_state(self.prepared.run_id, st, self.sampler, self.clock(), self.setting())
+        extra["history"] = json.dumps(self.tracker.unsaved(), default=json_default)  # what a torn line loses
         checkpoint.save(
             self.prepared.run_dir / "ckpt",
             st.step,
@@ -366,6 +373,7 @@ class Trainer:
             extra,
             keep=int(self.cfg.train.keep_ckpts),
         )
+        self.tracker.saved()
         self.saved_at = st.step
         return None
 

@@ -68,3 +68,97 @@ def test_a_full_disk_fails_cleanly_and_the_run_resumes_once_there_is_space(small
         json.loads((d / "summary.json").read_text())["final_val_loss"]
         == json.loads((ref / "summary.json").read_text())["final_val_loss"]
     )
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 200 KiB tmpfs: room for a sweep's manifest, a run's config and metrics, not for its checkpoint."""
+    d = tmp_path / "tiny-disk"
+    d.mkdir()
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(d)], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {p.stderr.strip()}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], check=True)
+
+
+def _alive(store) -> bool:
+    """Whether a worker of the sweep's local submissions is still a live process."""
+    import os
+
+    for w in store.glob("jobs/*/worker-*.json"):
+        try:
+            os.kill(json.loads(w.read_text())["pid"], 0)
+            return True
+        except (ProcessLookupError, KeyError, ValueError):
+            continue
+    return False
+
+
+def test_a_full_disk_under_a_local_sweep_is_recorded_and_the_worker_ends_cleanly(tiny_disk, tmp_path, ledger):
+    from tests.test_launch import tiny_env, wait_for
+
+    (tmp_path / "ref").mkdir()
+    ref_env = tiny_env(tmp_path / "ref", depths="[1]")
+    assert run_dw("sweep", "tiny", "launcher=debug", env=ref_env).returncode == 0
+    env = {**tiny_env(tmp_path, depths="[1]"), "DW_RUNS": str(tiny_disk / "runs")}
+    p = run_dw("sweep", "tiny", "launcher=local", "launcher.workers=1", "launcher.max_retries=0", env=env)
+    assert p.returncode == 0, p.stderr
+    store = tiny_disk / "runs" / "tiny"
+    (task,) = store.glob("jobs/*/task-0.json")
+    wait_for(lambda: json.loads(task.read_text()).get("state") == "failed", 300, "the worker to end the task")
+    (rid,) = [p.name for p in store.iterdir() if (p / "config.yaml").is_file()]
+    failures = [json.loads(x) for x in (store / rid / "failures.jsonl").read_text().splitlines()]
+    summary = json.loads((store / rid / "summary.json").read_text())
+    log = next(store.glob("jobs/*/worker-0.log")).read_text()
+    worker = json.loads(next(store.glob("jobs/*/worker-0.json")).read_text())
+    recorded = len(failures) == 1 and "No space left on device" in failures[0]["error"]
+    assert recorded and summary["status"] == "failed" and "No space left on device" in summary["reason"]
+    assert "Traceback" not in log and worker["state"] == "exited"
+    assert not list((store / rid / "ckpt").glob(".step_*.tmp"))  # the partial checkpoint freed its space
+
+    subprocess.run(["mount", "-o", "remount,size=64m", str(tiny_disk)], check=True)  # space is back
+    p = run_dw("sweep", "tiny", "launcher=local", "launcher.workers=1", "--retry-failed", env=env)
+    assert p.returncode == 0, p.stderr
+    wait_for(lambda: run_dw("status", "tiny", "--json", env=env).stdout.count('"state": "done"') == 1, 300, "done")
+    wait_for(lambda: not _alive(store), 300, "the workers to exit")  # their logs are on the disk
+    got, want = _metrics(store / rid), _metrics(tmp_path / "ref" / "runs" / "tiny" / rid)
+    steps = [r["step"] for r in got]
+    ledger(
+        faults=1,
+        recovered=1,
+        lost=sum(1 for r in want if r["step"] not in steps),
+        duplicates=len(steps) - len(set(steps)),
+    )
+    assert got == want
+
+
+def test_a_full_disk_at_submission_leaves_no_half_submission(tmp_path, monkeypatch, capsys, ledger):
+    """An injected ENOSPC on the submission's first file (works without root): one line, exit 1,
+    no ``jobs/SUB/`` left and nothing in the manifest."""
+    import errno
+
+    from depthwidth.core import atomic
+    from tests.helpers import dw_in_process
+    from tests.test_launch import tiny_env
+
+    for k, v in tiny_env(tmp_path, depths="[1]").items():
+        monkeypatch.setenv(k, v)
+    real = atomic.write_bytes
+
+    def full(path, data):
+        if "/jobs/" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data)
+
+    monkeypatch.setattr(atomic, "write_bytes", full)
+    code, out, err = dw_in_process(capsys, "sweep", "tiny", "launcher=local")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    store = tmp_path / "runs" / "tiny"
+    left = list((store / "jobs").iterdir()) if (store / "jobs").exists() else []
+    ledger(faults=1, recovered=0, lost=0, duplicates=0)
+    assert code == 1 and len(lines) == 1 and "Traceback" not in err, err
+    assert "cannot write the submission" in lines[0] and "No space left on device" in lines[0]
+    assert left == [] and not (store / "manifest").exists()
