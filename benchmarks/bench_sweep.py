@@ -5,9 +5,13 @@
                                                      #   (SLURM_CONF set, e.g. scripts/slurm_cluster.sh start)
     python benchmarks/bench_sweep.py --demo          # + the demo sweep, launcher=local, 2 CPU workers
 
+    python benchmarks/bench_sweep.py --scale         # + 10,000 configurations of the depth_delusion preset
+
 Targets: dry-run of the 30-run grid <= 1 s (whole command, fresh interpreter);
 status of a 1,000-run manifest <= 1 s; submission returns in seconds;
-demo sweep <= ~6 min on a 2-core CPU.
+demo sweep <= ~6 min on a 2-core CPU; the dry run of 10,000 depth_delusion configurations
+(depths 2-401 x widths 256-1,792, launcher=slurm) <= 10 s and <= 300 MB (whole command; the
+machine's load is printed beside it).
 """
 
 from __future__ import annotations
@@ -47,6 +51,46 @@ def bench_dry_run(tmp):
         print(
             f"dry-run depth_delusion --no-data-check (30 runs){' --json' if fmt else ''}: best {lo:.2f} s, median "
             f"{med:.2f} s  (target <= 1 s)"
+        )
+
+
+SCALE = """\
+description: 10,000 configurations of the depth_delusion preset (depths 2-401, widths 256-1792)
+groups: {model: depth_delusion, data: slimpajama}
+fixed: {train.seq_len: 1024, train.batch_size: 256}
+tokens: {per_param: 20}
+axes:
+  model.depth: {start: 2, stop: 401}
+  model.width: {start: 256, stop: 1792, step: 64}
+"""
+
+
+def timed_child(args, env) -> tuple[float, float, float]:
+    """``dw ARGS`` in a fresh interpreter: (wall s, CPU s, peak resident MiB) of that process alone."""
+    e = {**os.environ, "PYTHONPATH": str(REPO), **env}
+    t0 = time.perf_counter()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "depthwidth", *args], cwd=REPO, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"dw {' '.join(args)} failed: {p.stderr.read().decode()[-500:]}")
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+
+
+def bench_scale(tmp):
+    d = tmp / "scale"
+    d.mkdir()
+    (d / "dd10k.yaml").write_text(SCALE)
+    env = {"DW_SWEEPS": str(d), "DW_RUNS": str(tmp / "scale-runs")}
+    for fmt in ((), ("--json",)):
+        load = os.getloadavg()[0]
+        wall, cpu, rss = timed_child(["sweep", "dd10k", "launcher=slurm", "--dry-run", "--no-data-check", *fmt], env)
+        print(
+            f"dry-run of 10,000 depth_delusion configurations{' --json' if fmt else ''}: {wall:.1f} s wall, "
+            f"{cpu:.1f} s CPU, {rss:.0f} MiB peak (target <= 10 s, <= 300 MB; load {load:.1f} on "
+            f"{os.cpu_count()} CPUs)"
         )
 
 
@@ -159,6 +203,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--slurm", action="store_true", help="submit a real 30-task array (needs SLURM_CONF)")
     ap.add_argument("--demo", action="store_true", help="run the demo sweep with launcher=local")
+    ap.add_argument("--scale", action="store_true", help="dry-run 10,000 depth_delusion configurations")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="dw-bench-") as t:
         tmp = Path(t)
@@ -168,6 +213,8 @@ def main():
             bench_slurm(tmp)
         if a.demo:
             bench_demo(tmp)
+        if a.scale:
+            bench_scale(tmp)
 
 
 if __name__ == "__main__":

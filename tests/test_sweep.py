@@ -217,7 +217,8 @@ def test_dry_run_json_lists_each_runs_exact_overrides_without_torch(tmp_path, mo
     r = doc["runs"][6]
     assert (r["depth"], r["width"], r["ref"]["loss"]) == (16, 512, 3.435)
     cuda = r["plan"]["device"] == "cuda"  # launcher=debug: a GPU here, or the CPU (CPU-hours, at --cpu-peak)
-    assert r["device_hours"] == pytest.approx(r["flops"] / (0.4 * (989e12 if cuda else 1e11)) / 3600)
+    want = (r["flops_planned"] + r["flops_eval"]) / (0.4 * (989e12 if cuda else 1e11)) / 3600  # evaluations too
+    assert r["device_hours"] == pytest.approx(want)
     assert r["gpu_hours" if cuda else "cpu_hours"] == r["device_hours"] and r["cpu_hours" if cuda else "gpu_hours"] == 0
     assert f"run.dir={tmp_path / 'runs' / 'depth_delusion' / r['run_id']}" in r["overrides"]
     # the override list reproduces the run by hand (`dw train OVERRIDES`)

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any, Iterator
 
+FAST_ABOVE = 200  # rows beyond which a table is drawn directly (rich.Table measures every cell, ~0.1 ms each)
+
 
 def console(stderr: bool = False):
     from rich.console import Console
@@ -15,10 +17,12 @@ def console(stderr: bool = False):
 
 
 def emit_json(obj: Any) -> None:
-    """One JSON document on stdout (for ``--json``)."""
+    """One JSON document on stdout (for ``--json``); a document of more than ``FAST_ABOVE`` runs is
+    written compact (json's C encoder: indenting 10,000 runs took longer than planning them)."""
     from depthwidth.core.atomic import json_default
 
-    sys.stdout.write(json.dumps(obj, indent=2, default=json_default) + "\n")
+    big = isinstance(obj, dict) and len(obj.get("runs") or ()) > FAST_ABOVE
+    sys.stdout.write(json.dumps(obj, indent=None if big else 2, default=json_default) + "\n")
 
 
 def wide_console():
@@ -53,3 +57,29 @@ def varied_columns(rows: list) -> tuple:
 def varied_cell(r: dict, col: str) -> str:
     v = r.get("seed") if col == "seed" else (r.get("tuned") or {}).get(col)
     return "" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def plain_table(title, cols, rows, right, styled=None):
+    """The same look as rich's default table, drawn as one Text (1,000 rows in ~50 ms).  ``styled``:
+    (column, {value: style}) colours that column's cells (dw status's states)."""
+    from rich.text import Text
+
+    w = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+
+    def cells(vals):
+        return "│".join(f" {v:>{w[i]}} " if cols[i] in right else f" {v:<{w[i]}} " for i, v in enumerate(vals))
+
+    total = sum(w) + 3 * len(w) + 1
+    out = Text(f"{title:^{total}}\n", style="italic")
+    out.append("┏" + "┳".join("━" * (x + 2) for x in w) + "┓\n")
+    out.append("┃" + cells(cols).replace("│", "┃") + "┃\n", style="bold")
+    out.append("┡" + "╇".join("━" * (x + 2) for x in w) + "┩\n")
+    k = cols.index(styled[0]) if styled else None
+    pre = sum(w[:k]) + 3 * k + 2 if styled else 0
+    for r in rows:
+        start = len(out)
+        out.append("│" + cells(r) + "│\n")
+        if styled:
+            out.stylize(styled[1][r[k]], start + pre, start + pre + len(r[k]))
+    out.append("└" + "┴".join("─" * (x + 2) for x in w) + "┘")
+    return out

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from depthwidth.cli.render import emit_json, varied_cell, varied_columns
+from depthwidth.cli.render import FAST_ABOVE, emit_json, plain_table, varied_cell, varied_columns
 
 STYLE = {
     "done": "green",
@@ -219,7 +219,7 @@ def _renderable(name, st):
         for row in rows:
             t.add_row(*row[:si], f"[{STYLE[row[si]]}]{row[si]}[/]", *row[si + 1 :])
         return t
-    return _plain_table(f"sweep {name}", cols, rows, RIGHT)
+    return plain_table(f"sweep {name}", cols, rows, RIGHT, styled=("state", STYLE))
 
 
 def _print_table(c, name, st):
@@ -287,31 +287,3 @@ def _watch(name, interval, timeout, backtest=None) -> None:
             last[0] = ended
 
     _print_table(c, name, poll(line_on_change))
-
-
-FAST_ABOVE = 200  # rich.Table measures every cell (~0.1 ms each): beyond this, draw the table directly
-
-
-def _plain_table(title, cols, rows, right):
-    """The same look as rich's default table, drawn as one Text (1,000 rows in ~50 ms)."""
-    from rich.text import Text
-
-    w = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-
-    def cells(vals):
-        return "│".join(f" {v:>{w[i]}} " if cols[i] in right else f" {v:<{w[i]}} " for i, v in enumerate(vals))
-
-    total = sum(w) + 3 * len(w) + 1
-    out = Text(f"{title:^{total}}\n", style="italic")
-    out.append("┏" + "┳".join("━" * (x + 2) for x in w) + "┓\n")
-    out.append("┃" + cells(cols).replace("│", "┃") + "┃\n", style="bold")
-    out.append("┡" + "╇".join("━" * (x + 2) for x in w) + "┩\n")
-    k = cols.index("state")
-    pre = sum(w[:k]) + 3 * k + 2
-    for r in rows:
-        line = "│" + cells(r) + "│\n"
-        start = len(out)
-        out.append(line)
-        out.stylize(STYLE[r[k]], start + pre, start + pre + len(r[k]))
-    out.append("└" + "┴".join("─" * (x + 2) for x in w) + "┘")
-    return out

@@ -7,7 +7,15 @@ from typing import List, Optional
 
 import typer
 
-from depthwidth.cli.render import console, emit_json, varied_cell, varied_columns, wide_console
+from depthwidth.cli.render import (
+    FAST_ABOVE,
+    console,
+    emit_json,
+    plain_table,
+    varied_cell,
+    varied_columns,
+    wide_console,
+)
 from depthwidth.core.devices import PLAN_CPU_FLOPS, PLAN_MFU, PLAN_PEAK_FLOPS
 
 
@@ -312,7 +320,8 @@ def _render_dry(s, doc, secs) -> None:
     rows, hu = doc["runs"], doc["hours_unit"]
     hcol = {"GPU": "GPU-h", "CPU": "CPU-h"}.get(hu, "dev-h")
     requeue = any(r.get("requeues") is not None for r in rows)
-    t = Table(title=f"sweep {s.name} · {len(rows)} runs (dry run)", caption=s.description or None)
+    cols: list = []  # (name, justify)
+    body: list = []
     varied = varied_columns(rows)  # seed, tuned settings: what tells two runs of one configuration apart
     for col, j in (
         ("#", "right"),
@@ -336,16 +345,15 @@ def _render_dry(s, doc, secs) -> None:
         ("ref loss", "right"),
         ("ref", "left"),
     ):
-        t.add_column(col, justify=j, no_wrap=True)
+        cols.append((col, j))
     pred = doc.get("prediction")
     if pred:  # the law's prediction of each run, its measured loss, and what running it would teach
         lvl = f"{100 * pred['level']:.0f}%"
         for col in (f"pred. loss [{lvl} PI]", "measured", f"{pred['target_label']} CI after", "value/h"):
-            t.add_column(col, justify="right", no_wrap=True)
+            cols.append((col, "right"))
     iso = any((r.get("ref") or {}).get("budget") for r in rows)
     if iso:  # isoFLOP sweeps: each run's FLOPs against its budget C, its params against the target
-        t.add_column("C err", justify="right", no_wrap=True)
-        t.add_column("N err", justify="right", no_wrap=True)
+        cols += [("C err", "right"), ("N err", "right")]
     tot_f = 0.0
     for r in rows:
         ref = r.get("ref") or {}
@@ -383,9 +391,21 @@ def _render_dry(s, doc, secs) -> None:
             c_err = f"{r['flops'] / ref['budget'] - 1:+.1%}" if ref.get("budget") else ""
             n_err = f"{ref['params_error']:+.1%}" if ref.get("params_error") is not None else ""
             cells += [c_err, n_err]
-        t.add_row(*cells)
+        body.append(cells)
     c = wide_console()
-    c.print(t)
+    title = f"sweep {s.name} · {len(rows)} runs (dry run)"
+    if len(body) <= FAST_ABOVE:
+        t = Table(title=title, caption=s.description or None)
+        for col, j in cols:
+            t.add_column(col, justify=j, no_wrap=True)
+        for cells in body:
+            t.add_row(*cells)
+        c.print(t)
+    else:  # thousands of runs: drawn directly (rich measures every cell)
+        names = [col for col, _ in cols]
+        c.print(plain_table(title, names, body, {col for col, j in cols if j == "right"}), soft_wrap=True)
+        if s.description:
+            c.print(s.description, highlight=False, soft_wrap=True)
     dh = doc["device_hours"]
     probed = {r["plan"]["device"] for r in rows if r.get("time") == "measured"}
     at = {

@@ -39,6 +39,7 @@ KV cache
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Callable, Sequence
 
@@ -130,8 +131,15 @@ def _count(spec: ModelSpec, mlp_hidden: Callable[[int], float]) -> dict:
 
 def count_params(spec: ModelSpec) -> dict:
     """Exact parameter counts of the model built from ``spec`` (ints)."""
+    return dict(_counted(spec))
+
+
+@functools.lru_cache(maxsize=64)
+def _counted(spec: ModelSpec) -> tuple:
+    """count_params, once per spec (a dry run asks it three times a run: the token rule, the
+    parameters, the FLOPs per token)."""
     spec.validate()
-    return _count(spec, spec.mlp_hidden)
+    return tuple(_count(spec, spec.mlp_hidden).items())
 
 
 def total_params_for_widths(widths: Sequence[float], template: ModelSpec) -> float:
@@ -153,7 +161,12 @@ def _check_seq_len(seq_len) -> None:
 
 def attention_dims(spec: ModelSpec) -> list[int]:
     """d_i = n_head_i · head_size_i per layer (equal to w_i for a valid spec)."""
-    return [spec.heads(i) * spec.head_size(i) for i in range(spec.depth)]
+    return list(_attention_dims(spec))
+
+
+@functools.lru_cache(maxsize=64)
+def _attention_dims(spec: ModelSpec) -> tuple:
+    return tuple(spec.heads(i) * spec.head_size(i) for i in range(spec.depth))
 
 
 def flops_per_token(spec: ModelSpec, seq_len: int, causal: bool = True) -> dict:

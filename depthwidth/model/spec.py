@@ -114,6 +114,15 @@ class ModelSpec:
 
     # ---- validation --------------------------------------------------------
     def validate(self) -> "ModelSpec":
+        """Self, once every field is valid (BadInput else); a spec is immutable, so a valid one is
+        checked once (the accounting asks again at every figure: seven times a run in a dry run)."""
+        if self.__dict__.get("_valid"):
+            return self
+        self._check()
+        object.__setattr__(self, "_valid", True)
+        return self
+
+    def _check(self) -> None:
         if len(self.widths) < 1:
             raise bad("model.depth", len(self.widths), "an integer >= 1")
         for i, w in enumerate(self.widths):
@@ -170,7 +179,6 @@ class ModelSpec:
                     raise bad(f"width of layer {i + 1}", w, f"a multiple of the head dimension {self.head_dim}")
             if self.rope and self.head_size(i) % 2:
                 raise bad(f"head size of layer {i + 1}", self.head_size(i), "an even number (RoPE rotates pairs)")
-        return self
 
 
 def uniform_spec(spec: ModelSpec, width: int, depth: int) -> ModelSpec:

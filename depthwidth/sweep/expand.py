@@ -121,13 +121,14 @@ def expand(
         )
         try:
             cfg = compose_fast(groups, keys)
+            spec = from_config(cfg.model)  # once a run: the token rule and the checks share it
             if pt["tokens"] is not None and "train.tokens" not in cli_keys:
-                keys["train.tokens"] = _tokens(pt["tokens"], cfg)
+                keys["train.tokens"] = _tokens(pt["tokens"], spec)
                 cfg.train.tokens = keys["train.tokens"]
             run_device = _run_device(cfg, lcfg)
             if cfg.train.get("precision") == "auto":
                 keys["train.precision"] = cfg.train.precision = precision_for("auto", run_device)
-            _settle(r, cfg, run_device, pt.get("tuned"), mfu=mfu, peak=peak, cpu_peak=cpu_peak)
+            _settle(r, cfg, run_device, pt.get("tuned"), mfu=mfu, peak=peak, cpu_peak=cpu_peak, spec=spec)
             if pt.get("halving"):
                 r.halving = True
                 _check_halving(cfg, lcfg)
@@ -197,7 +198,7 @@ def _at(cfg: Any, key: str) -> Any:
     return cfg
 
 
-def _tokens(rule: Any, cfg: Any) -> int:
+def _tokens(rule: Any, spec: Any) -> int:
     """A token budget: a number, or {value: N} | {per_param: k[, max, min, count]}."""
     if isinstance(rule, (int, float)) and not isinstance(rule, bool):
         rule = {"value": rule}
@@ -209,7 +210,7 @@ def _tokens(rule: Any, cfg: Any) -> int:
         count = rule.get("count", "total")
         if count not in ("total", "non_embedding"):
             raise bad("tokens.count", count, "total|non_embedding")
-        t = float(rule["per_param"]) * count_params(from_config(cfg.model))[count]
+        t = float(rule["per_param"]) * count_params(spec)[count]
     if "max" in rule:
         t = min(t, float(rule["max"]))
     if "min" in rule:
@@ -228,12 +229,13 @@ def validate(
     device: str = "cpu",
     processes: int = 1,
     capacity: int | None = None,
+    spec: Any = None,
 ) -> dict:
     """Everything `dw train` would reject, short of touching the data (``train.plan.check``;
     ``check_data`` opens it), the memory plan on ``processes`` devices of ``capacity`` bytes
     (BadInput if it cannot fit), and the dry-run figures of the run (plan_costs.py: device-hours
     at ``mfu`` of ``peak`` per GPU or ``cpu_peak`` per CPU process, checkpoint bytes).  No torch."""
-    rp = check_run(cfg, processes=processes)
+    rp = check_run(cfg, processes=processes, spec=spec)
     spec, t = rp.spec, cfg.train
     mb = t.micro_batch_size
     lay = memory.layout(

@@ -305,7 +305,8 @@ def advice(name: str, runs: list, rows: list, hu: str) -> str | None:
         labels = [b for b in blocks if b != big]
         how = f"the {' and '.join(labels)} block{'s' * (len(labels) > 1)} ({', '.join(f'--only {b}' for b in labels)}: "
     elif len(rows) > MIN_RUNS:
-        small = [x for x in rows if x["flops"] * SPAN <= max(flops)]
+        top = max(flops)
+        small = [x for x in rows if x["flops"] * SPAN <= top]
         how = "the runs under a tenth of the largest's compute ("
     else:
         return None

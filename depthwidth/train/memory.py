@@ -33,6 +33,8 @@ would make it fit.  No torch here: ``dw sweep --dry-run`` plans every run.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 from depthwidth.core.devices import GPU_MEMORY_GIB
@@ -84,11 +86,42 @@ class MemoryPlan:
         }
 
 
+@functools.lru_cache(maxsize=64)
+def shape_counts(spec: ModelSpec) -> tuple:
+    """((unit, shape, count), ...): every parameter of ``spec`` (``accounting.param_shapes``), each
+    block's tensors with how many blocks hold them.  A block's shapes depend only on its width and the
+    width entering it, so a run of equal widths is listed as its first block (entered from the previous
+    width) and its second (entered from its own, standing for the rest): a 400-layer uniform model is
+    read as a 2-layer one (the dry run of 10,000 deep configurations spent most of its time listing
+    every layer's tensors, three times a run).  Cached per spec."""
+    widths, mult = [], []
+    for i, w in enumerate(spec.widths):
+        if i and w == spec.widths[i - 1] and i >= 2 and w == spec.widths[i - 2]:
+            mult[-1] += 1  # a third (and later) equal width: the second stands for it
+        else:
+            widths.append(w)
+            mult.append(1)
+    short = spec if len(widths) == spec.depth else dataclasses.replace(spec, widths=tuple(widths))
+    out = []
+    for unit, _, shape in param_shapes(short):
+        k = 1 if unit == "root" else mult[int(unit.split(".", 1)[1])]
+        out.append((unit, shape, k))
+    return tuple(out)
+
+
 def _units(spec: ModelSpec) -> dict:
+    """{unit: elements}: the root's, and each distinct block's (its count beside it: ``_block_sizes``)."""
     units: dict = {}
-    for unit, _, shape in param_shapes(spec):
-        units.setdefault(unit, []).append(shape)
+    for unit, shape, _ in shape_counts(spec):
+        units[unit] = units.get(unit, 0) + _numel(shape)
     return units
+
+
+def _block_sizes(spec: ModelSpec) -> list:
+    """Every block's elements, largest first (one entry per block of the model)."""
+    units = _units(spec)
+    count = {unit: k for unit, _, k in shape_counts(spec) if unit != "root"}
+    return sorted((n for u, n in units.items() if u != "root" for _ in range(min(count[u], 2))), reverse=True)
 
 
 def _numel(shape) -> int:
@@ -100,17 +133,27 @@ def _numel(shape) -> int:
 
 def static_bytes(spec: ModelSpec, mode: str, world: int, rank: int = 0) -> dict:
     """params, grads and optimizer bytes on ``rank`` (exact, see the module docstring)."""
-    shapes = [s for _, _, s in param_shapes(spec)]
+    return dict(_static(spec, mode, world, rank))
+
+
+@functools.lru_cache(maxsize=64)
+def _static(spec: ModelSpec, mode: str, world: int, rank: int) -> tuple:
+    return tuple(_static_bytes(spec, mode, world, rank).items())
+
+
+def _static_bytes(spec: ModelSpec, mode: str, world: int, rank: int) -> dict:
+    shapes = shape_counts(spec)
+    tensors = sum(k for _, _, k in shapes)
     if mode != "fsdp" or world == 1:
-        n = sum(_numel(s) for s in shapes)
-        return {"params": 4 * n, "grads": 4 * n, "optimizer": 8 * n + 4 * len(shapes)}
+        n = sum(k * _numel(s) for _, s, k in shapes)
+        return {"params": 4 * n, "grads": 4 * n, "optimizer": 8 * n + 4 * tensors}
     padded = mine = 0
-    for s in shapes:
+    for _, s, k in shapes:
         d0, row = (s[0], _numel(s[1:])) if s else (1, 1)
         c = -(-d0 // world)
-        padded += c * row
-        mine += max(0, min(c, d0 - rank * c)) * row
-    return {"params": 4 * padded, "grads": 4 * padded, "optimizer": 8 * mine + 4 * len(shapes)}
+        padded += k * c * row
+        mine += k * max(0, min(c, d0 - rank * c)) * row
+    return {"params": 4 * padded, "grads": 4 * padded, "optimizer": 8 * mine + 4 * tensors}
 
 
 def buffer_bytes(spec: ModelSpec, seq_len: int) -> int:
@@ -131,6 +174,12 @@ def _saved(spec: ModelSpec, i: int) -> int:
 
 def activation_bytes(spec: ModelSpec, tokens: int, precision: str, device: str, ac: bool) -> int:
     """Bytes autograd keeps for backward over ``tokens`` tokens of one micro-batch."""
+    return int(tokens * _per_token(spec, precision, device, ac))
+
+
+@functools.lru_cache(maxsize=64)
+def _per_token(spec: ModelSpec, precision: str, device: str, ac: bool) -> int:
+    """activation_bytes per token (the memory plan asks it of every micro-batch size it tries)."""
     bf16 = precision == "bf16" and device == "cuda"
     e = 2 if bf16 else 4
     layer = [2 * _saved(spec, i) + 8 * w if bf16 else 4 * _saved(spec, i) for i, w in enumerate(spec.widths)]
@@ -147,17 +196,15 @@ def activation_bytes(spec: ModelSpec, tokens: int, precision: str, device: str, 
         per_token = sum(keep) + max(layer) + head
     else:
         per_token = sum(layer) + head
-    return int(tokens * per_token)
+    return per_token
 
 
 def compute_bytes(spec: ModelSpec, mode: str, world: int, precision: str, device: str) -> int:
-    units = _units(spec)
-    elems = {u: sum(_numel(s) for s in shapes) for u, shapes in units.items()}
     if mode != "fsdp" or world == 1:
-        return 2 * sum(elems.values()) if precision == "bf16" and device == "cuda" else 0
+        n = sum(k * _numel(s) for _, s, k in shape_counts(spec))
+        return 2 * n if precision == "bf16" and device == "cuda" else 0
     e = 2 if precision == "bf16" and device == "cuda" else 4
-    blocks = sorted((v for u, v in elems.items() if u != "root"), reverse=True)
-    in_flight = sum(blocks[:2]) + elems.get("root", 0)
+    in_flight = sum(_block_sizes(spec)[:2]) + _units(spec).get("root", 0)
     return 2 * e * in_flight  # unsharded parameters + their unsharded gradients before reduce-scatter
 
 

@@ -41,9 +41,9 @@ class CheckedRun:
     budgets: list  # optim.Budget, the full run last
 
 
-def check(cfg: Any, processes: int = 1) -> CheckedRun:
+def check(cfg: Any, processes: int = 1, spec: ModelSpec | None = None) -> CheckedRun:
     """Everything about ``cfg`` run on ``processes`` processes that can be checked without
-    data or a device (BadInput)."""
+    data or a device (BadInput).  ``spec``: ``cfg.model`` resolved already (a sweep's expansion)."""
     config_check.check(cfg)
     t = cfg["train"]
     if t["batch_size"] % processes:
@@ -54,7 +54,7 @@ def check(cfg: Any, processes: int = 1) -> CheckedRun:
     if isinstance(mb, int) and per % mb:
         raise bad("train.micro_batch_size", mb, f"a divisor of the {per} sequences per process")
     steps, per_step = optim.plan_steps(t)
-    spec = from_config(cfg["model"])
+    spec = from_config(cfg["model"]) if spec is None else spec
     dv = cfg["data"].get("vocab_size")
     if spec.vocab_size != dv:
         raise BadInput(f"vocabulary mismatch: model.vocab_size={spec.vocab_size} but data has {dv}")
