@@ -53,15 +53,21 @@ def test_no_penalty_when_no_run_is_deeper():
 def test_exponent_claim_and_its_interval():
     law = get_law("chinchilla")
     df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.005)
-    res = _fit(df, law="chinchilla")
-    assert res["identification"]["verdict"] == "identified"
-    assert res["identification"]["line"].startswith("alpha and beta identified: yes, because alpha = ")
-    assert "no intervals" in res["identification"]["line"]
+    res = _fit(df, law="chinchilla")  # --bootstrap 0: no interval, nothing identified
+    assert res["identification"]["verdict"] == "not-identified"
+    assert res["identification"]["line"] == (
+        "alpha and beta identified: no, because alpha has no interval (--bootstrap 0, or it was withheld); "
+        "beta has no interval (--bootstrap 0, or it was withheld)"
+    )
+    ident = identification(df, law, res["params"], ci={"alpha": [0.3, 0.4], "beta": [0.3, 0.4]})
+    assert ident["verdict"] == "identified" and ident["line"].endswith("with intervals clear of 0 and of the bounds")
+    ident = identification(df, law, res["params"], ci={"alpha": [0.064, 5.0], "beta": [0.3, 0.4]})
+    assert ident["line"].endswith("the interval of alpha [0.064, 5] runs to the bound 5 of the fit")
     wide = {"alpha": [-0.1, 0.6], "beta": [0.3, 0.4]}
     ident = identification(df, law, res["params"], ci=wide)
     assert ident["line"] == "alpha and beta identified: no, because the interval of alpha [-0.1, 0.6] contains 0"
     assert ident["verdict"] == "not-identified"
-    ident = identification(df, law, res["params"], on_bound=["beta"])
+    ident = identification(df, law, res["params"], on_bound=["beta"], ci={"alpha": [0.3, 0.4], "beta": [0.3, 0.4]})
     assert ident["line"] == "alpha and beta identified: no, because beta is on a bound"
 
 
@@ -85,7 +91,7 @@ def test_cli_prints_what_the_fit_rests_on(tmp_path):
     p = run_dw("fit", "--runs", str(f), "--bootstrap", "0", "--max-starts", "50", "--no-write")
     assert p.returncode == 0, p.stderr
     assert "rests on 80 runs, 240 points; loss " in p.stdout
-    assert "alpha and beta identified: yes" in p.stdout
+    assert "alpha and beta identified: no, because alpha has no interval" in p.stdout
 
 
 @pytest.mark.parametrize("law", ["depth-delusion", "width-depth"])

@@ -404,6 +404,7 @@ def _sections(
         level=opts.level,
         n_name=N_NAMES.get(n_conv, "params"),
         pooled=pooled,
+        samples=iv.samples,
     )
     B, level = opts.bootstrap, opts.level
     if opts.approach == "isoflop":
