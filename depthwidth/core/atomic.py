@@ -99,16 +99,21 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 
 
 def append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
-    """Append lines; each batch goes out in one write() then fsync.  A file whose last line is
-    torn (a writer killed mid-append, a full disk) gets its newline first, so the new lines are
-    never glued to the torn one: readers skip that one line (``read_jsonl``) and keep the new."""
+    """Append lines; each batch goes out in one write() then fsync, under an exclusive flock of the
+    file (appenders take turns; readers never wait).  A file whose last line is torn (a writer
+    killed mid-append, a full disk) gets its newline first, so the new lines are never glued to
+    the torn one: readers skip that one line (``read_jsonl``) and keep the new.  The lock is what
+    makes "torn" mean a dead writer, never a live one still writing its line."""
+    import fcntl
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = "".join(json.dumps(r, default=json_default) + "\n" for r in rows)
     if not payload:
         return
     with open(path, "ab") as f:
-        if f.tell() > 0 and torn_tail(path):
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
+        if torn_tail(path) is not None:
             payload = "\n" + payload
         f.write(payload.encode("utf-8"))
         f.flush()
