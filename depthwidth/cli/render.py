@@ -21,7 +21,8 @@ def emit_json(obj: Any) -> None:
     written compact (json's C encoder: indenting 10,000 runs took longer than planning them)."""
     from depthwidth.core.atomic import json_default
 
-    big = isinstance(obj, dict) and len(obj.get("runs") or ()) > FAST_ABOVE
+    runs = obj.get("runs") if isinstance(obj, dict) else None
+    big = isinstance(runs, (list, tuple)) and len(runs) > FAST_ABOVE  # dw report's "runs" is a count
     sys.stdout.write(json.dumps(obj, indent=None if big else 2, default=json_default) + "\n")
 
 
