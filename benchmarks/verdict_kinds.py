@@ -465,7 +465,10 @@ def cmp_fit(world: str, noise: str, seed: int) -> dict:
         keep = ("law", "options", "compare", "identification", "params")
         return {k: res.get(k) for k in keep}
 
-    return _cached(f"cmp-{world}-{noise}-{seed}", make)
+    doc = _cached(f"cmp-{world}-{noise}-{seed}", make)
+    if any("penalty_supported" not in r for r in doc["compare"]["laws"] if r["law"].startswith("depth-delusion")):
+        doc = _cached(f"cmp-{world}-{noise}-{seed}-penalty", make)  # fitted before the rows said it
+    return doc
 
 
 def _old_pick(rows: list, col: str = "loro_rmse"):

@@ -74,6 +74,10 @@ def test_a_law_better_on_most_runs_is_preferred_and_says_how_sure():
     rows[1]["loro_runs"] = {k: v * 4 for k, v in rows[0]["loro_runs"].items()}
     rows[1]["loro_rmse"] = rows[0]["loro_rmse"] * 2
     assert dcrit_preference(rows)["prefers"] == "log"
+    # without a supported penalty the forms are one law: two fits of the same noise are not a preference
+    rows[1]["penalty_supported"] = False
+    pref = dcrit_preference(rows)
+    assert pref["prefers"] is None and "not supported in the depth-delusion[power] fit" in pref["line"]
 
 
 # -- the report's loss-grid lines (report/tables.py) ---------------------------------------------------
