@@ -7,13 +7,14 @@ from typing import Optional
 import typer
 
 from depthwidth.cli.render import emit_json, wide_console
+from depthwidth.core.errors import bad
 
 
 def show_cmd(
     name: Optional[str] = typer.Argument(
         None,
         help="a group (train, probe, run, optim, model, data, launcher, "
-        "tracker) or one setting (model.quantum); none: every group",
+        "tracker), one setting (model.quantum), or fit: dw fit's defaults; none: every group",
     ),
     as_json: bool = typer.Option(False, "--json", help="one JSON list of settings"),
     markdown: bool = typer.Option(False, "--markdown", help="the README's settings table (every group)"),
@@ -34,7 +35,14 @@ def show_cmd(
     if markdown:
         print(docs.markdown())
         return
-    found = docs.select(name) if name else [r for g in ALL_GROUPS for r in docs.rows(g)]
+    if name and name.split(".", 1)[0] == "fit":  # dw fit's defaults (fit/defaults.py), not a run setting
+        from depthwidth.fit.defaults import rows as fit_rows
+
+        found = [r for r in fit_rows() if name in ("fit", r["key"])]
+        if not found:
+            raise bad("setting", name, "fit or fit.KEY: " + ", ".join(r["key"] for r in fit_rows()))
+    else:
+        found = docs.select(name) if name else [r for g in ALL_GROUPS for r in docs.rows(g)]
     if as_json:
         emit_json(found)
         return

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from depthwidth.cli.render import console, emit_json
+from depthwidth.fit.defaults import default as D  # every default of dw fit: one home (fit/defaults.py)
 
 
 def fit_cmd(
@@ -20,17 +21,21 @@ def fit_cmd(
         "tokens, loss, depth, width, flops, seed, run)",
     ),
     law: str = typer.Option(
-        "chinchilla",
+        D("law"),
         "--law",
         help="chinchilla | depth-delusion | width-depth | FILE.yaml: a user-defined law (a formula over the "
         "table's columns, parameters with bounds and starts; docs/user_laws.md) | lr: a tuned sweep's learning-rate "
         "laws (each group's lr* against N, depth and width; docs/tuning.md)",
     ),
-    dcrit: str = typer.Option("log", "--dcrit", help="depth-delusion D_crit form: log (kappa*ln W) | power (c*W^p)"),
-    irreducible: bool = typer.Option(False, "--irreducible", help="depth-delusion: add an irreducible loss E"),
-    bootstrap: int = typer.Option(200, "--bootstrap", help="bootstrap replicates for intervals (0: none)"),
+    dcrit: str = typer.Option(
+        D("dcrit"), "--dcrit", help="depth-delusion D_crit form: log (kappa*ln W) | power (c*W^p)"
+    ),
+    irreducible: bool = typer.Option(
+        D("irreducible"), "--irreducible", help="depth-delusion: add an irreducible loss E"
+    ),
+    bootstrap: int = typer.Option(D("bootstrap"), "--bootstrap", help="bootstrap replicates for intervals (0: none)"),
     resample: str = typer.Option(
-        "noise",
+        D("resample"),
         "--resample",
         help="noise: keep the design, draw each run's seed noise afresh at the scale the residuals show (covers 95% "
         "on planted grids) | runs: resample whole runs (conservative)",
@@ -41,16 +46,16 @@ def fit_cmd(
     compare: Optional[str] = typer.Option(
         None, "--compare", help="laws to compare on held-out runs, e.g. chinchilla,depth-delusion,width-depth"
     ),
-    huber_delta: float = typer.Option(1e-3, "--huber-delta", help="Huber delta on log residuals"),
-    level: float = typer.Option(0.95, "--ci", help="interval level"),
-    seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and of grid subsampling"),
+    huber_delta: float = typer.Option(D("delta"), "--huber-delta", help="Huber delta on log residuals"),
+    level: float = typer.Option(D("level"), "--ci", help="interval level"),
+    seed: int = typer.Option(D("seed"), "--seed", help="seed of the bootstrap and of grid subsampling"),
     max_starts: int = typer.Option(
-        4500,
+        D("max_starts"),
         "--max-starts",
         help="at most this many starts of the law's grid (a fixed-seed subset; chinchilla's full grid is 4,500)",
     ),
     probe_step: int = typer.Option(
-        1000, "--probe-step", help="probe step used for gradient persistence (nearest record)"
+        D("probe_step"), "--probe-step", help="probe step used for gradient persistence (nearest record)"
     ),
     root: Optional[str] = typer.Option(None, "--root", help="run store root (default $DW_RUNS or ./runs)"),
     where: Optional[List[str]] = typer.Option(
@@ -96,7 +101,7 @@ def fit_cmd(
         "their bootstrap interval is wide",
     ),
     approach: str = typer.Option(
-        "3",
+        D("approach"),
         "--approach",
         help="3: the law on every point | isoflop: also per-budget parabola minima and their power laws in C "
         "(approach 2), compared with the law's",
@@ -109,16 +114,16 @@ def fit_cmd(
         "D*, W* solve the same count",
     ),
     c_ref: float = typer.Option(
-        1e21, "--c-ref", help="compute (FLOPs) at which N*, D*, W* and the local exponents are reported"
+        D("c_ref"), "--c-ref", help="compute (FLOPs) at which N*, D*, W* and the local exponents are reported"
     ),
     isoflop_axis: str = typer.Option(
-        "auto",
+        D("isoflop_axis"),
         "--isoflop-axis",
         help="with --approach isoflop: params (model size at fixed C) | depth (shape at fixed params and tokens) "
         "| auto",
     ),
     pool_shapes: bool = typer.Option(
-        False,
+        D("pool_shapes"),
         "--pool-shapes",
         help="a law without a shape term on runs of several width shapes: fit every run (its verdict is withheld: "
         "the law cannot tell the shapes apart); default: the uniform runs only",

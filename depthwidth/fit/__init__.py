@@ -41,9 +41,21 @@ Modules, in the order a fit uses them:
 
 from __future__ import annotations
 
-from depthwidth.fit.match import flops_to_match
-from depthwidth.fit.options import FitOptions
-from depthwidth.fit.pipeline import run_fit
+import importlib
+
+_LAZY = {
+    "flops_to_match": "depthwidth.fit.match",
+    "FitOptions": "depthwidth.fit.options",
+    "run_fit": "depthwidth.fit.pipeline",
+}
+
+
+def __getattr__(name: str):
+    """The public names, imported on first use: ``dw --help`` reads fit/defaults.py without numpy."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'depthwidth.fit' has no attribute {name!r}")
+
 
 __all__ = ["FitOptions", "fit", "flops_to_match", "run_fit"]
 
@@ -51,4 +63,6 @@ __all__ = ["FitOptions", "fit", "flops_to_match", "run_fit"]
 def fit(name: str | None = None, **options) -> dict:
     """``dw fit NAME --law LAW ...``: the fit.json document (written for a sweep unless ``write=False``);
     ``options``: ``run_fit``'s, a ``FitOptions``'s fields among them (the law: chinchilla unless given)."""
+    from depthwidth.fit.pipeline import run_fit
+
     return run_fit(name, **options)

@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from depthwidth.fit.defaults import default
 from depthwidth.fit.count import TWELVE, CountModel
 
 REFERENCE_MODELS = {  # name: (width, depth)
@@ -37,7 +38,7 @@ REFERENCE_MODELS = {  # name: (width, depth)
     "PaLM-540B": (18432, 118),
     "Llama-3-70B": (8192, 80),
 }
-C_REF = 1e21  # FLOPs at which local slopes and D*, W* are reported
+C_REF = default("c_ref")  # FLOPs at which local slopes and D*, W* are reported
 
 
 def _arr(v):

@@ -20,11 +20,10 @@ from dataclasses import dataclass, fields
 from depthwidth.core.errors import bad
 from depthwidth.fit.boot import RESAMPLE
 from depthwidth.fit.count import check_convention
-from depthwidth.fit.derived import C_REF
+from depthwidth.fit.defaults import default
 from depthwidth.fit.holdout import parse_holdout
 from depthwidth.fit.isoflop import AXES as ISOFLOP_AXES
 from depthwidth.fit.laws import LAW_NAMES, Law, get_law, label, parse_pins
-from depthwidth.fit.solver import DEFAULT_DELTA
 from depthwidth.fit.tuning import MODES as TUNED_MODES
 from depthwidth.fit.userlaw import is_law_file, is_user, load_law
 from depthwidth.fit.verdicts import law_of_label
@@ -49,30 +48,30 @@ class Checked:
 
 @dataclass(frozen=True)
 class FitOptions:
-    law: str | dict | Law = "chinchilla"  # a built-in law's name, or a user law: FILE.yaml, a dict, a Law (userlaw.py)
-    dcrit: str = "log"  # depth-delusion's D_crit form: log (kappa*ln W) | power (c*W^p)
-    irreducible: bool = False  # depth-delusion: an irreducible loss E
+    law: str | dict | Law = default(
+        "law"
+    )  # a built-in law's name, or a user law: FILE.yaml, a dict, a Law (userlaw.py)
+    dcrit: str = default("dcrit")  # depth-delusion's D_crit form: log (kappa*ln W) | power (c*W^p)
+    irreducible: bool = default("irreducible")  # depth-delusion: an irreducible loss E
     where: list | tuple | None = None  # COLUMN=VALUE filters of the table's rows
-    bootstrap: int = 200  # replicates for intervals (0: none)
-    resample: str = "noise"  # what a replicate redraws (fit/boot.py)
-    level: float = 0.95  # interval level
-    seed: int = 0
-    delta: float = DEFAULT_DELTA  # Huber delta on log residuals
-    max_starts: int = 4500
+    bootstrap: int = default("bootstrap")  # replicates for intervals (0: none)
+    resample: str = default("resample")  # what a replicate redraws (fit/boot.py)
+    level: float = default("level")  # interval level
+    seed: int = default("seed")
+    delta: float = default("delta")  # Huber delta on log residuals
+    max_starts: int = default("max_starts")
     pins: object = None  # --pin NAME=VALUE, a string or a list of them
     compare: str | None = None  # laws to compare on held-out runs, comma-separated
     holdout: str | None = None  # largest[:K]
     sensitivity: bool = False
-    approach: str = "3"
-    isoflop_axis: str = "auto"
+    approach: str = default("approach")
+    isoflop_axis: str = default("isoflop_axis")
     n_convention: str | None = None  # None: the law's own
-    c_ref: float = C_REF  # compute at which N*, D*, W* are reported
-    probe_step: int = 1000  # probe step of gradient persistence
+    c_ref: float = default("c_ref")  # compute at which N*, D*, W* are reported
+    probe_step: int = default("probe_step")  # probe step of gradient persistence
     metric: str | None = None  # METRIC:TASK: a downstream metric predicted from loss in two steps (downstream.py)
     tuned: str | None = None  # a tuned sweep: fit each group's best | interpolated (tuning.py); None: best
-    pool_shapes: bool = (
-        False  # a law without a shape term on several width shapes: every run (no verdict), not the uniform ones
-    )
+    pool_shapes: bool = default("pool_shapes")  # a shape-blind law on several width shapes: every run (no verdict)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -13,9 +13,10 @@ from typing import Mapping
 
 import numpy as np
 
+from depthwidth.fit.defaults import default
 from depthwidth.fit.laws import Law
 
-DEFAULT_DELTA = 1e-3
+DEFAULT_DELTA = default("delta")  # fit/defaults.py
 
 
 SEARCH_SMOOTH = 0.05  # hinge softening during the multi-start search
