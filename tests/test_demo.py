@@ -4,6 +4,7 @@ training by detached local workers, `dw status --watch`, `dw fit`, `dw report --
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -59,4 +60,5 @@ def test_short_demo_runs_end_to_end(tmp_path):
     # the last step plants the same grid (dw simulate) and asks whether it could identify D_crit at all
     planted = json.loads((tmp_path / "runs" / "demo-planted" / "fit.json").read_text())
     assert planted["planted"]["same_law"] and planted["n_runs"] == 12
-    assert "planted world (depth-delusion[log], seed 1)" in p.stdout and "D_crit identified: " in p.stdout
+    assert "planted world (depth-delusion[log], seed 1)" in p.stdout
+    assert re.search(r"^ *(no depth penalty shown|D_crit not located|D_crit located): ", p.stdout, re.M), p.stdout

@@ -63,18 +63,7 @@ def varied_cell(r: dict, col: str) -> str:
 def plain_table(title, cols, rows, right, styled=None):
     """The same look as rich's default table, drawn as one Text (1,000 rows in ~50 ms).  ``styled``:
     (column, {value: style}) colours that column's cells (dw status's states)."""
-    from rich.text import Text
-
-    w = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-
-    def cells(vals):
-        return "│".join(f" {v:>{w[i]}} " if cols[i] in right else f" {v:<{w[i]}} " for i, v in enumerate(vals))
-
-    total = sum(w) + 3 * len(w) + 1
-    out = Text(f"{title:^{total}}\n", style="italic")
-    out.append("┏" + "┳".join("━" * (x + 2) for x in w) + "┓\n")
-    out.append("┃" + cells(cols).replace("│", "┃") + "┃\n", style="bold")
-    out.append("┡" + "╇".join("━" * (x + 2) for x in w) + "┩\n")
+    w, cells, out, bottom = _table_head(title, cols, rows, right)
     k = cols.index(styled[0]) if styled else None
     pre = sum(w[:k]) + 3 * k + 2 if styled else 0
     for r in rows:
@@ -82,5 +71,32 @@ def plain_table(title, cols, rows, right, styled=None):
         out.append("│" + cells(r) + "│\n")
         if styled:
             out.stylize(styled[1][r[k]], start + pre, start + pre + len(r[k]))
-    out.append("└" + "┴".join("─" * (x + 2) for x in w) + "┘")
+    out.append(bottom)
     return out
+
+
+def print_plain_table(c, title, cols, rows, right) -> None:
+    """``plain_table`` on console ``c``: its title and header through rich, its rows written as they are
+    (rich splits, strips and measures every line it prints: 10,000 rows took ~0.5 s)."""
+    _, cells, head, bottom = _table_head(title, cols, rows, right)
+    head.rstrip()
+    c.print(head, soft_wrap=True)
+    c.file.write("".join(["│" + cells(r) + "│\n" for r in rows]) + bottom + "\n")
+
+
+def _table_head(title, cols, rows, right):
+    """(column widths, a row's cells drawn, the title and header as a Text, the bottom line)."""
+    from rich.text import Text
+
+    w = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    just = [str.rjust if c in right else str.ljust for c in cols]
+
+    def cells(vals):
+        return " " + " │ ".join([j(v, x) for j, v, x in zip(just, vals, w)]) + " "
+
+    total = sum(w) + 3 * len(w) + 1
+    out = Text(f"{title:^{total}}\n", style="italic")
+    out.append("┏" + "┳".join("━" * (x + 2) for x in w) + "┓\n")
+    out.append("┃" + cells(cols).replace("│", "┃") + "┃\n", style="bold")
+    out.append("┡" + "╇".join("━" * (x + 2) for x in w) + "┩\n")
+    return w, cells, out, "└" + "┴".join("─" * (x + 2) for x in w) + "┘"

@@ -11,7 +11,7 @@ from depthwidth.cli.render import (
     FAST_ABOVE,
     console,
     emit_json,
-    plain_table,
+    print_plain_table,
     varied_cell,
     varied_columns,
     wide_console,
@@ -403,7 +403,7 @@ def _render_dry(s, doc, secs) -> None:
         c.print(t)
     else:  # thousands of runs: drawn directly (rich measures every cell)
         names = [col for col, _ in cols]
-        c.print(plain_table(title, names, body, {col for col, j in cols if j == "right"}), soft_wrap=True)
+        print_plain_table(c, title, names, body, {col for col, j in cols if j == "right"})
         if s.description:
             c.print(s.description, highlight=False, soft_wrap=True)
     dh = doc["device_hours"]

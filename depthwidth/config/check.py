@@ -39,9 +39,59 @@ def check(cfg: Mapping, groups=CHECKED) -> None:
         _cross(t, o)
 
 
+# Groups and settings that passed, by value (``_frozen``): the runs of a sweep share most groups whole
+# and most settings of the rest (10,000 runs had checked optim, probe, run, launcher and tracker
+# 10,000 times each, setting by setting).
+_PASSED: set = set()
+_PASSED_MAX = 4096
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
+def _frozen(x: Any) -> Any:
+    """A hashable value that equals another only where the checks cannot tell them apart: every
+    scalar with its type (1, 1.0 and True differ), mappings in order, lists as lists."""
+    t = x.__class__
+    if t in _SCALARS:
+        return (t, x)
+    if isinstance(x, dict):
+        if _SCALARS.issuperset(map(type, x.values())):  # a flat mapping, frozen without a call per value
+            return (dict, tuple(x.items()), tuple(map(type, x.values())))
+        return (dict, tuple((k, _frozen(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return (list, tuple(map(_frozen, x)))
+    return [t, x]  # another type (an OmegaConf list ...): unhashable, so never taken for another value
+
+
+def _passed(key: Any) -> bool:
+    try:
+        return key in _PASSED
+    except TypeError:  # a value that cannot be hashed: checked every time
+        return False
+
+
+def _remember(key: Any) -> None:
+    try:
+        if len(_PASSED) >= _PASSED_MAX:
+            _PASSED.clear()
+        _PASSED.add(key)
+    except TypeError:
+        pass
+
+
 def check_group(group: str, node: Mapping) -> None:
     if not hasattr(node, "keys"):
         raise bad(group, node, "a mapping of settings")
+    if not isinstance(node, dict):  # an OmegaConf node or another mapping: checked as it is, every time
+        _check_group(group, node)
+        return
+    key = ("group", group, _frozen(node))
+    if _passed(key):
+        return
+    _check_group(group, node)
+    _remember(key)
+
+
+def _check_group(group: str, node: Mapping) -> None:
     cls = schema_of(group, node)
     hints = schema_hints(cls)
     fields = field_map(cls)
@@ -54,7 +104,7 @@ def check_group(group: str, node: Mapping) -> None:
     for name, f in fields.items():
         if name not in node.keys():
             raise BadInput(f"missing setting {group}.{name}")
-        _check_value(f"{group}.{name}", node[name], hints[name], f.metadata.get("range", Range()))
+        _check_known(cls, f"{group}.{name}", node[name], hints[name], f.metadata.get("range", Range()))
 
 
 def check_setting(group: str, key: str, value: Any, node: Mapping | None = None) -> None:
@@ -63,7 +113,16 @@ def check_setting(group: str, key: str, value: Any, node: Mapping | None = None)
     (``model.resolve.from_config``) and must bound its integers before it loops over them."""
     cls = schema_of(group, node)
     f = field_map(cls)[key]
-    _check_value(f"{group}.{key}", value, schema_hints(cls)[key], f.metadata.get("range", Range()))
+    _check_known(cls, f"{group}.{key}", value, schema_hints(cls)[key], f.metadata.get("range", Range()))
+
+
+def _check_known(cls: type, name: str, v: Any, tp: Any, r: Range) -> None:
+    """``_check_value``, once per value a setting of ``cls`` is given."""
+    key = (cls, name, _frozen(v))
+    if _passed(key):
+        return
+    _check_value(name, v, tp, r)
+    _remember(key)
 
 
 def _cross(t: Mapping, o: Mapping) -> None:

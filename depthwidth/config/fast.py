@@ -137,6 +137,7 @@ def _base(groups: tuple) -> Any:
 
 
 _PLAIN_BASE: dict = {}
+_SCALARS = frozenset({int, float, str, bool, type(None)})
 _INTERP = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")
 
 
@@ -144,16 +145,21 @@ def compose_fast(groups: dict, keys: dict) -> Node:
     """Resolved config for group choices + key overrides (raises BadInput).
 
     Works on plain dicts (a deep copy of an OmegaConf node costs more than the
-    whole rest of a run's dry-run); plain ``${a.b}`` interpolations are
-    resolved here, anything fancier goes through OmegaConf.  A test checks
-    the result equals Hydra's compose of the run's override list."""
+    whole rest of a run's dry-run), read as Nodes straight from the cached base's
+    JSON; plain ``${a.b}`` interpolations are resolved here (where the base holds
+    one, and in the overridden values: nothing else can hold one), anything fancier
+    goes through OmegaConf.  A test checks the result equals Hydra's compose of the
+    run's override list."""
 
     from omegaconf import OmegaConf
 
     bkey = tuple(sorted(groups.items()))
     if bkey not in _PLAIN_BASE:
-        _PLAIN_BASE[bkey] = json.dumps(OmegaConf.to_container(_base(bkey), resolve=False))
-    cfg = json.loads(_PLAIN_BASE[bkey])
+        text = json.dumps(OmegaConf.to_container(_base(bkey), resolve=False))
+        _PLAIN_BASE[bkey] = (text, _interpolated(json.loads(text)))
+    text, interpolated = _PLAIN_BASE[bkey]
+    cfg = json.loads(text, object_pairs_hook=Node)
+    overridden = []
     for k, v in keys.items():
         add = k.startswith("+")
         k = k.lstrip("+")
@@ -161,26 +167,38 @@ def compose_fast(groups: dict, keys: dict) -> Node:
         node = cfg
         for i, p in enumerate(parents):
             if not isinstance(node, dict) or (p not in node and not add):
-                raise unknown_key(k, json.loads(_PLAIN_BASE[bkey]))
-            node = node.setdefault(p, {})
+                raise unknown_key(k, json.loads(text))
+            node = node.setdefault(p, Node())
         if not isinstance(node, dict) or (leaf not in node and not add):
-            raise unknown_key(k, json.loads(_PLAIN_BASE[bkey]))
-        v = json.loads(json.dumps(v))
+            raise unknown_key(k, json.loads(text))
+        if v.__class__ not in _SCALARS:  # a copy in JSON's types (a scalar is immutable and stays itself)
+            v = json.loads(json.dumps(v), object_pairs_hook=Node)
         if isinstance(v, dict) and isinstance(node.get(leaf), dict):
             node[leaf] = _merge(node[leaf], v)
         else:
             node[leaf] = v
-    return nodes(_resolve(cfg))
+        overridden.append((*parents, leaf))
+    return _resolve(cfg, interpolated + overridden)
+
+
+def _interpolated(x: Any, path: tuple = ()) -> list:
+    """The paths (keys and list indices) of every string holding ``${`` in ``x``."""
+    if isinstance(x, dict):
+        return [p for k, v in x.items() for p in _interpolated(v, (*path, k))]
+    if isinstance(x, list):
+        return [p for i, v in enumerate(x) for p in _interpolated(v, (*path, i))]
+    return [path] if isinstance(x, str) and "${" in x else []
 
 
 def _merge(a: dict, b: dict) -> dict:
-    out = dict(a)
+    out = Node(a)
     for k, v in b.items():
         out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
-def _resolve(cfg: dict) -> dict:
+def _resolve(cfg: dict, paths: list) -> Node:
+    """``cfg`` with the plain interpolations under ``paths`` resolved (every other value holds none)."""
     fancy = []
 
     def lookup(path: str, seen: tuple):
@@ -212,7 +230,12 @@ def _resolve(cfg: dict) -> dict:
             return [walk(x) for x in node]
         return value(node)
 
-    walk(cfg)
+    for path in paths:
+        parent = cfg
+        for p in path[:-1]:
+            parent = _child(parent, p)
+        if _child(parent, path[-1]) is not _MISSING:  # an override may have replaced the base's node
+            parent[path[-1]] = walk(parent[path[-1]])
     if fancy:  # string interpolation, resolvers ...: OmegaConf's job
         from omegaconf import OmegaConf
 
@@ -221,5 +244,17 @@ def _resolve(cfg: dict) -> dict:
             OmegaConf.resolve(c)
         except Exception as e:
             raise BadInput(f"config does not resolve: {' '.join(str(e).split())}") from None
-        cfg = OmegaConf.to_container(c)
+        return nodes(OmegaConf.to_container(c))
     return cfg
+
+
+_MISSING = object()
+
+
+def _child(node: Any, key: Any) -> Any:
+    """``node[key]`` where a dict holds that key or a list that index, else _MISSING."""
+    if isinstance(node, dict):
+        return node.get(key, _MISSING) if isinstance(key, str) else _MISSING
+    if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+        return node[key]
+    return _MISSING

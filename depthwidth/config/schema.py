@@ -171,6 +171,10 @@ MAX_WIDTH = 1 << 20  # 1,048,576: width, per-layer widths, quantum, heads, head_
 MAX_DEPTH = 10_000
 MAX_VOCAB = 1 << 24  # 16,777,216
 MAX_EXPERTS = 4096
+# and of the machine a run or a local sweep uses: train.threads (train/plan.check) and launcher.workers
+# (launch/config.py; the dry run lists every worker: 1e11 of them had spun for minutes, and
+# train.threads=1e11 was an OverflowError traceback at set-up).  The largest machines have ~1,000 cores.
+MAX_CPUS = 4096
 
 
 @dataclass

@@ -99,11 +99,13 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 
 
 def append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
-    """Append lines; each batch goes out in one write() then fsync, under an exclusive flock of the
-    file (appenders take turns; readers never wait).  A file whose last line is torn (a writer
-    killed mid-append, a full disk) gets its newline first, so the new lines are never glued to
-    the torn one: readers skip that one line (``read_jsonl``) and keep the new.  The lock is what
-    makes "torn" mean a dead writer, never a live one still writing its line."""
+    """Append lines, whole or not at all; each batch goes out in one write() then fsync, under an
+    exclusive flock of the file (appenders take turns; readers never wait).  A write or fsync that
+    fails (a full disk: the write stops part-way) takes its part back, so the file ends as it was,
+    then raises.  A file whose last line is torn (a writer killed mid-append) gets its newline first,
+    so the new lines are never glued to the torn one: readers skip that one line (``read_jsonl``)
+    and keep the new.  The lock is what makes "torn" mean a dead writer, never a live one still
+    writing its line."""
     import fcntl
 
     path = Path(path)
@@ -111,13 +113,22 @@ def append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
     payload = "".join(json.dumps(r, default=json_default) + "\n" for r in rows)
     if not payload:
         return
-    with open(path, "ab") as f:
+    with open(path, "ab", buffering=0) as f:  # unbuffered: nothing left to write at close
         fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
         if torn_tail(path) is not None:
             payload = "\n" + payload
-        f.write(payload.encode("utf-8"))
-        f.flush()
-        os.fsync(f.fileno())
+        start = os.fstat(f.fileno()).st_size
+        try:
+            data = memoryview(payload.encode("utf-8"))
+            while data:
+                data = data[f.write(data) :]
+            os.fsync(f.fileno())
+        except OSError:
+            try:
+                os.ftruncate(f.fileno(), start)  # the lines this call began: none of them stays
+            except OSError:
+                pass
+            raise
 
 
 def torn_tail(path: str | os.PathLike) -> bytes | None:

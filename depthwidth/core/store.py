@@ -50,6 +50,11 @@ def checkout_store(name: str, root=None) -> Path | None:
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
+def is_name(name) -> bool:
+    """Whether ``name`` may name a sweep (``check_name`` without the error)."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
+
+
 def check_name(name, what: str = "sweep") -> str:
     """A sweep's name is one folder of the runs directory: no ``/``, no ``..``, not absolute,
     so nothing dw writes or reads for it can land outside that directory."""

@@ -91,6 +91,8 @@ def _default_launcher() -> str:
 
 def _check(cfg: dict, need_scheduler: bool = True, check_gpus: bool = True) -> None:
     check_group("launcher", cfg)
+    if cfg["name"] == "local" and int(cfg["workers"]) > schema.MAX_CPUS:  # before anything lists them
+        raise bad("launcher.workers", cfg["workers"], f"an integer in [1, {schema.MAX_CPUS:,}] (CPU worker processes)")
     if cfg["name"] == "slurm":
         gpn, tpn = int(cfg["gpus_per_node"]), cfg["tasks_per_node"]
         if gpn and tpn is not None and int(tpn) > gpn:  # a process per GPU, at most

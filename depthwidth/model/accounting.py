@@ -81,11 +81,13 @@ def vwt_params(widths: Sequence[float], h: float, vocab: int, terms=DENSE_TERMS)
     return p
 
 
-def _count(spec: ModelSpec, mlp_hidden: Callable[[int], float]) -> dict:
+def _count(spec: ModelSpec, mlp_hidden: Callable[[int], float], classes=None) -> dict:
     """The one formula behind ``count_params`` and ``total_params_for_widths``.
 
     Widths (and ``mlp_hidden``) may be floats, so shape matching can solve on
     a continuous width; with integer widths every term is an exact int.
+    ``classes``: ((i, n), ...), layer i counted for n layers (``spec.layer_classes``); default
+    every layer once, in order (the float sums of shape matching stay as they were).
     """
     V, h = spec.vocab_size, spec.embed_width
     per_norm = 2 if spec.norm == "layernorm" else 1  # weight (+ bias) per coordinate
@@ -96,23 +98,24 @@ def _count(spec: ModelSpec, mlp_hidden: Callable[[int], float]) -> dict:
     layer_matmul = 0
     idle = 0  # MoE: expert weights a token is not routed to
     other = 0  # biases and norm weights
-    for i, w in enumerate(spec.widths):
+    for i, k in ((i, 1) for i in range(spec.depth)) if classes is None else classes:
+        w = spec.widths[i]
         m = mlp_hidden(i)
-        layer_matmul += 3 * w * w + w * w  # fused q,k,v + attention output
+        layer_matmul += k * (3 * w * w + w * w)  # fused q,k,v + attention output
         if moe:  # router + n_experts SwiGLU experts (up, gate, out), no biases
-            layer_matmul += spec.n_experts * w + spec.n_experts * 3 * w * m
-            idle += (spec.n_experts - spec.top_k) * 3 * w * m
-            other += b * (3 * w + w)  # attention biases only
+            layer_matmul += k * (spec.n_experts * w + spec.n_experts * 3 * w * m)
+            idle += k * ((spec.n_experts - spec.top_k) * 3 * w * m)
+            other += k * (b * (3 * w + w))  # attention biases only
         else:
-            layer_matmul += n_in * w * m + m * w  # MLP in (and gate) + MLP out
-            other += b * (3 * w + w + n_in * m + w)  # the same Linears' biases
-        other += 2 * per_norm * w  # norm_1 and norm_2 on the active prefix
+            layer_matmul += k * (n_in * w * m + m * w)  # MLP in (and gate) + MLP out
+            other += k * (b * (3 * w + w + n_in * m + w))  # the same Linears' biases
+        other += k * (2 * per_norm * w)  # norm_1 and norm_2 on the active prefix
         if spec.stabiliser == "rezero":
-            other += 2  # one learned gate per residual branch
+            other += k * 2  # one learned gate per residual branch
         elif spec.stabiliser == "normformer":
-            other += per_norm * (w + m)  # post-attention norm, norm on the MLP hidden units
+            other += k * (per_norm * (w + m))  # post-attention norm, norm on the MLP hidden units
         if spec.resize == "proj" and spec.input_width(i) != w:
-            layer_matmul += spec.input_width(i) * w  # learned resize into layer i
+            layer_matmul += k * (spec.input_width(i) * w)  # learned resize into layer i
     if spec.resize == "proj" and spec.widths[-1] != h:
         layer_matmul += spec.widths[-1] * h  # learned resize back to the head's width
     other += per_norm * spec.final_norm_width
@@ -139,7 +142,7 @@ def _counted(spec: ModelSpec) -> tuple:
     """count_params, once per spec (a dry run asks it three times a run: the token rule, the
     parameters, the FLOPs per token)."""
     spec.validate()
-    return tuple(_count(spec, spec.mlp_hidden).items())
+    return tuple(_count(spec, spec.mlp_hidden, spec.layer_classes()).items())
 
 
 def total_params_for_widths(widths: Sequence[float], template: ModelSpec) -> float:
@@ -169,13 +172,19 @@ def _attention_dims(spec: ModelSpec) -> tuple:
     return tuple(spec.heads(i) * spec.head_size(i) for i in range(spec.depth))
 
 
+@functools.lru_cache(maxsize=64)
+def _attention_width(spec: ModelSpec) -> int:
+    """Σ_i d_i over the layers, one layer of each class (``spec.layer_classes``) counted n times."""
+    return sum(n * spec.heads(i) * spec.head_size(i) for i, n in spec.layer_classes())
+
+
 def flops_per_token(spec: ModelSpec, seq_len: int, causal: bool = True) -> dict:
     """Training FLOPs per token: {dense, attention, total} (see module docstring)."""
     _check_seq_len(seq_len)
     n_matmul = count_params(spec)["matmul_active"]
     n_ctx = (seq_len + 1) / 2 if causal else float(seq_len)
     dense = 6 * n_matmul
-    attention = 3 * sum(2 * n_ctx * d + 2 * n_ctx * d for d in attention_dims(spec))
+    attention = 3 * (4 * n_ctx * _attention_width(spec))  # Σ_i 4·n_ctx·d_i: every term a multiple of 1/2, exact
     return {"dense": dense, "attention": attention, "total": dense + attention}
 
 
@@ -184,7 +193,7 @@ def kv_bytes_per_token(spec: ModelSpec, bytes_per_value: int = 2) -> int:
     spec.validate()
     if bytes_per_value <= 0:
         raise bad("bytes_per_value", bytes_per_value, "a positive number of bytes")
-    return sum(2 * d * bytes_per_value for d in attention_dims(spec))
+    return 2 * bytes_per_value * _attention_width(spec)
 
 
 def account(spec: ModelSpec, seq_len: int) -> dict:

@@ -92,10 +92,9 @@ def from_config(m: Any) -> ModelSpec:
         if len(widths) != depth:
             raise bad("model.widths", list(widths), f"a list of model.depth={depth} widths")
     else:
-        at_h = replace(template, embed_width=width)
 
-        def count(ws):
-            return total_params_for_widths(ws, replace(template, embed_width=ws[0]) if embed == "first" else at_h)
+        def count(ws):  # the template's embedding width is ``width`` already
+            return total_params_for_widths(ws, replace(template, embed_width=ws[0]) if embed == "first" else template)
 
         widths = shapes.schedule(
             c["shape"],
@@ -121,12 +120,16 @@ def from_config(m: Any) -> ModelSpec:
                     f"model.match=exact: widths rounded to multiples of {c['quantum']} leave the "
                     f"parameters {100 * off:.2f}% off the uniform model (0.5% wanted); lower model.quantum"
                 )
-    spec = replace(
-        template,
-        widths=tuple(widths),
-        embed_width=widths[0] if embed == "first" else width,
-        extra={"warning": warning} if warning else {},
-    )
+    widths, embed_width = tuple(widths), widths[0] if embed == "first" else width
+    if (
+        widths == template.widths
+        and set(map(type, widths)) == {int}
+        and embed_width == template.embed_width
+        and not warning
+    ):
+        spec = template  # a uniform model: the template is the spec (a spec costs 20 us to build)
+    else:
+        spec = replace(template, widths=widths, embed_width=embed_width, extra={"warning": warning} if warning else {})
     check_heads(spec, quantum=None if explicit or len(set(widths)) == 1 else int(c["quantum"]))
     return spec.validate()
 
@@ -140,11 +143,12 @@ def check_heads(spec: ModelSpec, quantum: int | None = None) -> None:
         or not isinstance(n, int)
         or n < 1
         or spec.head_dim is not None
-        or any(not isinstance(w, int) or w < 1 for w in spec.widths)
+        or any(not isinstance(spec.widths[i], int) or spec.widths[i] < 1 for i, _ in spec.layer_classes())
     ):
         return  # spec.validate() words the other cases
     pair = 2 if spec.rope else 1
-    for i, w in enumerate(spec.widths):
+    for i, _ in spec.layer_classes():  # one layer of each width, in order: the first that fails
+        w = spec.widths[i]
         if w % n == 0 and (w // n) % pair == 0:
             continue
         # h fits every width x when pair * h divides x: the divisors of gcd(widths) / pair (never a loop to min width)

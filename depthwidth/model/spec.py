@@ -12,6 +12,7 @@ input), ``depth`` is L (``n_layer``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from itertools import groupby
 from typing import Any, Sequence
 
 from depthwidth.config.schema import Model, choices, defaults
@@ -102,6 +103,14 @@ class ModelSpec:
             return "inv" if self.mup else "inv_sqrt"
         return self.attn_scale
 
+    def layer_classes(self) -> tuple[tuple[int, int], ...]:
+        """``layer_classes(widths)``, once per spec (a dry run reads every per-layer figure through it)."""
+        c = self.__dict__.get("_classes")
+        if c is None:
+            c = layer_classes(self.widths)
+            object.__setattr__(self, "_classes", c)
+        return c
+
     def input_width(self, i: int) -> int:
         """Width of the stream entering layer i (for resize='proj')."""
         return self.embed_width if i == 0 else self.widths[i - 1]
@@ -125,7 +134,9 @@ class ModelSpec:
     def _check(self) -> None:
         if len(self.widths) < 1:
             raise bad("model.depth", len(self.widths), "an integer >= 1")
-        for i, w in enumerate(self.widths):
+        classes = self.layer_classes()  # a layer's checks read its width only: one layer of each class
+        for i, _ in classes:
+            w = self.widths[i]
             if not isinstance(w, int) or w < 1:
                 raise bad(f"width of layer {i + 1}", w, "a positive integer (did rounding make it 0?)")
         if self.vocab_size < 1:
@@ -170,7 +181,8 @@ class ModelSpec:
                 raise bad("model.stabiliser", self.stabiliser, "none|post|deepnorm|rezero with model.mlp=moe")
         if (self.n_head is None) == (self.head_dim is None):
             raise BadInput("set exactly one of model.heads (fixed head count) and model.head_dim (fixed head size)")
-        for i, w in enumerate(self.widths):
+        for i, _ in classes:
+            w = self.widths[i]
             if self.n_head is not None:
                 if self.n_head < 1 or w % self.n_head:
                     raise bad(f"width of layer {i + 1}", w, f"a multiple of the head count {self.n_head}")
@@ -179,6 +191,24 @@ class ModelSpec:
                     raise bad(f"width of layer {i + 1}", w, f"a multiple of the head dimension {self.head_dim}")
             if self.rope and self.head_size(i) % 2:
                 raise bad(f"head size of layer {i + 1}", self.head_size(i), "an even number (RoPE rotates pairs)")
+
+
+def layer_classes(widths: Sequence) -> tuple[tuple[int, int], ...]:
+    """((i, n), ...) in layer order: layer i stands for itself and the n - 1 layers after it, every one
+    of the same width (and type) entered from a layer of that width.  What a layer holds, computes and
+    saves depends only on its width and the width entering it, so a per-layer figure is Σ n · figure(i)
+    over the classes: a run of equal widths is two classes (its first layer, entered from the width
+    before it, and the rest), and a uniform model of any depth is two (a 400-layer model is read as 2)."""
+    one_type = len(set(map(type, widths))) <= 1  # else 512 and 512.0 are told apart
+    out: list = []
+    i = 0
+    for _, g in groupby(widths if one_type else zip(widths, map(type, widths))):
+        n = len(list(g))
+        out.append((i, 1))
+        if n > 1:
+            out.append((i + 1, n - 1))
+        i += n
+    return tuple(out)
 
 
 def uniform_spec(spec: ModelSpec, width: int, depth: int) -> ModelSpec:

@@ -16,6 +16,7 @@ run's identity).
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -107,6 +108,7 @@ def expand(
             raise BadInput(f"{k} is set by dw sweep itself (runs/{name}/RUN_ID)")
     runs, seen, dup = [], {}, 0
     launchers: dict = {}
+    pool: dict = {}  # the groups runs share (``_share``)
     for pt in points(name, doc):
         lkey = json.dumps(pt["launcher"], sort_keys=True, default=str)
         if lkey not in launchers:  # launcher errors are the sweep's, not one run's: raised here
@@ -134,6 +136,8 @@ def expand(
                 _check_halving(cfg, lcfg)
         except BadInput as e:
             r.error = str(e)
+        if r.cfg is not None:
+            _share(r.cfg, pool)
         r.overrides = override_list(groups, keys)
         if r.run_id is not None and r.run_id in seen:
             dup += 1  # the same config reached twice (e.g. a shared baseline): one run
@@ -146,6 +150,19 @@ def expand(
         r.index = len(runs)
         runs.append(r)
     return Sweep(name, str(doc.get("description", "")), runs, dup, store=store_name)
+
+
+def _share(cfg: Any, pool: dict) -> None:
+    """Each group of a run's settled ``cfg`` equal to one an earlier run holds replaced by that one (read
+    only from here on): the runs of a sweep differ in a few settings, and 10,000 runs had held 10,000
+    copies of every group they share (86 MB of a dry run's 280)."""
+    for g, node in cfg.items():
+        if isinstance(node, dict):
+            try:  # JSON tells 1, 1.0 and true apart; a value JSON cannot hold keeps the group its own
+                key = (g, hashlib.sha1(json.dumps(node).encode()).digest())
+            except (TypeError, ValueError):
+                continue
+            cfg[g] = pool.setdefault(key, node)
 
 
 def derive(r: Run, keys: dict, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, cpu_peak=DEFAULT_CPU_PEAK):

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth.core.errors import BadInput, bad, did_you_mean
+from depthwidth.core.store import is_name
 
 TOP_KEYS = (
     "description",
@@ -93,23 +94,64 @@ def available() -> list[str]:
 
 # Bounded input: what a sweep file may hold, checked before anything is expanded (a sweep file is a few
 # KiB; the shipped ones hold at most 30 runs).  Each is refused in one line, exit 2, within a second.
-MAX_FILE_BYTES = 1 << 20  # a sweep file's size
+MAX_FILE_BYTES = 64 << 10  # a sweep file's size: 64 KiB (the shipped ones 1-5 KiB), read within a second whatever
+# it holds (libyaml: 0.4 s of CPU for 32,768 numbers in one list; 1 MiB of them took 7-13 s)
 MAX_YAML_NODES = 1_000_000  # YAML nodes once every alias is expanded (a "billion laughs" file: 10^9)
+MAX_NESTING = 64  # lists and mappings inside one another (a sweep file needs 4)
 MAX_RUNS = 100_000  # runs per sweep, counted from the file before any run is built
+# the values a sweep file holds: mappings, lists, strings, numbers, booleans, null (and << merge keys);
+# !!binary, !!set, !!omap, !!python/... build objects no override can carry
+_PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}" for t in ("map", "seq", "str", "int", "float", "bool", "null", "merge")
+)
+
+
+def _loader_class():
+    """OmegaConf's YAML loader (YAML 1.2 floats, no timestamps, duplicate keys refused) on libyaml's C
+    parser where PyYAML has it: linear in how deeply lists nest (PyYAML's own scanner is quadratic in
+    it: 60 KB of lists 300 deep took 8 s) and several times faster.  Without libyaml, PyYAML's parser
+    with the nesting bounded as it is read."""
+    import yaml
+    from omegaconf._utils import get_yaml_loader
+
+    base = get_yaml_loader()
+    if getattr(yaml, "__with_libyaml__", False):
+        from yaml.cyaml import CParser
+
+        class Loader(CParser, base):
+            def __init__(self, stream):
+                CParser.__init__(self, stream)
+                yaml.constructor.SafeConstructor.__init__(self)
+                yaml.resolver.Resolver.__init__(self)
+
+        return Loader
+
+    class Bounded(base):
+        def fetch_flow_collection_start(self, token):
+            if self.flow_level >= MAX_NESTING:
+                raise _TooDeep(f"more than {MAX_NESTING} levels (line {self.line + 1}, column {self.column + 1})")
+            super().fetch_flow_collection_start(token)
+
+    return Bounded
+
+
+class _TooDeep(Exception):
+    pass
 
 
 def read_yaml(path: Path, what: str):
-    """The YAML document in ``path`` (OmegaConf's loader: YAML 1.2 floats, no timestamps, duplicate
-    keys refused), refused in one line when the file is over MAX_FILE_BYTES or its aliases expand it
-    past MAX_YAML_NODES nodes (or into a loop), before anything is built from it."""
+    """The YAML document in ``path`` (``_loader_class``), refused in one line when the file is over
+    MAX_FILE_BYTES, nests lists or mappings more than MAX_NESTING deep, holds a value that is not
+    plain YAML (``_PLAIN_TAGS``) or its aliases expand it past MAX_YAML_NODES nodes (or into a loop),
+    before anything is built from it."""
     import yaml
-    from omegaconf._utils import get_yaml_loader
 
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise bad(what, f"{size:,} bytes", f"a file of at most {MAX_FILE_BYTES:,} bytes")
+    deep = f"at most {MAX_NESTING} levels of lists and mappings inside one another"
     try:
-        loader = get_yaml_loader()(path.read_text(encoding="utf-8"))
+        loader = _loader_class()(path.read_text(encoding="utf-8"))
         try:
             node = loader.get_single_node()
             if node is None:
@@ -126,14 +168,25 @@ def read_yaml(path: Path, what: str):
             loader.dispose()
     except BadInput:
         raise
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError, ValueError) as e:
+    except _TooDeep as e:
+        raise bad(what, f"lists or mappings nested {e}", deep) from None
+    except RecursionError:
+        raise bad(what, "lists or mappings nested too deeply to read", deep) from None
+    except yaml.YAMLError as e:
+        if "nesting depth" in str(getattr(e, "problem", "")):  # libyaml's own limit (1,000 levels)
+            m = e.problem_mark
+            raise bad(what, f"lists or mappings nested more than 1,000 levels (line {m.line + 1})", deep) from None
+        raise BadInput(f"bad value for {what}: not valid YAML ({' '.join(str(e).split())[:300]})") from None
+    except (UnicodeDecodeError, ValueError) as e:
         raise BadInput(f"bad value for {what}: not valid YAML ({' '.join(str(e).split())[:300]})") from None
 
 
 def _expanded_nodes(root, what: str) -> int:
     """How many YAML nodes ``root`` (a composed node graph, where an alias is the node it names) holds
-    with every alias expanded: each node's count made once, from its children's, so nothing is
-    expanded; BadInput when an alias contains itself (a loop)."""
+    with every alias expanded: each node's count (and height) made once, from its children's, so
+    nothing is expanded; BadInput when an alias contains itself (a loop), when lists and mappings nest
+    more than MAX_NESTING deep, aliases expanded (a list of 1,000 aliases, each inside the one after:
+    a short line nested 1,000 deep), or when a node is not plain YAML (``_PLAIN_TAGS``)."""
     import yaml
 
     def kids(n):
@@ -143,7 +196,11 @@ def _expanded_nodes(root, what: str) -> int:
             return [x for kv in n.value for x in kv]
         return []
 
+    def at(n):
+        return f"line {n.start_mark.line + 1}, column {n.start_mark.column + 1}"
+
     size: dict[int, int] = {}
+    height: dict[int, int] = {}
     open_: set[int] = set()  # the nodes being counted: the ancestors of the one popped
     stack = [(root, False)]
     while stack:
@@ -151,23 +208,30 @@ def _expanded_nodes(root, what: str) -> int:
         k = id(n)
         if done:
             open_.discard(k)
-            size[k] = 1 + sum(size[id(c)] for c in kids(n))  # exact, each node counted once
+            below = kids(n)
+            size[k] = 1 + sum(size[id(c)] for c in below)  # exact, each node counted once
+            height[k] = 1 + max((height[id(c)] for c in below), default=-1)
+            if height[k] > MAX_NESTING:
+                raise bad(
+                    what,
+                    f"lists or mappings nested more than {MAX_NESTING} levels ({at(n)}, aliases expanded)",
+                    f"at most {MAX_NESTING} levels of lists and mappings inside one another",
+                )
             continue
         if k in size:
             continue
         if k in open_:
-            at = f"line {n.start_mark.line + 1}, column {n.start_mark.column + 1}"
-            raise bad(what, f"an anchor that contains its own alias ({at})", "aliases to nodes outside them")
+            raise bad(what, f"an anchor that contains its own alias ({at(n)})", "aliases to nodes outside them")
+        if n.tag not in _PLAIN_TAGS:
+            raise bad(
+                what,
+                f"a value tagged {n.tag.replace('tag:yaml.org,2002:', '!!')} ({at(n)})",
+                "plain YAML: mappings, lists, strings, numbers, booleans and null",
+            )
         open_.add(k)
         stack.append((n, True))
         stack.extend((c, False) for c in kids(n) if id(c) not in size)
     return size[id(root)]
-
-
-def is_name(name) -> bool:
-    from depthwidth.core.store import _NAME
-
-    return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
 
 def store_of(name: str, doc: dict) -> str:
@@ -198,7 +262,23 @@ def load_file(name: str) -> dict:
             f"sweep {name}: unknown key {unknown[0]!r}: {did_you_mean(unknown[0], TOP_KEYS)}"
             f"(allowed: {', '.join(TOP_KEYS)})"
         )
+    _mappings(f"sweep {name}", doc)
     return doc
+
+
+_MAPPINGS = {  # the parts of a sweep file (and of a block) that are mappings, and what they hold
+    "groups": "a mapping GROUP: CHOICE, e.g. {model: vwt, data: pydoc}",
+    "fixed": "a mapping KEY: VALUE, e.g. {model.width: 64}",
+}
+
+
+def _mappings(where: str, part: dict) -> None:
+    """BadInput naming ``groups:`` or ``fixed:`` of ``part`` (the file, or one block) when it is not a
+    mapping (``groups: [vwt]`` had been a TypeError)."""
+    for key, allowed in _MAPPINGS.items():
+        v = part.get(key)
+        if v is not None and not isinstance(v, dict):
+            raise bad(f"{where}: {key}", v, allowed)
 
 
 def then_args(name: str, doc: dict) -> dict[str, list[str]]:
@@ -352,6 +432,7 @@ def points(name: str, doc: dict) -> list[dict]:
                 f"sweep {name}: block {bi + 1}: unknown key {unknown[0]!r}: "
                 f"{did_you_mean(unknown[0], BLOCK_KEYS)}(allowed: {', '.join(BLOCK_KEYS)})"
             )
+        _mappings(f"sweep {name}: block {bi + 1}", blk)
         fixed = {**(doc.get("fixed") or {}), **(blk.get("fixed") or {})}
         groups = {**(doc.get("groups") or {}), **(blk.get("groups") or {})}
         tokens = blk.get("tokens", doc.get("tokens"))

@@ -325,9 +325,9 @@ def wave_plans(pre: Preflight) -> list[dict]:
 
 def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight:
     prior, why = {}, None
-    if store.manifest_path(name).exists():
+    if events := store.read_manifest(name):  # a manifest with no whole line (its first append failed): no runs yet
         # a manifest naming a run folder outside the store (edited, corrupt): refused before anything is written
-        store.refuse_outside(store.sweep_dir(name), store.manifest_runs(store.read_manifest(name)).values())
+        store.refuse_outside(store.sweep_dir(name), store.manifest_runs(events).values())
         st = status(name)
         if any(r.get("launcher") == "simulate" for r in st["runs"]):
             raise bad(

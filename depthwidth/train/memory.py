@@ -90,23 +90,26 @@ class MemoryPlan:
 def shape_counts(spec: ModelSpec) -> tuple:
     """((unit, shape, count), ...): every parameter of ``spec`` (``accounting.param_shapes``), each
     block's tensors with how many blocks hold them.  A block's shapes depend only on its width and the
-    width entering it, so a run of equal widths is listed as its first block (entered from the previous
-    width) and its second (entered from its own, standing for the rest): a 400-layer uniform model is
-    read as a 2-layer one (the dry run of 10,000 deep configurations spent most of its time listing
-    every layer's tensors, three times a run).  Cached per spec."""
-    widths, mult = [], []
-    for i, w in enumerate(spec.widths):
-        if i and w == spec.widths[i - 1] and i >= 2 and w == spec.widths[i - 2]:
-            mult[-1] += 1  # a third (and later) equal width: the second stands for it
-        else:
-            widths.append(w)
-            mult.append(1)
-    short = spec if len(widths) == spec.depth else dataclasses.replace(spec, widths=tuple(widths))
-    out = []
-    for unit, _, shape in param_shapes(short):
-        k = 1 if unit == "root" else mult[int(unit.split(".", 1)[1])]
-        out.append((unit, shape, k))
-    return tuple(out)
+    width entering it, so the blocks are listed one of each class (``spec.layer_classes``: a run of
+    equal widths is its first block, entered from the previous width, and its second, standing for the
+    rest): a 400-layer uniform model is read as a 2-layer one (the dry run of 10,000 deep configurations
+    spent most of its time listing every layer's tensors, three times a run).  Cached per spec."""
+    classes = spec.layer_classes()
+    short = (
+        spec
+        if len(classes) == spec.depth
+        else dataclasses.replace(spec, widths=tuple(spec.widths[i] for i, _ in classes))
+    )
+    return tuple(
+        (unit, shape, 1 if unit == "root" else classes[int(unit.split(".", 1)[1])][1]) for unit, shape in _listed(short)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _listed(spec: ModelSpec) -> tuple:
+    """((unit, shape), ...) of ``param_shapes``: a short spec recurs across depths (every uniform
+    model of one width deeper than 2 layers reads as the same 2-layer one)."""
+    return tuple((unit, shape) for unit, _, shape in param_shapes(spec))
 
 
 def _units(spec: ModelSpec) -> dict:
@@ -157,7 +160,7 @@ def _static_bytes(spec: ModelSpec, mode: str, world: int, rank: int) -> dict:
 
 
 def buffer_bytes(spec: ModelSpec, seq_len: int) -> int:
-    sizes = {spec.head_size(i) for i in range(spec.depth)} if spec.rope else set()
+    sizes = {spec.head_size(i) for i, _ in spec.layer_classes()} if spec.rope else set()
     return sum(2 * seq_len * (hs // 2) * 4 for hs in sizes)
 
 
@@ -182,21 +185,22 @@ def _per_token(spec: ModelSpec, precision: str, device: str, ac: bool) -> int:
     """activation_bytes per token (the memory plan asks it of every micro-batch size it tries)."""
     bf16 = precision == "bf16" and device == "cuda"
     e = 2 if bf16 else 4
-    layer = [2 * _saved(spec, i) + 8 * w if bf16 else 4 * _saved(spec, i) for i, w in enumerate(spec.widths)]
-    if spec.resize == "proj":  # a learned resize keeps its input
-        layer = [
-            b + (e * spec.input_width(i) if spec.input_width(i) != spec.widths[i] else 0) for i, b in enumerate(layer)
-        ]
+    classes = spec.layer_classes()  # one layer of each class, counted n times
+    layer = []
+    for i, _ in classes:
+        w = spec.widths[i]
+        b = 2 * _saved(spec, i) + 8 * w if bf16 else 4 * _saved(spec, i)
+        if spec.resize == "proj" and spec.input_width(i) != w:  # a learned resize keeps its input
+            b += e * spec.input_width(i)
+        layer.append(b)
     h, V = spec.embed_width, spec.vocab_size
     head = HEAD_BYTES_BF16 * V + 8 * h if bf16 else 4 * V + 8 * h
     if spec.resize == "proj" and spec.widths[-1] != h:
         head += e * spec.widths[-1]
     if ac:
-        keep = [(2 if bf16 else 4) * w for w in spec.widths]  # each block's input
-        per_token = sum(keep) + max(layer) + head
-    else:
-        per_token = sum(layer) + head
-    return per_token
+        keep = (2 if bf16 else 4) * sum(n * spec.widths[i] for i, n in classes)  # each block's input
+        return keep + max(layer) + head
+    return sum(n * b for b, (_, n) in zip(layer, classes)) + head
 
 
 def compute_bytes(spec: ModelSpec, mode: str, world: int, precision: str, device: str) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 from depthwidth.config import check as config_check
 from depthwidth.config.identity import run_id as config_run_id
+from depthwidth.config.schema import MAX_CPUS
 from depthwidth.core.atomic import check_creatable
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.core.store import runs_root
@@ -46,6 +47,8 @@ def check(cfg: Any, processes: int = 1, spec: ModelSpec | None = None) -> Checke
     data or a device (BadInput).  ``spec``: ``cfg.model`` resolved already (a sweep's expansion)."""
     config_check.check(cfg)
     t = cfg["train"]
+    if int(t["threads"]) > MAX_CPUS:
+        raise bad("train.threads", t["threads"], f"an integer in [0, {MAX_CPUS:,}] (0: torch's default)")
     if t["batch_size"] % processes:
         raise bad("train.batch_size", t["batch_size"], f"a multiple of the {processes} data-parallel processes")
     if t["parallel"] == "single" and processes > 1:

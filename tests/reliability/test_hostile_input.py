@@ -17,7 +17,7 @@ import pytest
 from depthwidth.cli.app import main
 from depthwidth.launch.status import RETRYABLE
 from tests import test_bad_input_table as table
-from tests.test_bad_input_table import BIG, _snapshot
+from tests.test_bad_input_table import BIG, G, _snapshot
 
 HANG_S = 60  # far past any answer (each is under a second here); a hang fails instead of stalling the suite
 
@@ -48,7 +48,48 @@ HOSTILE = [
     (("train", "model.depth=2", "model.width=64", "run.dir=/proc/x"), "run.dir: '/proc/x'"),
     (("train", "=3"), "override: '=3'"),
     (("train", "model.width=３２"), "FULLWIDTH DIGIT THREE"),
+    # sweep files of the wrong shape (were TypeError tracebacks) or that build objects no override carries
+    (("sweep", "groups_list", "--dry-run"), "groups: ['vwt'] (allowed: a mapping GROUP: CHOICE"),
+    (("sweep", "fixed_list", "--dry-run"), "fixed: [1, 2] (allowed: a mapping KEY: VALUE"),
+    (("sweep", "block_groups", "--dry-run"), "block 1: groups: ['vwt']"),
+    (("sweep", "binary_tag", "--dry-run"), "tagged !!binary (line 2, column 21)"),
+    (("sweep", "set_tag", "--dry-run"), "tagged !!set"),
+    (("sweep", "omap_tag", "--dry-run"), "tagged !!omap"),
+    (("sweep", "path_tag", "--dry-run"), "tagged !!python/object/apply:pathlib.Path"),
+    (("sweep", "system_tag", "--dry-run"), "tagged !!python/object/apply:os.system"),
+    # nesting: 30,000 lists deep (had spent 2.4 s in a RecursionError); 300 deep, 100 times (PyYAML's
+    # scanner is quadratic in the depth: 7.7 s for these 60 KB); mappings 300 deep; 200 aliases each
+    # inside the one after (a short line nested 200 deep once expanded)
+    (("sweep", "nest_flow", "--dry-run"), "lists or mappings nested more than"),
+    (("sweep", "nest_wide", "--dry-run"), "lists or mappings nested more than 64 levels"),
+    (("sweep", "nest_block", "--dry-run"), "lists or mappings nested more than 64 levels"),
+    (("sweep", "alias_chain", "--dry-run"), "nested more than 64 levels (line 2, column"),
+    (("sweep", "numbers_big", "--dry-run"), "'960,057 bytes' (allowed: a file of at most 65,536 bytes)"),
+    # the machine's integers: 1e11 CPU workers had been listed one by one (the dry run spun for minutes);
+    # train.threads=1e11 was an OverflowError traceback at set-up, after a sweep had accepted it
+    (("sweep", "demo", "--dry-run", "launcher=local", "launcher.workers=99999999999"), "launcher.workers: 99999999999"),
+    (("sweep", "demo", "--dry-run", "train.threads=99999999999"), "train.threads: 99999999999"),
+    (("train", "model.depth=2", "model.width=64", "train.threads=99999999999"), "train.threads: 99999999999"),
 ]
+
+HOSTILE_FILES = {  # written by hostile_dir beside the bad-input table's sweep files
+    "groups_list.yaml": "groups: [vwt]\naxes: {model.depth: [2]}\n",
+    "fixed_list.yaml": G + "fixed: [1, 2]\naxes: {model.depth: [2]}\n",
+    "block_groups.yaml": G + "blocks: [{groups: [vwt], axes: {model.depth: [2]}}]\n",
+    "binary_tag.yaml": G + "axes: {model.depth: !!binary aGVsbG8=}\n",
+    "set_tag.yaml": G + "axes: {model.depth: !!set {2: null}}\n",
+    "omap_tag.yaml": G + "axes: {model.depth: !!omap [{a: 2}]}\n",
+    "path_tag.yaml": G + "axes: {model.depth: [!!python/object/apply:pathlib.Path [a]]}\n",
+    "system_tag.yaml": G + "axes: {model.depth: !!python/object/apply:os.system [echo hi]}\n",
+    "nest_flow.yaml": G + "axes: {model.depth: " + "[" * 30_000 + "]" * 30_000 + "}\n",
+    "nest_wide.yaml": G + "axes: {model.depth: [" + ",".join(["[" * 300 + "]" * 300] * 100) + "]}\n",
+    "nest_block.yaml": G + "fixed:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(300)) + " " * 301 + "1\n",
+    "alias_chain.yaml": G
+    + "axes: {model.depth: [&a0 [2], "
+    + ", ".join(f"&a{i} [*a{i - 1}]" for i in range(1, 200))
+    + "]}\n",
+    "numbers_big.yaml": G + "axes: {model.depth: [" + ",".join(["2"] * 480_000) + "]}\n",
+}
 
 
 @contextmanager
@@ -74,6 +115,8 @@ def hostile_dir(request):
     workdir = request.getfixturevalue("workdir")
     for name, data in BIG.items():
         (workdir / "sweeps" / name).write_bytes(data)
+    for name, text in HOSTILE_FILES.items():
+        (workdir / "sweeps" / name).write_text(text)
     (workdir / "run").mkdir()
     (workdir / "run" / "config.yaml").write_text("run_id: r\n")
     return workdir
@@ -92,6 +135,43 @@ def test_hostile_input_is_one_line_exit_2_at_once(argv, names, hostile_dir, caps
     assert lines[0].startswith("dw: error: ") and "bad value for " in lines[0] and "(allowed: " in lines[0], lines[0]
     assert names in lines[0], lines[0]
     assert _snapshot(hostile_dir) == before  # nothing written
+
+
+@pytest.mark.parametrize("name", ["nest_flow", "nest_wide"])
+def test_without_libyaml_the_nesting_is_bounded_as_it_is_read(name, hostile_dir, monkeypatch, capsys, ledger):
+    """PyYAML's own parser (no libyaml) refuses the 65th level as it reads it: its scanner's cost grows
+    with the square of the depth, so a file under the size cap had taken seconds (nest_wide: 7.7 s)."""
+    import yaml
+
+    monkeypatch.setattr(yaml, "__with_libyaml__", False)
+    with _no_hang(HANG_S), pytest.raises(SystemExit) as e:
+        main(["sweep", name, "--dry-run"])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    ledger(faults=1, recovered=0, lost=0, duplicates=0)
+    assert e.value.code == 2 and len(lines) == 1, lines
+    assert "lists or mappings nested more than 64 levels (line 2, column" in lines[0], lines[0]
+    assert "(allowed: at most 64 levels of lists and mappings inside one another)" in lines[0]
+
+
+def test_the_available_sweeps_are_only_names_dw_can_run(hostile_dir, capsys, ledger):
+    """Files named "my sweep.yaml", "ñandú.yaml" and "-x.yaml" are not offered as sweeps (the list had
+    named them, and dw sweep then refused each); asked for by name, each is one line naming it."""
+    for odd in ("my sweep", "ñandú", "-x"):
+        (hostile_dir / "sweeps" / f"{odd}.yaml").write_text((hostile_dir / "sweeps" / "demo.yaml").read_text())
+    before = _snapshot(hostile_dir)
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", "nosuch", "--dry-run"])
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    offered = line.split("(available: ", 1)[1].rstrip(")").split(", ")
+    assert e.value.code == 2 and "demo" in offered and "groups_list" in offered, line
+    assert not {"my sweep", "ñandú", "-x"} & set(offered), offered
+    for odd in ("my sweep", "ñandú"):
+        with pytest.raises(SystemExit) as e:
+            main(["sweep", odd, "--dry-run"])
+        (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        assert e.value.code == 2 and f"bad value for sweep: {odd!r} (allowed: a name of letters, digits" in line, line
+    ledger(faults=3, recovered=0, lost=0, duplicates=0)
+    assert _snapshot(hostile_dir) == before
 
 
 CORRUPT = (b"\x9f\xe2\x28 not utf-8 \x00\xff", b"[1, 2]\n", b'{"run_id": "x", "sta')  # random bytes, a list, cut short
