@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 DW     := $(VENV)/bin/dw
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo readme-demo test lint test-reliability install bench clean
+.PHONY: demo readme-demo test test-fast lint test-reliability install bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,11 @@ install: $(STAMP)
 
 test: lint
 	$(PY) -m pytest -q -n 2 --dist loadgroup
+
+# The fast tier (about 4 minutes here): every test but those on a SLURM test cluster and the
+# modules tests/slow.txt lists (each over 20 s); `make test` runs them all.
+test-fast: lint
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 # Formatting, lint and the import-layer contract (pyproject.toml); `make test` runs it first.
 lint: $(STAMP)

@@ -77,9 +77,19 @@ def pytest_collection_modifyitems(config, items):
     uses a SLURM test cluster runs on one of them, in order, so the clusters (session
     fixtures, fixed directories) are started once and never shared by two workers; the
     other tests go file by file, so a module's expensive fixture is built once."""
+    slow = _slow_tests()
     for item in items:
         slurm = item.get_closest_marker("slurm") or {"slurm_cluster", "slurm_cluster_2n"} & set(item.fixturenames)
         item.add_marker(pytest.mark.xdist_group("slurm" if slurm else item.nodeid.split("::")[0]))
+        if slurm or item.nodeid.split("::")[0] in slow:  # `make test-fast` runs -m "not slow"
+            item.add_marker(pytest.mark.slow)
+
+
+def _slow_tests() -> set[str]:
+    """The test modules tests/slow.txt lists (over 20 s each, measured)."""
+    path = Path(__file__).resolve().parent / "slow.txt"
+    lines = (ln.split("#")[0].strip() for ln in path.read_text().splitlines())
+    return {ln for ln in lines if ln}
 
 
 def _slurm_required() -> bool:

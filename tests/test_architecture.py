@@ -133,3 +133,12 @@ def test_library_api_is_importable_without_torch():
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+def test_the_fast_tier_lists_only_test_modules_that_exist():
+    """tests/slow.txt names whole modules for `make test-fast` to leave out: a renamed module must not
+    slip back into the fast tier unnoticed."""
+    from tests.conftest import _slow_tests
+
+    slow = _slow_tests()
+    assert len(slow) >= 20 and all((REPO / m).is_file() and m.startswith("tests/") for m in slow), slow
