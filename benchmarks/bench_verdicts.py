@@ -223,6 +223,22 @@ def summarize(rows: list[dict]) -> list[dict]:
     return out
 
 
+def markdown(summary: list[dict]) -> str:
+    """The README's verdict table: verdict, case, false yes, power, tables (and the ladder's rungs)."""
+
+    def rate(x):
+        return "—" if x is None else f"{x:.2f}"
+
+    out = ["| verdict | case | false yes | power | tables | rungs (no-penalty / not-located / located) |"]
+    out.append("|---|---|---:|---:|---:|---|")
+    for s in summary:
+        rungs = " / ".join(str(v) for v in s["ladder"].values()) if "ladder" in s else ""
+        out.append(
+            f"| {s['verdict']} | {s['case']} | {rate(s['false_yes'])} | {rate(s['power'])} | {s['tables']} | {rungs} |"
+        )
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tables", type=int, default=100, help="planted tables per case")
@@ -230,6 +246,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--json", type=Path, default=None, help="write the summary here")
     ap.add_argument("--rows", type=Path, default=None, help="append one JSON line per table here (resumable)")
+    ap.add_argument("--markdown", action="store_true", help="print the summary as the README's table rows")
     a = ap.parse_args(argv)
     names = a.cases.split(",") if a.cases else list(cases())
     bad_names = [c for c in names if c not in cases()]
@@ -250,6 +267,9 @@ def main(argv=None) -> int:
                     f.write(json.dumps(r) + "\n")
     rows = [r for r in done if r["case"] in names]
     summary = summarize(rows)
+    if a.markdown:
+        print(markdown(summary))
+        return 0
     print(f"{'verdict':<26} {'case':<24} {'yes':>6} {'false yes':>9} {'power':>6} {'tables':>6}  ladder / snapped")
     for s in summary:
         extra = ""

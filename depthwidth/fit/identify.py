@@ -41,6 +41,11 @@ import math
 import numpy as np
 
 LADDER = ("no-penalty", "not-located", "located")
+HEADS = {  # how each rung's line begins (the demo and the tests find the verdict by it)
+    "no-penalty": "no depth penalty shown",
+    "not-located": "D_crit not located",
+    "located": "D_crit located",
+}
 MIN_BEYOND = 2  # runs beyond the fitted D_crit (a penalty through one run fits its noise)
 MAX_RATIO = 2.0  # hi/lo of D_crit(W)'s interval at most this to call it located (within a factor of 2)
 
@@ -191,15 +196,10 @@ def dcrit_ladder(
         because = f"D_crit(W) pinned at {len(located)} of {len(widths)} widths ({at})" + (
             f"; it {sign['direction']} with width ({sign['because']})" if sign["direction"] else ""
         )
-    line = {
-        "no-penalty": "no depth penalty shown",
-        "not-located": "D_crit not located",
-        "located": "D_crit located",
-    }[verdict]
     return {
         "verdict": verdict,
         "because": because,
-        "line": f"{line}: {because}",
+        "line": f"{HEADS[verdict]}: {because}",
         "widths": rungs,
         "sign": sign,
         "runs_beyond": beyond,

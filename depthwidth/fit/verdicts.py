@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from depthwidth.fit.identify import LADDER, dcrit_ladder
+from depthwidth.fit.identify import HEADS, LADDER, dcrit_ladder
 from depthwidth.fit.laws import Law, get_law, label
 from depthwidth.fit.userlaw import load_law
 
@@ -369,9 +369,9 @@ def preferred(doc: dict | None) -> dict | None:
         f"{name} RMSE {win[col]:.3g} vs {alt[col]:.3g} nats for {mine}, lower on {test['wins']} of "
         f"{test['runs']} runs, paired test p = {test['p']:.2g}" + "".join(f"; {x}" for x in notes)
     )
+    head = HEADS.get((doc.get("identification") or {}).get("verdict")) or f"{claim.get('parameter')} not identified"
     line = (
-        f"{claim.get('parameter')} not identified: the held-out comparison prefers {win['law']} ({why}), "
-        f"drawn solid; {mine} dashed as the alternative"
+        f"{head}: the held-out comparison prefers {win['law']} ({why}), drawn solid; {mine} dashed as the alternative"
     )
     law = law_of_label(win["law"], win.get("options"))
     return {
