@@ -160,6 +160,16 @@ def test_dw_suggest_from_a_fit_leaves_out_runs_in_the_store_and_dry_run_shows_me
     assert code == 2 and "dw simulate planted" in err  # a planted store is never submitted into
     code, out, err = dw_in_process(capsys, "status", "h", "--json")  # the store its file names
     assert code == 0 and json.loads(out)["counts"]["done"] == 6
+    # both say the fit's D_crit verdict as dw fit wrote it in fit.json, never deciding it again (#34)
+    fit_path = sweeps.parent / "runs" / "g-sim" / "fit.json"
+    fit = json.loads(fit_path.read_text())
+    assert doc["fit_verdict"] == fit["identification"]["line"]
+    fit["identification"]["line"] = "D_crit not located: as written in fit.json"
+    fit_path.write_text(json.dumps(fit))
+    code, out, err = dw_in_process(capsys, "suggest", "h", "--budget", "1", "--target", "dcrit@64", "--no-write")
+    assert code == 0 and "the fit it starts from: D_crit not located: as written in fit.json" in out, out
+    code, out, err = dw_in_process(capsys, "status", "h")
+    assert code == 0 and "(depth-delusion, " in out and "): D_crit not located: as written in fit.json" in out, out
 
 
 def test_bad_targets_and_candidates_are_one_line_exit_2(sweeps, capsys):

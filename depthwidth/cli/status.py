@@ -93,6 +93,8 @@ def status_cmd(
         c.print(line, highlight=False)
     if line := st.get("then"):
         c.print(line, highlight=False, soft_wrap=True)
+    if line := st.get("fit_verdict"):
+        c.print(line, highlight=False, soft_wrap=True)
     why = [r for r in st["runs"] if r["state"] == "failed" and r.get("reason")]
     for r in why[:WHY_SHOWN]:  # the retry policy's last word (launch/retry.py), else the error
         c.print(f"[red]failed[/] {r['run_id']}: {r['reason']}", highlight=False)
@@ -130,11 +132,31 @@ def _status(name: str, backtest: float | None) -> dict:
 
     st = runs_status.status(_store(name))
     st["then"] = then_line(st["sweep"])  # --then's follow-up: waiting, or what it did
+    st["fit_verdict"] = fit_verdict(st["sweep"])
     if backtest is not None or any(r["state"] == "running" for r in st["runs"]):
         from depthwidth.fit.run_forecast import attach
 
         attach(st, backtest)
     return st
+
+
+def fit_verdict(name: str) -> str | None:
+    """The sweep's fit.json verdict as ``dw fit`` wrote it (``identification.line``: read, never decided
+    again here), with the law and when it was made; None without a fit or a verdict."""
+    import json
+
+    from depthwidth.core.store import sweep_dir
+
+    try:
+        doc = json.loads((sweep_dir(name) / "fit.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ident = doc.get("identification") if isinstance(doc, dict) else None
+    line = ident.get("line") if isinstance(ident, dict) else None
+    if not isinstance(line, str):
+        return None
+    made = (doc.get("provenance") or {}).get("time") if isinstance(doc.get("provenance"), dict) else None
+    return f"fit ({doc.get('law')}{f', {made}' if made else ''}): {line}"
 
 
 COLS = ("run id", "label", "L", "W", "shape", "state", "progress", "tokens", "last loss", "attempts", "job")

@@ -129,6 +129,8 @@ def _render(doc: dict) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    if doc.get("fit_verdict"):  # the fit it starts from, as dw fit decided it (fit.json's identification)
+        c.print(escape(f"the fit it starts from: {doc['fit_verdict']}"), highlight=False, soft_wrap=True)
     for n in doc.get("notes") or []:
         c.print(escape(f"note: {n}"), highlight=False, soft_wrap=True)
     if doc.get("written"):

@@ -31,6 +31,7 @@ from depthwidth.core import store
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.predict import Design, Ensemble, Target, design, ensemble_of, parse_target, predict
 from depthwidth.fit.prior import prior as prior_ensemble
+from depthwidth.fit.verdicts import verdict_line
 from depthwidth.launch.config import split_overrides
 from depthwidth.sweep.expand import Run, expand
 from depthwidth.sweep.file import load_file, points, store_of, sweeps_dir
@@ -230,6 +231,7 @@ class Suggestion:
             "candidates": len(d.cost),
             **{f"candidates_{k}": v for k, v in self.counts.items()},
             "notes": self.source.notes,
+            "fit_verdict": verdict_line((self.source.fit or {}).get("identification")),
             "runs": [
                 {
                     "run_id": r.run_id,
