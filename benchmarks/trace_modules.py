@@ -1,0 +1,103 @@
+"""How far a command travels through the package (issue #35's measures).
+
+Runs a ``dw`` command in this process under ``sys.setprofile`` and counts, for calls into
+``depthwidth.*``: the distinct modules whose functions ran, the packages they belong to, and the
+entries into each module from another (a module entered 7 times to render one fit's tables), and
+the calls from report/ into fit/ (the bounce between stages a typed result removes: the report should
+walk the fit's result, not call back into the fit).
+
+    python benchmarks/trace_modules.py fit           # dw fit on a simulated demo store (depth-delusion)
+    python benchmarks/trace_modules.py submit        # dw sweep demo launcher=local (the submission only:
+                                                     # local workers are detached processes)
+
+Each prints one JSON line: {command, modules, packages, entries, report_to_fit, calls, names}.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def traced(argv: list[str]) -> dict:
+    """Run ``dw argv`` in-process and count the depthwidth modules it executes."""
+    from depthwidth.cli.app import main
+
+    seen: dict[str, int] = {}
+    entries: dict[str, int] = {}  # calls into a module from another one
+    back: dict[str, int] = {}  # report/ -> fit/ calls, by the fit function called
+    stack: list[str] = []
+
+    def prof(frame, event, arg):
+        mod = frame.f_globals.get("__name__", "")
+        if event not in ("call", "return") or not mod.startswith("depthwidth") or frame.f_code.co_name == "<module>":
+            return  # importing a module is not running its functions
+        if event == "return":
+            if stack:
+                stack.pop()
+            return
+        seen[mod] = seen.get(mod, 0) + 1
+        caller = stack[-1] if stack else None
+        if caller != mod:
+            entries[mod] = entries.get(mod, 0) + 1
+            if caller and caller.startswith("depthwidth.report") and mod.startswith("depthwidth.fit"):
+                key = f"{mod}.{frame.f_code.co_name}"
+                back[key] = back.get(key, 0) + 1
+        stack.append(mod)
+
+    out, err = io.StringIO(), io.StringIO()
+    sys.setprofile(prof)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(argv)
+            except SystemExit as e:
+                if e.code not in (0, None):
+                    raise RuntimeError(f"dw {' '.join(argv)} exited {e.code}: {err.getvalue()[-300:]}") from None
+    finally:
+        sys.setprofile(None)
+    names = sorted(seen)
+    return {
+        "command": "dw " + " ".join(argv),
+        "modules": len(names),
+        "packages": len({".".join(n.split(".")[:2]) for n in names}),
+        "entries": sum(entries.values()),
+        "most_entered": sorted(entries.items(), key=lambda kv: -kv[1])[:8],
+        "report_to_fit": back,
+        "calls": sum(seen.values()),
+        "names": names,
+    }
+
+
+def main(argv=None) -> int:
+    what = (argv or sys.argv[1:] or ["fit"])[0]
+    tmp = Path(tempfile.mkdtemp(prefix="dw-trace-"))
+    os.environ["DW_RUNS"] = str(tmp / "runs")
+    if what == "fit":
+        from depthwidth.simulate import simulate
+
+        simulate("demo", name="demo-sim", root=str(tmp / "runs"), seed=1)
+        doc = traced(["fit", "demo-sim", "--law", "depth-delusion", "--bootstrap", "20", "--no-write"])
+    elif what == "submit":
+        doc = traced(["sweep", "demo", "launcher=local", "launcher.workers=1"])
+        import signal
+
+        for w in (tmp / "runs" / "demo" / "jobs").glob("*/worker-*.json"):  # the detached worker: not measured
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                os.kill(int(json.loads(w.read_text())["pid"]), signal.SIGKILL)
+    else:
+        print(f"bad value for what: {what!r} (allowed: fit, submit)", file=sys.stderr)
+        return 2
+    print(json.dumps(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
