@@ -16,7 +16,8 @@ import numpy as np
 
 from depthwidth.fit.count import COLUMN, n_column
 from depthwidth.fit.papers import DD_TAU_EXPONENT
-from depthwidth.fit.verdicts import drawn, fitted_label, law_of_label
+from depthwidth.fit.result import verdicts_of
+from depthwidth.fit.verdicts import drawn, law_of_label
 from depthwidth.report import downstream, inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
 from depthwidth.report.document import SHAPE_LABEL, SHAPES
@@ -121,7 +122,7 @@ def _plain_ticks(ax):
 
 
 def _law(fit):
-    return law_of_label(fitted_label(fit), fit.get("options"))  # a user-defined law too
+    return law_of_label(verdicts_of(fit).label, fit.get("options"))  # a user-defined law too
 
 
 def _convention(fit) -> str:

@@ -5,7 +5,7 @@ its output here rather than drawing tables of its own.  The verdicts are fit/ver
 
 from __future__ import annotations
 
-from depthwidth.fit.verdicts import fitted_label, parameter_flags
+from depthwidth.fit.result import verdicts_of
 from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_TAU_EXPONENT, DD_TAU_R2
 from depthwidth.report.document import Col, Table, ci_pair
 from depthwidth.report.optima import optimal_tables
@@ -35,7 +35,7 @@ def parameter_table(fit: dict) -> Table:
     goodness of fit and gradient persistence's exponent."""
     dd = fit.get("law") == "depth-delusion"
     paper = {"alpha": DD_FIT["alpha"], "kappa": DD_KAPPA} if dd else {}
-    flags = parameter_flags(fit)
+    flags = verdicts_of(fit).parameters
     rows = []
     for k, v in (fit.get("params") or {}).items():
         lo, hi = ci_pair((fit.get("ci") or {}).get(k))
@@ -78,7 +78,7 @@ def parameter_table(fit: dict) -> Table:
     cols.append(Col("flags", "flags"))
     t = Table("fit", f"Fit: {fit.get('law')} — {fit.get('formula', '')}", cols, rows)
     t.notes.append(
-        f"the fit shown: {fitted_label(fit)} of {', '.join(fit.get('where') or []) or 'every run'}, "
+        f"the fit shown: {verdicts_of(fit).label} of {', '.join(fit.get('where') or []) or 'every run'}, "
         f"N = {(fit.get('n_convention') or {}).get('name', 'total')}, made "
         f"{(fit.get('provenance') or {}).get('time', 'at an unknown time')} (its fit.json; a fit of another law "
         "or filter replaces it only with dw fit --force)"

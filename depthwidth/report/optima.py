@@ -9,7 +9,7 @@ numbers are identified is decided in fit/verdicts.py (``flags``,
 
 from __future__ import annotations
 
-from depthwidth.fit.verdicts import flags, optima_caveat
+from depthwidth.fit.result import verdicts_of
 from depthwidth.report.document import Col, Table
 
 NOT_IDENTIFIED = "not identified"
@@ -28,7 +28,7 @@ def optimal_tables(T: dict, fit: dict | None) -> dict:
 
 def mark_dcrit(T: dict, fit: dict) -> None:
     """The rows of the D_crit tables in ``T`` whose D_crit is below one layer read "not identified"."""
-    dcr = flags(fit)[1]
+    dcr = verdicts_of(fit).dcrit_range
 
     def bad(key):
         return not dcr.get(key, {}).get("identified", True)
@@ -57,7 +57,7 @@ def optimal_table(fit: dict) -> Table | None:
     co = (fit.get("derived") or {}).get("compute_optimal")
     if not co:
         return None
-    opt = flags(fit)[0]
+    opt = verdicts_of(fit).optimum
     rows = []
     for k, v in co.items():
         if k in NOT_NUMBERS or not isinstance(v, (int, float)):
@@ -83,6 +83,6 @@ def optimal_table(fit: dict) -> Table | None:
     t = Table("fit_optimal", f"Compute-optimal allocation derived from the law ({co.get('constraint')})", cols, rows)
     if co.get("tie_break"):
         t.notes.append(f"tie-break: {co['tie_break']}")
-    if (caveat := optima_caveat(fit)) is not None:
+    if (caveat := verdicts_of(fit).optima_caveat) is not None:
         t.notes.insert(0, caveat)
     return t

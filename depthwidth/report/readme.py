@@ -27,7 +27,7 @@ from depthwidth.fit.verdicts import drawn, truth_line, verdict_line
 from depthwidth.report.load import load
 from depthwidth.report.document import Table
 from depthwidth.report.render import md_table
-from depthwidth.fit.planted import summary_line as planted_line
+from depthwidth.fit.result import verdicts_of
 from depthwidth.report.tables import build
 
 BEGIN, END = "<!-- demo:begin -->", "<!-- demo:end -->"
@@ -87,7 +87,7 @@ def section(
         out += [
             f"Is that the grid or the data? `dw simulate demo --name demo-planted` writes the same 16 runs with "
             f"losses planted from the depth-delusion law near the paper's fit, and its fit answers: {v}; "
-            f"{planted_line(planted['planted'])}.",
+            f"{verdicts_of(planted).planted}.",
             "",
         ]
     draw = drawn(fit)

@@ -4,9 +4,9 @@ truth (from fit.json); ``dw fit`` prints the same tables.  The verdicts are fit/
 from __future__ import annotations
 
 from depthwidth.fit.holdout import summary_line as holdout_line
-from depthwidth.fit.verdicts import below_floor, identification_notes
+from depthwidth.fit.result import verdicts_of
+from depthwidth.fit.verdicts import below_floor
 from depthwidth.fit.isoflop import ci_text, row_note, summary_lines as isoflop_lines
-from depthwidth.fit.planted import summary_line as planted_line
 from depthwidth.fit.sensitivity import WIDTH_NOTE, summary_line as sensitivity_line
 from depthwidth.report.document import Col, Table
 
@@ -54,7 +54,7 @@ def rest_tables(fit) -> dict:
             cols,
             rows,
         )
-        t.notes.append(planted_line(p))
+        t.notes.append(verdicts_of(fit).planted)
         out["fit_planted"] = t
     ident = fit.get("identification")
     if ident:
@@ -67,7 +67,7 @@ def rest_tables(fit) -> dict:
             [Col("column", "column"), Col("min", "min", "{:.4g}"), Col("max", "max", "{:.4g}")],
             rows,
         )
-        t.notes += identification_notes(fit)  # the verdicts (fit/verdicts.py), then what the fit rests on
+        t.notes += verdicts_of(fit).notes  # the verdicts (decided by dw fit: fit/result.py), then what the fit rests on
         out["fit_identification"] = t
     h = fit.get("holdout")
     if h:

@@ -1,0 +1,201 @@
+"""A fit's result as typed records: what ``fit.json`` holds (schema ``dw.fit/1``), read and written here.
+
+``FitResult`` is the document ``dw fit`` writes, field by field; the optional analyses (law
+comparison, hold-out, sensitivity, isoFLOP, planted truth, tuning, …) stay their own sections,
+kept in order under ``sections``.  ``Verdicts`` are every line and flag a reader prints about the
+fit — the fitted law's label, each parameter's flags, the optima and D_crit values outside the
+meaningful range, the verdict lines under the fit (the D_crit ladder first, fit/identify.py), the
+optima's caveat, the planted-truth line — decided once when the fit is made (``decide``) and
+stored in fit.json as ``verdicts``.  ``dw report``, ``dw fit``'s tables, ``dw status`` and
+``dw suggest`` read them (``verdicts_of``); none decides them again.  A fit.json written before
+``verdicts`` existed is still read: its verdicts are decided when it is loaded, by the same rules.
+
+Standard library only at import (``dw status`` reads a fit without the fit engine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+SCHEMA = "dw.fit/1"
+VERDICTS_VERSION = 1
+
+
+@dataclass
+class Verdicts:
+    """Every line and flag printed about a fit, decided when it is made (fit/verdicts.py's rules)."""
+
+    label: str
+    """The fitted law's label, e.g. ``depth-delusion[log]`` (law and D_crit form)."""
+    parameters: dict[str, list[str]]
+    """Per parameter, what to say beside it: pinned, on bound, CI ∋ 0, interval withheld/flagged."""
+    optimum: dict[str, dict]
+    """D_opt and W_opt of the compute-optimal allocation: {value, identified, because}."""
+    dcrit_range: dict[str, dict]
+    """D_crit at each sweep width and reference model: {value, identified, because} (below one layer: not)."""
+    notes: list[str]
+    """The verdict lines under the fit: the claim (the D_crit ladder's line), each optimum not
+    identified, the preferred law, and what the fit rests on."""
+    optima_caveat: str | None = None
+    """One warning when the optima derive from a claim the fit does not identify, else None."""
+    planted: str | None = None
+    """A simulated store's fit against its planted world, in one line, else None."""
+    version: int = VERDICTS_VERSION
+    """The rules' version: a fit.json whose verdicts are older is decided again when read."""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> Verdicts:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    @classmethod
+    def decide(cls, doc: dict) -> Verdicts:
+        """The verdicts of fit document ``doc``, every one by its rule (imports them: numpy, the laws)."""
+        rules = _Rules(doc)
+        return cls(**{f.name: getattr(rules, f.name) for f in fields(cls) if f.name != "version"})
+
+
+class _Rules:
+    """The verdicts of a document that does not store them (a fit.json written before they were, or a
+    section a table is built from), each decided by its rule (fit/verdicts.py) when it is read."""
+
+    def __init__(self, doc: dict):
+        self._doc = doc
+
+    @property
+    def label(self) -> str:
+        from depthwidth.fit.verdicts import fitted_label
+
+        return fitted_label(self._doc) if self._doc.get("law") else ""
+
+    @property
+    def parameters(self) -> dict:
+        from depthwidth.fit.verdicts import parameter_flags
+
+        return parameter_flags(self._doc)
+
+    @property
+    def optimum(self) -> dict:
+        from depthwidth.fit.verdicts import flags
+
+        return flags(self._doc)[0]
+
+    @property
+    def dcrit_range(self) -> dict:
+        from depthwidth.fit.verdicts import flags
+
+        return flags(self._doc)[1]
+
+    @property
+    def notes(self) -> list:
+        from depthwidth.fit.verdicts import identification_notes
+
+        return identification_notes(self._doc)
+
+    @property
+    def optima_caveat(self) -> str | None:
+        from depthwidth.fit.verdicts import optima_caveat
+
+        return optima_caveat(self._doc)
+
+    @property
+    def planted(self) -> str | None:
+        from depthwidth.fit.planted import summary_line
+
+        return summary_line(self._doc["planted"]) if self._doc.get("planted") else None
+
+
+@dataclass
+class FitResult:
+    """``fit.json``: one fit of a law to a run table, with its intervals, checks and verdicts."""
+
+    law: str
+    """The law's name (``depth-delusion``, ``chinchilla``, a user law's file name …)."""
+    params: dict[str, float]
+    """The fitted parameters, by the law's names."""
+    ci: dict[str, list[float]] = field(default_factory=dict)
+    """95% interval of each parameter (bootstrap; see ``bootstrap``), where one is shown."""
+    n: int = 0
+    """Points fitted (a run's token budgets are points)."""
+    n_runs: int = 0
+    """Runs fitted."""
+    r2: float | None = None
+    rmse: float | None = None
+    """R² and RMSE (nats) of the fitted law on its points."""
+    rmse_log: float | None = None
+    objective: float | None = None
+    huber_delta: float | None = None
+    """The Huber objective on log loss, its value and delta."""
+    formula: str = ""
+    options: dict = field(default_factory=dict)
+    """The law's options (D_crit form …) and the fit's settings."""
+    n_convention: dict = field(default_factory=dict)
+    """Which parameter count N the law read (fit/count.py)."""
+    where: list[str] = field(default_factory=list)
+    """The ``--where`` filters applied (a shape-blind law on a store of shapes: ``shape=uniform``)."""
+    excluded: list = field(default_factory=list)
+    derived: dict = field(default_factory=dict)
+    """Numbers derived from the law: D_crit per width and reference model, the compute-optimal shape."""
+    pinned: dict = field(default_factory=dict)
+    on_bound: list = field(default_factory=list)
+    starts: dict = field(default_factory=dict)
+    checks: dict = field(default_factory=dict)
+    """The depth penalty's BIC support and the law without it (fit/checks.py)."""
+    bootstrap: dict = field(default_factory=dict)
+    ci_withheld: dict = field(default_factory=dict)
+    ci_flagged: dict = field(default_factory=dict)
+    underdetermined: list = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    identification: dict | None = None
+    """What the fit rests on and its claim (the D_crit ladder: docs/CONTRACTS.md)."""
+    verdicts: Verdicts | None = None
+    """Every line and flag printed about the fit, decided when it was made."""
+    source: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
+    seconds: float | None = None
+    sections: dict[str, Any] = field(default_factory=dict)
+    """The optional analyses, each its own section as written (compare, holdout, sensitivity,
+    isoflop, planted, tuning, replicates, downstream, gradient_persistence …)."""
+    schema: str = SCHEMA
+
+    @classmethod
+    def from_json(cls, doc: dict) -> FitResult:
+        """A fit.json document as a FitResult; one written before ``verdicts`` (or under older rules)
+        gets them decided now."""
+        names = {f.name for f in fields(cls)} - {"sections", "verdicts"}
+        kw = {k: v for k, v in doc.items() if k in names}
+        sections = {k: v for k, v in doc.items() if k not in names and k != "verdicts"}
+        v = doc.get("verdicts")
+        fresh = isinstance(v, dict) and v.get("version") == VERDICTS_VERSION
+        verdicts = Verdicts.from_json(v) if fresh else Verdicts.decide(doc)
+        return cls(**kw, verdicts=verdicts, sections=sections)
+
+    def to_json(self) -> dict:
+        """The fit.json document: every field under its own key, the sections after the fit's own."""
+        out: dict = {"schema": self.schema}
+        for f in fields(self):
+            if f.name in ("schema", "sections", "verdicts", "seconds"):
+                continue
+            out[f.name] = getattr(self, f.name)
+        out.update(self.sections)
+        out["verdicts"] = self.verdicts.to_json() if self.verdicts else None
+        out["seconds"] = self.seconds
+        return out
+
+
+def with_verdicts(doc: dict) -> dict:
+    """``doc`` with its ``verdicts`` decided (what ``dw fit`` writes)."""
+    return {**doc, "verdicts": Verdicts.decide(doc).to_json()}
+
+
+def verdicts_of(doc: dict) -> Verdicts | _Rules:
+    """The verdicts a fit document carries; for one that carries none (or under older rules), each
+    decided by its rule when read."""
+    v = doc.get("verdicts")
+    if isinstance(v, dict) and v.get("version") == VERDICTS_VERSION:
+        return Verdicts.from_json(v)
+    return _Rules(doc)

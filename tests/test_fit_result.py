@@ -1,0 +1,57 @@
+"""The fit's result is typed (#35): fit.json read and written through fit/result.py, its verdicts
+decided once by dw fit and only read by the report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from depthwidth.fit.result import FitResult, Verdicts, verdicts_of, with_verdicts
+from tests.helpers import dw_in_process
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    from depthwidth.fit.pipeline import run_fit
+    from depthwidth.simulate import simulate
+
+    root = tmp_path_factory.mktemp("runs")
+    simulate("demo", name="demo-sim", root=str(root), seed=1)
+    doc = run_fit("demo-sim", root=str(root), law="depth-delusion", bootstrap=20, write=True)
+    return root, doc
+
+
+def test_fit_json_round_trips_through_the_typed_result(fitted):
+    root, doc = fitted
+    on_disk = json.loads((root / "demo-sim" / "fit.json").read_text())
+    res = FitResult.from_json(on_disk)
+    assert res.law == "depth-delusion" and res.n_runs == 12 and res.where == ["shape=uniform"]
+    assert isinstance(res.verdicts, Verdicts) and "planted" in res.sections and "compare" not in res.sections
+    assert res.to_json() == on_disk  # every key back, none added
+
+
+def test_dw_fit_stores_the_verdicts_its_rules_decide(fitted):
+    _, doc = fitted
+    stored = doc["verdicts"]
+    bare = {k: v for k, v in doc.items() if k != "verdicts"}
+    assert stored == Verdicts.decide(bare).to_json()
+    assert stored["notes"][0] == doc["identification"]["line"]  # the D_crit ladder's line first
+    assert stored["label"] == "depth-delusion[log]" and stored["planted"].startswith("planted world (")
+    # a fit.json written before verdicts were stored: decided when read, by the same rules
+    old = FitResult.from_json(bare)
+    assert old.verdicts.to_json() == stored
+    assert verdicts_of(bare).notes == stored["notes"] and verdicts_of(doc).notes == stored["notes"]
+
+
+def test_the_report_prints_the_stored_verdicts_and_decides_none(fitted, tmp_path, capsys, monkeypatch):
+    root, doc = fitted
+    monkeypatch.setenv("DW_RUNS", str(root))
+    edited = with_verdicts(doc)
+    edited["verdicts"]["notes"] = ["D_crit located: as stored in fit.json", *edited["verdicts"]["notes"][1:]]
+    edited["verdicts"]["planted"] = "planted world: as stored in fit.json"
+    (root / "demo-sim" / "fit.json").write_text(json.dumps(edited))
+    code, out, err = dw_in_process(capsys, "report", "demo-sim", "--plots", str(tmp_path / "plots"))
+    assert code == 0, err
+    text = (tmp_path / "plots" / "report.md").read_text()
+    assert "D_crit located: as stored in fit.json" in text and "planted world: as stored in fit.json" in text
