@@ -55,3 +55,46 @@ def test_runs_of_equal_widths_give_the_bytes_of_every_tensor(ovr, mode, world, r
     want = 2 * 4 * in_flight if mode == "fsdp" else 0
     assert memory.compute_bytes(spec, mode, world, "fp32", "cpu") == want
     assert sum(k for _, _, k in memory.shape_counts(spec)) == len(param_shapes(spec))
+
+
+@pytest.mark.parametrize("ovr", SPECS, ids=lambda o: " ".join(o[1:]))
+def test_vwt_params_read_by_layer_class_are_the_layer_by_layer_sum(ovr):
+    """figures() sums one layer of each class (spec.layer_classes) where that float equals the
+    layer-by-layer sum: the same number, bit for bit, for every family and option."""
+    from depthwidth.model import shapes
+    from depthwidth.model.figures import figures
+
+    spec = from_config(compose(ovr).model)
+    terms = (
+        shapes.moe_terms(spec.n_experts, spec.expert_hidden / spec.embed_width)
+        if spec.mlp == "moe"
+        else shapes.DENSE_TERMS
+    )
+    want = shapes.vwt_params(spec.widths, spec.embed_width, spec.vocab_size, terms)
+    assert figures(spec, 64)["params_vwt"] == want
+    wide = (1 << 20,) * 10_000  # a sum past 2**53: read layer by layer, as it always was
+    assert shapes.vwt_params(wide, 1 << 20, 7, classes=((0, 1), (1, 9_999))) == shapes.vwt_params(wide, 1 << 20, 7)
+
+
+def test_a_spec_hashes_as_its_dataclass_once_and_never_pickles_the_hash():
+    import dataclasses
+    import pickle
+
+    spec = from_config(compose(SPECS[0]).model)
+    assert hash(spec) == hash(tuple(getattr(spec, f.name) for f in dataclasses.fields(spec) if f.compare))
+    assert "_hash" in spec.__dict__
+    back = pickle.loads(pickle.dumps(spec))
+    assert back == spec and "_hash" not in back.__dict__ and hash(back) == hash(spec)
+
+
+def test_each_fast_composed_config_is_its_own():
+    """compose_fast copies one cached base per group choice: a run that changes its config (the sweep
+    sets train.tokens and train.precision) changes no other run's."""
+    from depthwidth.config.fast import compose_fast
+
+    groups = {"model": "depth_delusion", "data": "slimpajama"}
+    a = compose_fast(groups, {"model.depth": 3})
+    a.train.tokens = 123
+    a.optim.betas.append(0.5)
+    b = compose_fast(groups, {"model.depth": 4})
+    assert b.train.tokens is None and len(b.optim.betas) == 2 and b.model.depth == 4

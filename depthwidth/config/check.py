@@ -20,6 +20,7 @@ import re
 import typing
 from typing import Any, Literal, Mapping
 
+from depthwidth.config.node import fingerprint
 from depthwidth.config.schema import Interpolation, IntOrAuto, NumberOrAuto, Range, Time, field_map, schema_of
 from depthwidth.config.schema import hints as schema_hints
 from depthwidth.core.errors import BadInput, bad, did_you_mean
@@ -27,64 +28,61 @@ from depthwidth.core.errors import BadInput, bad, did_you_mean
 CHECKED = ("train", "optim", "probe", "run", "launcher", "tracker")
 
 
-def check(cfg: Mapping, groups=CHECKED) -> None:
+def check(cfg: Mapping, groups=CHECKED, texts: Mapping | None = None) -> None:
     """Validate every schema group present in ``cfg`` (a composed config: config/node.py);
-    BadInput on the first bad setting."""
+    BadInput on the first bad setting.  ``texts``: {group: ``node.fingerprint`` of that very node}
+    where the caller has them already (a sweep's expansion shares its runs' groups by them)."""
     for g in groups:
         node = _get(cfg, g)
         if node is not None:
-            check_group(g, node)
+            check_group(g, node, None if texts is None else texts.get(g))
     t, o = _get(cfg, "train"), _get(cfg, "optim")
     if t is not None and o is not None:
         _cross(t, o)
 
 
-# Groups and settings that passed, by value (``_frozen``): the runs of a sweep share most groups whole
+# Groups and settings that passed, by value (``_key``): the runs of a sweep share most groups whole
 # and most settings of the rest (10,000 runs had checked optim, probe, run, launcher and tracker
 # 10,000 times each, setting by setting).
 _PASSED: set = set()
 _PASSED_MAX = 4096
 _SCALARS = frozenset({int, float, str, bool, type(None)})
+_NO_RANGE = Range()  # a field without one (built once: a Range costs 1.5 us, 28 times a run of a sweep)
 
 
-def _frozen(x: Any) -> Any:
-    """A hashable value that equals another only where the checks cannot tell them apart: every
-    scalar with its type (1, 1.0 and True differ), mappings in order, lists as lists."""
+def _key(x: Any) -> Any:
+    """A hashable value that equals another only where the checks cannot tell them apart: a scalar
+    with its type (1, 1.0 and True differ), anything else its JSON text (``node.fingerprint``: a
+    group's text costs a tenth of walking it in Python); None (never remembered) for a value JSON
+    cannot hold."""
     t = x.__class__
     if t in _SCALARS:
         return (t, x)
-    if isinstance(x, dict):
-        if _SCALARS.issuperset(map(type, x.values())):  # a flat mapping, frozen without a call per value
-            return (dict, tuple(x.items()), tuple(map(type, x.values())))
-        return (dict, tuple((k, _frozen(v)) for k, v in x.items()))
-    if isinstance(x, (list, tuple)):
-        return (list, tuple(map(_frozen, x)))
-    return [t, x]  # another type (an OmegaConf list ...): unhashable, so never taken for another value
+    return fingerprint(x)
 
 
 def _passed(key: Any) -> bool:
-    try:
-        return key in _PASSED
-    except TypeError:  # a value that cannot be hashed: checked every time
-        return False
+    return key is not None and key in _PASSED
 
 
 def _remember(key: Any) -> None:
-    try:
-        if len(_PASSED) >= _PASSED_MAX:
-            _PASSED.clear()
-        _PASSED.add(key)
-    except TypeError:
-        pass
+    if key is None:  # a value JSON cannot hold: checked every time
+        return
+    if len(_PASSED) >= _PASSED_MAX:
+        _PASSED.clear()
+    _PASSED.add(key)
 
 
-def check_group(group: str, node: Mapping) -> None:
+def check_group(group: str, node: Mapping, text: str | None = None) -> None:
+    """``group``'s settings (``node``) against the schema, once per value: ``text`` is the node's
+    fingerprint where the caller holds it (computed here otherwise)."""
     if not hasattr(node, "keys"):
         raise bad(group, node, "a mapping of settings")
     if not isinstance(node, dict):  # an OmegaConf node or another mapping: checked as it is, every time
         _check_group(group, node)
         return
-    key = ("group", group, _frozen(node))
+    text = fingerprint(node) if text is None else text
+    key = None if text is None else ("group", group, text)
     if _passed(key):
         return
     _check_group(group, node)
@@ -104,7 +102,7 @@ def _check_group(group: str, node: Mapping) -> None:
     for name, f in fields.items():
         if name not in node.keys():
             raise BadInput(f"missing setting {group}.{name}")
-        _check_known(cls, f"{group}.{name}", node[name], hints[name], f.metadata.get("range", Range()))
+        _check_known(cls, f"{group}.{name}", node[name], hints[name], f.metadata.get("range", _NO_RANGE))
 
 
 def check_setting(group: str, key: str, value: Any, node: Mapping | None = None) -> None:
@@ -113,12 +111,13 @@ def check_setting(group: str, key: str, value: Any, node: Mapping | None = None)
     (``model.resolve.from_config``) and must bound its integers before it loops over them."""
     cls = schema_of(group, node)
     f = field_map(cls)[key]
-    _check_known(cls, f"{group}.{key}", value, schema_hints(cls)[key], f.metadata.get("range", Range()))
+    _check_known(cls, f"{group}.{key}", value, schema_hints(cls)[key], f.metadata.get("range", _NO_RANGE))
 
 
 def _check_known(cls: type, name: str, v: Any, tp: Any, r: Range) -> None:
     """``_check_value``, once per value a setting of ``cls`` is given."""
-    key = (cls, name, _frozen(v))
+    k = _key(v)
+    key = None if k is None else (cls, name, k)
     if _passed(key):
         return
     _check_value(name, v, tp, r)

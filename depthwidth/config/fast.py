@@ -145,9 +145,9 @@ def compose_fast(groups: dict, keys: dict) -> Node:
     """Resolved config for group choices + key overrides (raises BadInput).
 
     Works on plain dicts (a deep copy of an OmegaConf node costs more than the
-    whole rest of a run's dry-run), read as Nodes straight from the cached base's
-    JSON; plain ``${a.b}`` interpolations are resolved here (where the base holds
-    one, and in the overridden values: nothing else can hold one), anything fancier
+    whole rest of a run's dry-run), copied from the cached base's Nodes (``_copy``);
+    plain ``${a.b}`` interpolations are resolved here (where the base holds one,
+    and in the overridden values: nothing else can hold one), anything fancier
     goes through OmegaConf.  A test checks the result equals Hydra's compose of the
     run's override list."""
 
@@ -156,9 +156,9 @@ def compose_fast(groups: dict, keys: dict) -> Node:
     bkey = tuple(sorted(groups.items()))
     if bkey not in _PLAIN_BASE:
         text = json.dumps(OmegaConf.to_container(_base(bkey), resolve=False))
-        _PLAIN_BASE[bkey] = (text, _interpolated(json.loads(text)))
-    text, interpolated = _PLAIN_BASE[bkey]
-    cfg = json.loads(text, object_pairs_hook=Node)
+        _PLAIN_BASE[bkey] = (text, _interpolated(json.loads(text)), json.loads(text, object_pairs_hook=Node))
+    text, interpolated, tree = _PLAIN_BASE[bkey]
+    cfg = _copy(tree)
     overridden = []
     for k, v in keys.items():
         add = k.startswith("+")
@@ -171,14 +171,28 @@ def compose_fast(groups: dict, keys: dict) -> Node:
             node = node.setdefault(p, Node())
         if not isinstance(node, dict) or (leaf not in node and not add):
             raise unknown_key(k, json.loads(text))
-        if v.__class__ not in _SCALARS:  # a copy in JSON's types (a scalar is immutable and stays itself)
+        scalar = v.__class__ in _SCALARS
+        if not scalar:  # a copy in JSON's types (a scalar is immutable and stays itself)
             v = json.loads(json.dumps(v), object_pairs_hook=Node)
         if isinstance(v, dict) and isinstance(node.get(leaf), dict):
             node[leaf] = _merge(node[leaf], v)
         else:
             node[leaf] = v
-        overridden.append((*parents, leaf))
+        if not scalar or (isinstance(v, str) and "${" in v):  # a number or plain string resolves to itself
+            overridden.append((*parents, leaf))
     return _resolve(cfg, interpolated + overridden)
+
+
+def _copy(x: Any) -> Any:
+    """A fresh copy of the cached base (JSON's types only: Nodes, lists, scalars; a scalar is immutable
+    and stays itself): each run owns its config, and copying costs a third of parsing the text again."""
+    if x.__class__ is list:
+        return [v if v.__class__ in _SCALARS else _copy(v) for v in x]
+    out = Node(x)
+    for k, v in x.items():
+        if v.__class__ not in _SCALARS:
+            out[k] = _copy(v)
+    return out
 
 
 def _interpolated(x: Any, path: tuple = ()) -> list:

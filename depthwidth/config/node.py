@@ -8,6 +8,7 @@ and the run directory's ``config.yaml`` give a tree of Nodes, so no code below
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -42,3 +43,15 @@ def plain(x: Any) -> Any:
     if isinstance(x, list):
         return [plain(v) for v in x]
     return x
+
+
+def fingerprint(x: Any) -> str | None:
+    """A config value as JSON text, equal for two values only where no reader can tell them apart
+    (JSON keeps 1, 1.0, true and "1" apart and mappings in order; a tuple reads as a list): the key
+    of what a sweep computes once per distinct value of a group (config/check.py's passed checks,
+    sweep/expand.py's shared groups), where JSON's C encoder costs a fraction of walking the value
+    in Python.  None for a value JSON cannot hold (another type, a circular or too deep one)."""
+    try:
+        return json.dumps(x)
+    except (TypeError, ValueError, RecursionError):
+        return None

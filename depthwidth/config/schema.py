@@ -515,10 +515,11 @@ def fields_of(cls) -> list[str]:
 
 
 def defaults(cls) -> dict:
-    """A schema class's defaults as a plain dict (a fresh copy)."""
+    """A schema class's defaults as a plain dict (a fresh copy; its fields read once, ``field_map``:
+    ``dataclasses.fields`` was a third of resolving each of a sweep's 10,000 models)."""
     return {
-        f.name: (f.default_factory() if f.default is dataclasses.MISSING else f.default)
-        for f in dataclasses.fields(cls)
+        name: (f.default_factory() if f.default is dataclasses.MISSING else f.default)
+        for name, f in field_map(cls).items()
     }
 
 

@@ -31,7 +31,9 @@ def figures(spec: ModelSpec, seq_len: int) -> dict:
         if spec.mlp == "moe"
         else shapes.DENSE_TERMS
     )
-    out["params_vwt"] = shapes.vwt_params(spec.widths, spec.embed_width, spec.vocab_size, terms)
+    out["params_vwt"] = shapes.vwt_params(
+        spec.widths, spec.embed_width, spec.vocab_size, terms, classes=spec.layer_classes()
+    )
     if spec.mlp == "moe":  # the paper's active count (solve_hparams.compute_active_params): the unrouted
         # experts' share of Σ 3·E·r·w_i² taken from the convention's total, its waste terms left as they are
         r = spec.expert_hidden / spec.embed_width

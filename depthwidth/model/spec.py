@@ -11,7 +11,7 @@ input), ``depth`` is L (``n_layer``).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from itertools import groupby
 from typing import Any, Sequence
 
@@ -103,6 +103,21 @@ class ModelSpec:
             return "inv" if self.mup else "inv_sqrt"
         return self.attn_scale
 
+    def __hash__(self) -> int:
+        """The dataclass's own hash (of every compared field), once per spec: ``widths`` holds up to
+        10,000 layers, and the accounting's and memory plan's caches hash a spec a dozen times a run
+        of a dry run.  Left out of a pickle or copy (a string's hash differs between processes)."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in _COMPARED))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
     def layer_classes(self) -> tuple[tuple[int, int], ...]:
         """``layer_classes(widths)``, once per spec (a dry run reads every per-layer figure through it)."""
         c = self.__dict__.get("_classes")
@@ -191,6 +206,9 @@ class ModelSpec:
                     raise bad(f"width of layer {i + 1}", w, f"a multiple of the head dimension {self.head_dim}")
             if self.rope and self.head_size(i) % 2:
                 raise bad(f"head size of layer {i + 1}", self.head_size(i), "an even number (RoPE rotates pairs)")
+
+
+_COMPARED = tuple(f for f in fields(ModelSpec) if f.compare)  # what the dataclass's __eq__ and hash read
 
 
 def layer_classes(widths: Sequence) -> tuple[tuple[int, int], ...]:

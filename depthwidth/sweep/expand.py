@@ -25,6 +25,7 @@ from typing import Any, Iterable, Sequence
 
 from depthwidth.config.fast import compose_fast, override_list, parse_cli_overrides
 from depthwidth.config.identity import group_id, run_id
+from depthwidth.config.node import fingerprint
 from depthwidth.launch.config import capacity, launcher_config, processes, target_device
 from depthwidth.core.devices import PLAN_MFU, PLAN_PEAK_FLOPS
 from depthwidth.core.errors import BadInput, bad
@@ -130,14 +131,13 @@ def expand(
             run_device = _run_device(cfg, lcfg)
             if cfg.train.get("precision") == "auto":
                 keys["train.precision"] = cfg.train.precision = precision_for("auto", run_device)
-            _settle(r, cfg, run_device, pt.get("tuned"), mfu=mfu, peak=peak, cpu_peak=cpu_peak, spec=spec)
+            texts = _share(cfg, pool)  # before the checks, which read the groups' texts it computes
+            _settle(r, cfg, run_device, pt.get("tuned"), texts, mfu=mfu, peak=peak, cpu_peak=cpu_peak, spec=spec)
             if pt.get("halving"):
                 r.halving = True
                 _check_halving(cfg, lcfg)
         except BadInput as e:
             r.error = str(e)
-        if r.cfg is not None:
-            _share(r.cfg, pool)
         r.overrides = override_list(groups, keys)
         if r.run_id is not None and r.run_id in seen:
             dup += 1  # the same config reached twice (e.g. a shared baseline): one run
@@ -152,17 +152,19 @@ def expand(
     return Sweep(name, str(doc.get("description", "")), runs, dup, store=store_name)
 
 
-def _share(cfg: Any, pool: dict) -> None:
-    """Each group of a run's settled ``cfg`` equal to one an earlier run holds replaced by that one (read
+def _share(cfg: Any, pool: dict) -> dict:
+    """Each group of a run's composed ``cfg`` equal to one an earlier run holds replaced by that one (read
     only from here on): the runs of a sweep differ in a few settings, and 10,000 runs had held 10,000
-    copies of every group they share (86 MB of a dry run's 280)."""
+    copies of every group they share (86 MB of a dry run's 280).  {group: its fingerprint}, for the
+    checks (computed once a run, not once here and once there)."""
+    texts = {}
     for g, node in cfg.items():
         if isinstance(node, dict):
-            try:  # JSON tells 1, 1.0 and true apart; a value JSON cannot hold keeps the group its own
-                key = (g, hashlib.sha1(json.dumps(node).encode()).digest())
-            except (TypeError, ValueError):
-                continue
-            cfg[g] = pool.setdefault(key, node)
+            text = fingerprint(node)  # a value JSON cannot hold keeps the group its own
+            if text is not None:  # the digest, not the text: 10,000 distinct model groups are 6 MB of text
+                cfg[g] = pool.setdefault((g, hashlib.sha1(text.encode()).digest()), node)
+                texts[g] = text
+    return texts
 
 
 def derive(r: Run, keys: dict, *, mfu: float = DEFAULT_MFU, peak: float = DEFAULT_PEAK, cpu_peak=DEFAULT_CPU_PEAK):
@@ -172,7 +174,7 @@ def derive(r: Run, keys: dict, *, mfu: float = DEFAULT_MFU, peak: float = DEFAUL
     out = Run(index=-1, overrides=[], groups=dict(r.groups), keys=nk, label=r.label, launcher=r.launcher)
     try:
         cfg = compose_fast(out.groups, nk)
-        _settle(out, cfg, _run_device(cfg, r.launcher), list(r.tuned), mfu=mfu, peak=peak, cpu_peak=cpu_peak)
+        _settle(out, cfg, _run_device(cfg, r.launcher), list(r.tuned), None, mfu=mfu, peak=peak, cpu_peak=cpu_peak)
     except BadInput as e:
         out.error = str(e)
     out.overrides = override_list(out.groups, nk)
@@ -184,13 +186,14 @@ def _run_device(cfg: Any, launcher: dict) -> str:
     return target_device(launcher) if cfg.train.get("device") == "auto" else str(cfg.train.device)
 
 
-def _settle(r: Run, cfg: Any, run_device: str, tuned, **costs) -> None:
+def _settle(r: Run, cfg: Any, run_device: str, tuned, texts: dict | None, **costs) -> None:
     """``r``'s composed config checked as ``dw train`` would (``validate``, BadInput if not), its
-    dry-run figures, run id and, when the sweep tunes, its tuning group and tuned values."""
+    dry-run figures, run id and, when the sweep tunes, its tuning group and tuned values.
+    ``texts``: its groups' fingerprints (``_share``), None to compute them."""
     r.cfg = cfg
     lcfg = r.launcher
     r.figures = validate(
-        cfg, device=run_device, processes=processes(lcfg), capacity=capacity(lcfg, run_device), **costs
+        cfg, device=run_device, processes=processes(lcfg), capacity=capacity(lcfg, run_device), texts=texts, **costs
     )
     r.run_id = run_id(cfg)
     if tuned:
@@ -247,12 +250,15 @@ def validate(
     processes: int = 1,
     capacity: int | None = None,
     spec: Any = None,
+    texts: dict | None = None,
 ) -> dict:
     """Everything `dw train` would reject, short of touching the data (``train.plan.check``;
     ``check_data`` opens it), the memory plan on ``processes`` devices of ``capacity`` bytes
     (BadInput if it cannot fit), and the dry-run figures of the run (plan_costs.py: device-hours
-    at ``mfu`` of ``peak`` per GPU or ``cpu_peak`` per CPU process, checkpoint bytes).  No torch."""
-    rp = check_run(cfg, processes=processes, spec=spec)
+    at ``mfu`` of ``peak`` per GPU or ``cpu_peak`` per CPU process, checkpoint bytes).  ``spec``
+    and ``texts``: ``cfg.model`` resolved and its groups' fingerprints, where the caller holds them.
+    No torch."""
+    rp = check_run(cfg, processes=processes, spec=spec, texts=texts)
     spec, t = rp.spec, cfg.train
     mb = t.micro_batch_size
     lay = memory.layout(
@@ -418,6 +424,7 @@ def select(runs: Iterable[Run], pattern: str | None) -> list[Run]:
 
 def dry_run_rows(sw: Sweep, runs_root: Path) -> list[dict]:
     rows = []
+    store = runs_root / sw.store  # joined once, not once a run (pathlib: 10,000 joins were a tenth of a second)
     for r in sw.runs:
         row = {
             "index": r.index,
@@ -427,7 +434,7 @@ def dry_run_rows(sw: Sweep, runs_root: Path) -> list[dict]:
             **r.figures,
             "ref": r.ref,
             "error": r.error,
-            "overrides": r.full_overrides(sw.store, runs_root / sw.store / (r.run_id or "INVALID")),
+            "overrides": r.full_overrides(sw.store, store / (r.run_id or "INVALID")),
         }
         rows.append(row)
     return rows

@@ -100,16 +100,17 @@ def shape_counts(spec: ModelSpec) -> tuple:
         if len(classes) == spec.depth
         else dataclasses.replace(spec, widths=tuple(spec.widths[i] for i, _ in classes))
     )
-    return tuple(
-        (unit, shape, 1 if unit == "root" else classes[int(unit.split(".", 1)[1])][1]) for unit, shape in _listed(short)
-    )
+    return tuple((unit, shape, 1 if c is None else classes[c][1]) for unit, shape, c in _listed(short))
 
 
 @functools.lru_cache(maxsize=256)
 def _listed(spec: ModelSpec) -> tuple:
-    """((unit, shape), ...) of ``param_shapes``: a short spec recurs across depths (every uniform
-    model of one width deeper than 2 layers reads as the same 2-layer one)."""
-    return tuple((unit, shape) for unit, _, shape in param_shapes(spec))
+    """((unit, shape, class), ...) of ``param_shapes``, ``class`` the index of block ``blocks.i`` in
+    the short spec's layers (None: the root), read from the unit's name once here: a short spec recurs
+    across depths (every uniform model of one width deeper than 2 layers reads as the same 2-layer one)."""
+    return tuple(
+        (unit, shape, None if unit == "root" else int(unit.split(".", 1)[1])) for unit, _, shape in param_shapes(spec)
+    )
 
 
 def _units(spec: ModelSpec) -> dict:
@@ -144,12 +145,19 @@ def _static(spec: ModelSpec, mode: str, world: int, rank: int) -> tuple:
     return tuple(_static_bytes(spec, mode, world, rank).items())
 
 
-def _static_bytes(spec: ModelSpec, mode: str, world: int, rank: int) -> dict:
+@functools.lru_cache(maxsize=64)
+def _elements(spec: ModelSpec) -> tuple[int, int]:
+    """(tensors, elements) of every parameter of ``spec``: the static bytes and the weight cache of an
+    unsharded model both read them (once per spec, not once each)."""
     shapes = shape_counts(spec)
-    tensors = sum(k for _, _, k in shapes)
+    return sum(k for _, _, k in shapes), sum(k * _numel(s) for _, s, k in shapes)
+
+
+def _static_bytes(spec: ModelSpec, mode: str, world: int, rank: int) -> dict:
+    tensors, n = _elements(spec)
     if mode != "fsdp" or world == 1:
-        n = sum(k * _numel(s) for _, s, k in shapes)
         return {"params": 4 * n, "grads": 4 * n, "optimizer": 8 * n + 4 * tensors}
+    shapes = shape_counts(spec)
     padded = mine = 0
     for _, s, k in shapes:
         d0, row = (s[0], _numel(s[1:])) if s else (1, 1)
@@ -205,7 +213,7 @@ def _per_token(spec: ModelSpec, precision: str, device: str, ac: bool) -> int:
 
 def compute_bytes(spec: ModelSpec, mode: str, world: int, precision: str, device: str) -> int:
     if mode != "fsdp" or world == 1:
-        n = sum(k * _numel(s) for _, s, k in shape_counts(spec))
+        n = _elements(spec)[1]
         return 2 * n if precision == "bf16" and device == "cuda" else 0
     e = 2 if precision == "bf16" and device == "cuda" else 4
     in_flight = sum(_block_sizes(spec)[:2]) + _units(spec).get("root", 0)
@@ -240,8 +248,10 @@ def _fixed(spec, seq_len, mode, world, precision, device, wsd_branches) -> dict:
     return b
 
 
-def _divisors_desc(n: int) -> list[int]:
-    return [d for d in range(n, 0, -1) if n % d == 0]
+@functools.lru_cache(maxsize=64)
+def _divisors_desc(n: int) -> tuple[int, ...]:
+    """Once per batch size: a sweep's runs share a few (a loop of n steps, every run)."""
+    return tuple(d for d in range(n, 0, -1) if n % d == 0)
 
 
 def layout(
@@ -267,13 +277,12 @@ def layout(
     else:
         modes = ["ddp", "fsdp"] if parallel == "auto" else [parallel]
     acs = [False, True] if ac == "auto" else [ac == "block"]
-    mbs = (
-        _divisors_desc(per_rank)
-        if micro_batch in ("auto", None) and capacity is not None
-        else ([per_rank] if micro_batch in ("auto", None) else [int(micro_batch)])
-    )
     if micro_batch is None:
         mbs = [per_rank]
+    elif micro_batch == "auto":
+        mbs = _divisors_desc(per_rank) if capacity is not None else [per_rank]
+    else:
+        mbs = [int(micro_batch)]
     best = None
     for mode in modes:
         fixed = _fixed(spec, seq_len, mode, world, precision, device, wsd_branches)

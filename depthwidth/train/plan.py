@@ -42,10 +42,11 @@ class CheckedRun:
     budgets: list  # optim.Budget, the full run last
 
 
-def check(cfg: Any, processes: int = 1, spec: ModelSpec | None = None) -> CheckedRun:
+def check(cfg: Any, processes: int = 1, spec: ModelSpec | None = None, texts: dict | None = None) -> CheckedRun:
     """Everything about ``cfg`` run on ``processes`` processes that can be checked without
-    data or a device (BadInput).  ``spec``: ``cfg.model`` resolved already (a sweep's expansion)."""
-    config_check.check(cfg)
+    data or a device (BadInput).  ``spec``: ``cfg.model`` resolved already, ``texts``: its groups'
+    fingerprints (``config.check.check``), where a sweep's expansion holds them."""
+    config_check.check(cfg, texts=texts)
     t = cfg["train"]
     if int(t["threads"]) > MAX_CPUS:
         raise bad("train.threads", t["threads"], f"an integer in [0, {MAX_CPUS:,}] (0: torch's default)")
