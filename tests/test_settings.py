@@ -144,3 +144,29 @@ def test_the_readme_settings_table_is_generated_from_the_schema():
     text = (ROOT / "README.md").read_text()
     start, end = text.index(docs.README_BEGIN), text.index(docs.README_END) + len(docs.README_END)
     assert text[start:end] == docs.markdown(), "README settings table is stale: run `dw config show --markdown`"
+
+
+def test_config_show_with_overrides_prints_the_resolved_preset_dw_train_would_train(capsys):
+    """#35 item 3: a resolved preset is visible without training: every group as the composer gives
+    it to dw train, the preset's own values and the bases' beneath them; bad values one line, exit 2."""
+    from depthwidth.config.compose import compose
+    from depthwidth.config.node import plain
+    from tests.helpers import dw_in_process
+
+    code, out, err = dw_in_process(capsys, "config", "show", "model=vwt_1b", "optim=vwt", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc == plain(compose(["model=vwt_1b", "optim=vwt"]))  # what dw train composes
+    assert (doc["model"]["preset"], doc["model"]["depth"], doc["model"]["width"]) == ("vwt_1b", 32, 1280)
+    assert (doc["optim"]["lr"], doc["optim"]["schedule"], doc["optim"]["warmup"]) == (0.01, "power", 0.08)
+    assert doc["optim"]["betas"] == plain(compose([]))["optim"]["betas"]  # inherited from the base
+    code, out, err = dw_in_process(capsys, "config", "show", "model", "model=vwt_1b", "model.depth=12")
+    assert code == 0 and out.startswith("# dw config show model=vwt_1b model.depth=12: resolved")
+    assert "depth: 12" in out and "optim" not in out.split("\n", 1)[1]
+    for argv, says in (
+        (("model=nosuch",), "unknown model 'nosuch'"),
+        (("model.width=abc",), "bad value for model.width: 'abc'"),
+        (("model", "optim", "model=vwt"), "bad value for name: 'model optim'"),
+    ):
+        code, out, err = dw_in_process(capsys, "config", "show", *argv)
+        assert code == 2 and err.count("\n") == 1 and says in err, err
