@@ -14,7 +14,7 @@ from depthwidth.fit.laws import get_law
 from depthwidth.fit.pipeline import run_fit
 from depthwidth.fit.predict import design, ensemble_of, parse_target, predict
 from depthwidth.simulate.world import Noise, losses, world
-from tests.helpers import dw_in_process
+from tests.helpers import REPO, dw_in_process
 from tests.planted import PLANTED, planted_table
 
 DD = get_law("depth-delusion")
@@ -170,6 +170,25 @@ def test_dw_suggest_from_a_fit_leaves_out_runs_in_the_store_and_dry_run_shows_me
     assert code == 0 and "the fit it starts from: D_crit not located: as written in fit.json" in out, out
     code, out, err = dw_in_process(capsys, "status", "h")
     assert code == 0 and "(depth-delusion, " in out and "): D_crit not located: as written in fit.json" in out, out
+
+
+def test_dw_suggest_keeps_to_the_runs_its_fit_was_fitted_on(sweeps, capsys):
+    """#36: a store of shapes fitted with a shape-blind law keeps its uniform runs (--where
+    shape=uniform); dw suggest had proposed x runs, predicted by the uniform law, that the refit ignored."""
+    from depthwidth.simulate import simulate
+
+    demo = yaml.safe_load((REPO / "sweeps" / "demo.yaml").read_text())
+    (sweeps / "d_init.yaml").write_text(yaml.safe_dump(demo))
+    (sweeps / "d.yaml").write_text(yaml.safe_dump({**demo, "store": "d-sim"}))
+    simulate("d_init", name="d-sim", seed=0)
+    fit = run_fit("d-sim", law="depth-delusion", bootstrap=50, max_starts=300)
+    assert fit["where"] == ["shape=uniform"]
+    code, out, err = dw_in_process(capsys, "suggest", "d", "--budget", "1", "--json", "--no-write")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["runs"] and {r["shape"] for r in doc["runs"]} == {"uniform"}
+    assert doc["candidates_outside_fit"] > 0
+    assert any("outside the fit's --where shape=uniform" in n for n in doc["notes"]), doc["notes"]
 
 
 def test_bad_targets_and_candidates_are_one_line_exit_2(sweeps, capsys):

@@ -177,6 +177,27 @@ def candidates(
     return good, {"refused": len(sw.bad), "in_store": sum(1 for r in sw.runs if r.run_id in have)}
 
 
+def _within_fit(runs: list[Run], fit: dict | None) -> tuple[list[Run], int]:
+    """(the candidates the fit's ``--where`` keeps, how many it leaves out): a fit of the uniform runs
+    of a store of shapes (a shape-blind law) predicts only uniform runs, so only those are proposed.
+    A filter on a column the candidates do not carry leaves them all."""
+    where = (fit or {}).get("where") or []
+    if not where or not runs:
+        return runs, 0
+    import pandas as pd
+
+    from depthwidth.fit.table import apply_where
+
+    df = pd.DataFrame(rows_of(runs))
+    if not all(w.split("=", 1)[0] in df.columns for w in where):
+        return runs, 0
+    try:
+        keep = list(apply_where(df, where).index)
+    except BadInput:  # no candidate matches
+        keep = []
+    return [runs[i] for i in keep], len(runs) - len(keep)
+
+
 def _in_store(st: str) -> set[str]:
     """Run ids the store already has (any state): a candidate never repeats one."""
     if not store.manifest_path(st).exists():
@@ -284,6 +305,18 @@ def suggest(
             f"sweep {name}: no candidate runs left ({counts['in_store']} already in the store, "
             f"{counts['refused']} refused by the plan): widen them with --candidates"
         )
+    runs, outside = _within_fit(runs, src.fit)
+    if outside:
+        counts["outside_fit"] = outside
+        where = " ".join((src.fit or {}).get("where") or [])
+        src.notes.append(
+            f"{outside} candidates left out: outside the fit's --where {where} (its law was fitted on those "
+            "runs alone; its predictions elsewhere would be extrapolations it never saw)"
+        )
+        if not runs:
+            raise BadInput(
+                f"sweep {name}: no candidate runs inside the fit's --where {where}: widen them with --candidates"
+            )
     cost = np.array([r.figures["device_hours"] for r in runs])
     cheapest = int(np.argmin(cost))
     if budget < cost[cheapest]:
