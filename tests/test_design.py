@@ -339,3 +339,18 @@ def test_seed_noise_is_told_from_the_laws_misfit_and_a_replicate_teaches_only_wh
     )
     print(f"second seed / first: {shared:.3f} shared misfit, {unshared:.3f} seeds only; noise {noise}")
     assert 0 <= shared < 0.5 * unshared, (shared, unshared)
+
+
+def test_a_design_with_too_few_replicates_says_so_without_naming_a_flag():
+    """#36: the error had read "bad value for --target: 'region' (allowed: a number at least 10 of the 8
+    replicates define (8 do) ...)" from a Python call that gave no flag."""
+    from depthwidth.core.errors import BadInput
+
+    w = world("depth-delusion", noise=Noise(sigma=0.01))
+    init = _plant(w, _grid([2, 4, 32], [128, 256, 512]), 1)
+    ens = ensemble_of(run_fit(runs=init, law="depth-delusion", bootstrap=8, max_starts=300, write=False))
+    cand = _grid([8, 16], [256])
+    with pytest.raises(BadInput) as e:  # 8 replicates at most: fewer than a design needs
+        design(ens, parse_target("dcrit@256", ens.law), cand.to_dict("records"), np.ones(len(cand)), budget=1.0)
+    msg = str(e.value)
+    assert "--target" not in msg and "of the fit's" in msg and "a design needs at least 10" in msg, msg

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from depthwidth.core.errors import bad
+from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.boot import draw_noise
 from depthwidth.fit.count import CountModel, count_of
 from depthwidth.fit.derived import C_REF, derived_numbers
@@ -333,6 +333,9 @@ def _configs(ens: Ensemble, rows) -> np.ndarray:
     return np.unique(cols, axis=0, return_inverse=True)[1].reshape(-1)
 
 
+MIN_REPLICATES = 10  # replicates a design's covariance rests on
+
+
 def design(
     ens: Ensemble,
     target,
@@ -352,12 +355,11 @@ def design(
     cost = np.asarray(cost, dtype=float)
     rank = np.maximum(cost, 1e-12) ** cost_power
     T, Y, used = _joint(ens, target, rows)
-    if len(T) < 10:
-        raise bad(
-            "--target",
-            target.spec,
-            f"a number at least 10 of the {len(ens.theta)} replicates define ({len(T)} do): refit with more "
-            "--bootstrap, or another target",
+    if len(T) < MIN_REPLICATES:  # said without a flag: design() is called from Python too (benchmarks)
+        raise BadInput(
+            f"cannot design for {target.spec}: {len(T)} of the fit's {len(ens.theta)} bootstrap replicates "
+            f"define it, and a design needs at least {MIN_REPLICATES} (refit with more bootstrap replicates, "
+            "or choose another target)"
         )
     K, M = T.shape[1], Y.shape[1]
     C = np.cov(np.column_stack([T, Y]), rowvar=False)
