@@ -151,10 +151,11 @@ def test_dw_suggest_from_a_fit_leaves_out_runs_in_the_store_and_dry_run_shows_me
     code, out, err = dw_in_process(capsys, "suggest", "h", "--budget", "1", "--target", "dcrit@64", "--json")
     assert code == 0, err
     doc = json.loads(out)
-    # 5 depths x 2 widths at seed 42 and a replicate seed 43: 20, of which the store has 6
-    assert doc["from"] == "fit" and doc["candidates_in_store"] == 6 and doc["candidates"] == 14
+    # the 5 depths, their 3 geometric midpoints (3, 6, 11) and 1.5x the deepest (24): 9 depths x 2 widths
+    # at seed 42 and a replicate seed 43: 36, of which the store has 6
+    assert doc["from"] == "fit" and doc["candidates_in_store"] == 6 and doc["candidates"] == 30
     shapes = {(r["depth"], r["width"]) for r in doc["runs"] if r["seed"] == 42}
-    assert shapes <= {(4, 32), (4, 64), (8, 32), (8, 64)}  # never a run the store has
+    assert shapes and not shapes & {(d, w) for d in (1, 2, 16) for w in (32, 64)}  # never a run the store has
     assert {r["seed"] for r in doc["runs"]} <= {42, 43} and doc["runs"]
     code, out, err = dw_in_process(capsys, "sweep", "h", "--dry-run", "--json")
     assert code == 2 and "dw simulate planted" in err  # a planted store is never submitted into
@@ -189,6 +190,16 @@ def test_dw_suggest_keeps_to_the_runs_its_fit_was_fitted_on(sweeps, capsys):
     assert doc["runs"] and {r["shape"] for r in doc["runs"]} == {"uniform"}
     assert doc["candidates_outside_fit"] > 0
     assert any("outside the fit's --where shape=uniform" in n for n in doc["notes"]), doc["notes"]
+
+
+def test_default_candidates_lie_between_the_grids_depths_and_past_the_deepest():
+    """#36: the candidates were only the grid's own depths: no run between two grid depths or past the
+    deepest, where a D_crit there could be located."""
+    from depthwidth.sweep.suggest import between_depths
+
+    assert between_depths([1, 2, 4, 8, 16]) == [1, 2, 3, 4, 6, 8, 11, 16, 24]
+    assert between_depths([4, 8, 12, 16, 24, 32, 48]) == [4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 39, 48, 72]
+    assert between_depths([6]) == [6, 9]
 
 
 def test_bad_targets_and_candidates_are_one_line_exit_2(sweeps, capsys):

@@ -134,6 +134,8 @@ def candidate_doc(name: str, doc: dict, extra: dict[str, list]) -> dict:
                 if k not in META and v not in values.setdefault(k, []):
                     values[k].append(v)
         axes = {k: sorted(v, key=str) for k, v in values.items() if len(v) > 1}
+        if "model.depth" in axes and "model.depth" not in extra:
+            axes["model.depth"] = between_depths(axes["model.depth"])
         axes.update(extra)
         nb = {k: v for k, v in blk.items() if k not in ("runs", "axes", "zip", "seeds")}
         fixed = {k: v[0] for k, v in values.items() if len(v) == 1 and k not in extra}
@@ -147,6 +149,18 @@ def candidate_doc(name: str, doc: dict, extra: dict[str, list]) -> dict:
             nb["runs"] = [{}]
         out.append(nb)
     return {**top, "blocks": out}
+
+
+BEYOND = 1.5  # the deepest candidate, times the grid's deepest depth
+
+
+def between_depths(depths: list) -> list:
+    """The grid's depths, the geometric midpoint of each pair of neighbours, and BEYOND times the
+    deepest: where D_crit lies between two grid depths (or past the deepest), only runs there can
+    locate it, and a grid of doublings has none (the design had proposed only depths it already had)."""
+    ds = sorted({int(d) for d in depths})
+    mids = {round(math.sqrt(a * b)) for a, b in zip(ds, ds[1:])}
+    return sorted({*ds, *(m for m in mids if m not in ds), round(BEYOND * ds[-1])})
 
 
 def candidates(
