@@ -136,8 +136,9 @@ def schedule(runs: list, rows: list) -> dict:
     for cfg, rs in groups.values():
         cfg = complete("launcher", cfg)  # a launcher given in part: the schema's defaults
         pack = int(cfg["pack"])
-        start = max(x.get("start_s") or 0.0 for x in rs) / 3600.0  # measured (probe.py): a process start
-        each = start if cfg["name"] == "slurm" else 0.0  # per array task; local workers, debug: once
+        # measured (probe.py process_seconds): a process start and its first set-up's one-time extra
+        start = max(x.get("start_s") or 0.0 for x in rs) / 3600.0
+        each = start if cfg["name"] == "slurm" else 0.0  # per array task; local workers, debug: once each
         # run_hours: a SLURM run's calendar time, requeue restarts and waits included (longruns.py)
         tasks = [
             each + sum(x.get("run_hours", x["wall_hours"]) for x in rs[i : i + pack]) for i in range(0, len(rs), pack)

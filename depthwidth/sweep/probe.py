@@ -5,17 +5,25 @@ and largest configurations on the device at hand, records them beside the sweep
 Each configuration is trained for a few steps in a fresh process (train/timing.py), so the figures
 include what a run pays besides its steps: the process start, set-up (data, model, compile), the
 first steps' allocation, and one of each evaluation, gradient probe, entropy profile, checkpoint and
-the end's analysis.  A run's planned seconds are then
+the end's analysis.  The steady step is the median of at least 2 s of steps, each counted on its
+core (its wall time less the time the process waited for a core another process held): the plan
+prices the device, assuming each run has its threads' cores to itself (a local worker's runs on the
+CPU: one worker per core), not the co-tenants of the probe's moment; the dry run says how much the
+probe waited.  A run's planned seconds are then
 
-    setup + first + steps_planned × step + evals × eval + probes × probe + entropy × entropy_s
+    setup_again + first + steps_planned × step + evals × eval + probes × probe + entropy × entropy_s
       + ckpts × ckpt + analysis
 
-(``steps_planned``: the trunk and every WSD decay branch; the counts: plan_costs.events), each piece
+(``setup_again``: a set-up in a process that has set up a run before, as a worker's later runs;
+the first set-up's one-time extra, ``setup − setup_again``: lazy imports, the data's first open,
+is paid once per process with its start; ``steps_planned``: the trunk and every WSD decay branch;
+the counts: plan_costs.events), each piece
 interpolated between the two probed configurations log-linearly in FLOPs per step (a step's, an
 evaluation's ... cost grows at most in proportion beyond the largest and is the smallest's below
-it), plus one process start per array task (SLURM) or once (local workers, debug: the runs share a
-process).  Runs on another device than the probe's keep the assumed MFU, and the dry run says which
-figures are measured and which assumed.
+it), plus one process start and first set-up's extra (``process_seconds``) per array task (SLURM)
+or once per worker (local workers, debug: a worker's runs share its process).  Runs on another
+device than the probe's keep the assumed MFU, and the dry run says which figures are measured and
+which assumed.
 """
 
 from __future__ import annotations
@@ -32,9 +40,9 @@ from depthwidth.core import store
 from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import BadInput, WorkFailed
 
-PROBE_STEPS = 10  # timed steps per configuration (after 2 warm-up steps)
-PIECES = ("setup_s", "first_s", "step_s", "eval_s", "probe_s", "entropy_s", "ckpt_s", "analysis_s")
-FIXED = ("setup_s",)  # the same whatever the size beyond the probed range
+PROBE_STEPS = 10  # timed steps per configuration at least (after 2 warm-up steps; and >= 2 s of them)
+PIECES = ("setup_s", "setup_again_s", "first_s", "step_s", "eval_s", "probe_s", "entropy_s", "ckpt_s", "analysis_s")
+FIXED = ("setup_s", "setup_again_s")  # the same whatever the size beyond the probed range
 
 
 def path(store_name: str) -> Path:
@@ -123,12 +131,28 @@ def piece(points: list, key: str, f: float) -> float:
     return math.exp(math.log(y0) + t * math.log(y1 / y0))
 
 
+def _again(points: list) -> list:
+    """The points with ``setup_again_s`` (a record written before it was measured: the set-up, in full)."""
+    return [p if p.get("setup_again_s") is not None else {**p, "setup_again_s": p["setup_s"]} for p in points]
+
+
+def process_seconds(points: list) -> float:
+    """What a process pays once, before its first run's set-up proper: its start and the first
+    set-up's one-time extra over a later one (the most of the probed points)."""
+    return max(
+        float(p.get("start_s") or 0.0) + max(0.0, float(p["setup_s"] or 0.0) - float(p["setup_again_s"] or 0.0))
+        for p in _again(points)
+    )
+
+
 def run_seconds(points: list, row: dict) -> dict:
-    """A run's planned seconds, piece by piece, from the probe (its process start apart)."""
+    """A run's planned seconds, piece by piece, from the probe (its process's one-time costs apart:
+    ``process_seconds``)."""
     f, ev = flops_per_step(row), row["events"]
+    points = _again(points)
     at = {k: piece(points, k, f) for k in PIECES}
     parts = {
-        "setup": at["setup_s"],
+        "setup": at["setup_again_s"],
         "first": at["first_s"],
         "steps": row["steps_planned"] * at["step_s"],
         "evals": ev["evals"] * at["eval_s"],
@@ -142,8 +166,8 @@ def run_seconds(points: list, row: dict) -> dict:
 
 def apply(doc: dict | None, rows: list) -> list:
     """Rows on the probe's device get measured hours (``time: measured``, ``seconds`` piece by piece,
-    ``start_s``: one process start); the others keep the assumed MFU (``time: assumed``).  Returns the
-    rows measured."""
+    ``start_s``: a process's one-time costs, process_seconds); the others keep the assumed MFU
+    (``time: assumed``).  Returns the rows measured."""
     done = []
     for x in rows:
         x["time"] = "assumed"
@@ -154,7 +178,7 @@ def apply(doc: dict | None, rows: list) -> list:
         x.update(
             time="measured",
             seconds=sec,
-            start_s=max(float(p.get("start_s") or 0.0) for p in doc["points"]),
+            start_s=process_seconds(doc["points"]),
             wall_hours=sec["total"] / 3600.0,
             device_hours=sec["total"] * procs / 3600.0,
         )
@@ -172,10 +196,21 @@ def line(doc: dict, measured: list, rows: list) -> str:
         for p in pts
     )
     start = max(float(p.get("start_s") or 0) for p in pts)
+    once = process_seconds(pts)
+    timed = [p for p in pts if p.get("steps_timed")]
+    waited = max((float(p.get("waited") or 0.0) for p in pts), default=0.0)
+    steady = (
+        f"steady steps: the median of {'/'.join(str(p['steps_timed']) for p in timed)} timed steps, each on its core "
+        f"(the probe waited {waited:.0%} of its steps' time for a core another process held; assumed: each run has "
+        "its threads' cores to itself)"
+        if timed and any("step_wall_s" in p for p in pts)
+        else "steady steps: wall time of a few timed steps (a probe of an earlier version: probe again)"
+    )
     left = len(rows) - len(measured)
     return (
         f"measured: {len(measured)} of {len(rows)} runs' hours from the probe of {doc['time']} on {doc['device']} "
-        f"({doc['host']}, load {doc['loadavg'][0]:.1f} on {doc['cpus']} CPUs): {each}; process start "
-        f"{start:.1f} s, set-up, evaluations, checkpoints, probes and analysis priced as measured"
+        f"({doc['host']}, load {doc['loadavg'][0]:.1f} on {doc['cpus']} CPUs): {each}; {steady}; process start "
+        f"{start:.1f} s and the first set-up's one-time extra, {once:.1f} s in all, once per process (a worker, "
+        "an array task); a later run's set-up, evaluations, checkpoints, probes and analysis priced as measured"
         + (f"; the other {left} assumed at the stated MFU" if left else "")
     )
