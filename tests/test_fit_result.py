@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from depthwidth.fit.result import FitResult, Verdicts, verdicts_of, with_verdicts
+from depthwidth.fit.result import FitDocument, Verdicts, verdicts_of, with_verdicts
 from tests.helpers import dw_in_process
 
 
@@ -25,7 +25,7 @@ def fitted(tmp_path_factory):
 def test_fit_json_round_trips_through_the_typed_result(fitted):
     root, doc = fitted
     on_disk = json.loads((root / "demo-sim" / "fit.json").read_text())
-    res = FitResult.from_json(on_disk)
+    res = FitDocument.from_json(on_disk)
     assert res.law == "depth-delusion" and res.n_runs == 12 and res.where == ["shape=uniform"]
     assert isinstance(res.verdicts, Verdicts) and "planted" in res.sections and "compare" not in res.sections
     assert res.to_json() == on_disk  # every key back, none added
@@ -39,7 +39,7 @@ def test_dw_fit_stores_the_verdicts_its_rules_decide(fitted):
     assert stored["notes"][0] == doc["identification"]["line"]  # the D_crit ladder's line first
     assert stored["label"] == "depth-delusion[log]" and stored["planted"].startswith("planted world (")
     # a fit.json written before verdicts were stored: decided when read, by the same rules
-    old = FitResult.from_json(bare)
+    old = FitDocument.from_json(bare)
     assert old.verdicts.to_json() == stored
     assert verdicts_of(bare).notes == stored["notes"] and verdicts_of(doc).notes == stored["notes"]
 

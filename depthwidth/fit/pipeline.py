@@ -41,7 +41,7 @@ from depthwidth.fit.options import Checked, FitOptions
 from depthwidth.fit.planted import compare as compare_planted
 from depthwidth.fit.predict import replicates_record
 from depthwidth.fit.planted import read_world
-from depthwidth.fit.result import with_verdicts
+from depthwidth.fit.result import FitDocument
 from depthwidth.fit.sensitivity import sensitivity as sensitivity_fn
 from depthwidth.fit.table import apply_where, one_shape, prepare
 from depthwidth.fit.tuning import HALTED, LR_LAW, comparison, fixed_value, lr_law
@@ -166,7 +166,7 @@ def run_fit(
             )
     _sections(res, clean, fr, chk, opts, iv, rt.sweep_dir, widths, count, n_conv, pooled)
     res["seconds"] = round(time.perf_counter() - t0, 3)
-    res = with_verdicts(jsonable(res))  # every line its readers print, decided once (fit/result.py)
+    res = FitDocument.from_json(jsonable(res)).to_json()  # its verdicts decided here, once (fit/result.py)
     return write_document(res, out, rt.sweep_dir, "fit.json") if write else res
 
 

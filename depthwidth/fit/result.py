@@ -1,6 +1,7 @@
 """A fit's result as typed records: what ``fit.json`` holds (schema ``dw.fit/1``), read and written here.
 
-``FitResult`` is the document ``dw fit`` writes, field by field; the optional analyses (law
+``FitDocument`` is the document ``dw fit`` writes, field by field (``dw fit`` writes it through it; the
+engine's own numeric result is fit/solver.py's ``FitResult``); the optional analyses (law
 comparison, hold-out, sensitivity, isoFLOP, planted truth, tuning, …) stay their own sections,
 kept in order under ``sections``.  ``Verdicts`` are every line and flag a reader prints about the
 fit — the fitted law's label, each parameter's flags, the optima and D_crit values outside the
@@ -110,7 +111,7 @@ class _Rules:
 
 
 @dataclass
-class FitResult:
+class FitDocument:
     """``fit.json``: one fit of a law to a run table, with its intervals, checks and verdicts."""
 
     law: str
@@ -163,15 +164,13 @@ class FitResult:
     schema: str = SCHEMA
 
     @classmethod
-    def from_json(cls, doc: dict) -> FitResult:
-        """A fit.json document as a FitResult; one written before ``verdicts`` (or under older rules)
+    def from_json(cls, doc: dict) -> FitDocument:
+        """A fit.json document as a FitDocument; one written before ``verdicts`` (or under older rules)
         gets them decided now."""
         names = {f.name for f in fields(cls)} - {"sections", "verdicts"}
         kw = {k: v for k, v in doc.items() if k in names}
         sections = {k: v for k, v in doc.items() if k not in names and k != "verdicts"}
-        v = doc.get("verdicts")
-        fresh = isinstance(v, dict) and v.get("version") == VERDICTS_VERSION
-        verdicts = Verdicts.from_json(v) if fresh else Verdicts.decide(doc)
+        verdicts = _stored(doc) or Verdicts.decide(doc)
         return cls(**kw, verdicts=verdicts, sections=sections)
 
     def to_json(self) -> dict:
@@ -195,7 +194,10 @@ def with_verdicts(doc: dict) -> dict:
 def verdicts_of(doc: dict) -> Verdicts | _Rules:
     """The verdicts a fit document carries; for one that carries none (or under older rules), each
     decided by its rule when read."""
+    return _stored(doc) or _Rules(doc)
+
+
+def _stored(doc: dict) -> Verdicts | None:
+    """The verdicts ``doc`` stores under the current rules, else None."""
     v = doc.get("verdicts")
-    if isinstance(v, dict) and v.get("version") == VERDICTS_VERSION:
-        return Verdicts.from_json(v)
-    return _Rules(doc)
+    return Verdicts.from_json(v) if isinstance(v, dict) and v.get("version") == VERDICTS_VERSION else None
