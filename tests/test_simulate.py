@@ -7,7 +7,7 @@ import pytest
 
 from depthwidth.fit.pipeline import run_fit
 from depthwidth.simulate import Noise, simulate
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def test_mixed_store_is_refused_by_report_and_fit(root):
         ["report", "mixed", "--root", str(root)],
         ["fit", "mixed", "--root", str(root), "--law", "width-depth"],
     ):
-        line = assert_bad_input(run_dw(*args))
+        line = assert_bad_input(dw(*args))
         assert "mixes 16 simulated run(s)" in line and "1 trained run(s)" in line
     assert not (d / "fit.json").exists() and not (root / "out").exists()
 
@@ -147,23 +147,23 @@ def test_bad_input_writes_nothing(root, tmp_path):
         (["simulate", "demo", "model.depth=0"], "model.depth"),
     ]
     for args, word in cases:
-        line = assert_bad_input(run_dw(*args, "--root", str(tmp_path)))
+        line = assert_bad_input(dw(*args, "--root", str(tmp_path)))
         assert word in line, (args, line)
     assert list(tmp_path.iterdir()) == []
     # a store with a trained run in it is never written over, not even with --replace
     (tmp_path / "real" / "r1").mkdir(parents=True)
     (tmp_path / "real" / "r1" / "summary.json").write_text(json.dumps({"run_id": "r1", "status": "done"}))
-    line = assert_bad_input(run_dw("simulate", "demo", "--name", "real", "--replace", "--root", str(tmp_path)))
+    line = assert_bad_input(dw("simulate", "demo", "--name", "real", "--replace", "--root", str(tmp_path)))
     assert "never written over" in line
     assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["r1"]
 
 
 def test_cli_writes_a_store_that_status_and_sweep_treat_as_planted(tmp_path):
-    p = run_dw("simulate", "demo", "--name", "d", "--root", str(tmp_path), "--json")
+    p = dw("simulate", "demo", "--name", "d", "--root", str(tmp_path), "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["runs"] == 16 and doc["dir"] == str(tmp_path / "d")
-    st = run_dw("status", "d", env={"DW_RUNS": str(tmp_path)})
+    st = dw("status", "d", env={"DW_RUNS": str(tmp_path)})
     assert st.returncode == 0 and "16 done" in st.stdout
     # dw sweep must never take planted runs for trained ones
     (tmp_path / "sweeps").mkdir()
@@ -171,7 +171,7 @@ def test_cli_writes_a_store_that_status_and_sweep_treat_as_planted(tmp_path):
 
     (tmp_path / "sweeps" / "d.yaml").write_text((REPO / "sweeps" / "demo.yaml").read_text())
     line = assert_bad_input(
-        run_dw("sweep", "d", "launcher=local", env={"DW_RUNS": str(tmp_path), "DW_SWEEPS": str(tmp_path / "sweeps")})
+        dw("sweep", "d", "launcher=local", env={"DW_RUNS": str(tmp_path), "DW_SWEEPS": str(tmp_path / "sweeps")})
     )
     assert "dw simulate planted" in line
 
@@ -202,7 +202,7 @@ def test_isoflop_sweep_planted_optima_inside_their_intervals(root):
 def test_report_of_a_simulated_store_says_so_and_shows_the_planted_comparison(root, tmp_path):
     simulate("demo", name="rep", root=root, law="width-depth", seed=1)
     assert run_fit("rep", root=root, law="width-depth", bootstrap=40, max_starts=200)["planted"]["total"] > 0
-    p = run_dw("report", "rep", "--root", str(root), "--format", "json")
+    p = dw("report", "rep", "--root", str(root), "--format", "json")
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
     assert rep["notes"][0].startswith("simulated store: every loss here was planted by dw simulate")
@@ -216,7 +216,7 @@ def test_report_figures_predict_with_the_count_the_law_was_fitted_on(root, tmp_p
     simulate("depth_delusion", name="figs", root=root, seed=4)
     res = run_fit("figs", root=root, law="depth-delusion", bootstrap=0, max_starts=500)
     assert res["n_convention"]["name"] == "12DW2"
-    p = run_dw("report", "figs", "--root", str(root), "--plots", str(tmp_path / "out"), "--format", "json")
+    p = dw("report", "figs", "--root", str(root), "--plots", str(tmp_path / "out"), "--format", "json")
     assert p.returncode == 0, p.stderr
     figs = {f["file"]: f for f in json.loads((tmp_path / "out" / "report.json").read_text())["figures"]}
     title = figs["fit_residuals.png"]["title"]
