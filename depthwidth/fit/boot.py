@@ -85,7 +85,7 @@ def noise_scales(fr: FitResult, table) -> dict:
     the noise of all the others.
     """
     law = fr.law
-    y = np.log(np.asarray(table["loss"], dtype=float))
+    y = law.fitted(table["loss"])
     r = y - law.evaluate(fr.theta[None, :], law.data(table))[0]
     codes, R = run_codes(table)
     k = len(law.params) - len(fr.pins)
@@ -147,7 +147,7 @@ def refit_many(
     solver stopped unconverged (a finite objective): a prediction needs the refit, not a
     converged one (held-out errors, fit/holdout.py); ``ok`` still says which converged."""
     law = fr.law
-    y = np.log(np.asarray(table["loss"], dtype=float))
+    y = law.fitted(table["loss"])
     pb = Problem(law, law.data(table), y, fr.delta, fr.pins)
     st = pb.reduce(best_starts(fr, law) if starts is None else starts)
     S0, R = len(st), len(weights if ys is None else ys)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.holdout import heldout
@@ -43,7 +42,7 @@ def expand(names: list, irreducible: bool) -> list[Law]:
 
 
 def information(fr: FitResult, table) -> dict:
-    y = np.log(np.asarray(table["loss"], dtype=float))
+    y = fr.law.fitted(table["loss"])
     pred = fr.law.evaluate(fr.theta[None, :], fr.law.data(table))[0]
     rss = float(((pred - y) ** 2).sum())
     n, k = fr.n, len(fr.law.params) - len(fr.pins)

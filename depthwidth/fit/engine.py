@@ -91,7 +91,7 @@ def fit_law(
         raise BadInput(
             f"bad value for points: {n} (allowed: at least as many points as free parameters of {law.name}: {k_free})"
         )
-    y = np.log(np.asarray(table["loss"], dtype=float))
+    y = fitted_target(table, law)
     pb = Problem(law, law.data(table), y, delta, pins)
     grid = law.grid(max_starts=max_starts, seed=seed) if starts is None else np.atleast_2d(starts)
     g0 = pb.reduce(grid)
@@ -146,13 +146,13 @@ def fit_law(
     theta = pb.full(best_t)[0]
 
     # Quality in natural units.
-    L = np.exp(y)
-    pred = np.exp(law.evaluate(theta[None, :], pb.X)[0])
+    L = law.to_loss(y)
+    pred = law.to_loss(law.evaluate(theta[None, :], pb.X)[0])
     ss_res = float(((L - pred) ** 2).sum())
     ss_tot = float(((L - L.mean()) ** 2).sum())
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
     rmse = math.sqrt(ss_res / n)
-    rmse_log = float(np.sqrt(np.mean((np.log(pred) - y) ** 2)))
+    rmse_log = float(np.sqrt(np.mean((np.log(pred) - y) ** 2))) if law.objective == "log" else math.nan
 
     span = law.hi - law.lo
     on_bound = [
@@ -187,6 +187,19 @@ def fit_law(
     )
     fr.warnings.extend(quality_warnings(fr, table))
     return fr
+
+
+def fitted_target(table, law: Law) -> np.ndarray:
+    """The table's losses on the scale ``law`` is fitted on (log L, or L for ``objective: raw``);
+    a loss the log cannot take is bad input naming it."""
+    loss = np.asarray(table["loss"], dtype=float)
+    if law.objective == "log" and (loss <= 0).any():
+        i = int(np.flatnonzero(loss <= 0)[0])
+        raise BadInput(
+            f"bad value for loss: {float(loss[i])!r} in row {i} (allowed: > 0 for {law.name}, fitted on log L; "
+            "a user law with objective: raw fits the loss itself, of any sign)"
+        )
+    return law.fitted(loss)
 
 
 def _has(table, col: str) -> bool:

@@ -123,8 +123,8 @@ def holdout(
     fr = fit_law(train, law, pins=pins, delta=delta, seed=seed, max_starts=max_starts)
     Xt = law.data(test)
     L = np.asarray(test["loss"], dtype=float)
-    point = law.evaluate(fr.theta[None, :], Xt)[0]  # log loss
-    y_tr = np.log(np.asarray(train["loss"], dtype=float))
+    point = law.evaluate(fr.theta[None, :], Xt)[0]  # log loss (the loss itself for objective: raw)
+    y_tr = law.fitted(train["loss"])
     resid = y_tr - law.evaluate(fr.theta[None, :], law.data(train))[0]
     samples = point[None, :]
     replicates = 0
@@ -144,9 +144,9 @@ def holdout(
     else:
         noisy = reps + rng.choice(resid, size=reps.shape, replace=True)
     q = [50 * (1 - level), 50 * (1 + level)]
-    ci = np.exp(np.percentile(samples, q, axis=0)) if len(samples) > 1 else None
-    pi = np.exp(np.percentile(noisy, q, axis=0))
-    pred = np.exp(point)
+    ci = law.to_loss(np.percentile(samples, q, axis=0)) if len(samples) > 1 else None
+    pi = law.to_loss(np.percentile(noisy, q, axis=0))
+    pred = law.to_loss(point)
     err = pred - L
     inside = (L >= pi[0]) & (L <= pi[1])
     runs = np.asarray(test["run"]).astype(str)
@@ -224,7 +224,7 @@ def heldout(fr: FitResult, table, seed: int = 0, holdout_k: int | None = None) -
         for f, runs in enumerate(folds):
             m = np.isin(codes, runs)
             if np.isfinite(res["theta"][f]).all():
-                err[m] = np.exp(law.evaluate(res["theta"][f][None, :], X)[0][m]) - L[m]
+                err[m] = law.to_loss(law.evaluate(res["theta"][f][None, :], X)[0][m]) - L[m]
         ok = np.isfinite(err)
         out["loro_rmse"] = float(np.sqrt(np.mean(err[ok] ** 2))) if ok.any() else None
         # per run, the mean squared error of its points: the unit two laws are compared on (fit/verdicts.py)
@@ -240,7 +240,7 @@ def heldout(fr: FitResult, table, seed: int = 0, holdout_k: int | None = None) -
         m = sp.pop("mask")
         res = refit_many(fr, table, (~m).astype(float)[None, :], keep_unconverged=True)
         if np.isfinite(res["theta"][0]).all():
-            e = np.exp(law.evaluate(res["theta"][0][None, :], X)[0][m]) - L[m]
+            e = law.to_loss(law.evaluate(res["theta"][0][None, :], X)[0][m]) - L[m]
             out["extrapolation_rmse"] = float(np.sqrt(np.mean(e**2)))
             out["extrapolation_bias"] = float(np.mean(e))
         out["extrapolation_held_out"] = sp

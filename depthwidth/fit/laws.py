@@ -87,6 +87,25 @@ class Law:
         """Internal (B, P) -> {name: (B,) natural values}."""
         return {p.name: p.to_natural(theta[:, i]) for i, p in enumerate(self.params)}
 
+    # ---- the scale the law is fitted on
+    @property
+    def objective(self) -> str:
+        """``log``: the engine fits log L (every built-in law); ``raw``: L itself (a user law's
+        ``objective: raw``, userlaw.py).  ``evaluate`` returns values on this scale."""
+        return "log"
+
+    def fitted(self, loss) -> np.ndarray:
+        """Losses on the scale the law is fitted on (``objective``): log L, or L itself."""
+        loss = np.asarray(loss, dtype=float)
+        if self.objective == "raw":
+            return loss
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(loss)
+
+    def to_loss(self, pred):
+        """Values on the fitted scale (``evaluate``'s) -> losses."""
+        return pred if self.objective == "raw" else np.exp(pred)
+
     def internal(self, values: Mapping[str, float]) -> np.ndarray:
         return np.array([p.to_internal(values[p.name]) for p in self.params], dtype=float)
 
@@ -148,7 +167,7 @@ class Law:
         smooth: float = 0.0,
         free: Sequence[int] | None = None,
     ):
-        """log L_hat for a batch of internal parameter vectors.
+        """log L_hat (L_hat itself for ``objective`` raw) for a batch of internal parameter vectors.
 
         theta: (S, P) internal values.  Returns pred (S, n) and, with ``jac``,
         J (S, len(free), n) = d pred / d theta[free].
@@ -197,7 +216,7 @@ class Law:
     def predict(self, values: Mapping[str, float], table) -> np.ndarray:
         """Loss (nats) predicted for each row of ``table`` at natural parameter values."""
         X = self.data(table)
-        return np.exp(self.evaluate(self.internal(values)[None, :], X)[0])
+        return self.to_loss(self.evaluate(self.internal(values)[None, :], X)[0])
 
     def dcrit(self, values: Mapping[str, object], width) -> np.ndarray | None:
         """D_crit(W) at natural parameter values, or None for laws without one.

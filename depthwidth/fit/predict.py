@@ -149,7 +149,7 @@ def _table(ens: Ensemble, rows):
 
 
 def log_predictions(ens: Ensemble, rows) -> tuple[np.ndarray, np.ndarray]:
-    """(point (n,), replicates (B, n)) log losses of ``rows``."""
+    """(point (n,), replicates (B, n)) log losses of ``rows`` (losses for a law fitted with objective: raw)."""
     X = ens.law.data(_table(ens, rows))
     point = ens.law.evaluate(ens.point[None, :], X)[0]
     reps = ens.law.evaluate(ens.theta, X) if len(ens.theta) else point[None, :]
@@ -165,9 +165,9 @@ def predict(ens: Ensemble, rows, seed: int = 0) -> dict[str, np.ndarray]:
     noisy = base + draw_noise(ens.noise, np.arange(n), len(base), rng)  # each row a new run
     q = [50 * (1 - ens.level), 50 * (1 + ens.level)]
     with np.errstate(invalid="ignore"):
-        ci = np.exp(np.nanpercentile(reps, q, axis=0)) if len(reps) > 1 else np.full((2, n), np.nan)
-        pi = np.exp(np.nanpercentile(noisy, q, axis=0))
-    return {"loss": np.exp(point), "ci": ci, "pi": pi}
+        ci = ens.law.to_loss(np.nanpercentile(reps, q, axis=0)) if len(reps) > 1 else np.full((2, n), np.nan)
+        pi = ens.law.to_loss(np.nanpercentile(noisy, q, axis=0))
+    return {"loss": ens.law.to_loss(point), "ci": ci, "pi": pi}
 
 
 # -- targets -------------------------------------------------------------------------------
@@ -206,7 +206,7 @@ class Target:
             )
         with np.errstate(all="ignore"):
             pred = ens.law.evaluate(np.atleast_2d(theta), ens.law.data(_table(ens, rows)))
-            return np.exp(pred[:, 0]) - np.exp(pred[:, 1])
+            return ens.law.to_loss(pred[:, 0]) - ens.law.to_loss(pred[:, 1])
 
 
 def parse_target(spec: str, law: Law) -> Target:

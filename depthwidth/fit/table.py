@@ -136,13 +136,14 @@ def prepare(df, law, *, dcrit_needs_width_gt1: bool | None = None):
             excluded.append({"run": run, "points": k, "reason": f"non-finite {c}"})
         keep &= ~m
     for j, c in enumerate(need):
-        if c in LOG_TAKEN:
+        if c in LOG_TAKEN and not (c == "loss" and law.objective == "raw"):  # objective: raw fits L itself
             bad_rows = np.flatnonzero(keep & (vals[:, j] <= 0))
             if len(bad_rows):
                 i = int(bad_rows[0])
+                raw = "; a user law with objective: raw fits the loss itself, of any sign" if c == "loss" else ""
                 raise BadInput(
                     f"bad value for {c}: {float(vals[i, j])!r} in row {i} (run {df['run'].iloc[i]}) "
-                    f"(allowed: > 0, its logarithm is taken; {len(bad_rows)} such row(s))"
+                    f"(allowed: > 0, its logarithm is taken; {len(bad_rows)} such row(s){raw})"
                 )
     if law.options.get("dcrit") == "log":
         w = vals[:, list(need).index("width")]

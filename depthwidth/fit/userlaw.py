@@ -21,6 +21,10 @@ Design, and why:
   a positive loss"; a user's formula is a sum of pieces the engine cannot see inside, so it is
   handed over whole.  Where ``f <= 0`` (or overflows) the log is NaN or infinite, and the
   engine reads that as an infinite objective: a bad start or a rejected step, never a crash.
+* **objective: raw** makes the term ``f`` itself and its partials ``d f / d theta`` (the
+  log-sum-exp of one term is that term, exactly): the engine then fits L, of any sign, and
+  ``Law.fitted`` / ``Law.to_loss`` (laws.py) carry the table's losses and the predictions between
+  the two scales wherever the engine, the bootstrap, the hold-out and predictions meet them.
 * **Safe evaluator** (expr.py): Python's ``ast`` parses, a whitelist checks every node, a small
   tree walker evaluates with numpy; nothing is ``eval``-ed.
 * **Exact derivatives** by forward-mode differentiation of the tree (expr.py): exact in the
@@ -66,7 +70,8 @@ from depthwidth.fit import expr
 from depthwidth.fit.laws import LAW_NAMES, Law
 from depthwidth.fit.terms import Param
 
-KEYS = ("name", "formula", "columns", "define", "params")
+KEYS = ("name", "formula", "columns", "define", "params", "objective")
+OBJECTIVES = ("log", "raw")  # objective: the scale the law is fitted on (log L, or L itself)
 PARAM_KEYS = ("bounds", "start", "log")
 SUFFIXES = (".yaml", ".yml")
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
@@ -89,6 +94,10 @@ class UserLaw(Law):
 
     source: Mapping = field(default_factory=dict)
 
+    @property
+    def objective(self) -> str:
+        return str(self.options["user"].get("objective", "log"))
+
 
 @dataclass(frozen=True, eq=False)
 class Formula:
@@ -102,6 +111,7 @@ class Formula:
     parameters: tuple[tuple[str, bool], ...]
     symbols: tuple[tuple[str, str], ...]
     define: tuple[tuple[str, tuple], ...] = ()
+    raw: bool = False  # objective: raw -- the term is f itself, not log f (one term: the law's value is f)
 
     def params(self):
         return tuple(p for p, _ in self.parameters)
@@ -130,12 +140,16 @@ class Formula:
 
     def value(self, th, X, smooth):
         with np.errstate(all="ignore"):
-            f, _, _ = self._f(th, X, False)
-            return np.log(f)  # a fresh array: the engine works on it in place
+            f, _, shape = self._f(th, X, False)
+            if self.raw:  # a fresh array: the engine works on it in place
+                return np.array(np.broadcast_to(f, shape))
+            return np.log(f)
 
     def grads(self, th, X, smooth):
         with np.errstate(all="ignore"):
             f, g, shape = self._f(th, X, True)
+            if self.raw:
+                return {k: np.broadcast_to(d, shape) for k, d in g.items()}
             return {k: np.broadcast_to(d / f, shape) for k, d in g.items()}
 
 
@@ -208,6 +222,11 @@ def _build(doc: dict, where: str, default_name: str, source: dict) -> Law:
     unused = [n for n in names if n not in used_params]
     if unused:
         raise bad(f"{where} params", unused[0], "parameters the formula or a definition reads")
+    objective = doc.get("objective", "log")
+    if objective not in OBJECTIVES:
+        raise bad(
+            f"{where} objective", objective, "log (fit log L: the loss must be > 0) | raw (fit L itself: any sign)"
+        )
     spec = {
         "name": name,
         "formula": formula,
@@ -215,8 +234,10 @@ def _build(doc: dict, where: str, default_name: str, source: dict) -> Law:
         "define": {d: str(src) for d, src in (doc.get("define") or {}).items()},  # a mapping: _define checked it
         "params": natural,
     }
+    if objective != "log":  # the default is left out: a law file written before objective: reads as it did
+        spec["objective"] = objective
     shown = formula + "".join(f", {d} = {src}" for d, src in spec["define"].items())
-    term = Formula(tree, tuple((p.name, p.log) for p in params), tuple(symbols.items()), define)
+    term = Formula(tree, tuple((p.name, p.log) for p in params), tuple(symbols.items()), define, objective == "raw")
     return UserLaw(name, shown, tuple(params), (term,), {"user": spec}, source=source)
 
 
