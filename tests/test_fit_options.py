@@ -106,3 +106,45 @@ def test_dw_fit_prints_the_reports_tables_of_the_fit_and_nothing_of_its_own(caps
     flags = {r["quantity"]: r.get("flags") for r in T["fit"].rows}
     assert flags["alpha"] == "pinned" and "pinned" in out  # the flags column, in both
     assert "D_crit at the sweep's widths" not in out
+
+
+def test_every_fit_option_has_one_home_that_the_flags_the_dataclass_and_config_show_read():
+    """fit/defaults.py lists each option once; FitOptions' fields and defaults, dw fit's flags and
+    dw config show fit are made from it (before: ten defaults written again as literals in cli/fit.py)."""
+    import typer.main
+
+    from depthwidth.cli.app import app
+    from depthwidth.fit.defaults import FIT, rows
+    from depthwidth.track.run_source import SOURCE_OPTIONS
+
+    assert FitOptions.names() == tuple(FIT)
+    assert {k: getattr(FitOptions(), k) for k in FIT} == {k: o.default for k, o in FIT.items()}
+    cmd = typer.main.get_command(app).commands["fit"]
+    params = {p.name: p for p in cmd.params if p.opts[0].startswith("--")}
+    for o in [*FIT.values(), *SOURCE_OPTIONS]:
+        p = params[o.name]
+        assert p.opts == list(o.flags) and p.help == o.help
+        assert p.default == o.default or (o.kind is list and p.default is None)
+    assert params["level"].opts == ["--ci"] and params["delta"].opts == ["--huber-delta"]
+    assert [r["key"] for r in rows()] == [f"fit.{k}" for k in FIT]
+
+
+def test_run_fit_match_and_report_take_one_source_object_or_its_keywords(tmp_path):
+    """The source's options are declared once (RunSource: SOURCE_OPTIONS); run_fit, run_match and
+    report.load take a RunSource or those keywords, not seven arguments each."""
+    import inspect
+
+    from depthwidth import report
+    from depthwidth.fit.match import run_match
+
+    for fn in (run_fit, run_match, report.load):
+        assert not {"runs", "columns", "root", "project", "group"} & set(inspect.signature(fn).parameters)
+    df = _table()
+    src = RunSource(runs=df)
+    a = run_fit(src, law="chinchilla", bootstrap=0, max_starts=50, write=False)
+    b = run_fit(runs=df, law="chinchilla", bootstrap=0, max_starts=50, write=False)
+    assert a["params"] == b["params"]
+    with pytest.raises(TypeError):
+        run_fit(src, runs=df, write=False)  # a source and source keywords together
+    rs.build(tmp_path, "t")
+    assert len(report.load(RunSource("t", root=tmp_path)).points) == len(report.load("t", root=tmp_path).points)

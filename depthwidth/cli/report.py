@@ -7,15 +7,14 @@ from typing import Optional
 
 import typer
 
+from depthwidth.cli.options import with_options
 from depthwidth.cli.render import console, emit_json
+from depthwidth.track.run_source import SOURCE_OPTIONS
 
 
+@with_options(SOURCE_OPTIONS)  # --runs, --columns, --root, --source, --project, --group: track/run_source.py
 def report_cmd(
     name: Optional[str] = typer.Argument(None, help="sweep name: ROOT/NAME (its runs, manifest and fit.json)"),
-    runs: Optional[Path] = typer.Option(None, "--runs", help="a run table (.csv, .jsonl, .parquet) instead of a sweep"),
-    columns: Optional[str] = typer.Option(
-        None, "--columns", help="map canonical names to the table's, e.g. loss=final_loss,params=n_params"
-    ),
     fmt: str = typer.Option("rich", "--format", "-f", help="rich | markdown | csv | json"),
     plots: Optional[Path] = typer.Option(
         None,
@@ -31,16 +30,13 @@ def report_cmd(
     at_depth: Optional[int] = typer.Option(
         None, "--at-depth", help="depth of the width-sweep table (default: the depth with most widths)"
     ),
-    root: Optional[str] = typer.Option(None, "--root", help="run store root (default $DW_RUNS or ./runs)"),
-    source: str = typer.Option("store", "--source", help="store (a sweep NAME or --runs FILE) | wandb (the W&B API)"),
-    project: Optional[str] = typer.Option(None, "--project", help="with --source wandb: ENTITY/PROJECT"),
-    group: Optional[str] = typer.Option(None, "--group", help="with --source wandb: only runs of this group (sweep)"),
     show_all: bool = typer.Option(
         False,
         "--all",
         help="in the terminal, every table (default: the headline ones, the rest named; markdown, json, csv and "
         "--plots always hold every table)",
     ),
+    **source,
 ) -> None:
     """Tables, figures and the papers' numbers beside ours, for a sweep (finished or not) or a run table.
 
@@ -67,9 +63,7 @@ def report_cmd(
         raise bad("--format", fmt, " | ".join(rp.FORMATS))
     if plots is not None:  # a folder that cannot be made (/proc/nope) is bad input, before any work
         check_creatable("--plots", plots)
-    data = rp.load(
-        name, runs=runs, columns=columns, root=root, fit_path=fit, source=source, project=project, group=group
-    )
+    data = rp.load(name, fit_path=fit, **source)
     rep = rp.build(data, at_width=at_width, at_depth=at_depth)
     if plots is not None:
         from depthwidth.report import figs as report_figs

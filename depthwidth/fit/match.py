@@ -384,14 +384,8 @@ def _int(x):
 
 
 def run_match(
-    name: str | None = None,
+    name: str | RunSource | None = None,
     *,
-    runs=None,
-    columns: str | None = None,
-    root=None,
-    source: str = "store",
-    project: str | None = None,
-    group: str | None = None,
     options: FitOptions | None = None,
     out=None,
     write: bool = True,
@@ -405,7 +399,7 @@ def run_match(
     needs every shape.
     """
     t0 = time.perf_counter()
-    src = RunSource(name, runs, columns, root, source, project, group)
+    src = RunSource.take(name, settings)  # a sweep name, or the source keywords (track/run_source.py)
     opts = replace(options or FitOptions(), **settings)
 
     def body(df) -> dict:

@@ -48,30 +48,30 @@ class Checked:
 
 @dataclass(frozen=True)
 class FitOptions:
-    law: str | dict | Law = default(
-        "law"
-    )  # a built-in law's name, or a user law: FILE.yaml, a dict, a Law (userlaw.py)
-    dcrit: str = default("dcrit")  # depth-delusion's D_crit form: log (kappa*ln W) | power (c*W^p)
-    irreducible: bool = default("irreducible")  # depth-delusion: an irreducible loss E
-    where: list | tuple | None = None  # COLUMN=VALUE filters of the table's rows
-    bootstrap: int = default("bootstrap")  # replicates for intervals (0: none)
+    """Every choice of a fit; each field's default, allowed values and help: fit/defaults.py."""
+
+    law: str | dict | Law = default("law")  # a built-in law's name, or a user law: FILE.yaml, a dict, a Law
+    dcrit: str = default("dcrit")
+    irreducible: bool = default("irreducible")
+    where: list | tuple | None = default("where")  # COLUMN=VALUE filters of the table's rows
+    bootstrap: int = default("bootstrap")
     resample: str = default("resample")  # what a replicate redraws (fit/boot.py)
-    level: float = default("level")  # interval level
+    level: float = default("level")
     seed: int = default("seed")
-    delta: float = default("delta")  # Huber delta on log residuals
+    delta: float = default("delta")
     max_starts: int = default("max_starts")
-    pins: object = None  # --pin NAME=VALUE, a string or a list of them
-    compare: str | None = None  # laws to compare on held-out runs, comma-separated
-    holdout: str | None = None  # largest[:K]
-    sensitivity: bool = False
+    pins: object = default("pins")  # NAME=VALUE, a string or a list of them
+    compare: str | None = default("compare")
+    holdout: str | None = default("holdout")
+    sensitivity: bool = default("sensitivity")
     approach: str = default("approach")
     isoflop_axis: str = default("isoflop_axis")
-    n_convention: str | None = None  # None: the law's own
-    c_ref: float = default("c_ref")  # compute at which N*, D*, W* are reported
-    probe_step: int = default("probe_step")  # probe step of gradient persistence
-    metric: str | None = None  # METRIC:TASK: a downstream metric predicted from loss in two steps (downstream.py)
-    tuned: str | None = None  # a tuned sweep: fit each group's best | interpolated (tuning.py); None: best
-    pool_shapes: bool = default("pool_shapes")  # a shape-blind law on several width shapes: every run (no verdict)
+    n_convention: str | None = default("n_convention")  # None: the law's own
+    c_ref: float = default("c_ref")
+    probe_step: int = default("probe_step")
+    metric: str | None = default("metric")  # downstream.py
+    tuned: str | None = default("tuned")  # tuning.py; None: best
+    pool_shapes: bool = default("pool_shapes")
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -62,28 +62,23 @@ DROPPED = ("failed", "diverged")  # run statuses whose probe profiles tau(W) lea
 
 
 def run_fit(
-    name: str | None = None,
+    name: str | RunSource | None = None,
     *,
-    runs=None,
-    columns: str | None = None,
-    root=None,
-    source: str = "store",
-    project: str | None = None,
-    group: str | None = None,
     options: FitOptions | None = None,
     out=None,
     write: bool = True,
     force: bool = False,
     **settings,
 ) -> dict:
-    """``dw fit``: the fit.json document of the runs named by ``name`` | ``runs`` | ``source="wandb"``.
+    """``dw fit``: the fit.json document of the runs named by ``name`` (a sweep, or a ``RunSource``)
+    or by the source keywords (``runs=FILE``, ``root=``, ``source="wandb"``: track/run_source.py).
 
     ``options`` is a ``FitOptions``; its fields may also be given as keywords (``law="depth-delusion",
     bootstrap=1000``), which override it.  ``write``: to ``out``, else ROOT/NAME/fit.json for a sweep;
     a sweep's fit of another law or filter is replaced only with ``force``.
     """
     t0 = time.perf_counter()
-    src = RunSource(name, runs, columns, root, source, project, group)
+    src = RunSource.take(name, settings)
     opts = replace(options or FitOptions(), **settings)
     if opts.law == LR_LAW:  # learning-rate laws of a tuned sweep: another kind of fit (tuning.py)
         return _lr_fit(src, opts, out, write, t0)
@@ -103,7 +98,7 @@ def run_fit(
     check_columns(chk.law, df.columns, chk.n_convention)  # a user law's unknown symbol, named as its file has it
     data_fp = table_fingerprint(df)  # the input table as given, before N is chosen
     df, n_conv, n_note = _count_as(df, chk, opts)
-    going = unfinished(name, rt.sweep_dir, root) if rt.sweep_dir is not None else None
+    going = unfinished(src.name, rt.sweep_dir, src.root) if rt.sweep_dir is not None else None
     clean, excluded, notes = _clean(df, chk, opts, going)
     notes[:0] = [shape_note] if shape_note else []
     notes += [w for w in [unused_count(df, n_conv) if opts.n_convention is None else None] if w]

@@ -42,22 +42,15 @@ def _shape(s):
     return None if s is None or (isinstance(s, float) and math.isnan(s)) else str(s)
 
 
-def load(
-    name: str | None = None,
-    *,
-    runs=None,
-    columns: str | None = None,
-    root=None,
-    fit_path=None,
-    source: str = "store",
-    project: str | None = None,
-    group: str | None = None,
-) -> Data:
-    """Everything a report reads, from a sweep directory, a run table or the W&B API (one of them:
+def load(name=None, *, fit_path=None, **source) -> Data:
+    """Everything a report reads, from a sweep directory, a run table or the W&B API: ``name`` (a
+    sweep, or a ``RunSource``) or the source keywords (``runs=``, ``root=``, ``source="wandb"`` ...:
     track/run_source.py, the loader ``dw fit`` reads through too)."""
     import json
 
-    src = RunSource(name, runs, columns, root, source, project, group)
+    src = RunSource.take(name, source)
+    if source:
+        raise TypeError(f"load() got unexpected keywords {sorted(source)}")
     if fit_path is not None and not Path(fit_path).is_file():
         raise bad("--fit", str(fit_path), "an existing fit.json written by dw fit")
     fit = None
@@ -65,7 +58,7 @@ def load(
     if rt.sweep_dir is None:
         d = _table_data(rt.df, rt.label)
     else:
-        d = _load_sweep(name, rt.df, rt.sweep_dir)
+        d = _load_sweep(src.name, rt.df, rt.sweep_dir)
         fp = rt.sweep_dir / "fit.json"
         if fit_path is None and fp.is_file():
             fit_path = fp

@@ -20,11 +20,34 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from depthwidth.core.errors import BadInput, bad, key_values
+from depthwidth.core.options import Option
 from depthwidth.core.store import check_name, runs_root
 from depthwidth.track.table import refuse_mixed, run_table
 from depthwidth.track.wandb_table import run_table_from_wandb
 
 KINDS = ("store", "wandb")
+
+# Where runs are read from: the options of ``dw fit`` and ``dw report`` (besides the sweep NAME
+# argument), and the keywords of ``run_fit``, ``run_match`` and ``report.load``: ``RunSource.take``.
+SOURCE_OPTIONS = (
+    Option("runs", None, "a run table (.csv, .jsonl, .parquet) instead of a sweep", "a table file", kind=Path),
+    Option(
+        "columns",
+        None,
+        "map canonical names to the table's, e.g. loss=final_loss,params=params_active_precise (names: params, "
+        "tokens, loss, depth, width, flops, seed, run)",
+        "NAME=COLUMN pairs",
+    ),
+    Option("root", None, "run store root (default $DW_RUNS or ./runs)", "a folder"),
+    Option(
+        "source",
+        "store",
+        "store (a sweep NAME or --runs FILE) | wandb (pull the run table from the W&B API)",
+        " | ".join(KINDS),
+    ),
+    Option("project", None, "with --source wandb: ENTITY/PROJECT", "ENTITY/PROJECT"),
+    Option("group", None, "with --source wandb: only runs of this group (sweep)", "a W&B group"),
+)
 CANONICAL = ("params", "tokens", "loss", "depth", "width", "flops", "seed", "run", "status", "shape")
 
 
@@ -112,6 +135,19 @@ class RunSource:
     project: str | None = None
     group: str | None = None
     warn: object = None  # where a store's warning line goes (folders it does not count); None: stderr
+
+    @classmethod
+    def take(cls, name, settings: dict) -> "RunSource":
+        """The source named by ``name`` (a sweep name, or a ``RunSource``) and the source options in
+        ``settings`` (SOURCE_OPTIONS' names: ``runs=``, ``root=``, ``source="wandb"`` ...), which
+        are taken out of it; the rest stays for the caller."""
+        given = {o.name: settings.pop(o.name) for o in SOURCE_OPTIONS if o.name in settings}
+        if isinstance(name, RunSource):
+            if given:
+                raise TypeError(f"a RunSource and source keywords {sorted(given)} together")
+            return name
+        kw = {o.name: given.get(o.name, o.default) for o in SOURCE_OPTIONS}
+        return cls(name, kw["runs"], kw["columns"], kw["root"], kw["source"], kw["project"], kw["group"])
 
     def __post_init__(self):
         if self.kind not in KINDS:
