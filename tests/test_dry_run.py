@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from depthwidth.sweep import plan_costs
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw
 
 TINY = """
     groups: {model: depth_delusion, data: DATA}
@@ -42,24 +42,24 @@ def _json(p) -> dict:
 def test_a_missing_dataset_is_refused_with_the_submissions_line_and_planned_only_on_request(tmp_path):
     env = _sweep(tmp_path, "mydocs", data="memmap")
     nope = tmp_path / "data" / "nope"
-    real = assert_bad_input(run_dw("sweep", "mydocs", f"data.path={nope}", env=env))
+    real = assert_bad_input(dw("sweep", "mydocs", f"data.path={nope}", env=env))
     assert "does not exist" in real and str(nope) in real
-    dry = assert_bad_input(run_dw("sweep", "mydocs", f"data.path={nope}", "--dry-run", env=env))
+    dry = assert_bad_input(dw("sweep", "mydocs", f"data.path={nope}", "--dry-run", env=env))
     # the same line, and how to plan before the data exist
     assert dry == real + "; to plan without the data: dw sweep mydocs --dry-run --no-data-check"
     assert not (tmp_path / "runs").exists()
-    p = run_dw("sweep", "mydocs", f"data.path={nope}", "--dry-run", "--no-data-check", env=env)
+    p = dw("sweep", "mydocs", f"data.path={nope}", "--dry-run", "--no-data-check", env=env)
     assert p.returncode == 0, p.stderr
     assert "dw: warning: 2 of 2 runs would be refused by the submission" in p.stderr and str(nope) in p.stderr
-    doc = _json(run_dw("sweep", "mydocs", f"data.path={nope}", "--dry-run", "--no-data-check", "--json", env=env))
+    doc = _json(dw("sweep", "mydocs", f"data.path={nope}", "--dry-run", "--no-data-check", "--json", env=env))
     assert len(doc["runs"]) == 2 and any("does not exist" in w for w in doc["warnings"])
     assert not (tmp_path / "runs").exists()
     # --no-data-check is for planning only
-    assert "--no-data-check" in assert_bad_input(run_dw("sweep", "mydocs", "--no-data-check", env=env))
+    assert "--no-data-check" in assert_bad_input(dw("sweep", "mydocs", "--no-data-check", env=env))
 
 
 def test_data_that_exist_pass_the_dry_run_without_a_warning(tmp_path):
-    p = run_dw("sweep", "tiny", "--dry-run", env=_sweep(tmp_path))
+    p = dw("sweep", "tiny", "--dry-run", env=_sweep(tmp_path))
     assert p.returncode == 0, p.stderr
     assert "warning" not in p.stderr
 
@@ -82,7 +82,7 @@ def test_a_wall_time_over_launcher_time_warns_with_each_runs_requeues(tmp_path):
         "1",
         "--dry-run",
     ]
-    doc = _json(run_dw(*args, "--json", env=env))
+    doc = _json(dw(*args, "--json", env=env))
     want = []
     for r in doc["runs"]:
         wall_s = r["flops"] / 1e8  # one process
@@ -90,14 +90,14 @@ def test_a_wall_time_over_launcher_time_warns_with_each_runs_requeues(tmp_path):
         want.append(math.ceil(wall_s / 60) - 1)
         assert r["time_limit"] == "00:00:01" and r["time_limit_hours"] == 1 / 60
     assert [r["requeues"] for r in doc["runs"]] == want and all(want) and doc["requeues"] == sum(want)
-    p = run_dw(*args, env=env)
+    p = dw(*args, env=env)
     assert p.returncode == 0, p.stderr
     assert "requeues" in p.stdout
     line = next(ln for ln in p.stderr.splitlines() if "launcher.time" in ln)
     assert line.startswith("dw: warning: 2 of 2 runs plan more wall-time than launcher.time=00:00:01")
     assert f"{sum(want):,} in all, {max(want):,} for run 1 " in line
     # a limit every run fits in: no warning, no requeues
-    doc = _json(run_dw(*[a.replace("00:00:01", "2-00:00:00") for a in args], "--json", env=env))
+    doc = _json(dw(*[a.replace("00:00:01", "2-00:00:00") for a in args], "--json", env=env))
     assert [r["requeues"] for r in doc["runs"]] == [0, 0] and doc["warnings"] == []
 
 
@@ -172,7 +172,7 @@ def test_checkpoint_disk_is_12_bytes_a_parameter_times_the_checkpoints_kept(step
 def test_the_dry_runs_schedule_and_disk_match_their_formulas(tmp_path):
     env = _sweep(tmp_path, steps=(300, 600, 900))
     doc = _json(
-        run_dw(
+        dw(
             "sweep",
             "tiny",
             "launcher=slurm",
@@ -194,7 +194,7 @@ def test_the_dry_runs_schedule_and_disk_match_their_formulas(tmp_path):
         assert r["ckpts_kept"] == steps // 100 and r["ckpt_disk_bytes"] == r["ckpts_kept"] * r["ckpt_bytes"]
     assert doc["disk"]["total_bytes"] == sum(r["ckpt_disk_bytes"] for r in doc["runs"])
     assert doc["disk"]["max_run"] == 2 and doc["disk"]["max_run_bytes"] == doc["runs"][2]["ckpt_disk_bytes"]
-    p = run_dw(
+    p = dw(
         "sweep",
         "tiny",
         "launcher=slurm",
@@ -248,13 +248,13 @@ def test_a_checkpoint_on_disk_is_the_planned_size(tmp_path):
 def test_a_cpu_sweep_is_counted_in_cpu_hours(tmp_path):
     env = _sweep(tmp_path)
     for launcher in (["launcher=local", "launcher.gpus=none"], ["launcher=slurm", "launcher.gpus_per_node=0"]):
-        doc = _json(run_dw("sweep", "tiny", *launcher, "--cpu-peak", "2e9", "--dry-run", "--json", env=env))
+        doc = _json(dw("sweep", "tiny", *launcher, "--cpu-peak", "2e9", "--dry-run", "--json", env=env))
         assert doc["hours_unit"] == "CPU" and doc["cpu_peak_flops"] == 2e9
         for r in doc["runs"]:
             assert r["plan"]["device"] == "cpu" and r["gpu_hours"] == 0
             want = (r["flops_planned"] + r["flops_eval"]) / (0.4 * 2e9) / 3600
             assert r["cpu_hours"] == r["device_hours"] == want
-        p = run_dw("sweep", "tiny", *launcher, "--cpu-peak", "2e9", "--dry-run", env=env)
+        p = dw("sweep", "tiny", *launcher, "--cpu-peak", "2e9", "--dry-run", env=env)
         assert p.returncode == 0, p.stderr
         total = sum(r["cpu_hours"] for r in doc["runs"])
         assert f"≈ {plan_costs.short(total)} CPU-hours at MFU 40% of 2e+09 FLOP/s per CPU process" in p.stdout
@@ -262,7 +262,7 @@ def test_a_cpu_sweep_is_counted_in_cpu_hours(tmp_path):
     # 2 runs, 64 at once (SLURM: each run's calendar time, longruns.py)
     assert doc["schedule"]["calendar_hours"] == max(r.get("run_hours", r["wall_hours"]) for r in doc["runs"])
     local = _json(
-        run_dw(
+        dw(
             "sweep",
             "tiny",
             "launcher=local",
@@ -277,7 +277,7 @@ def test_a_cpu_sweep_is_counted_in_cpu_hours(tmp_path):
 
 
 def test_a_7b_model_planned_on_the_cpu_is_warned_about(tmp_path):
-    p = run_dw(
+    p = dw(
         "sweep",
         "depth_delusion",
         "launcher=local",
@@ -293,7 +293,7 @@ def test_a_7b_model_planned_on_the_cpu_is_warned_about(tmp_path):
     assert line.startswith("dw: warning: 1 of 1 runs are planned on the CPU (launcher.gpus=none; fp32, 1 process each)")
     assert "7.09B params" in line and "launcher=slurm" in line
     # on GPUs it is not
-    p = run_dw(
+    p = dw(
         "sweep",
         "depth_delusion",
         "launcher=slurm",
@@ -309,7 +309,7 @@ def test_a_7b_model_planned_on_the_cpu_is_warned_about(tmp_path):
 
 def test_depth_delusion_advises_the_small_block_first_and_a_holdout_fit(tmp_path):
     doc = _json(
-        run_dw(
+        dw(
             "sweep",
             "depth_delusion",
             "launcher=slurm",
@@ -326,14 +326,12 @@ def test_depth_delusion_advises_the_small_block_first_and_a_holdout_fit(tmp_path
     assert doc["requeues"] == sum(math.ceil(r["wall_hours"]) - 1 for r in doc["runs"])  # launcher.time 01:00:00
     assert not (tmp_path / "runs").exists()
     # a sweep without small and large runs gets no advice
-    assert (
-        _json(run_dw("sweep", "tiny", "--dry-run", "--json", env=_sweep(tmp_path, steps=(300, 600))))["advice"] is None
-    )
+    assert _json(dw("sweep", "tiny", "--dry-run", "--json", env=_sweep(tmp_path, steps=(300, 600))))["advice"] is None
 
 
 def test_local_gpus_per_run_beyond_the_visible_gpus_is_refused_by_the_dry_run_too(tmp_path):
     env = {**_sweep(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
     args = ["sweep", "tiny", "launcher=local", "launcher.gpus_per_run=2"]
-    real = assert_bad_input(run_dw(*args, env=env))
-    assert "launcher.gpus_per_run" in real and real == assert_bad_input(run_dw(*args, "--dry-run", env=env))
+    real = assert_bad_input(dw(*args, env=env))
+    assert "launcher.gpus_per_run" in real and real == assert_bad_input(dw(*args, "--dry-run", env=env))
     assert not (tmp_path / "runs").exists()
