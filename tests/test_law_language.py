@@ -5,6 +5,8 @@ intervals, while the default log objective refuses it in one line."""
 from __future__ import annotations
 
 import itertools
+import math
+import re
 import json
 
 import numpy as np
@@ -121,3 +123,119 @@ def test_a_law_written_before_objective_reads_as_it_did(raw_files):
     spec = dict(law.options["user"], objective="log")  # written out, the default changes nothing
     b = run_fit(runs=t, law=spec, bootstrap=0, write=False)
     assert a["params"] == b["params"] and a["objective"] == b["objective"]
+
+
+# -- functions ------------------------------------------------------------------------------
+
+FUNCTION_CASES = {  # function: an expression of the parameters a, b and the column x using it
+    "tanh": "tanh(a*x - b)",
+    "softplus": "softplus(a*x - 3*b) + softplus(400*a*x)",  # the second far out on its linear side
+    "sigmoid": "sigmoid(a*x - b) + sigmoid(-400*a*x)",  # the second deep in its tail
+    "log1p": "log1p(a*x*b)",
+    "expm1": "expm1(a*x - b)",
+    "clip": "clip(a*x, b, b + 0.5) + clip(x, a, 2*b)",
+    "sign": "sign(a*x - b)*a*b",
+    "log10": "log10(a*x + b)",
+    "logsumexp": "logsumexp(a*x, b, -a*b*x) + logsumexp(a*x) + logsumexp(a*x + 800, b + 800)",
+}
+
+
+@pytest.mark.parametrize("fn", list(FUNCTION_CASES))
+def test_each_new_function_has_the_finite_differences_derivative(fn):
+    from depthwidth.fit import expr
+
+    text = FUNCTION_CASES[fn]
+    tree = expr.parse(text, "test formula")
+    assert fn in {n[1] for n in _calls(tree)}
+    x = np.linspace(0.05, 2.0, 41)  # no point on a kink of clip or sign at the values below
+    rng = np.random.default_rng(3)
+    for a0, b0 in [(0.7, 0.4), (1.3, 0.9)] + [tuple(v) for v in rng.uniform(0.2, 1.5, (4, 2))]:
+        th = {"a": np.array([[a0]]), "b": np.array([[b0]])}
+
+        def f(t, diff=False):
+            env = {k: (v, {k: 1.0} if diff else {}) for k, v in t.items()}
+            env["x"] = (x, {})
+            with np.errstate(all="ignore"):
+                return expr.evaluate(tree, env)
+
+        v, g = f(th, diff=True)
+        assert np.isfinite(np.broadcast_to(v, (1, len(x)))).all(), fn
+        h = 1e-6
+        for k in th:
+            up, dn = dict(th), dict(th)
+            up[k], dn[k] = th[k] + h, th[k] - h
+            fd = (f(up)[0] - f(dn)[0]) / (2 * h)
+            an = np.broadcast_to(g.get(k, 0.0), fd.shape)
+            assert np.allclose(an, fd, rtol=1e-6, atol=1e-6), (fn, k, a0, b0, np.abs(an - fd).max())
+
+
+def _calls(tree):
+    out = []
+
+    def walk(n):
+        if n[0] == "f":
+            out.append(n)
+            for a in n[2]:
+                walk(a)
+        elif n[0] == "neg":
+            walk(n[1])
+        elif n[0] in ("op", "cmp"):
+            walk(n[2])
+            walk(n[3])
+
+    walk(tree)
+    return out
+
+
+def test_the_new_functions_keep_the_searchs_float32_values_and_fold_constants():
+    from depthwidth.fit import expr
+
+    x = np.linspace(0.1, 2, 5).astype(np.float32)
+    for fn, text in FUNCTION_CASES.items():
+        env = {"a": (np.float32([[0.7]]), {"a": 1.0}), "b": (np.float32([[0.4]]), {"b": 1.0}), "x": (x, {})}
+        v, g = expr.evaluate(expr.parse(text, "f"), env)
+        assert v.dtype == np.float32, fn  # (partials are cast by the engine as before: where() makes float64)
+    assert expr.parse("logsumexp(0, log(3)) + clip(5, 0, 1) + sign(-2) + log10(100)", "f") == (
+        "n",
+        pytest.approx(math.log(4.0) + 1.0 - 1.0 + 2.0),
+    )
+
+
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("clip(a, b)", "clip with 3 positional argument(s)"),
+        ("logsumexp()", "logsumexp with one or more positional argument(s)"),
+        ("tanh(a, b)", "tanh with 1 positional argument(s)"),
+        ("softmax(a)", "function: 'softmax' (allowed: exp | log |"),
+    ],
+)
+def test_a_function_called_wrongly_is_one_line_naming_it(text, named):
+    from depthwidth.fit import expr
+
+    with pytest.raises(BadInput, match=re.escape(named)):
+        expr.parse(text, "law.yaml formula")
+
+
+def test_a_law_with_the_new_functions_fits(raw_files):
+    # a saturating law: L = E + A*sigmoid(-k*(log10(N) - c)), fitted back from its planted values
+    t = raw_table()
+    n = t["params"].to_numpy()
+    t["loss"] = 2.0 + 1.5 / (1 + np.exp(2.0 * (np.log10(n) - 7.5)))
+    law = load_law(
+        {
+            "formula": "E + softplus(lA)*sigmoid(-k*(log10(N) - c))",
+            "columns": {"N": "params"},
+            "params": {
+                "E": {"bounds": [0.5, 5], "start": [1, 2, 3]},
+                "lA": {"bounds": [-5, 5], "start": [-1, 1, 3]},
+                "k": {"bounds": [0.1, 10], "start": [0.5, 1, 4]},
+                "c": {"bounds": [5, 10], "start": [6, 7, 8, 9]},
+            },
+        }
+    )
+    fr = fit_law(t, law)
+    p = fr.params
+    assert fr.r2 > 0.9999
+    assert p["E"] == pytest.approx(2.0, abs=1e-3) and p["k"] == pytest.approx(2.0, rel=1e-3)
+    assert p["c"] == pytest.approx(7.5, abs=1e-3) and math.log1p(math.exp(p["lA"])) == pytest.approx(1.5, rel=1e-3)

@@ -4,8 +4,9 @@ that carries exact first derivatives.
 Parsing: Python's own ``ast`` parses the text (``mode="eval"``), and every node is checked
 against a short whitelist before anything is evaluated: numbers, names, ``+ - * / **``,
 unary minus and plus, parentheses (implicit in the tree) and calls of ``exp log sqrt abs
-minimum maximum where`` by their bare names, ``where``'s first argument being one comparison
-(``< <= > >=``).  Everything else -- attributes, subscripts, keywords, strings, lambdas, a
+minimum maximum where tanh softplus sigmoid log1p expm1 clip sign log10 logsumexp`` by their bare
+names (``FUNCTIONS``: arity; ``logsumexp`` takes one or more), ``where``'s first argument being one
+comparison (``< <= > >=``).  Everything else -- attributes, subscripts, keywords, strings, lambdas, a
 name starting with ``_`` -- is bad input naming the offending piece.  Nothing is ever passed
 to ``eval``: the tree is rebuilt as nested tuples and walked by ``evaluate`` below, which only
 knows the operations above, so no text of a law file can reach Python's builtins.
@@ -18,7 +19,8 @@ exact (no step size to choose for parameters whose scales differ by orders of ma
 no loss of half the digits in the engine's float32 search, which central differences would
 suffer), and costs about what finite differences would: one pass carrying one partial per
 parameter a sub-expression depends on, instead of two passes per parameter.  At the kinks of
-``abs``, ``minimum``, ``maximum`` and ``where`` the derivative of the branch taken is used.
+``abs``, ``minimum``, ``maximum``, ``where`` and ``clip`` the derivative of the branch taken is
+used; ``sign`` has none.  ``softplus``, ``sigmoid`` and ``logsumexp`` are the overflow-free forms.
 
 Subtrees made of numbers alone are folded when parsed, so evaluation mixes arrays only with
 Python floats and keeps the caller's dtype (float32 during the engine's search).
@@ -33,14 +35,33 @@ import numpy as np
 
 from depthwidth.core.errors import bad
 
-FUNCTIONS = {"exp": 1, "log": 1, "sqrt": 1, "abs": 1, "minimum": 2, "maximum": 2, "where": 3}  # name: arity
+FUNCTIONS = {  # name: arity (None: one or more arguments)
+    "exp": 1,
+    "log": 1,
+    "sqrt": 1,
+    "abs": 1,
+    "minimum": 2,
+    "maximum": 2,
+    "where": 3,
+    "tanh": 1,
+    "softplus": 1,
+    "sigmoid": 1,
+    "log1p": 1,
+    "expm1": 1,
+    "clip": 3,
+    "sign": 1,
+    "log10": 1,
+    "logsumexp": None,
+}
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+LN10 = math.log(10.0)
 MAX_LENGTH = 4000  # characters of one expression: a law, not a program
 MAX_DEPTH = 200  # operations nested in one another
 ALLOWED = (
     "numbers, names of parameters and columns, + - * / ** (powers), unary -, parentheses and the functions "
-    "exp log sqrt abs minimum maximum where(x < y, a, b)"
+    "exp log sqrt abs minimum maximum where(x < y, a, b) tanh softplus sigmoid log1p expm1 clip(x, lo, hi) sign "
+    "log10 logsumexp(a, b, ...)"
 )
 
 
@@ -117,8 +138,11 @@ def _build(node, text: str, what: str) -> tuple:
             raise bad(f"{what} function", _piece(f, text), " | ".join(FUNCTIONS) + ", called by their bare names")
         if f.id not in FUNCTIONS:
             raise bad(f"{what} function", f.id, " | ".join(FUNCTIONS))
-        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) != FUNCTIONS[f.id]:
-            raise bad(what, _piece(node, text), f"{f.id} with {FUNCTIONS[f.id]} positional argument(s)")
+        arity = FUNCTIONS[f.id]
+        count_ok = len(node.args) >= 1 if arity is None else len(node.args) == arity
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or not count_ok:
+            n = "one or more" if arity is None else arity
+            raise bad(what, _piece(node, text), f"{f.id} with {n} positional argument(s)")
         args = list(node.args)
         built = []
         if f.id == "where":
@@ -266,6 +290,72 @@ def _abs(a):
     return np.abs(a[0]), {k: s * d for k, d in a[1].items()}
 
 
+def _tanh(a):
+    v = np.tanh(a[0])
+    return v, {k: (1.0 - v * v) * d for k, d in a[1].items()}
+
+
+def _expit(x):
+    """1 / (1 + e^-x) without overflow: 0.5·(1 + tanh(x/2))."""
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _sigmoid(a):
+    v = _expit(a[0])
+    return v, {k: v * (1.0 - v) * d for k, d in a[1].items()}
+
+
+def _softplus(a):
+    """log(1 + e^x), without overflow for large x; its derivative is sigmoid(x)."""
+    v = np.logaddexp(0.0, a[0])
+    s = _expit(a[0]) if a[1] else None
+    return v, {k: s * d for k, d in a[1].items()}
+
+
+def _log1p(a):
+    return np.log1p(a[0]), {k: d / (1.0 + a[0]) for k, d in a[1].items()}
+
+
+def _expm1(a):
+    v = np.expm1(a[0])
+    e = v + 1.0 if a[1] else None
+    return v, {k: e * d for k, d in a[1].items()}
+
+
+def _sign(a):
+    return np.sign(a[0]), {}  # piecewise constant: no partials (at 0 neither does the kink's branch)
+
+
+def _log10(a):
+    return np.log10(a[0]), {k: d / (a[0] * LN10) for k, d in a[1].items()}
+
+
+def _clip(x, lo, hi):
+    """clip(x, lo, hi) = minimum(maximum(x, lo), hi): the partials of the branch taken."""
+    return _minimum(_maximum(x, lo), hi)
+
+
+def _logsumexp(*args):
+    """log(sum exp(a_i)), shifted by the largest a_i; partials: the softmax weights times each a_i's."""
+    vals = [a[0] for a in args]
+    m = vals[0]
+    for v in vals[1:]:
+        m = np.maximum(m, v)
+    m = np.where(np.isfinite(m), m, 0.0) if np.ndim(m) else (m if math.isfinite(m) else 0.0)
+    es = [np.exp(np.subtract(v, m)) for v in vals]
+    z = es[0]
+    for e in es[1:]:
+        z = z + e
+    g: dict = {}
+    for e, (_, ga) in zip(es, args):
+        if not ga:
+            continue
+        w = e / z
+        for k, d in ga.items():
+            g[k] = g[k] + w * d if k in g else w * d
+    return np.log(z) + m, g
+
+
 def _select(cond, a, b):
     """where(cond, a, b) with the partials of the branch taken."""
     (va, ga), (vb, gb) = a, b
@@ -282,4 +372,20 @@ def _maximum(a, b):
 
 
 _OPS = {"+": _add, "-": _sub, "*": _mul, "/": _div, "**": _pow}
-_FUNS = {"exp": _exp, "log": _log, "sqrt": _sqrt, "abs": _abs, "minimum": _minimum, "maximum": _maximum}
+_FUNS = {
+    "exp": _exp,
+    "log": _log,
+    "sqrt": _sqrt,
+    "abs": _abs,
+    "minimum": _minimum,
+    "maximum": _maximum,
+    "tanh": _tanh,
+    "softplus": _softplus,
+    "sigmoid": _sigmoid,
+    "log1p": _log1p,
+    "expm1": _expm1,
+    "clip": _clip,
+    "sign": _sign,
+    "log10": _log10,
+    "logsumexp": _logsumexp,
+}
