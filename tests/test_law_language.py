@@ -239,3 +239,84 @@ def test_a_law_with_the_new_functions_fits(raw_files):
     assert fr.r2 > 0.9999
     assert p["E"] == pytest.approx(2.0, abs=1e-3) and p["k"] == pytest.approx(2.0, rel=1e-3)
     assert p["c"] == pytest.approx(7.5, abs=1e-3) and math.log1p(math.exp(p["lA"])) == pytest.approx(1.5, rel=1e-3)
+
+
+# -- indexed parameters ---------------------------------------------------------------------
+
+
+def poly_law(indexed: bool) -> dict:
+    """A five-coefficient law of log N, written with a[1..5] or written out as a1 ... a5."""
+    a = (lambda i: f"a[{i}]") if indexed else (lambda i: f"a{i}")
+    formula = f"{a(1)} + {a(2)}*x + {a(3)}*x**2 + {a(4)}*tanh(x) + exp({a(5)} - x)"
+    one = {"bounds": [-3, 3], "start": [-1, 0.5, 1]}
+    params = {"a[1..5]": one} if indexed else {a(i): dict(one) for i in range(1, 6)}
+    return {
+        "name": "poly",
+        "formula": formula,
+        "define": {"x": "log(N/1e8)"},
+        "columns": {"N": "params"},
+        "params": params,
+    }
+
+
+def test_a_law_with_indexed_parameters_equals_the_law_written_out():
+    t = planted_positive_table()
+    vec, flat = load_law(poly_law(True)), load_law(poly_law(False))
+    assert vec.names == ["a[1]", "a[2]", "a[3]", "a[4]", "a[5]"] and flat.names == ["a1", "a2", "a3", "a4", "a5"]
+    assert np.array_equal(vec.lo, flat.lo) and np.array_equal(vec.hi, flat.hi)
+    assert np.array_equal(vec.grid(), flat.grid())
+    values = dict(zip(range(1, 6), (2.0, -0.1, 0.02, 0.1, -1.0)))
+    assert np.array_equal(
+        vec.predict({f"a[{i}]": v for i, v in values.items()}, t),
+        flat.predict({f"a{i}": v for i, v in values.items()}, t),
+    )
+    fv, ff = fit_law(t, vec), fit_law(t, flat)
+    assert np.array_equal(fv.theta, ff.theta) and fv.objective == ff.objective and fv.r2 == ff.r2
+    assert list(fv.params.values()) == list(ff.params.values())
+    # through dw fit: the same numbers, the elements named as written, pins by element
+    a = run_fit(runs=t, law=poly_law(True), bootstrap=20, pins="a[5]=-1", write=False)
+    b = run_fit(runs=t, law=poly_law(False), bootstrap=20, pins="a5=-1", write=False)
+    assert list(a["params"]) == [f"a[{i}]" for i in range(1, 6)] and a["params"]["a[5]"] == -1.0
+    assert list(a["params"].values()) == list(b["params"].values())
+    assert [a["ci"][f"a[{i}]"] for i in range(1, 6)] == [b["ci"][f"a{i}"] for i in range(1, 6)]
+    # the normalised form keeps the declaration as written, and rebuilds the same law
+    assert list(vec.options["user"]["params"]) == ["a[1..5]"]
+    assert load_law(vec.options["user"]).names == vec.names
+
+
+def planted_positive_table() -> pd.DataFrame:
+    t = raw_table()
+    x = np.log(t["params"].to_numpy() / 1e8)
+    t["loss"] = (
+        2.0
+        - 0.1 * x
+        + 0.02 * x**2
+        + 0.1 * np.tanh(x)
+        + np.exp(-1.0 - x)
+        + np.random.default_rng(1).normal(0, 0.005, len(t))
+    )
+    return t
+
+
+@pytest.mark.parametrize(
+    "formula, key, named",
+    [
+        (
+            "a[1] + a[2]*N + a[6]",
+            "a[1..2]",
+            "formula symbol: 'a[6]' (allowed: an element of an indexed parameter: a[1..2])",
+        ),
+        ("a[1] + a[2]*N + a[x]", "a[1..2]", "'a[x]' (allowed: an element of an indexed parameter: NAME[INTEGER]"),
+        ("a[1] + a[2]*N", "a[2..1]", "params: 'a[2..1]' (allowed: NAME[LO..HI] with LO <= HI"),
+        ("a[1] + a[2]*N", "a[1..3]", "params: 'a[3]' (allowed: parameters the formula or a definition reads)"),
+        (
+            "a[1] + a[2]*N",
+            "a[1..2], a[2..2]",
+            "params: 'a[2..2]' (allowed: parameters declared once (a[2] is declared twice))",
+        ),
+    ],
+)
+def test_a_bad_indexed_parameter_is_one_line(formula, key, named):
+    params = {k.strip(): {"bounds": [0, 1]} for k in key.split(",")}
+    with pytest.raises(BadInput, match=re.escape(named)):
+        load_law({"formula": formula, "params": params})

@@ -61,7 +61,7 @@ MAX_DEPTH = 200  # operations nested in one another
 ALLOWED = (
     "numbers, names of parameters and columns, + - * / ** (powers), unary -, parentheses and the functions "
     "exp log sqrt abs minimum maximum where(x < y, a, b) tanh softplus sigmoid log1p expm1 clip(x, lo, hi) sign "
-    "log10 logsumexp(a, b, ...)"
+    "log10 logsumexp(a, b, ...); a[3]: an element of an indexed parameter"
 )
 
 
@@ -123,6 +123,8 @@ def _build(node, text: str, what: str) -> tuple:
         if node.id.startswith("_"):
             raise bad(what, node.id, "names of parameters and columns that do not start with _")
         return ("s", node.id)
+    if isinstance(node, ast.Subscript):  # an element of an indexed parameter: a[3]
+        return ("s", _element(node, text, what))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         a = _build(node.operand, text, what)
         return _fold(("neg", a), what, node, text) if isinstance(node.op, ast.USub) else a
@@ -152,6 +154,31 @@ def _build(node, text: str, what: str) -> tuple:
     if isinstance(node, ast.Compare):
         raise bad(what, _piece(node, text), "a comparison only as the first argument of where(x < y, a, b)")
     raise bad(what, _piece(node, text), ALLOWED)
+
+
+def element_name(base: str, i: int) -> str:
+    """The name of element ``i`` of the indexed parameter ``base`` (``a[3]``): the one spelling, in
+    formulas, in fit.json's parameters and for ``--pin``."""
+    return f"{base}[{i}]"
+
+
+def _element(node: ast.Subscript, text: str, what: str) -> str:
+    base, i = node.value, node.slice
+    if isinstance(i, ast.UnaryOp) and isinstance(i.op, ast.USub) and isinstance(i.operand, ast.Constant):
+        neg, i = True, i.operand
+    else:
+        neg = False
+    ok = (
+        isinstance(base, ast.Name)
+        and not base.id.startswith("_")
+        and base.id not in FUNCTIONS
+        and isinstance(i, ast.Constant)
+        and isinstance(i.value, int)
+        and not isinstance(i.value, bool)
+    )
+    if not ok:
+        raise bad(what, _piece(node, text), "an element of an indexed parameter: NAME[INTEGER], e.g. a[3]")
+    return element_name(base.id, -i.value if neg else i.value)
 
 
 def _comparison(node, text: str, what: str) -> tuple:

@@ -33,6 +33,10 @@ Design, and why:
 * **Parameters in natural units with linear bounds.**  ``log: true`` fits a positive
   parameter through its logarithm (as the built-in laws fit coefficients), which helps when
   its plausible values span decades; bounds and starts are still written in natural units.
+* **Indexed parameters**: a ``params:`` key ``a[1..5]`` declares ``a[1]`` ... ``a[5]`` with one
+  spec (laws of 15-40 parameters are written with a few such keys); each element is an ordinary
+  parameter named as the formula reads it (``a[3]``, expr.element_name), so nothing downstream
+  knows about indexing, and the normalised form keeps the key as written.
 * **Starts are a list of values** (natural units), the form the built-in laws' grids take;
   the engine multi-starts from their Cartesian product (a fixed-seed subset of
   ``--max-starts`` when larger).  Without ``start``: the quartiles of the bounds (geometric
@@ -210,6 +214,9 @@ def _build(doc: dict, where: str, default_name: str, source: dict) -> Law:
         for s in expr.symbols(t):
             if s in names:
                 used_params.add(s)
+            elif "[" in s:  # an element no params: key declares
+                declared = [k for k in natural if INDEXED.match(k)] or ["none"]
+                raise bad(f"{where} {part} symbol", s, "an element of an indexed parameter: " + ", ".join(declared))
             elif s not in known:  # a column: mapped under columns:, else the column of that name
                 col = columns.get(s, s)
                 if col == TARGET:
@@ -254,16 +261,15 @@ def _number(what: str, v) -> float:
 
 
 def _params(spec, where: str) -> tuple[list[Param], dict]:
-    """The parameters, and their spec in natural units as written (defaults filled in)."""
+    """The parameters, and their spec in natural units as written (defaults filled in).  A key
+    ``NAME[LO..HI]`` declares the indexed parameters NAME[LO] ... NAME[HI], one spec for all."""
     if not isinstance(spec, dict) or not spec:
         raise bad(f"{where} params", spec, "a mapping NAME: {bounds: [lo, hi], start: [values], log: false}")
     out, natural = [], {}
-    for name, p in spec.items():
-        what = f"{where} params.{name}"
-        if not (isinstance(name, str) and name.isidentifier() and not name.startswith("_")):
-            raise bad(f"{where} params", name, "parameter names that are identifiers not starting with _")
-        if name in expr.FUNCTIONS:
-            raise bad(f"{where} params", name, "a name other than the functions' (" + " ".join(expr.FUNCTIONS) + ")")
+    seen: set[str] = set()
+    for key, p in spec.items():
+        what = f"{where} params.{key}"
+        names = _declared(key, where)
         if not isinstance(p, dict) or "bounds" not in p:
             raise bad(what, p, "a mapping with bounds: [lo, hi] (required), start: [values] and log: true|false")
         bad_keys = [k for k in p if k not in PARAM_KEYS]
@@ -298,9 +304,33 @@ def _params(spec, where: str) -> tuple[list[Param], dict]:
             values.append(x)
         to = math.log if log else float
         grid = tuple(dict.fromkeys(to(x) for x in values))  # duplicates add nothing to the grid
-        out.append(Param(name, to(lo), to(hi), grid, log=log, doc=f"user law: {lo:g} <= {name} <= {hi:g}"))
-        natural[name] = {"bounds": [lo, hi], "start": list(dict.fromkeys(values)), "log": log}
+        for name in names:
+            if name in seen:
+                raise bad(f"{where} params", key, f"parameters declared once ({name} is declared twice)")
+            seen.add(name)
+            out.append(Param(name, to(lo), to(hi), grid, log=log, doc=f"user law: {lo:g} <= {name} <= {hi:g}"))
+        natural[key] = {"bounds": [lo, hi], "start": list(dict.fromkeys(values)), "log": log}
     return out, natural
+
+
+INDEXED = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\[(-?[0-9]+)\.\.(-?[0-9]+)\]$")
+MAX_INDEXED = 1000  # elements of one indexed parameter
+
+
+def _declared(key, where: str) -> list[str]:
+    """The parameter names a ``params:`` key declares: NAME, or NAME[LO..HI] (LO <= HI)."""
+    m = INDEXED.match(key) if isinstance(key, str) else None
+    if m:
+        base, lo, hi = m.group(1), int(m.group(2)), int(m.group(3))
+        if base not in expr.FUNCTIONS and lo <= hi and hi - lo < MAX_INDEXED:
+            return [expr.element_name(base, i) for i in range(lo, hi + 1)]
+        allowed = f"NAME[LO..HI] with LO <= HI, at most {MAX_INDEXED} elements, NAME not a function's name"
+        raise bad(f"{where} params", key, allowed)
+    if not (isinstance(key, str) and key.isidentifier() and not key.startswith("_")):
+        raise bad(f"{where} params", key, "parameter names that are identifiers not starting with _, or NAME[LO..HI]")
+    if key in expr.FUNCTIONS:
+        raise bad(f"{where} params", key, "a name other than the functions' (" + " ".join(expr.FUNCTIONS) + ")")
+    return [key]
 
 
 def _between(lo: float, hi: float, q: float, log: bool) -> float:
