@@ -63,14 +63,21 @@ class _Stream(io.TextIOWrapper):
 _INTERPRETER_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
 
 
-def dw(*args: str, cwd: str | os.PathLike | None = None, env: dict | None = None, replace_env: bool = False):
+def dw(
+    *args: str,
+    cwd: str | os.PathLike | None = None,
+    env: dict | None = None,
+    replace_env: bool = False,
+    timeout: float | None = None,
+):
     """``dw ARGS`` in this process, as ``run_dw`` runs it in a new one: same ``main(argv)``, exit code
     (SystemExit, or 1 and the traceback on stderr for an exception that escapes, as the interpreter
     would), stdout and stderr (with the warnings a fresh interpreter would print there), cwd (the
     repository unless ``cwd``), environment (``env`` added, or the whole of it with ``replace_env``).
-    Returns a CompletedProcess (text).  Nothing stays behind: os.environ, the cwd, sys.argv, the
-    umask, signal handlers and torch's thread count are put back.  For tests where a new process
-    adds nothing; those about the process (signals, kill -9, what is imported) use ``run_dw``."""
+    Returns a CompletedProcess (text); ``timeout`` is only accepted (``run_dw``'s signature).
+    Nothing stays behind: os.environ, the cwd, sys.argv, the umask, signal handlers and torch's
+    thread count are put back.  For tests where a new process adds nothing; those about the
+    process (signals, kill -9, what is imported, several processes) use ``run_dw``."""
     import contextlib
     import signal
     import traceback

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import report_store as rs
-from tests.helpers import REPO, assert_bad_input, run_dw
+from tests.helpers import REPO, assert_bad_input, dw
 
 TABLES = (
     "loss_grid",
@@ -59,7 +59,7 @@ def store(tmp_path_factory):
 def plotted(store, tmp_path_factory):
     root, runs = store
     out = tmp_path_factory.mktemp("plots") / "figs"
-    p = run_dw("report", "t", "--root", str(root), "--plots", str(out), "--format", "json")
+    p = dw("report", "t", "--root", str(root), "--plots", str(out), "--format", "json")
     assert p.returncode == 0, p.stderr
     return root, runs, out, json.loads(p.stdout)
 
@@ -188,7 +188,7 @@ def test_csv_parses_into_the_same_tables(store):
     import pandas as pd
 
     root, runs = store
-    p = run_dw("report", "t", "--root", str(root), "--format", "csv")
+    p = dw("report", "t", "--root", str(root), "--format", "csv")
     assert p.returncode == 0, p.stderr
     df = pd.read_csv(io.StringIO(p.stdout))
     assert set(TABLES) - {"missing"} <= set(df["table"])
@@ -199,7 +199,7 @@ def test_csv_parses_into_the_same_tables(store):
 
 def test_rich_and_markdown_on_stdout(store):
     root, _ = store
-    p = run_dw("report", "t", "--root", str(root), "--all")
+    p = dw("report", "t", "--root", str(root), "--all")
     assert p.returncode == 0, p.stderr
     for title in (
         "depth × width",
@@ -214,17 +214,17 @@ def test_rich_and_markdown_on_stdout(store):
         assert title in p.stdout
     assert "nothing: all 12 runs are done" in p.stdout
     # without --all the terminal gets the headline tables and one line naming the others (before: every table)
-    brief = run_dw("report", "t", "--root", str(root))
+    brief = dw("report", "t", "--root", str(root))
     assert brief.returncode == 0 and "depth × width" in brief.stdout and "What is missing" in brief.stdout
     assert "more tables (dw report NAME --all" in brief.stdout
     assert len(brief.stdout.splitlines()) < 0.8 * len(p.stdout.splitlines())
-    md = run_dw("report", "t", "--root", str(root), "--format", "markdown")
+    md = dw("report", "t", "--root", str(root), "--format", "markdown")
     assert md.returncode == 0 and md.stdout.startswith("# dw report — sweep t")
 
 
 def test_failed_diverged_and_pending_runs_are_listed(tmp_path):
     rs.build(tmp_path, "p", failed=True, pending=True, seeds=False)  # the pending task's worker is this process
-    p = run_dw("report", "p", "--root", str(tmp_path), "--format", "json")
+    p = dw("report", "p", "--root", str(tmp_path), "--format", "json")
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
     miss = {r["run"]: r for r in rep["tables"]["missing"]["rows"]}
@@ -235,7 +235,7 @@ def test_failed_diverged_and_pending_runs_are_listed(tmp_path):
     grid = {(r["depth"], r["width"]): r for r in rep["tables"]["loss_grid"]["rows"]}
     assert grid[(8, 32)]["state"] == "failed" and grid[(8, 32)]["loss"] is None
     assert "fit" not in rep["tables"] and any("no fit.json" in n for n in rep["notes"])
-    rich = run_dw("report", "p", "--root", str(tmp_path))
+    rich = dw("report", "p", "--root", str(tmp_path))
     assert "(failed)" in rich.stdout and "(pending)" in rich.stdout and "d8x64" in rich.stdout
 
 
@@ -245,7 +245,7 @@ def test_run_table_input_matches_the_paper_and_needs_no_store(tmp_path):
         "run,depth,width,params,tokens,loss\n"
         "a,16,512,1.02e8,6.4e9,3.50\nb,8,512,7.7e7,6.4e9,3.60\nc,16,256,4e7,6.4e9,3.95\n"
     )
-    p = run_dw("report", "--runs", str(f), "--format", "json")
+    p = dw("report", "--runs", str(f), "--format", "json")
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
     paper = {r["config"]: r for r in rep["tables"]["paper"]["rows"]}
@@ -264,11 +264,11 @@ def test_bad_input_is_one_line_exit_2(store, tmp_path):
         ("t", "--root", str(root), "--at-width", "48"),
         ("t", "--root", str(root), "--fit", str(tmp_path / "missing.json")),
     ):
-        assert_bad_input(run_dw("report", *args))
+        assert_bad_input(dw("report", *args))
 
 
 def test_help_shows_an_example():
-    p = run_dw("report", "--help")
+    p = dw("report", "--help")
     assert p.returncode == 0 and "Example: dw report demo --plots out/demo" in p.stdout
 
 
@@ -297,13 +297,13 @@ def test_report_never_imports_torch_and_matplotlib_only_for_plots(store, tmp_pat
 
 def test_status_watch_returns_when_every_run_has_ended(store, tmp_path):
     root, _ = store
-    p = run_dw("status", "t", "--watch", "--interval", "0.2", env={"DW_RUNS": str(root)}, timeout=60)
+    p = dw("status", "t", "--watch", "--interval", "0.2", env={"DW_RUNS": str(root)}, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "12 done" in p.stdout and "u4x32s2" in p.stdout
     rs.build(tmp_path, "w", pending=True, seeds=False)
-    p = run_dw("status", "w", "--watch", "--interval", "0.2", "--timeout", "1", env={"DW_RUNS": str(tmp_path)})
+    p = dw("status", "w", "--watch", "--interval", "0.2", "--timeout", "1", env={"DW_RUNS": str(tmp_path)})
     assert p.returncode == 1 and "1 pending" in p.stderr
-    assert_bad_input(run_dw("status", "w", "--watch", "--json", env={"DW_RUNS": str(tmp_path)}))
+    assert_bad_input(dw("status", "w", "--watch", "--json", env={"DW_RUNS": str(tmp_path)}))
 
 
 def test_readme_demo_rewrites_only_between_the_markers(plotted, tmp_path, monkeypatch):
