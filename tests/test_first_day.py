@@ -11,7 +11,7 @@ import pytest
 
 from depthwidth.core.atomic import append_jsonl, write_json
 from tests import report_store as rs
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw, run_dw
 
 
 def _one_off(root, name="t"):
@@ -84,12 +84,12 @@ def test_a_one_off_run_is_never_averaged_into_the_sweeps_cell(store):
 
 def test_dw_forget_leaves_runs_out_and_keeps_the_record(store):
     env = {"DW_RUNS": str(store)}
-    st = json.loads(run_dw("status", "t", "--json", env=env).stdout)
+    st = json.loads(dw("status", "t", "--json", env=env).stdout)
     assert {r["run_id"]: r["state"] for r in st["runs"]}["never"] == "lost"
-    p = run_dw("forget", "t", "--state", "lost", "u2x64-long", "--reason", "one-off", env=env)
+    p = dw("forget", "t", "--state", "lost", "u2x64-long", "--reason", "one-off", env=env)
     assert p.returncode == 0, p.stderr
     assert "forgot 2 runs of t" in p.stdout
-    st = json.loads(run_dw("status", "t", "--json", env=env).stdout)
+    st = json.loads(dw("status", "t", "--json", env=env).stdout)
     ids = {r["run_id"] for r in st["runs"]}
     assert "never" not in ids and "u2x64-long" not in ids and st["counts"]["lost"] == 0
     assert (store / "t" / "u2x64-long" / "summary.json").exists()  # nothing deleted
@@ -104,11 +104,11 @@ def test_dw_forget_leaves_runs_out_and_keeps_the_record(store):
 def test_forget_refuses_what_may_still_run_and_unknown_ids(tmp_path):
     rs.build(tmp_path, "t", pending=True)
     env = {"DW_RUNS": str(tmp_path)}
-    line = assert_bad_input(run_dw("forget", "t", "p2x96", env=env))
+    line = assert_bad_input(dw("forget", "t", "p2x96", env=env))
     assert "'p2x96'" in line and "pending" in line
-    assert "a run of sweep t" in assert_bad_input(run_dw("forget", "t", "nosuch", env=env))
-    assert "--state" in assert_bad_input(run_dw("forget", "t", "--state", "running", env=env))
-    assert "nothing" in assert_bad_input(run_dw("forget", "t", env=env))
+    assert "a run of sweep t" in assert_bad_input(dw("forget", "t", "nosuch", env=env))
+    assert "--state" in assert_bad_input(dw("forget", "t", "--state", "running", env=env))
+    assert "nothing" in assert_bad_input(dw("forget", "t", env=env))
     assert not any('"forget"' in x for x in (tmp_path / "t" / "manifest").read_text().splitlines())
 
 
@@ -139,7 +139,7 @@ def test_dw_fit_does_not_silently_replace_the_fit_the_report_shows(tmp_path):
 
     simulate("demo", name="mine", root=tmp_path, seed=0)
     env = {"DW_RUNS": str(tmp_path)}
-    p = run_dw(
+    p = dw(
         "fit",
         "mine",
         "--law",
@@ -156,12 +156,12 @@ def test_dw_fit_does_not_silently_replace_the_fit_the_report_shows(tmp_path):
     before = (tmp_path / "mine" / "fit.json").read_text()
     _production_models_dw_fit_cannot_reach_are_one_line(json.loads(before))
     # dw fit NAME with no --law: chinchilla on every run would replace it (before: silently)
-    line = assert_bad_input(run_dw("fit", "mine", "--bootstrap", "0", env=env))
+    line = assert_bad_input(dw("fit", "mine", "--bootstrap", "0", env=env))
     assert "holds a depth-delusion[log] fit of shape=uniform" in line and "--force" in line
     assert (tmp_path / "mine" / "fit.json").read_text() == before
     # the same law and filter again replaces it; --force replaces it with another
     assert (
-        run_dw(
+        dw(
             "fit",
             "mine",
             "--law",
@@ -176,7 +176,7 @@ def test_dw_fit_does_not_silently_replace_the_fit_the_report_shows(tmp_path):
         ).returncode
         == 0
     )
-    p = run_dw("fit", "mine", "--bootstrap", "0", "--max-starts", "200", "--force", env=env)
+    p = dw("fit", "mine", "--bootstrap", "0", "--max-starts", "200", "--force", env=env)
     # chinchilla has no shape term: by default it is fitted on the uniform runs, and says so (#34)
     assert p.returncode == 0 and "runs of other width shapes" in p.stdout, p.stdout
     doc = json.loads((tmp_path / "mine" / "fit.json").read_text())
@@ -219,18 +219,10 @@ def test_from_another_folder_dw_finds_the_checkouts_store_instead_of_starting_a_
         append_jsonl(there / "manifest", {"event": "submit", "run_id": "r0", "job_id": "1", "ts": 0})
         clean = {k: v for k, v in os.environ.items() if k != "DW_RUNS"}
         full = {**clean, **env}
-        import subprocess
-        import sys
+        from tests.helpers import dw as dw_in_process
 
         def dw(*a):
-            return subprocess.run(
-                [sys.executable, "-m", "depthwidth", *a],
-                cwd=elsewhere,
-                env=full,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            return dw_in_process(*a, cwd=elsewhere, env=full, replace_env=True)
 
         line = assert_bad_input(dw("sweep", name))
         assert (
