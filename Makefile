@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 DW     := $(VENV)/bin/dw
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo readme-demo test test-fast lint test-reliability install bench clean
+.PHONY: demo readme-demo test test-fast lint docs test-reliability install bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,11 +22,22 @@ test: lint
 test-fast: lint
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
-# Formatting, lint and the import-layer contract (pyproject.toml); `make test` runs it first.
+# Formatting, lint, the import-layer contract (pyproject.toml) and the documentation site built
+# --strict (a broken link or anchor, a missing page or one left out of mkdocs.yml's nav fails it);
+# `make test` runs it first.  tests/test_docs.py checks the generated references are up to date.
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check --quiet depthwidth tests benchmarks scripts
 	$(VENV)/bin/ruff check --quiet depthwidth tests benchmarks scripts
 	$(VENV)/bin/lint-imports --no-cache
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The documentation site: regenerate docs/reference/ from the code (scripts/gen_docs.py), build
+# site/ --strict, then serve it on http://127.0.0.1:8000 (Ctrl-C stops; SERVE=0: build only).
+SERVE ?= 1
+docs: $(STAMP)
+	$(PY) scripts/gen_docs.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+	if [ "$(SERVE)" = 1 ]; then NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve; fi
 
 # The fault-injection suite (tests/reliability, and the real-cluster scenarios of automatic retries,
 # queue limits and the follow-up job; all also part of `make test`) in one line:

@@ -5,8 +5,9 @@
 Reads the demo store (``$DW_RUNS/demo`` with its fit.json) and the figures
 ``dw report demo --plots out/demo`` wrote, copies ``loss_vs_depth.png`` to
 ``--figure`` (and ``entropy.png`` to ``--entropy-figure`` when the runs were
-analysed) and replaces the text between ``<!-- demo:begin -->`` and
-``<!-- demo:end -->`` with table excerpts of that report.  Nothing here is
+analysed: docs/guides/inside.md shows it) and replaces the text between ``<!-- demo:begin -->`` and
+``<!-- demo:end -->`` with table excerpts of that report: the loss grid, the shapes, the fit's
+line, its verdict and the planted twin's, one figure.  Nothing here is
 typed by hand but the prose around the numbers.
 """
 
@@ -95,41 +96,12 @@ def section(
     if draw and draw.get("alternative"):
         alt += f", {draw['alternative']['label']} dashed"
     out += [f"![{alt}]({figure_rel})", ""]
-    if "inside" in T and T["inside"].rows:
+    if "inside" in T and T["inside"].rows:  # the tables themselves: docs/guides/inside.md, with the figure
         out += [
-            "Inside the models (`dw analyze`, run by each demo run as it ends: per-layer matrix entropy of the "
-            "residual stream, dead MLP units and the logit lens on 8,192 held-out tokens):",
-            "",
-            md_table(
-                _cut(
-                    T["inside"],
-                    (
-                        "shape",
-                        "min_entropy",
-                        "min_entropy_layer",
-                        "entropy_narrowest",
-                        "dead_narrowest",
-                        "lens_converged_layer",
-                        "max_kl_prev",
-                    ),
-                )
-            ),
-            "",
-            "The Variable-Width paper's claims about the inside of the models, against these runs:",
-            "",
-            md_table(T["inside_claims"]),
-            "",
+            "Inside the models (`dw analyze`, run by each demo run as it ends): per-layer entropy, dead MLP units "
+            "and the logit lens per shape, beside the Variable-Width paper's claims, in `dw report demo --all` "
+            "and [Looking inside](docs/guides/inside.md).",
         ]
-        if entropy_rel:
-            out += [f"![Residual-stream matrix entropy per layer, one line per shape]({entropy_rel})", ""]
-    out += [
-        "Next steps: the same commands drive a real sweep. `dw sweep depth_delusion launcher=slurm --dry-run "
-        "--no-data-check` plans its 30 runs (parameters, FLOPs, GPU-hours, requeues, nodes, calendar time, "
-        "checkpoint disk) before the data exist; `dw sweep depth_delusion launcher=slurm launcher.partition=gpu` "
-        "submits one SLURM job array and returns (see docs/slurm.md); `dw status depth_delusion --watch`, "
-        "`dw fit` and `dw report depth_delusion --plots out/dd` follow. On a GPU machine, install the CUDA "
-        'build of torch first ("GPU install" below).'
-    ]
     return "\n".join(out)
 
 
