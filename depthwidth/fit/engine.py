@@ -15,7 +15,9 @@ moves it less than 1e-4 or gains less than 1e-5 of the objective.  Tables
 with more than ``grid_points`` rows are searched on a fixed subsample.  The
 best few distinct optima are then refined in float64 on all points (batched
 LM) and polished with scipy's L-BFGS-B on the exact objective; the best is
-kept.  The hinge max(0, .) of the depth-delusion penalty is rounded (a C¹
+kept.  A user law whose values float32 cannot hold (an input near 2e11 to a power
+of ±5) is searched in float64 instead (solver.search_dtype).  The hinge max(0, .)
+of the depth-delusion penalty is rounded (a C¹
 quadratic spline over |D/D_crit − 1| < s, terms.py) with s = SEARCH_SMOOTH
 during the search and s = HINGE_SMOOTH in the refinement, the polish and every
 bootstrap refit (solver.Problem): with the exact hinge the near-L1 objective
@@ -47,7 +49,9 @@ from depthwidth.fit.solver import (
     Problem,
     batched_lm,
     polish,
+    search_dtype,
 )
+from depthwidth.fit.userlaw import is_user
 
 
 def _distinct(theta: np.ndarray, F: np.ndarray, k: int, tol: float = 1e-3) -> np.ndarray:
@@ -101,6 +105,8 @@ def fit_law(
     if n > grid_points:
         sub = np.sort(np.random.default_rng(seed).choice(n, grid_points, replace=False))
         search_pb = pb.subset(sub)
+    # float32 halves the search's cost; a user law that overflows it is searched in float64
+    dtype = search_dtype(search_pb, g0, seed) if is_user(law) else np.float32
     if search_pb.n >= 3 * COARSE_POINTS:
         # Coarse-to-fine: the first steps away from each start only need the
         # rough shape of the objective, so they use a fixed subsample of points.
@@ -113,14 +119,12 @@ def fit_law(
             smooth=smooth,
             xtol=SEARCH_XTOL,
             ftol=SEARCH_FTOL,
-            dtype=np.float32,
+            dtype=dtype,
         )
         g1 = pre["theta"]
     else:
         g1 = g0
-    res = batched_lm(
-        search_pb, g1, max_iter=max_iter, smooth=smooth, xtol=SEARCH_XTOL, ftol=SEARCH_FTOL, dtype=np.float32
-    )
+    res = batched_lm(search_pb, g1, max_iter=max_iter, smooth=smooth, xtol=SEARCH_XTOL, ftol=SEARCH_FTOL, dtype=dtype)
     F1 = res["F"]
     finite = np.isfinite(F1)
     if not finite.any():
@@ -180,6 +184,7 @@ def fit_law(
             "distinct_optima": int(len(cand)),
             "search_points": int(search_pb.n),
             "iterations": int(res["iterations"]),
+            **({"precision": "float64"} if dtype == np.float64 else {}),  # float32 would overflow (search_dtype)
         },
         basins=basins,
         delta=delta,

@@ -2,7 +2,7 @@
 Levenberg-Marquardt search over many starts, the float64 polish, and the
 ``FitResult`` every fit returns.  See engine.py for the procedure.
 
-Public: ``Problem``, ``batched_lm``, ``polish``, ``huber``, ``FitResult``, ``best_starts``.
+Public: ``Problem``, ``batched_lm``, ``polish``, ``huber``, ``FitResult``, ``best_starts``, ``search_dtype``.
 """
 
 from __future__ import annotations
@@ -327,6 +327,43 @@ class FitResult:
             "checks": dict(self.checks),
             "seconds": round(self.seconds, 3),
         }
+
+
+PRECISION_PROBES = 256  # start rows, plus as many points drawn in the bounds' box, on which float32 is checked
+PRECISION_RTOL = 1e-3  # a float32 value this far from float64's (relative, + absolute 1e-3) is not faithful
+
+
+def search_dtype(pb: Problem, starts: np.ndarray, seed: int = 0):
+    """The precision the multi-start search can run in: float32 (half the cost) where it evaluates
+    the law as float64 does, float64 where it does not.
+
+    A user law's formula is evaluated as written (fit/userlaw.py), so an input near 2e11 raised to
+    a power of ±5 overflows (or underflows) float32 (max 3.4e38, smallest 1.4e-45) where float64 is
+    finite: every start there was dead in a float32 search (an infinite objective, no step), and
+    which basins survived depended on how many starts were drawn.  The check evaluates the law
+    and its Jacobian at up to ``PRECISION_PROBES`` of the starts and as many points drawn
+    uniformly in the bounds (where the search may go) in both precisions: float64 when a value or
+    a partial is finite in float64 and not in float32, or a value differs by more than
+    ``PRECISION_RTOL``.  (The built-in laws are computed in log space and never need it.)
+    """
+    rng = np.random.default_rng(seed + 17)
+    st = np.atleast_2d(starts)
+    if len(st) > PRECISION_PROBES:
+        st = st[np.sort(rng.choice(len(st), PRECISION_PROBES, replace=False))]
+    box = pb.lo + rng.random((PRECISION_PROBES, len(pb.free))) * (pb.hi - pb.lo)
+    pts = np.clip(np.vstack([st, box]), pb.lo, pb.hi)
+    pb32 = pb.astype(np.float32)
+    for a in range(0, len(pts), 32):
+        t = pts[a : a + 32]
+        with np.errstate(all="ignore"):
+            p64, J64 = pb.eval(t, jac=True)
+            p32, J32 = pb32.eval(t.astype(np.float32), jac=True)
+            ok64 = np.isfinite(p64) & np.isfinite(J64).all(axis=1)
+            ok32 = np.isfinite(p32) & np.isfinite(J32).all(axis=1)
+            drift = np.abs(p32.astype(np.float64) - p64) > PRECISION_RTOL * (1.0 + np.abs(p64))
+        if (ok64 & ~ok32).any() or (ok64 & ok32 & drift).any():
+            return np.float64
+    return np.float32
 
 
 def best_starts(fr: FitResult, law: Law, extra: int = 4, seed: int = 1) -> np.ndarray:
