@@ -29,6 +29,7 @@ import typing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # document the checkout this script lives in, whatever is installed
 OUT = ROOT / "docs" / "reference"
 HEADER = "<!-- generated from the code by scripts/gen_docs.py (make docs runs it); do not edit by hand -->"
 
