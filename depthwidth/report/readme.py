@@ -5,7 +5,8 @@
 Reads the demo store (``$DW_RUNS/demo`` with its fit.json) and the figures
 ``dw report demo --plots out/demo`` wrote, copies ``loss_vs_depth.png`` to
 ``--figure`` (and ``entropy.png`` to ``--entropy-figure`` when the runs were
-analysed: docs/guides/inside.md shows it) and replaces the text between ``<!-- demo:begin -->`` and
+analysed: docs/guides/inside.md shows it; ``shape_profiles.png`` to ``--shapes-figure``:
+docs/guides/shapes.md) and replaces the text between ``<!-- demo:begin -->`` and
 ``<!-- demo:end -->`` with table excerpts of that report: the loss grid, the shapes, the fit's
 line, its verdict and the planted twin's, one figure.  Nothing here is
 typed by hand but the prose around the numbers.
@@ -125,6 +126,7 @@ def main(argv=None) -> int:
     ap.add_argument("--report", type=Path, default=Path("out/demo"), help="the folder dw report demo --plots wrote")
     ap.add_argument("--figure", type=Path, default=Path("docs/demo_loss_vs_depth.png"))
     ap.add_argument("--entropy-figure", type=Path, default=Path("docs/demo_entropy.png"))
+    ap.add_argument("--shapes-figure", type=Path, default=None, help="default: demo_shape_profiles.png beside --figure")
     ap.add_argument("--sweep", default="demo")
     a = ap.parse_args(argv)
     try:
@@ -147,6 +149,11 @@ def main(argv=None) -> int:
             a.entropy_figure.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ent, a.entropy_figure)
             ent_rel = os.path.relpath(a.entropy_figure, a.readme.parent)
+        shp = a.report / "shape_profiles.png"  # the width-shapes guide's figure (docs/guides/shapes.md)
+        if shp.is_file() and shp.stat().st_size <= MAX_FIGURE_BYTES:
+            dest = a.shapes_figure or a.figure.parent / "demo_shape_profiles.png"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(shp, dest)
         planted = None
         pf = runs_root() / f"{a.sweep}-planted" / "fit.json"
         if pf.is_file():
