@@ -374,3 +374,125 @@ def test_a_law_float32_evaluates_faithfully_is_still_searched_in_float32():
     pb = Problem(law, law.data(t), law.fitted(t["loss"]))
     assert search_dtype(pb, law.grid()) == np.float32
     assert "precision" not in fit_law(t, law).starts
+
+
+# -- several outputs ------------------------------------------------------------------------
+
+MULTI_TRUTH = {"E1": 1.2, "E2": 0.8, "E3": 2.0, "A": 300.0, "B": 400.0, "C": 200.0, "alpha": 0.3, "beta": 0.28}
+
+MULTI_YAML = """\
+name: three-tasks
+outputs:                         # output: its loss, each a column of a wide table
+  code: "E1 + A*N**(-alpha)"
+  math: "E2 + A*N**(-alpha) + B*D**(-beta)"
+  text: "E3 + C*D**(-beta)"
+columns: {N: params, D: tokens}
+params:
+  E1: {bounds: [0.1, 5], start: [0.5, 2]}
+  E2: {bounds: [0.1, 5], start: [0.5, 2]}
+  E3: {bounds: [0.1, 5], start: [0.5, 2]}
+  A: {bounds: [1, 1e6], start: [30, 1000], log: true}
+  B: {bounds: [1, 1e6], start: [30, 1000], log: true}
+  C: {bounds: [1, 1e6], start: [30, 1000], log: true}
+  alpha: {bounds: [0, 2], start: [0.2, 0.6]}
+  beta: {bounds: [0, 2], start: [0.2, 0.6]}
+"""
+
+
+def multi_table(seed: int = 0) -> pd.DataFrame:
+    """30 runs (6 sizes x 5 token budgets); each run reveals its three losses at once (one row, one
+    cost), each with its own noise of 0.5% of the loss."""
+    rng = np.random.default_rng(seed)
+    t = MULTI_TRUTH
+    rows = []
+    for i, (n, d) in enumerate(itertools.product(np.geomspace(1e7, 1e9, 6), np.geomspace(1e9, 1e11, 5))):
+        a, b, c = t["A"] * n ** -t["alpha"], t["B"] * d ** -t["beta"], t["C"] * d ** -t["beta"]
+        clean = {"code": t["E1"] + a, "math": t["E2"] + a + b, "text": t["E3"] + c}
+        rows.append(
+            {
+                "run": f"r{i}",
+                "params": n,
+                "tokens": d,
+                **{k: v * np.exp(rng.normal(0, 0.005)) for k, v in clean.items()},
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def test_a_three_output_law_on_runs_that_reveal_three_losses_is_fitted_back_inside_its_intervals(tmp_path, capsys):
+    multi_table().to_csv(tmp_path / "table.csv", index=False)
+    (tmp_path / "law.yaml").write_text(MULTI_YAML, encoding="utf-8")
+    out = tmp_path / "fit.json"
+    args = ("fit", "--runs", str(tmp_path / "table.csv"), "--law", str(tmp_path / "law.yaml"), "--resample", "runs")
+    code, stdout, err = dw_in_process(capsys, *args, "--bootstrap", "200", "--out", str(out))
+    assert code == 0, err
+    res = json.loads(out.read_text(encoding="utf-8"))
+    assert res["n"] == 90 and res["n_runs"] == 30 and res["r2"] > 0.999
+    assert res["bootstrap"]["runs"] == 30 and res["bootstrap"]["converged"] >= 190  # runs resampled, not rows
+    for k, v in MULTI_TRUTH.items():
+        lo, hi = res["ci"][k]
+        assert lo <= v <= hi, (k, v, lo, hi, res["params"][k])
+    assert list(res["options"]["user"]["outputs"]) == ["code", "math", "text"]
+    assert "three-tasks" in stdout
+
+
+def test_a_run_s_outputs_are_one_unit_and_the_long_table_is_the_same_fit():
+    from depthwidth.fit.boot import run_codes, run_weights
+    from depthwidth.fit.table import prepare
+    from depthwidth.fit.userlaw import long_table
+
+    law = load_law(yaml.safe_load(MULTI_YAML))
+    wide = multi_table()
+    long = long_table(wide, law)
+    assert len(long) == 90 and list(long["output"][:3]) == ["code", "math", "text"]
+    assert (long["run"][:3] == "r0").all() and long["loss"][1] == wide["math"][0]
+    # a replicate that resamples runs weighs a run's three outputs alike
+    codes, R = run_codes(long)
+    W = run_weights(codes, R, 50, np.random.default_rng(0))
+    assert R == 30 and all((W[:, codes == c] == W[:, codes == c][:, :1]).all() for c in range(R))
+    # each row is predicted by its own output's formula
+    pred = law.predict(MULTI_TRUTH, long)
+    n, d = long["params"].to_numpy(), long["tokens"].to_numpy()
+    t = MULTI_TRUTH
+    math_rows = (long["output"] == "math").to_numpy()
+    assert np.allclose(pred[math_rows], (t["E2"] + t["A"] * n ** -t["alpha"] + t["B"] * d ** -t["beta"])[math_rows])
+    # the wide table and the long table written out by hand are the same fit
+    a = run_fit(runs=wide, law=law, bootstrap=0, write=False)
+    b = run_fit(runs=long, law=law, bootstrap=0, write=False)
+    assert a["params"] == b["params"] and a["n"] == b["n"] == 90
+    assert len(prepare(wide, law)[0]) == 90
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (lambda d: d.update(formula="E1 + A*N**(-alpha)"), "formula: 'formula and outputs' (allowed: an expression"),
+        (lambda d: d.update(outputs={"code": "E1"}), "outputs: {'code': 'E1'} (allowed: a mapping of two or more"),
+        (
+            lambda d: d["outputs"].update(text="E3 + C*D**(-beta) + 0*code"),
+            "outputs.text symbol: 'code' (allowed: a parameter or a column other than loss, code, math, text",
+        ),
+    ],
+)
+def test_a_bad_multi_output_law_is_one_line(change, named):
+    doc = yaml.safe_load(MULTI_YAML)
+    change(doc)
+    with pytest.raises(BadInput, match=re.escape(named)):
+        load_law(doc)
+
+
+def test_a_table_without_an_output_is_one_line_naming_it():
+    law = load_law(yaml.safe_load(MULTI_YAML))
+    with pytest.raises(
+        BadInput, match=re.escape("bad value for the run table of three-tasks: 'text' (allowed: a column per output")
+    ):
+        run_fit(runs=multi_table().drop(columns=["text"]), law=law, bootstrap=0, write=False)
+    long = __import__("depthwidth.fit.userlaw", fromlist=["long_table"]).long_table(multi_table(), law)
+    long.loc[4, "output"] = "poetry"
+    with pytest.raises(
+        BadInput,
+        match=re.escape(
+            "bad value for output in row 4: 'poetry' (allowed: one of the outputs of three-tasks: code | math | text)"
+        ),
+    ):
+        run_fit(runs=long, law=law, bootstrap=0, write=False)

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from depthwidth.core.errors import BadInput, bad, key_values
+from depthwidth.fit.userlaw import long_table
 
 LOG_TAKEN = ("params", "tokens", "loss", "depth", "width")
 EXCLUDED_STATUS = ("diverged", "failed")
@@ -91,7 +92,7 @@ def prepare(df, law, *, dcrit_needs_width_gt1: bool | None = None):
     """
     import pandas as pd
 
-    df = df.copy()
+    df = long_table(df, law).copy()  # a multi-output law's table: one row per run and output
     notes: list[str] = []
     cols = set(map(str, df.columns))
     if "tokens" in law.columns and "tokens" not in cols and {"flops", "params"} <= cols:

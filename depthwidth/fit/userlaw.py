@@ -37,6 +37,11 @@ Design, and why:
   spec (laws of 15-40 parameters are written with a few such keys); each element is an ordinary
   parameter named as the formula reads it (``a[3]``, expr.element_name), so nothing downstream
   knows about indexing, and the normalised form keeps the key as written.
+* **Several outputs** (``outputs: {code: ..., math: ...}`` instead of ``formula:``) are one
+  formula too: ``where`` over an indicator column per output (``output=code``), so the engine, the
+  bootstrap and the hold-out see one law; ``long_table`` melts a wide run table (a run's losses in
+  a column per output) into one row per run and output, a run's rows sharing its ``run``, so the
+  bootstrap resamples runs with all their outputs.
 * **Starts are a list of values** (natural units), the form the built-in laws' grids take;
   the engine multi-starts from their Cartesian product (a fixed-seed subset of
   ``--max-starts`` when larger).  Without ``start``: the quartiles of the bounds (geometric
@@ -74,7 +79,8 @@ from depthwidth.fit import expr
 from depthwidth.fit.laws import LAW_NAMES, Law
 from depthwidth.fit.terms import Param
 
-KEYS = ("name", "formula", "columns", "define", "params", "objective")
+KEYS = ("name", "formula", "outputs", "columns", "define", "params", "objective")
+OUTPUT = "output"  # a multi-output law's long table: the column naming each row's output
 OBJECTIVES = ("log", "raw")  # objective: the scale the law is fitted on (log L, or L itself)
 PARAM_KEYS = ("bounds", "start", "log")
 SUFFIXES = (".yaml", ".yml")
@@ -199,10 +205,21 @@ def _build(doc: dict, where: str, default_name: str, source: dict) -> Law:
             + " | ".join(LAW_NAMES)
             + ")",
         )
-    if "formula" not in doc:
-        raise bad(f"{where} formula", None, 'an expression, e.g. "E + A*N**(-alpha)"')
-    formula = doc["formula"]
-    tree = expr.parse(formula, f"{where} formula")
+    if ("formula" in doc) == ("outputs" in doc):
+        raise bad(
+            f"{where} formula",
+            None if "formula" not in doc else "formula and outputs",
+            'an expression, e.g. "E + A*N**(-alpha)", or outputs: {NAME: EXPRESSION, ...} for a law of '
+            "several outputs (one of the two)",
+        )
+    if "formula" in doc:
+        formula = doc["formula"]
+        parts = [("formula", expr.parse(formula, f"{where} formula"))]
+        outs: dict[str, str] = {}
+    else:
+        outs = _outputs(doc["outputs"], where)
+        formula = "; ".join(f"{k}: {v}" for k, v in outs.items())
+        parts = [(f"outputs.{k}", expr.parse(v, f"{where} outputs.{k}")) for k, v in outs.items()]
     params, natural = _params(doc.get("params"), where)
     names = [p.name for p in params]
     columns = _columns(doc.get("columns"), where, names)
@@ -210,7 +227,7 @@ def _build(doc: dict, where: str, default_name: str, source: dict) -> Law:
     known = set(names) | {d for d, _ in define}
     used_params: set[str] = set()
     symbols: dict[str, str] = {}
-    for part, t in [(f"define {d}", dt) for d, dt in define] + [("formula", tree)]:
+    for part, t in [(f"define {d}", dt) for d, dt in define] + parts:
         for s in expr.symbols(t):
             if s in names:
                 used_params.add(s)
@@ -219,11 +236,11 @@ def _build(doc: dict, where: str, default_name: str, source: dict) -> Law:
                 raise bad(f"{where} {part} symbol", s, "an element of an indexed parameter: " + ", ".join(declared))
             elif s not in known:  # a column: mapped under columns:, else the column of that name
                 col = columns.get(s, s)
-                if col == TARGET:
+                if col == TARGET or col in outs or col == OUTPUT and outs:
                     raise bad(
                         f"{where} {part} symbol",
                         s,
-                        f"a parameter or a column other than {TARGET} (the law predicts it)",
+                        f"a parameter or a column other than {', '.join([TARGET, *outs])} (the law predicts it)",
                     )
                 symbols[s] = col
     unused = [n for n in names if n not in used_params]
@@ -234,9 +251,14 @@ def _build(doc: dict, where: str, default_name: str, source: dict) -> Law:
         raise bad(
             f"{where} objective", objective, "log (fit log L: the loss must be > 0) | raw (fit L itself: any sign)"
         )
+    tree = parts[-1][1]
+    if outs:  # one formula: each row takes its output's expression (an indicator column per output)
+        for k, (_, t) in reversed(list(zip(outs, parts))[:-1]):
+            tree = ("f", "where", (("cmp", ">", ("s", _indicator(k)), ("n", 0.5)), t, tree))
+        symbols.update({_indicator(k): f"{OUTPUT}={k}" for k in outs})
     spec = {
         "name": name,
-        "formula": formula,
+        **({"outputs": dict(outs)} if outs else {"formula": formula}),
         "columns": dict(columns),
         "define": {d: str(src) for d, src in (doc.get("define") or {}).items()},  # a mapping: _define checked it
         "params": natural,
@@ -246,6 +268,66 @@ def _build(doc: dict, where: str, default_name: str, source: dict) -> Law:
     shown = formula + "".join(f", {d} = {src}" for d, src in spec["define"].items())
     term = Formula(tree, tuple((p.name, p.log) for p in params), tuple(symbols.items()), define, objective == "raw")
     return UserLaw(name, shown, tuple(params), (term,), {"user": spec}, source=source)
+
+
+def _indicator(output: str) -> str:
+    """The formula's symbol for 'this row is output ``output``' (a name no law file can write)."""
+    return f"_{OUTPUT}_{output}"
+
+
+def _outputs(spec, where: str) -> dict[str, str]:
+    """A multi-output law's ``outputs: {NAME: EXPRESSION}``: two or more, each NAME the output's
+    value in the long table's ``output`` column, or its loss column in a wide table."""
+    if not isinstance(spec, dict) or len(spec) < 2:
+        raise bad(f"{where} outputs", spec, 'a mapping of two or more NAME: EXPRESSION, e.g. {code: "E1 + A*N**-a"}')
+    for k, v in spec.items():
+        if not (isinstance(k, str) and k.isidentifier() and not k.startswith("_")) or k in (TARGET, OUTPUT):
+            raise bad(
+                f"{where} outputs", k, f"names that are identifiers not starting with _, nor {TARGET} or {OUTPUT}"
+            )
+    return {k: v for k, v in spec.items()}
+
+
+def outputs(law: Law) -> list[str]:
+    """A multi-output law's outputs, in order; [] for a law of one output."""
+    return list(law.options.get("user", {}).get("outputs", {})) if is_user(law) else []
+
+
+def long_table(df, law: Law):
+    """A multi-output law's run table in its long form, one row per run and output: a wide table
+    (a run's outputs in the columns the law's outputs name, as one run of one cost reveals them)
+    is melted, each run's outputs keeping its ``run`` (row{i} without one), so a bootstrap that
+    resamples runs draws a run's outputs together; a long table (an ``output`` column and ``loss``)
+    is checked.  Any other law's table is returned as it is."""
+    outs = outputs(law)
+    if not outs:
+        return df
+    import pandas as pd
+
+    cols = [str(c) for c in df.columns]
+    if OUTPUT in cols:
+        names = df[OUTPUT].astype(str)
+        other = ~names.isin(outs)
+        if other.any():
+            i = int(np.flatnonzero(other.to_numpy())[0])
+            raise bad(
+                f"{OUTPUT} in row {i}", str(names.iloc[i]), f"one of the outputs of {law.name}: {' | '.join(outs)}"
+            )
+        return df
+    missing = [k for k in outs if k not in cols]
+    if missing:
+        raise bad(
+            f"the run table of {law.name}",
+            missing[0],
+            f"a column per output ({', '.join(outs)}: a run's losses side by side), or the long form: "
+            f"an {OUTPUT} column naming each row's output and its {TARGET}",
+        )
+    df = df.reset_index(drop=True)
+    run = df["run"].astype(str) if "run" in cols else pd.Series([f"row{i}" for i in range(len(df))])
+    keep = [c for c in cols if c not in outs and c not in (TARGET, "run")]
+    parts = [df[keep].assign(run=run, **{OUTPUT: k, TARGET: df[k].to_numpy()}) for k in outs]
+    order = np.argsort(np.concatenate([np.arange(len(df))] * len(outs)), kind="stable")  # a run's outputs together
+    return pd.concat(parts, ignore_index=True).iloc[order].reset_index(drop=True)
 
 
 def _number(what: str, v) -> float:
@@ -389,6 +471,8 @@ def check_columns(law: Law, table_columns, convention: str = "total") -> None:
     file = law.source.get("file") if isinstance(law, UserLaw) else None
     where = Path(file).name if file else f"law {law.name}"
     for sym, col in law.terms[0].symbols:
+        if sym.startswith(f"_{OUTPUT}_"):  # a multi-output law's indicator: long_table checks the table's form
+            continue
         if col.partition("=")[0] not in have and col not in derivable:  # shape=x reads the shape column
             what = f"{where} formula symbol" + (f" {sym} (columns: {sym}: {col})" if col != sym else "")
             raise bad(
