@@ -84,7 +84,7 @@ def render(res: dict) -> None:
 
     from depthwidth.report.fit_view import fit_tables
     from depthwidth.report.optima import NOT_IDENTIFIED
-    from depthwidth.report.render import ORDER, print_table
+    from depthwidth.report.render import in_order, print_table
 
     c = console()
     if not c.is_terminal:  # piped output: do not squeeze the tables into 80 columns
@@ -99,9 +99,8 @@ def render(res: dict) -> None:
         T["dcrit_models"].rows = [r for r in T["dcrit_models"].rows if r.get("measured") != NOT_IDENTIFIED]
     if "fit" in T:  # said above, before the numbers
         T["fit"].notes = [n for n in T["fit"].notes if not n.startswith("before the numbers: ")]
-    for k in ORDER:
-        if k in T:  # why an optimum is not identified is said once, in the identification table's notes
-            print_table(T[k], c, skip=("note",) if k == "fit_optimal" else ())
+    for k in in_order(T):  # why an optimum is not identified is said once, in the identification table's notes
+        print_table(T[k], c, skip=("note",) if k == "fit_optimal" else ())
     if res.get("written"):
         c.print(esc(f"wrote {res['written']}"))
 

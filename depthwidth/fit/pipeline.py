@@ -19,30 +19,26 @@ import numpy as np
 
 from depthwidth.core import provenance
 from depthwidth.core.errors import BadInput
+from depthwidth.fit.analyses import Context
+from depthwidth.fit.analyses import run_all as run_analyses
 from depthwidth.fit.boot import bootstrap as boot_fn
 from depthwidth.fit.boot import bound_hits, noise_scales, param_samples, percentile_ci
-from depthwidth.fit.compare import compare_laws
 from depthwidth.fit.count import N_NAMES, count_model, unused_count, with_convention
 from depthwidth.fit.count import warnings_for as count_warnings
 from depthwidth.fit.derived import derived_numbers, nest
-from depthwidth.fit.downstream import check_metric, downstream
+from depthwidth.fit.downstream import check_metric
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.files import check_out, jsonable, read_input, sweep_quantum, table_fingerprint, unfinished
 from depthwidth.fit.files import beside_fit, write_document
 from depthwidth.fit.gradient_persistence import persistence
-from depthwidth.fit.holdout import holdout as holdout_fn
 from depthwidth.fit.holdout import split_largest
 from depthwidth.fit.intervals import underdetermined
 from depthwidth.fit.intervals import vet as vet_intervals
 from depthwidth.fit.isoflop import budgets as isoflop_budgets
-from depthwidth.fit.isoflop import isoflop as isoflop_fn
-from depthwidth.fit.laws import get_law, label
+from depthwidth.fit.laws import get_law
 from depthwidth.fit.options import Checked, FitOptions
-from depthwidth.fit.planted import compare as compare_planted
 from depthwidth.fit.predict import replicates_record
-from depthwidth.fit.planted import read_world
 from depthwidth.fit.result import FitDocument
-from depthwidth.fit.sensitivity import sensitivity as sensitivity_fn
 from depthwidth.fit.table import apply_where, one_shape, prepare
 from depthwidth.fit.tuning import HALTED, LR_LAW, comparison, fixed_value, lr_law
 from depthwidth.fit.tuning import first_points as tuning_first_points
@@ -153,13 +149,9 @@ def run_fit(
         res["replicates"] = replicates_record(fr, iv.theta, noise_scales(fr, clean))
     if is_user(chk.law):  # the law file as fitted, so the fit can be reproduced
         res["provenance"]["law"] = law_record(chk.law)
-    if "simulated" in clean and clean["simulated"].astype(bool).all():
-        world = read_world(rt.sweep_dir)
-        if world is not None:
-            res["planted"] = compare_planted(
-                world, chk.law, fr.params, iv.ci, point, iv.dci, widths, opts.c_ref, count, n_conv, iv.withheld
-            )
-    _sections(res, clean, fr, chk, opts, iv, rt.sweep_dir, widths, count, n_conv, pooled)
+    res["identification"] = _identification(clean, fr, chk, opts, iv, res["derived"], rt.sweep_dir, n_conv, pooled)
+    ctx = Context(clean, fr, chk, opts, iv, res, rt.sweep_dir, widths, count, n_conv, point)
+    res.update(run_analyses(ctx))  # --compare, --holdout, --approach isoflop, ... (fit/analyses/)
     res["seconds"] = round(time.perf_counter() - t0, 3)
     res = FitDocument.from_json(jsonable(res)).to_json()  # its verdicts decided here, once (fit/result.py)
     return write_document(res, out, rt.sweep_dir, "fit.json") if write else res
@@ -366,35 +358,16 @@ def _gradient_persistence(derived: dict, df, sweep_dir, fr, chk: Checked, opts: 
     return warnings
 
 
-def _sections(
-    res: dict, clean, fr, chk: Checked, opts: FitOptions, iv: Intervals, sweep_dir, widths, count, n_conv, pooled
-) -> None:
-    """The sections beside the fit: the law comparison, the identification verdict, approach 2,
-    sensitivity and hold-out, each when asked for (identification always)."""
-    lw, pins = chk.law, chk.pins
-    common = {"delta": opts.delta, "seed": opts.seed, "max_starts": opts.max_starts}
-    if chk.compare:
-        names = chk.compare if lw.name in chk.compare else [lw if is_user(lw) else lw.name] + chk.compare
-        # the fitted law takes part (a user-defined law as itself: it has no built-in name)
-        cmp = compare_laws(
-            clean,
-            names,
-            irreducible=opts.irreducible,
-            pins=pins,
-            fits={label(lw): fr},
-            holdout_k=chk.holdout_k,
-            **common,
-        )
-        cmp.pop("_fits", None)
-        res["compare"] = cmp
-    res["identification"] = identification(
+def _identification(clean, fr, chk: Checked, opts: FitOptions, iv: Intervals, derived, sweep_dir, n_conv, pooled):
+    """The identification verdict (fit/identify.py's ladder), which every fit has."""
+    return identification(
         clean,
-        lw,
+        chk.law,
         fr.params,
         on_bound=fr.on_bound,
         ci=iv.ci,
         dci=iv.dci,
-        derived=res["derived"],
+        derived=derived,
         support=fr.checks.get("penalty_support"),
         quantum=sweep_quantum(sweep_dir, clean),
         level=opts.level,
@@ -402,40 +375,3 @@ def _sections(
         pooled=pooled,
         samples=iv.samples,
     )
-    B, level = opts.bootstrap, opts.level
-    if opts.approach == "isoflop":
-        res["isoflop"] = isoflop_fn(
-            clean,
-            axis=opts.isoflop_axis,
-            B=B,
-            level=level,
-            seed=opts.seed,
-            law=lw,
-            theta=np.vstack([fr.theta[None, :], iv.theta]),
-            resample=opts.resample,
-        )
-    if opts.sensitivity:
-        res["sensitivity"] = jsonable(
-            sensitivity_fn(
-                clean,
-                lw,
-                pins=pins,
-                widths=widths,
-                ci={**iv.ci, **iv.dci} if B else {},
-                base=fr,
-                boot=(B, level),
-                convention=n_conv,
-                count=count,
-                c_ref=opts.c_ref,
-                resample=opts.resample,
-                **common,
-            )
-        )
-    h = None
-    if chk.holdout_k is not None:
-        h = holdout_fn(
-            clean, lw, k=chk.holdout_k, bootstrap_n=B, level=level, pins=pins, resample=opts.resample, **common
-        )
-        res["holdout"] = {k: v for k, v in h.items() if not k.startswith("_")}
-    if opts.metric is not None:
-        res["downstream"] = downstream(clean, opts.metric, B, level, opts.seed, h)

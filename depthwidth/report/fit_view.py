@@ -10,7 +10,7 @@ from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_TAU_EXPONENT, DD_TAU_R2
 from depthwidth.report.document import Col, Table, ci_pair
 from depthwidth.report.optima import optimal_tables
 from depthwidth.report.papers import dcrit_tables
-from depthwidth.report.rests import fit_notes, lr_tables, rest_tables
+from depthwidth.report.rests import analysis, fit_notes, lr_tables, rest_tables
 
 EXCLUDED_SHOWN = 20  # excluded runs named in the fit table's notes; the rest counted
 
@@ -22,8 +22,7 @@ def fit_tables(fit: dict | None, widths=(), probes=()) -> dict[str, Table]:
         return lr_tables(fit)
     if fit and "law" in fit:
         T["fit"] = parameter_table(fit)
-        if (ct := compare_table(fit)) is not None:
-            T["fit_compare"] = ct
+        T.update(analysis("compare").tables(fit) if fit.get("compare") else {})
     T.update(rest_tables(fit))
     T.update(dcrit_tables(fit, widths, probes))
     T.update(optimal_tables(T, fit))  # "not identified" for optima and D_crit outside the meaningful range
@@ -98,48 +97,5 @@ def parameter_table(fit: dict) -> Table:
         t.notes.append(
             f"paper (Depth Delusion): alpha {DD_FIT['alpha']} [{DD_FIT['alpha_ci'][0]}, {DD_FIT['alpha_ci'][1]}], "
             f"kappa {DD_KAPPA}, R² {DD_FIT['r2']}, RMSE {DD_FIT['rmse']} nats on training loss"
-        )
-    return t
-
-
-def compare_table(fit: dict) -> Table | None:
-    """The laws ``--compare`` fitted, by in-sample and held-out error, or None."""
-    cmp = fit.get("compare")
-    if not cmp or not cmp.get("laws"):
-        return None
-    best = cmp.get("best") or {}
-    rows = [
-        {
-            "law": r.get("law"),
-            "k": r.get("k"),
-            "r2": r.get("r2"),
-            "rmse": r.get("rmse"),
-            "loro_rmse": r.get("loro_rmse"),
-            "extrapolation_rmse": r.get("extrapolation_rmse"),
-            "aic": r.get("aic"),
-            "bic": r.get("bic"),
-            "best": ", ".join(k for k, v in best.items() if v == r.get("law")) or None,
-        }
-        for r in cmp["laws"]
-    ]
-    split = cmp.get("extrapolation_split")
-    cols = [
-        Col("law", "law"),
-        Col("k", "k"),
-        Col("r2", "R²", "{:.4f}"),
-        Col("rmse", "RMSE", "{:.4g}"),
-        Col("loro_rmse", "held-out RMSE (LORO)", "{:.4g}"),
-        Col("extrapolation_rmse", "extrap. RMSE", "{:.4g}"),
-        Col("aic", "AIC", "{:.1f}"),
-        Col("bic", "BIC", "{:.1f}"),
-        Col("best", "best by"),
-    ]
-    t = Table("fit_compare", "Law comparison (errors in nats)" + (f"; extrap.: {split}" if split else ""), cols, rows)
-    t.notes += [f"rank by {key}: " + " < ".join(order) for key, order in (cmp.get("rank") or {}).items()]
-    if "dcrit_preference" in cmp:
-        p = cmp["dcrit_preference"]  # fit/compare.py; a fit.json before its paired test has no line
-        t.notes.append(
-            p.get("line")
-            or f"D_crit form with the lower held-out error: {p.get('prefers')} (not tested against the runs' scatter)"
         )
     return t

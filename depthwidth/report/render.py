@@ -49,13 +49,18 @@ PAPER_KEYS = ("dcrit_models", "paper", "inside_claims")
 PAPER_HEADING = "Beside the papers: their claims and published numbers (this sweep is not one of their grids)"
 
 
+def in_order(tables: dict) -> list[str]:
+    """The keys of ``tables`` in print order: ORDER's, then any other (a new analysis's) as built."""
+    return [k for k in ORDER if k in tables] + [k for k in tables if k not in ORDER]
+
+
 def _tables(rep):
     return [t for _, t in _sections(rep)]
 
 
 def _sections(rep) -> list[tuple[str | None, Table]]:
     """(heading or None, table) in print order."""
-    keys = [k for k in ORDER if k in rep["tables"]]
+    keys = in_order(rep["tables"])
     if rep.get("papers_grid", True):
         return [(None, rep["tables"][k]) for k in keys]
     own = [(None, rep["tables"][k]) for k in keys if k not in PAPER_KEYS]

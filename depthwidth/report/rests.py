@@ -3,11 +3,8 @@ truth (from fit.json); ``dw fit`` prints the same tables.  The verdicts are fit/
 
 from __future__ import annotations
 
-from depthwidth.fit.holdout import summary_line as holdout_line
+from depthwidth.fit.analyses import modules as analysis_modules
 from depthwidth.fit.result import verdicts_of
-from depthwidth.fit.verdicts import below_floor
-from depthwidth.fit.isoflop import ci_text, row_note, summary_lines as isoflop_lines
-from depthwidth.fit.sensitivity import WIDTH_NOTE, summary_line as sensitivity_line
 from depthwidth.report.document import Col, Table
 
 
@@ -22,40 +19,29 @@ def fit_notes(fit) -> list[str]:
     return out + [f"warning: {w}" for w in (fit.get("warnings") or []) if w not in under][:12]
 
 
+PLACED = ("compare", "planted")  # shown beside the parameters (fit_view.py) and before the identification
+
+
+def analysis(name: str):
+    """One analysis's module (fit/analyses/: its section, verdict lines and tables)."""
+    return {m.SECTION: m for m in analysis_modules()}[name]
+
+
+def _analysis_tables(fit: dict, names: tuple[str, ...]) -> dict:
+    """The tables of the analyses ``names`` whose sections ``fit`` holds, in that order."""
+    out = {}
+    for n in names:
+        if fit.get(n):
+            out.update(analysis(n).tables(fit))
+    return out
+
+
 def rest_tables(fit) -> dict:
     """{key: Table} for the sections of ``fit`` that are present."""
     if not fit:
         return {}
     out = {}
-    p = fit.get("planted")
-    if p:
-        rows = [
-            {
-                "number": k,
-                "planted": v["planted"],
-                "estimate": v["estimate"],
-                "ci_lo": (v.get("ci") or [None, None])[0],
-                "ci_hi": (v.get("ci") or [None, None])[1],
-                "inside": {True: "yes", False: "NO", None: None}[v["covered"]],
-            }
-            for k, v in p["numbers"].items()
-        ]
-        cols = [
-            Col("number", "number"),
-            Col("planted", "planted", "{:.4g}"),
-            Col("estimate", "fitted", "{:.4g}"),
-            Col("ci_lo", "CI lo", "{:.4g}"),
-            Col("ci_hi", "CI hi", "{:.4g}"),
-            Col("inside", "inside"),
-        ]
-        t = Table(
-            "fit_planted",
-            f"Planted truth ({p['world'].get('label')}, dw simulate): is it inside the interval?",
-            cols,
-            rows,
-        )
-        t.notes.append(verdicts_of(fit).planted)
-        out["fit_planted"] = t
+    out.update(_analysis_tables(fit, ("planted",)))
     ident = fit.get("identification")
     if ident:
         rows = [
@@ -69,99 +55,8 @@ def rest_tables(fit) -> dict:
         )
         t.notes += verdicts_of(fit).notes  # the verdicts (decided by dw fit: fit/result.py), then what the fit rests on
         out["fit_identification"] = t
-    h = fit.get("holdout")
-    if h:
-        rows = [
-            {
-                "run": p["run"],
-                "params": p.get("params"),
-                "tokens": p.get("tokens"),
-                "loss": p["loss"],
-                "predicted": p["predicted"],
-                "pi_lo": p["pi"][0],
-                "pi_hi": p["pi"][1],
-                "inside": p["inside"],
-            }
-            for p in h["points"]
-        ]
-        lvl = f"{100 * h['level']:.0f}%"
-        cols = [
-            Col("run", "run"),
-            Col("params", "params", "{:.3g}"),
-            Col("tokens", "tokens", "{:.3g}"),
-            Col("loss", "measured", "{:.4g}"),
-            Col("predicted", "predicted", "{:.4g}"),
-            Col("pi_lo", f"{lvl} PI lo", "{:.4g}"),
-            Col("pi_hi", f"{lvl} PI hi", "{:.4g}"),
-            Col("inside", "inside"),
-        ]
-        t = Table("fit_holdout", f"Hold-out: {h['split']['name']} predicted from the others", cols, rows)
-        t.notes.append(holdout_line(h))
-        out["fit_holdout"] = t
-    iso = fit.get("isoflop")
-    if iso:
-        rows = [
-            {
-                "C": b["C"],
-                "runs": b["runs"],
-                "x_lo": b["x_range"][0],
-                "x_hi": b["x_range"][1],
-                "x_opt": b.get("x_opt") if b.get("identified") else None,
-                "ci_lo": (b.get("x_opt_ci") or [None, None])[0],
-                "ci_hi": (b.get("x_opt_ci") or [None, None])[1],
-                "ci": ci_text(b.get("x_opt_ci")),
-                "law_x_opt": b.get("law_x_opt"),
-                "note": row_note(b, iso["level"]) or None,
-            }
-            for b in iso["budgets"]
-        ]
-        x = iso["axis"]
-        cols = [
-            Col("C", "C (FLOPs)", "{:.3g}"),
-            Col("runs", "runs"),
-            Col("x_lo", f"{x} min", "{:.4g}"),
-            Col("x_hi", f"{x} max", "{:.4g}"),
-            Col("x_opt", f"{x}* (isoFLOP)", "{:.4g}"),
-            Col("ci", f"{100 * iso['level']:.0f}% CI"),
-            Col("law_x_opt", f"{x}* (law)", "{:.4g}"),
-            Col("note", "no minimum, no interval, or an open one"),
-        ]
-        t = Table("fit_isoflop", f"IsoFLOP profiles (approach 2): loss vs ln {x} per budget", cols, rows)
-        t.notes += isoflop_lines(iso)
-        out["fit_isoflop"] = t
-    s = fit.get("sensitivity")
-    if s:
-        fitted = [r for r in s["choices"] if "values" in r]
-        q = (ident or {}).get("quantum")
-        rows = []
-        for k, v in s["numbers"].items():
-            vals = {r["key"]: v["values"].get(r["key"]) for r in fitted}
-            rows.append(
-                {
-                    "number": k,
-                    **{c: "not identified" if below_floor(k, x, q) else x for c, x in vals.items()},
-                    "spread": v["spread"],
-                    "ci_width": v.get("compared_width", v["ci_width"]),
-                    "flagged": v["flagged"],
-                    "farthest": v.get("farthest"),
-                }
-            )
-        cols = (
-            [Col("number", "number")]
-            + [Col(r["key"], r["short"], "{:.4g}") for r in fitted]
-            + [
-                Col("spread", "spread", "{:.4g}"),
-                Col("ci_width", "CI width", "{:.4g}"),
-                Col("flagged", "spread > CI"),
-                Col("farthest", "moved most by"),
-            ]
-        )
-        t = Table("fit_sensitivity", "Sensitivity: each number under each fitting choice", cols, rows)
-        t.notes.append(sensitivity_line(s))
-        t.notes.append(f"CI width: {WIDTH_NOTE}")
-        t.notes += [f"{r['short']}: skipped ({r['skipped']})" for r in s["choices"] if "skipped" in r]
-        out["fit_sensitivity"] = t
-    out.update(downstream_tables(fit.get("downstream")))
+    # every other analysis (fit/analyses/), in the registry's order: a new one shows with no change here
+    out.update(_analysis_tables(fit, tuple(m.SECTION for m in analysis_modules() if m.SECTION not in PLACED)))
     out.update(tuning_tables(fit.get("tuning")))
     return out
 
@@ -300,56 +195,4 @@ def tuning_tables(t: dict | None) -> dict:
         out["fit_tuned_vs_fixed"] = cmp
     elif f.get("note"):
         tab.notes.append(f["note"])
-    return out
-
-
-def downstream_tables(d: dict | None) -> dict:
-    """``dw fit --metric``: the loss-to-metric sigmoid (step 2) and, with a hold-out, both steps'
-    predictions of the held-out runs' metric."""
-    if not d:
-        return {}
-    out = {}
-    ci = d.get("ci") or {}
-    rows = [
-        {"quantity": k, "fitted": v, "ci_lo": (ci.get(k) or [None])[0], "ci_hi": (ci.get(k) or [None, None])[1]}
-        for k, v in d["params"].items()
-    ]
-    rows.append({"quantity": "run-to-run sd of the metric", "fitted": d["noise_sd"]})
-    cols = [
-        Col("quantity", "quantity"),
-        Col("fitted", "fitted", "{:.4g}"),
-        Col("ci_lo", "CI lo", "{:.4g}"),
-        Col("ci_hi", "CI hi", "{:.4g}"),
-    ]
-    t = Table("fit_downstream", f"{d['metric']} from loss: {d['form']}", cols, rows)
-    lo, hi = d["loss_range"]
-    t.notes.append(f"fitted on {d['runs']} runs' final loss ({lo:.3f}-{hi:.3f} nats) and measured {d['metric']}")
-    out["fit_downstream"] = t
-    h = d.get("holdout")
-    if h and h.get("points"):
-        lvl = f"{100 * d['level']:.0f}%"
-        rows = [
-            {**{k: p[k] for k in ("run", "measured", "predicted")}, "pi_lo": p["pi"][0], "pi_hi": p["pi"][1]}
-            | {"inside": p["inside"], "extrapolated": "yes" if p["extrapolated"] else None}
-            for p in h["points"]
-        ]
-        cols = [
-            Col("run", "run"),
-            Col("measured", "measured", "{:.4g}"),
-            Col("predicted", "predicted", "{:.4g}"),
-            Col("pi_lo", f"{lvl} PI lo", "{:.4g}"),
-            Col("pi_hi", f"{lvl} PI hi", "{:.4g}"),
-            Col("inside", "inside"),
-            Col("extrapolated", "below every fitted loss"),
-        ]
-        t = Table(
-            "fit_downstream_holdout", f"Hold-out: {d['metric']} of {h['split']} predicted in two steps", cols, rows
-        )
-        t.notes.append(
-            f"{h['inside']}/{len(h['points'])} measured values inside their {lvl} prediction intervals; "
-            f"RMSE {h['rmse']:.3g} (the loss law and the sigmoid fitted on the other {h['fitted_runs']} runs)"
-        )
-        out["fit_downstream_holdout"] = t
-    elif h and h.get("note"):
-        out["fit_downstream"].notes.append(h["note"])
     return out

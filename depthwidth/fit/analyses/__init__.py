@@ -1,0 +1,91 @@
+"""The optional analyses of a fit: one module each, and the registry that lists them.
+
+An analysis module declares
+
+- ``SECTION``: the key of fit.json it writes;
+- ``OPTIONS``: the ``FitOptions`` fields it reads (their flags, defaults and help: fit/defaults.py);
+- ``wanted(ctx)``: whether this fit asked for it (or, for some, whether its data call for it);
+- ``section(ctx)``: computes its section from the fit at hand (``Context``), verdict lines
+  included — decided here, once, and stored; ``None`` when there is nothing to say;
+- ``tables(fit)``: ``{key: Table}``, its section as ``dw fit`` prints it and ``dw report`` shows it.
+
+``dw fit`` (pipeline.py) runs the wanted ones in ``REGISTRY``'s order; the report walks the same
+list for their tables and never calls back into the fit to decide.  Adding an analysis is one
+module here and one line in ``REGISTRY``.  Its statistics may live in a module of their own
+(fit/holdout.py, fit/isoflop.py …) when other parts of dw use them too.
+
+Standard library at import: a module is imported when a fit or a report first needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+
+REGISTRY = (
+    "compare",  # --compare: laws by in-sample and held-out error
+    "holdout",  # --holdout: the largest runs predicted from the others
+    "isoflop",  # --approach isoflop: approach 2 beside the law
+    "sensitivity",  # --sensitivity: each number under each fitting choice
+    "downstream",  # --metric: a downstream metric from loss, in two steps
+    "planted",  # a store dw simulate wrote: is the planted truth inside the intervals?
+)
+
+
+def modules() -> list[ModuleType]:
+    """The analyses' modules, in the order a fit runs them (a dotted name: a module elsewhere)."""
+    return [importlib.import_module(n if "." in n else f"{__name__}.{n}") for n in REGISTRY]
+
+
+@dataclass
+class Context:
+    """What an analysis reads of the fit at hand (pipeline.py builds it once)."""
+
+    clean: object
+    """The table the law was fitted on (rows cleaned, N in the fit's convention)."""
+    fr: object
+    """The engine's result (fit/solver.py ``FitResult``): parameters, theta, warnings."""
+    chk: object
+    """The checked options (fit/options.py ``Checked``): the law, compared laws, K, pins."""
+    opts: object
+    """The ``FitOptions``."""
+    iv: object
+    """The bootstrap's intervals (pipeline.py ``Intervals``)."""
+    doc: dict
+    """The fit.json document so far (``derived``, ``identification`` …)."""
+    sweep_dir: object = None
+    widths: list = field(default_factory=list)
+    count: object = None
+    """N(D, W) in the fit's convention (fit/count.py), None for a user law."""
+    n_conv: str = ""
+    point: dict = field(default_factory=dict)
+    """The derived numbers at the fitted parameters."""
+    shared: dict = field(default_factory=dict)
+    """What one analysis leaves for a later one (the hold-out's split for --metric's two steps)."""
+
+    @property
+    def common(self) -> dict:
+        """The fitting settings every refit uses."""
+        o = self.opts
+        return {"delta": o.delta, "seed": o.seed, "max_starts": o.max_starts}
+
+
+def run_all(ctx: Context) -> dict:
+    """{section: value} of every analysis this fit asked for."""
+    out = {}
+    for m in modules():
+        if m.wanted(ctx):
+            value = m.section(ctx)
+            if value is not None:
+                out[m.SECTION] = value
+    return out
+
+
+def tables(fit: dict) -> dict:
+    """{key: Table} of every analysis section ``fit`` holds."""
+    out = {}
+    for m in modules():
+        if fit.get(m.SECTION):
+            out.update(m.tables(fit))
+    return out

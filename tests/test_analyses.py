@@ -1,0 +1,48 @@
+"""The optional analyses of a fit: one module each (fit/analyses/), listed in one registry; dw fit
+runs them and the report shows their tables without deciding anything again."""
+
+import sys
+import types
+
+from depthwidth.core.tables import Col, Table
+from depthwidth.fit import analyses
+from depthwidth.fit.defaults import FIT
+from depthwidth.fit.laws import get_law
+from depthwidth.fit.pipeline import run_fit
+from tests.planted import PLANTED, planted_table
+
+
+def test_every_registered_analysis_declares_its_section_options_and_tables():
+    sections = set()
+    for m in analyses.modules():
+        assert isinstance(m.SECTION, str) and m.SECTION not in sections
+        sections.add(m.SECTION)
+        assert set(m.OPTIONS) <= set(FIT), (m.__name__, m.OPTIONS)  # its flags: fit/defaults.py
+        assert callable(m.wanted) and callable(m.section) and callable(m.tables)
+    assert sections == {"compare", "holdout", "isoflop", "sensitivity", "downstream", "planted"}
+
+
+def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys):
+    """A toy analysis registered by name: its section lands in fit.json and its table in what dw
+    fit prints and dw report shows, with no other change."""
+    toy = types.ModuleType("tests._toy_analysis")
+    toy.SECTION, toy.OPTIONS = "toy", ("seed",)
+    toy.wanted = lambda ctx: True
+    toy.section = lambda ctx: {"runs": int(ctx.clean["run"].nunique()), "line": "the toy says hello"}
+    toy.tables = lambda fit: {
+        "fit_toy": Table("fit_toy", "Toy", [Col("runs", "runs")], [fit["toy"]], [fit["toy"]["line"]])
+    }
+    monkeypatch.setitem(sys.modules, "tests._toy_analysis", toy)
+    monkeypatch.setattr(analyses, "REGISTRY", (*analyses.REGISTRY, "tests._toy_analysis"))
+    df = planted_table(get_law("chinchilla"), PLANTED["chinchilla"], kind="chinchilla", noise=0.005)
+    doc = run_fit(runs=df, law="chinchilla", bootstrap=0, max_starts=50, write=False)
+    assert doc["toy"] == {"runs": df["run"].nunique(), "line": "the toy says hello"}
+    assert analyses.tables(doc)["fit_toy"].rows == [doc["toy"]]
+    from depthwidth.report.fit_view import fit_tables
+
+    assert fit_tables(doc)["fit_toy"].notes == ["the toy says hello"]  # dw fit and dw report show it
+    from depthwidth.cli.fit import render
+
+    render(doc)
+    assert "the toy says hello" in capsys.readouterr().out
+    assert "compare" not in doc and "holdout" not in doc  # the others ran only where asked for
