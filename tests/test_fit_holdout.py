@@ -8,7 +8,7 @@ from depthwidth.core.errors import BadInput
 from depthwidth.fit.compare import compare_laws
 from depthwidth.fit.holdout import holdout, parse_holdout, split_largest
 from depthwidth.fit.laws import get_law
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw
 from tests.planted import PLANTED, planted_table
 
 CHIN = get_law("chinchilla")
@@ -81,7 +81,7 @@ def test_cli_holdout_json_and_bad_input(tmp_path):
     f = tmp_path / "t.csv"
     df.to_csv(f, index=False)
     out = tmp_path / "fit.json"
-    p = run_dw(
+    p = dw(
         "fit",
         "--runs",
         str(f),
@@ -102,7 +102,7 @@ def test_cli_holdout_json_and_bad_input(tmp_path):
     bad_out = tmp_path / "bad.json"
     for spec in ("largest:80", "biggest"):
         line = assert_bad_input(
-            run_dw(
+            dw(
                 "fit",
                 "--runs",
                 str(f),

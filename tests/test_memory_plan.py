@@ -199,9 +199,9 @@ def test_layout_resolves_auto_by_memory():
 
 @pytest.mark.parametrize("sweep, n", [("depth_delusion", 30), ("vwt_shapes", 7)])
 def test_the_shipped_sweeps_plan_every_run_within_80_gib_on_slurm(sweep, n):
-    from tests.helpers import run_dw
+    from tests.helpers import dw
 
-    p = run_dw("sweep", sweep, "launcher=slurm", "--dry-run", "--no-data-check", "--json")
+    p = dw("sweep", sweep, "launcher=slurm", "--dry-run", "--no-data-check", "--json")
     assert p.returncode == 0, p.stderr
     runs = json.loads(p.stdout)["runs"]
     assert len(runs) == n
@@ -218,9 +218,9 @@ def test_the_shipped_sweeps_plan_every_run_within_80_gib_on_slurm(sweep, n):
 
 
 def test_a_run_that_cannot_fit_is_refused_before_anything_is_written(tmp_path):
-    from tests.helpers import assert_bad_input, run_dw
+    from tests.helpers import assert_bad_input, dw
 
-    p = run_dw(
+    p = dw(
         "sweep",
         "depth_delusion",
         "launcher=slurm",
@@ -236,7 +236,7 @@ def test_a_run_that_cannot_fit_is_refused_before_anything_is_written(tmp_path):
     assert "run 20 (" in line and "GiB per device" in line and "launcher.gpu_memory is 80 GiB" in line
     assert "train.parallel=fsdp" in line and not (tmp_path / "runs").exists()
     # the same run fits when the devices are large enough
-    p = run_dw(
+    p = dw(
         "sweep",
         "depth_delusion",
         "launcher=slurm",

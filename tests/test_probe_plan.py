@@ -11,7 +11,7 @@ import pytest
 
 from depthwidth.sweep import probe as probes
 from depthwidth.train import timing
-from tests.helpers import sweep_store, assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw, sweep_store
 
 SWEEP = """
     groups: {model: depth_delusion, data: pydoc}
@@ -26,7 +26,7 @@ SWEEP = """
 def probed(tmp_path_factory):
     root = tmp_path_factory.mktemp("probe")
     env = sweep_store(root, "pr", SWEEP)
-    p = run_dw("sweep", "pr", "launcher=local", "--dry-run", "--probe", "--json", env=env)
+    p = dw("sweep", "pr", "launcher=local", "--dry-run", "--probe", "--json", env=env)
     assert p.returncode == 0, p.stderr
     return root, env, json.loads(p.stdout)
 
@@ -69,23 +69,23 @@ def test_the_probe_times_the_smallest_and_largest_runs_and_the_plan_uses_it(prob
 
 def test_a_later_dry_run_reads_the_record_back_and_says_what_is_measured(probed):
     root, env, doc = probed
-    again = json.loads(run_dw("sweep", "pr", "launcher=local", "--dry-run", "--json", env=env).stdout)
+    again = json.loads(dw("sweep", "pr", "launcher=local", "--dry-run", "--json", env=env).stdout)
     assert [r["wall_hours"] for r in again["runs"]] == [r["wall_hours"] for r in doc["runs"]]
-    p = run_dw("sweep", "pr", "launcher=local", "--dry-run", env=env)
+    p = dw("sweep", "pr", "launcher=local", "--dry-run", env=env)
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("measured:"))
     assert line.startswith("measured: 3 of 3 runs' hours from the probe of") and "tokens/s, MFU" in line
     assert "timed steps, each on its core" in line and "assumed: each run has its threads' cores to itself" in line
     assert "first set-up's one-time extra" in line and "once per process" in line
     assert "CPU-hours as measured by the probe" in p.stdout
-    gpu = run_dw("sweep", "pr", "launcher=slurm", "launcher.gpus_per_node=1", "--dry-run", env=env)
+    gpu = dw("sweep", "pr", "launcher=slurm", "launcher.gpus_per_node=1", "--dry-run", env=env)
     assert gpu.returncode == 0 and "assumed: the probe of" in gpu.stdout and "at MFU 40%" in gpu.stdout
 
 
 def test_probe_is_refused_without_a_dry_run_or_on_another_device(probed):
     root, env, doc = probed
-    assert "--probe" in assert_bad_input(run_dw("sweep", "pr", "--probe", env=env))
+    assert "--probe" in assert_bad_input(dw("sweep", "pr", "--probe", env=env))
     line = assert_bad_input(
-        run_dw("sweep", "pr", "launcher=slurm", "launcher.gpus_per_node=1", "--dry-run", "--probe", env=env)
+        dw("sweep", "pr", "launcher=slurm", "launcher.gpus_per_node=1", "--dry-run", "--probe", env=env)
     )
     assert "the runs train on cuda" in line
 

@@ -3,7 +3,7 @@
 import json
 
 from depthwidth.fit.laws import get_law
-from tests.helpers import run_dw
+from tests.helpers import dw
 from tests.planted import PLANTED, planted_table
 
 
@@ -14,7 +14,7 @@ def test_report_has_identification_holdout_and_sensitivity(tmp_path):
     f, fit = tmp_path / "t.csv", tmp_path / "fit.json"
     df.to_csv(f, index=False)
     # 20 replicates: the report's layout is tested here, not the intervals
-    p = run_dw(
+    p = dw(
         "fit",
         "--runs",
         str(f),
@@ -32,7 +32,7 @@ def test_report_has_identification_holdout_and_sensitivity(tmp_path):
     assert "rests on 80 runs, 240 points" in p.stdout and "sensitivity (7 fits)" in p.stdout
     assert "hold-out (largest 2 of 80 runs by FLOPs)" in p.stdout
     res = json.loads(fit.read_text())
-    r = run_dw("report", "--runs", str(f), "--fit", str(fit), "--format", "markdown")
+    r = dw("report", "--runs", str(f), "--fit", str(fit), "--format", "markdown")
     assert r.returncode == 0, r.stderr
     md = r.stdout
     assert "## What the fit rests on: 80 runs, 240 points" in md
@@ -41,7 +41,7 @@ def test_report_has_identification_holdout_and_sensitivity(tmp_path):
     assert md.count("| r") >= 6  # the six held-out points, one row each
     assert "## Sensitivity: each number under each fitting choice" in md
     assert "| compute_optimal.N_exponent |" in md and "- no emb.: skipped (" in md
-    j = json.loads(run_dw("report", "--runs", str(f), "--fit", str(fit), "--format", "json").stdout)
+    j = json.loads(dw("report", "--runs", str(f), "--fit", str(fit), "--format", "json").stdout)
     assert {"fit_identification", "fit_holdout", "fit_sensitivity"} <= set(j["tables"])
 
 
@@ -54,7 +54,7 @@ def test_report_isoflop_table_and_figure(tmp_path):
     f, fit, plots = tmp_path / "t.csv", tmp_path / "fit.json", tmp_path / "plots"
     df.to_csv(f, index=False)
     # 50 replicates: the layout is tested here (the intervals in tests/test_fit_isoflop.py)
-    p = run_dw(
+    p = dw(
         "fit",
         "--runs",
         str(f),
@@ -72,7 +72,7 @@ def test_report_isoflop_table_and_figure(tmp_path):
     assert p.returncode == 0, p.stderr
     shown = " ".join(p.stdout.split())  # dw fit prints the report's own table (its title may wrap)
     assert "IsoFLOP profiles (approach 2): loss vs ln depth per budget" in shown and "D* ∝ C^a: isoFLOP" in shown
-    r = run_dw("report", "--runs", str(f), "--fit", str(fit), "--plots", str(plots))
+    r = dw("report", "--runs", str(f), "--fit", str(fit), "--plots", str(plots))
     assert r.returncode == 0, r.stderr
     rep = json.loads((plots / "report.json").read_text())
     assert len(rep["tables"]["fit_isoflop"]["rows"]) == 4
@@ -92,14 +92,14 @@ def test_loss_vs_depth_says_when_dcrit_is_not_identified(tmp_path):
     df = df[df["depth"] <= 8]  # planted D_crit >= 10 at every width: nothing shows where depth starts to hurt
     f, fit, plots = tmp_path / "t.csv", tmp_path / "fit.json", tmp_path / "plots"
     df.to_csv(f, index=False)
-    p = run_dw(
+    p = dw(
         "fit", "--runs", str(f), "--law", "depth-delusion", "--bootstrap", "0", "--max-starts", "100", "--out", str(fit)
     )
     assert p.returncode == 0, p.stderr
     ident = json.loads(fit.read_text())["identification"]
     assert ident["verdict"] == "no-penalty"
     verdict = ident["line"] + ": drawn without its penalty"  # the data show none: none is drawn
-    assert run_dw("report", "--runs", str(f), "--fit", str(fit), "--plots", str(plots)).returncode == 0
+    assert dw("report", "--runs", str(f), "--fit", str(fit), "--plots", str(plots)).returncode == 0
     rep = json.loads((plots / "report.json").read_text())
     (fig,) = [x for x in rep["figures"] if x["file"] == "loss_vs_depth.png"]
     assert fig["caption"].endswith("; " + verdict)

@@ -14,7 +14,7 @@ from depthwidth.config.compose import compose
 from depthwidth.config.fast import fmt_value
 from depthwidth.config.identity import run_id
 from depthwidth.core.errors import BadInput
-from tests.helpers import REPO, assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw, REPO
 
 SHIPPED = ("demo", "depth_delusion", "vwt_shapes")
 
@@ -227,7 +227,7 @@ def test_dry_run_json_lists_each_runs_exact_overrides_without_torch(tmp_path, mo
 
 
 def test_dry_run_table(tmp_path):
-    p = run_dw("sweep", "vwt_shapes", "launcher=slurm", "--dry-run", "--no-data-check", env={"DW_RUNS": str(tmp_path)})
+    p = dw("sweep", "vwt_shapes", "launcher=slurm", "--dry-run", "--no-data-check", env={"DW_RUNS": str(tmp_path)})
     assert p.returncode == 0, p.stderr
     for word in ("uniform", "increasing", "decreasing", "diamond", "GPU-hours", "3.099", "published"):
         assert word in p.stdout
@@ -235,7 +235,7 @@ def test_dry_run_table(tmp_path):
 
 
 def test_unknown_sweep_lists_the_available_ones(tmp_path):
-    line = assert_bad_input(run_dw("sweep", "nope", "--dry-run", env={"DW_RUNS": str(tmp_path)}))
+    line = assert_bad_input(dw("sweep", "nope", "--dry-run", env={"DW_RUNS": str(tmp_path)}))
     assert "nope" in line and "demo" in line and "depth_delusion" in line
 
 
@@ -250,7 +250,7 @@ def test_a_bad_axis_value_reports_every_bad_run_and_submits_none(tmp_path):
           model.width: [32, 30, 64, 6]
     """,
     )
-    p = run_dw("sweep", "bad", env={"DW_SWEEPS": str(d), "DW_RUNS": str(tmp_path / "runs")})
+    p = dw("sweep", "bad", env={"DW_SWEEPS": str(d), "DW_RUNS": str(tmp_path / "runs")})
     line = assert_bad_input(p)
     assert "2 of 4 runs are invalid" in line and "model.width=30" in line and "model.width=6" in line
     assert not (tmp_path / "runs").exists()
@@ -267,7 +267,7 @@ def test_a_bad_axis_value_reports_every_bad_run_and_submits_none(tmp_path):
     ],
 )
 def test_bad_launcher_and_keys_are_bad_input(tmp_path, args, words):
-    line = assert_bad_input(run_dw("sweep", "demo", *args, env={"DW_RUNS": str(tmp_path / "r")}))
+    line = assert_bad_input(dw("sweep", "demo", *args, env={"DW_RUNS": str(tmp_path / "r")}))
     for w in words:
         assert w in line
     assert not (tmp_path / "r").exists()
@@ -277,19 +277,17 @@ def test_slurm_without_sbatch_is_bad_input(tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()
     line = assert_bad_input(
-        run_dw("sweep", "demo", "launcher=slurm", env={"PATH": str(empty), "DW_RUNS": str(tmp_path / "r")})
+        dw("sweep", "demo", "launcher=slurm", env={"PATH": str(empty), "DW_RUNS": str(tmp_path / "r")})
     )
     assert "sbatch" in line
     assert not (tmp_path / "r").exists()
     # planning needs no scheduler
-    p = run_dw("sweep", "demo", "launcher=slurm", "--dry-run", env={"PATH": str(empty), "DW_RUNS": str(tmp_path / "r")})
+    p = dw("sweep", "demo", "launcher=slurm", "--dry-run", env={"PATH": str(empty), "DW_RUNS": str(tmp_path / "r")})
     assert p.returncode == 0, p.stderr
 
 
 def test_missing_data_is_reported_before_submitting(tmp_path):
-    p = run_dw(
-        "sweep", "depth_delusion", "--only", "model.width=256", env={"DW_RUNS": str(tmp_path / "r")}, cwd=tmp_path
-    )
+    p = dw("sweep", "depth_delusion", "--only", "model.width=256", env={"DW_RUNS": str(tmp_path / "r")}, cwd=tmp_path)
     line = assert_bad_input(p)
     assert "4 of 4 runs are invalid" in line and "data/slimpajama" in line
     assert not (tmp_path / "r").exists()

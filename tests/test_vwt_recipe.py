@@ -22,7 +22,7 @@ from depthwidth.model.moe import MoE
 from depthwidth.model.resolve import from_config
 from depthwidth.model.spec import ModelSpec
 from depthwidth.train import optim
-from tests.helpers import REPO, assert_bad_input, run_dw
+from tests.helpers import REPO, assert_bad_input, dw, run_dw
 from tests.test_train import _metrics, _spawn, _summary, _wait_for
 
 BASE = ModelSpec(
@@ -157,7 +157,7 @@ def test_mup_init_and_learning_rate_groups_follow_the_configs():
 
 
 def test_mup_is_refused_with_a_depth_stabiliser():
-    p = run_dw("train", "model.mup=true", "model.stabiliser=post", "train.steps=1")
+    p = dw("train", "model.mup=true", "model.stabiliser=post", "train.steps=1")
     assert "model.stabiliser" in assert_bad_input(p)
 
 
@@ -277,7 +277,7 @@ def test_moe_accounting_counts_the_built_tensors_total_and_active():
 
 
 def test_shapes_prints_total_and_active_parameters_of_the_moe_preset():
-    p = run_dw("shapes", "x", "--preset", "moe_1b3b", "--json")
+    p = dw("shapes", "x", "--preset", "moe_1b3b", "--json")
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     assert (r["width"], r["depth"], r["turn"]) == (1600, 40, 30)
@@ -285,7 +285,7 @@ def test_shapes_prints_total_and_active_parameters_of_the_moe_preset():
     assert 2.85e9 < u["params"] < 2.95e9 and 1.0e9 < u["params_active"] < 1.05e9  # ≈2.9B total, ≈1.0B active
     # the paper reports ≈3% fewer active parameters for ×: its own count (solve_hparams.py) gives 3.2%
     assert s["params_vwt_active"] / u["params_vwt_active"] == pytest.approx(0.968, abs=0.002)
-    p = run_dw("shapes", "x", "--preset", "moe_1b3b")
+    p = dw("shapes", "x", "--preset", "moe_1b3b")
     assert "active params" in p.stdout
 
 
@@ -313,12 +313,12 @@ MOE_RUN = [
 
 def test_a_tiny_moe_x_model_trains_is_killed_and_resumes_exactly(tmp_path):
     ref, cut = tmp_path / "ref", tmp_path / "cut"
-    assert run_dw("train", *MOE_RUN, f"run.dir={ref}").returncode == 0
+    assert dw("train", *MOE_RUN, f"run.dir={ref}").returncode == 0
     proc = _spawn([*MOE_RUN, f"run.dir={cut}"])
     _wait_for(cut / "ckpt" / "step_00000020" / "MANIFEST")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    p = run_dw("train", *MOE_RUN, f"run.dir={cut}")
+    p = dw("train", *MOE_RUN, f"run.dir={cut}")
     assert p.returncode == 0, p.stderr
     assert "from step 20" in p.stderr
     assert _metrics(cut) == _metrics(ref)
@@ -348,7 +348,7 @@ def test_prepare_with_a_local_cl100k_file_and_without_tiktoken(tmp_path):
     docs = {"ab" + x + y for x in "cdefgh" for y in "cdefgh"}  # 36 documents, "ab" + two letters
     for i, d in enumerate(sorted(docs)):
         (tmp_path / "corpus" / f"{i}.txt").write_text(d)
-    p = run_dw(
+    p = dw(
         "data",
         "prepare",
         "--source",
@@ -387,7 +387,7 @@ def test_prepare_with_a_local_cl100k_file_and_without_tiktoken(tmp_path):
 
 
 def test_vwt_scaling_dry_run_lists_the_four_sizes_by_two_shapes_with_flops_and_plans():
-    p = run_dw("sweep", "vwt_scaling", "--dry-run", "--no-data-check", "launcher=slurm", "--json")
+    p = dw("sweep", "vwt_scaling", "--dry-run", "--no-data-check", "launcher=slurm", "--json")
     assert p.returncode == 0, p.stderr
     runs = json.loads(p.stdout)["runs"]
     assert len(runs) == 8 and all(r["error"] is None for r in runs)
