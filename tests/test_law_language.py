@@ -496,3 +496,16 @@ def test_a_table_without_an_output_is_one_line_naming_it():
         ),
     ):
         run_fit(runs=long, law=law, bootstrap=0, write=False)
+
+
+def test_predictions_from_a_raw_fit_are_on_the_targets_scale():
+    from depthwidth.fit.predict import ensemble_of, predict
+
+    doc = run_fit(runs=raw_table(), law=yaml.safe_load(RAW_YAML), bootstrap=50, write=False)
+    rows = [{"params": 1e9, "tokens": 1e10}, {"params": 3e9, "tokens": 1e9}]
+    p = predict(ensemble_of(doc), rows)
+    t = RAW_TRUTH
+    truth = [t["E"] + t["A"] * r["params"] ** -t["alpha"] + t["B"] * math.log(r["tokens"] / 1e9) for r in rows]
+    assert truth[1] < 0 and p["loss"][1] < 0  # a negative prediction, with intervals around it
+    for i, y in enumerate(truth):
+        assert p["ci"][0, i] < p["loss"][i] < p["ci"][1, i] and p["pi"][0, i] < y < p["pi"][1, i], (i, y, p)
