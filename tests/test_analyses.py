@@ -14,8 +14,9 @@ from tests.planted import PLANTED, planted_table
 
 def test_every_registered_analysis_declares_its_section_options_and_tables():
     sections = set()
-    for m in analyses.modules():
-        assert isinstance(m.SECTION, str) and m.SECTION not in sections
+    for e, m in zip(analyses.REGISTRY, analyses.modules()):
+        assert m.SECTION == e.section and m.SECTION not in sections
+        assert e.option is None or e.option in FIT
         sections.add(m.SECTION)
         assert set(m.OPTIONS) <= set(FIT), (m.__name__, m.OPTIONS)  # its flags: fit/defaults.py
         assert callable(m.wanted) and callable(m.section) and callable(m.tables)
@@ -26,18 +27,20 @@ def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys)
     """A toy analysis registered by name: its section lands in fit.json and its table in what dw
     fit prints and dw report shows, with no other change."""
     toy = types.ModuleType("tests._toy_analysis")
-    toy.SECTION, toy.OPTIONS = "toy", ("seed",)
+    toy.SECTION, toy.OPTIONS = "_toy_analysis", ("seed",)
     toy.wanted = lambda ctx: True
     toy.section = lambda ctx: {"runs": int(ctx.clean["run"].nunique()), "line": "the toy says hello"}
     toy.tables = lambda fit: {
-        "fit_toy": Table("fit_toy", "Toy", [Col("runs", "runs")], [fit["toy"]], [fit["toy"]["line"]])
+        "fit_toy": Table(
+            "fit_toy", "Toy", [Col("runs", "runs")], [fit["_toy_analysis"]], [fit["_toy_analysis"]["line"]]
+        )
     }
     monkeypatch.setitem(sys.modules, "tests._toy_analysis", toy)
-    monkeypatch.setattr(analyses, "REGISTRY", (*analyses.REGISTRY, "tests._toy_analysis"))
+    monkeypatch.setattr(analyses, "REGISTRY", (*analyses.REGISTRY, analyses.Entry("tests._toy_analysis")))
     df = planted_table(get_law("chinchilla"), PLANTED["chinchilla"], kind="chinchilla", noise=0.005)
     doc = run_fit(runs=df, law="chinchilla", bootstrap=0, max_starts=50, write=False)
-    assert doc["toy"] == {"runs": df["run"].nunique(), "line": "the toy says hello"}
-    assert analyses.tables(doc)["fit_toy"].rows == [doc["toy"]]
+    assert doc["_toy_analysis"] == {"runs": df["run"].nunique(), "line": "the toy says hello"}
+    assert analyses.tables(doc)["fit_toy"].rows == [doc["_toy_analysis"]]
     from depthwidth.report.fit_view import fit_tables
 
     assert fit_tables(doc)["fit_toy"].notes == ["the toy says hello"]  # dw fit and dw report show it

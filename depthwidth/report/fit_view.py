@@ -10,7 +10,8 @@ from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_TAU_EXPONENT, DD_TAU_R2
 from depthwidth.report.document import Col, Table, ci_pair
 from depthwidth.report.optima import optimal_tables
 from depthwidth.report.papers import dcrit_tables
-from depthwidth.report.rests import analysis, fit_notes, lr_tables, rest_tables
+from depthwidth.fit.analyses import tables as analysis_tables
+from depthwidth.report.rests import fit_notes, lr_tables, rest_tables
 
 EXCLUDED_SHOWN = 20  # excluded runs named in the fit table's notes; the rest counted
 
@@ -22,7 +23,7 @@ def fit_tables(fit: dict | None, widths=(), probes=()) -> dict[str, Table]:
         return lr_tables(fit)
     if fit and "law" in fit:
         T["fit"] = parameter_table(fit)
-        T.update(analysis("compare").tables(fit) if fit.get("compare") else {})
+        T.update(analysis_tables(fit, ("compare",)))
     T.update(rest_tables(fit))
     T.update(dcrit_tables(fit, widths, probes))
     T.update(optimal_tables(T, fit))  # "not identified" for optima and D_crit outside the meaningful range

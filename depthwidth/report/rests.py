@@ -3,7 +3,8 @@ truth (from fit.json); ``dw fit`` prints the same tables.  The verdicts are fit/
 
 from __future__ import annotations
 
-from depthwidth.fit.analyses import modules as analysis_modules
+from depthwidth.fit import analyses
+from depthwidth.fit.analyses import tables as analysis_tables
 from depthwidth.fit.result import verdicts_of
 from depthwidth.report.document import Col, Table
 
@@ -22,26 +23,12 @@ def fit_notes(fit) -> list[str]:
 PLACED = ("compare", "planted")  # shown beside the parameters (fit_view.py) and before the identification
 
 
-def analysis(name: str):
-    """One analysis's module (fit/analyses/: its section, verdict lines and tables)."""
-    return {m.SECTION: m for m in analysis_modules()}[name]
-
-
-def _analysis_tables(fit: dict, names: tuple[str, ...]) -> dict:
-    """The tables of the analyses ``names`` whose sections ``fit`` holds, in that order."""
-    out = {}
-    for n in names:
-        if fit.get(n):
-            out.update(analysis(n).tables(fit))
-    return out
-
-
 def rest_tables(fit) -> dict:
     """{key: Table} for the sections of ``fit`` that are present."""
     if not fit:
         return {}
     out = {}
-    out.update(_analysis_tables(fit, ("planted",)))
+    out.update(analysis_tables(fit, ("planted",)))
     ident = fit.get("identification")
     if ident:
         rows = [
@@ -56,7 +43,7 @@ def rest_tables(fit) -> dict:
         t.notes += verdicts_of(fit).notes  # the verdicts (decided by dw fit: fit/result.py), then what the fit rests on
         out["fit_identification"] = t
     # every other analysis (fit/analyses/), in the registry's order: a new one shows with no change here
-    out.update(_analysis_tables(fit, tuple(m.SECTION for m in analysis_modules() if m.SECTION not in PLACED)))
+    out.update(analysis_tables(fit, tuple(e.section for e in analyses.REGISTRY if e.section not in PLACED)))
     out.update(tuning_tables(fit.get("tuning")))
     return out
 

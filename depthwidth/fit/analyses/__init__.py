@@ -9,9 +9,10 @@ An analysis module declares
   included — decided here, once, and stored; ``None`` when there is nothing to say;
 - ``tables(fit)``: ``{key: Table}``, its section as ``dw fit`` prints it and ``dw report`` shows it.
 
-``dw fit`` (pipeline.py) runs the wanted ones in ``REGISTRY``'s order; the report walks the same
-list for their tables and never calls back into the fit to decide.  Adding an analysis is one
-module here and one line in ``REGISTRY``.  Its statistics may live in a module of their own
+``dw fit`` (pipeline.py) runs the ones asked for in ``REGISTRY``'s order (a line names the option
+that asks for it, so a fit imports only what it runs); the report walks the same list for their
+tables and never calls back into the fit to decide.  Adding an analysis is one module here and one
+line in ``REGISTRY``.  Its statistics may live in a module of their own
 (fit/holdout.py, fit/isoflop.py …) when other parts of dw use them too.
 
 Standard library at import: a module is imported when a fit or a report first needs it.
@@ -23,19 +24,46 @@ import importlib
 from dataclasses import dataclass, field
 from types import ModuleType
 
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of the registry: the analysis (its module's name, which is its fit.json section)
+    and the option that asks for it, so that a fit imports only the analyses it runs."""
+
+    name: str
+    """The module under fit/analyses/ (a dotted name: a module elsewhere) and its SECTION."""
+    option: str | None = None
+    """The ``FitOptions`` field that asks for it; None: the module's ``wanted(ctx)`` decides."""
+    value: object = None
+    """The option's value that asks for it; None: any value but None, False or empty."""
+
+    def asked(self, opts) -> bool:
+        if self.option is None:
+            return True
+        v = getattr(opts, self.option)
+        return bool(v) if self.value is None else v == self.value
+
+    @property
+    def section(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+    def module(self) -> ModuleType:
+        return importlib.import_module(self.name if "." in self.name else f"{__name__}.{self.name}")
+
+
 REGISTRY = (
-    "compare",  # --compare: laws by in-sample and held-out error
-    "holdout",  # --holdout: the largest runs predicted from the others
-    "isoflop",  # --approach isoflop: approach 2 beside the law
-    "sensitivity",  # --sensitivity: each number under each fitting choice
-    "downstream",  # --metric: a downstream metric from loss, in two steps
-    "planted",  # a store dw simulate wrote: is the planted truth inside the intervals?
+    Entry("compare", "compare"),  # --compare: laws by in-sample and held-out error
+    Entry("holdout", "holdout"),  # --holdout: the largest runs predicted from the others
+    Entry("isoflop", "approach", "isoflop"),  # --approach isoflop: approach 2 beside the law
+    Entry("sensitivity", "sensitivity"),  # --sensitivity: each number under each fitting choice
+    Entry("downstream", "metric"),  # --metric: a downstream metric from loss, in two steps
+    Entry("planted"),  # a store dw simulate wrote: is the planted truth inside the intervals?
 )
 
 
 def modules() -> list[ModuleType]:
-    """The analyses' modules, in the order a fit runs them (a dotted name: a module elsewhere)."""
-    return [importlib.import_module(n if "." in n else f"{__name__}.{n}") for n in REGISTRY]
+    """Every analysis's module, in the order a fit runs them."""
+    return [e.module() for e in REGISTRY]
 
 
 @dataclass
@@ -72,9 +100,12 @@ class Context:
 
 
 def run_all(ctx: Context) -> dict:
-    """{section: value} of every analysis this fit asked for."""
+    """{section: value} of every analysis this fit asked for (the others are not imported)."""
     out = {}
-    for m in modules():
+    for e in REGISTRY:
+        if not e.asked(ctx.opts):
+            continue
+        m = e.module()
         if m.wanted(ctx):
             value = m.section(ctx)
             if value is not None:
@@ -82,10 +113,12 @@ def run_all(ctx: Context) -> dict:
     return out
 
 
-def tables(fit: dict) -> dict:
-    """{key: Table} of every analysis section ``fit`` holds."""
+def tables(fit: dict, sections: tuple[str, ...] | None = None) -> dict:
+    """{key: Table} of every analysis section ``fit`` holds (of ``sections`` only, in that order,
+    when given); an analysis whose section is absent is not imported."""
+    by = {e.section: e for e in REGISTRY}
     out = {}
-    for m in modules():
-        if fit.get(m.SECTION):
-            out.update(m.tables(fit))
+    for name in by if sections is None else sections:
+        if fit.get(name) and name in by:
+            out.update(by[name].module().tables(fit))
     return out
