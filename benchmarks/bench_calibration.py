@@ -1,4 +1,4 @@
-"""Measured coverage of dw's intervals on planted worlds (the README's coverage table).
+"""Measured coverage of dw's intervals on planted worlds (the coverage table: docs/guides/fit-analyses.md).
 
 For each world (a sweep file's runs with losses planted from a known law,
 ``dw simulate``) and each of ``--sweeps`` seeds: simulate the store, run the

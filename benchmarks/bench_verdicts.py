@@ -1,4 +1,4 @@
-"""Measured error rates of dw's verdicts on planted worlds (the README's verdict table).
+"""Measured error rates of dw's verdicts on planted worlds (docs/verdicts.md's verdict table).
 
 Every yes/no dw prints is a claim about the world; like an interval, it is only as good as its
 measured error rate where the answer is known.  This benchmark writes run tables from known
@@ -224,7 +224,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 
 def markdown(summary: list[dict]) -> str:
-    """The README's verdict table: verdict, case, false yes, power, tables (and the ladder's rungs)."""
+    """docs/verdicts.md's verdict table: verdict, case, false yes, power, tables (and the ladder's rungs)."""
 
     def rate(x):
         return "—" if x is None else f"{x:.2f}"
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--json", type=Path, default=None, help="write the summary here")
     ap.add_argument("--rows", type=Path, default=None, help="append one JSON line per table here (resumable)")
-    ap.add_argument("--markdown", action="store_true", help="print the summary as the README's table rows")
+    ap.add_argument("--markdown", action="store_true", help="print the summary as docs/verdicts.md's table rows")
     a = ap.parse_args(argv)
     names = a.cases.split(",") if a.cases else list(cases())
     bad_names = [c for c in names if c not in cases()]

@@ -19,7 +19,9 @@ def show_cmd(
         metavar="[NAME] [OVERRIDES]...",
     ),
     as_json: bool = typer.Option(False, "--json", help="one JSON list of settings (with overrides: the config)"),
-    markdown: bool = typer.Option(False, "--markdown", help="the README's settings table (every group)"),
+    markdown: bool = typer.Option(
+        False, "--markdown", help="the settings reference's table, docs/reference/settings.md (every group)"
+    ),
 ) -> None:
     """Every setting of GROUP (or one GROUP.KEY) with its default, type, allowed values and doc; with
     overrides, the run config they resolve to, checked as dw train checks it, without training.

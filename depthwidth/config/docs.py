@@ -1,7 +1,7 @@
-"""Every setting as a row: what ``dw config show`` prints and the README's settings table.
+"""Every setting as a row: what ``dw config show`` prints and the settings reference (docs/reference/settings.md).
 
 Generated from the schema (config/schema.py), so the docs cannot drift from
-the code: a test checks the README's table equals ``markdown()``.  No Hydra,
+the code: a test checks docs/reference/settings.md's table equals ``markdown()``.  No Hydra,
 OmegaConf or torch here.
 """
 
@@ -84,7 +84,7 @@ def show_value(v) -> str:
 
 
 def markdown() -> str:
-    """The README's settings table: every group, every setting."""
+    """The settings reference's table (docs/reference/settings.md): every group, every setting."""
     lines = [README_BEGIN, "", "| setting | default | type | allowed | what it does |", "|---|---|---|---|---|"]
     for g in ALL_GROUPS:
         for r in rows(g):

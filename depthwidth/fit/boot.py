@@ -7,7 +7,7 @@ the fit's residuals show (``noise_scales``), each replicate's scales drawn
 from their chi-squared distributions (the scales are estimates too).  This is
 the sampling a researcher would see re-running the grid with new seeds, and
 on planted depth_delusion grids its 95% intervals cover the truth 94–99% of
-the time (README "Coverage").
+the time (docs/guides/fit-analyses.md, "Coverage").
 
 ``--resample runs`` resamples whole runs with replacement (every token-budget
 point of a drawn run comes with it, never single checkpoints), as Epoch's

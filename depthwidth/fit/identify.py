@@ -29,8 +29,8 @@ Per width, ``widths[W]`` holds {verdict, value, interval, depths, because}; a wi
 ``located`` under the same rule, less the sign.  Every reader (``dw fit``, the report, the
 figures, ``dw suggest``, ``dw status``) prints this record; none decides again.
 
-The rule's error rates are measured on planted worlds (benchmarks/bench_verdicts.py; README
-"Verdicts"): D_crit inside the grid, below its shallowest depth, beyond its deepest, no
+The rule's error rates are measured on planted worlds (benchmarks/bench_verdicts.py;
+docs/verdicts.md): D_crit inside the grid, below its shallowest depth, beyond its deepest, no
 penalty at all, shapes pooled under a shape-blind law, both D_crit forms, two noise levels.
 """
 

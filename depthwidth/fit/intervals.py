@@ -21,8 +21,8 @@ the law's free parameters: fewer runs (or points) than free parameters, or a
 Jacobian at the fit whose numerical rank is below the number of free
 parameters (some combination of parameters moves no prediction).
 
-Coverage measured on planted worlds (benchmarks/bench_calibration.py, README
-"Coverage") is a property of the method on those worlds, not of a given fit:
+Coverage measured on planted worlds (benchmarks/bench_calibration.py;
+docs/guides/fit-analyses.md, "Coverage") is a property of the method on those worlds, not of a given fit:
 ``dw fit`` does not quote it as a warning about the data at hand.
 """
 

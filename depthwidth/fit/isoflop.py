@@ -24,7 +24,7 @@ rests on the replicates with every optimum inside its range (a warning when
 that leaves out over (1 - level)/2 of them; unbounded below ``MIN_SHARE``).
 Measured: ±∞ slopes open most of them (98-99.5% on hard designs); these hold
 92-97% (``benchmarks/calibration_isoflop.py``, also ``resample="runs"``, runs
-resampled within budgets, and ``skew=False``; README, "IsoFLOP profiles").
+resampled within budgets, and ``skew=False``; docs/guides/fit-analyses.md, "IsoFLOP profiles").
 
 Beside them, the approach-3 law's optima along each budget's own curve (its
 runs' other columns interpolated in ln x, ``GRID`` points; a minimum on the

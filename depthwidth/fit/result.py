@@ -125,13 +125,17 @@ class FitDocument:
     n_runs: int = 0
     """Runs fitted."""
     r2: float | None = None
+    """R² of the fitted law on its points."""
     rmse: float | None = None
-    """R² and RMSE (nats) of the fitted law on its points."""
+    """RMSE (nats) of the fitted law on its points."""
     rmse_log: float | None = None
+    """RMSE of log loss (None for a user law fitted with ``objective: raw``)."""
     objective: float | None = None
+    """The Huber objective's value at the fit."""
     huber_delta: float | None = None
-    """The Huber objective on log loss, its value and delta."""
+    """The Huber delta (on log loss; on the loss itself for ``objective: raw``)."""
     formula: str = ""
+    """The law's formula as text."""
     options: dict = field(default_factory=dict)
     """The law's options (D_crit form …) and the fit's settings."""
     n_convention: dict = field(default_factory=dict)
@@ -139,29 +143,42 @@ class FitDocument:
     where: list[str] = field(default_factory=list)
     """The ``--where`` filters applied (a shape-blind law on a store of shapes: ``shape=uniform``)."""
     excluded: list = field(default_factory=list)
+    """Rows left out before the fit, each with its reason (failed, diverged, no loss …)."""
     derived: dict = field(default_factory=dict)
     """Numbers derived from the law: D_crit per width and reference model, the compute-optimal shape."""
     pinned: dict = field(default_factory=dict)
+    """Parameters fixed with ``--pin``, and their values."""
     on_bound: list = field(default_factory=list)
+    """Parameters that ended on a bound of their range."""
     starts: dict = field(default_factory=dict)
+    """The multi-start search: starts tried and converged, the precision it ran in."""
     checks: dict = field(default_factory=dict)
     """The depth penalty's BIC support and the law without it (fit/checks.py)."""
     bootstrap: dict = field(default_factory=dict)
+    """The bootstrap: replicates asked and converged, what a replicate redraws (``--resample``)."""
     ci_withheld: dict = field(default_factory=dict)
+    """Intervals not shown, each with why (fit/intervals.py)."""
     ci_flagged: dict = field(default_factory=dict)
+    """Intervals shown with a flag, each with why."""
     underdetermined: list = field(default_factory=list)
+    """Lines said before any number: what the data cannot determine."""
     warnings: list[str] = field(default_factory=list)
+    """Every warning line of the fit, in the order it is printed."""
     identification: dict | None = None
     """What the fit rests on and its claim (the D_crit ladder: docs/CONTRACTS.md)."""
     verdicts: Verdicts | None = None
     """Every line and flag printed about the fit, decided when it was made."""
     source: dict = field(default_factory=dict)
+    """What the runs were read from: the sweep and its folder, or the table file, and ``--columns``."""
     provenance: dict = field(default_factory=dict)
+    """Code (git commit, dirty flag), versions and the input table's fingerprint."""
     seconds: float | None = None
+    """Wall time of the fit."""
     sections: dict[str, Any] = field(default_factory=dict)
     """The optional analyses, each its own section as written (compare, holdout, sensitivity,
     isoflop, planted, tuning, replicates, downstream, gradient_persistence …)."""
     schema: str = SCHEMA
+    """The document's schema (``dw.fit/1``)."""
 
     @classmethod
     def from_json(cls, doc: dict) -> FitDocument:
