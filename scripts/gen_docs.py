@@ -191,70 +191,13 @@ def settings_md() -> str:
 
 # -- every sweep-file key --------------------------------------------------------------------------
 
-# What each key means, with an example; which keys exist and where they are allowed comes from
-# sweep/file.py (a key here the code does not accept, or one it accepts without a row here, stops
-# the generator).
-SWEEP_KEYS = {
-    "description": ("one line, shown by `dw sweep --dry-run --json`", "description: my corpus, 6 shapes"),
-    "groups": ("config-group choices for every run", "groups: {model: vwt, data: memmap}"),
-    "fixed": ("config keys shared by every run", "fixed: {train.seq_len: 256, data.path: data/mydocs}"),
-    "axes": (
-        "a cartesian product: each key a list, a scalar, or an inclusive range",
-        "axes: {model.width: [64, 128], model.depth: {start: 2, stop: 8, step: 2}}",
-    ),
-    "zip": (
-        "axes taken together (lists of equal length); a list of such groups multiplies",
-        "zip: [{model.depth: [2, 4], model.width: [128, 64]}]",
-    ),
-    "seeds": ("shorthand for the axis `run.seed` (W&B names then carry `-sSEED`)", "seeds: [1, 2, 3]"),
-    "then": (
-        "the arguments of `--then`'s actions (`dw fit`, `report`, `analyze`, `eval` once every run has ended)",
-        'then: {fit: "--law depth-delusion", eval: "--tasks dw_heldout_cloze"}',
-    ),
-    "tune": (
-        "a tuning group per configuration: its runs differ only in the tuned settings (lists, ranges, or "
-        "`{log: [lo, hi], n: k}`); each run's `group` id is the hash of its config without the tuned keys; "
-        "`halving: true` stops each group's worse half at its first `train.budgets` (`pruned`)",
-        "tune: {optim.lr: {log: [1e-4, 3e-3], n: 4}, halving: true}",
-    ),
-    "runs": (
-        "explicit points, each an override mapping plus optional `ref`, `label`, `tokens`",
-        "runs: [{model.depth: 16, model.width: 512, ref: {source: published, loss: 3.435}}]",
-    ),
-    "ref": (
-        "reference data the report sets beside the run: `source: published | reconstructed`, `loss`, `params`, `note`",
-        "ref: {source: published, loss: 2.821, note: shallow-wide}",
-    ),
-    "label": ("a name for a block's or a run's points (`dw status`, `--only`)", "label: small"),
-    "tokens": (
-        "the token budget rule: a number, `{value: N}`, or `{per_param: k, min, max, count: total | non_embedding}`",
-        "tokens: {per_param: 20, max: 1.4e11}",
-    ),
-    "launcher": (
-        "launcher defaults per launcher; the command line wins",
-        'launcher: {slurm: {gpus_per_node: 8, time: "24:00:00"}}',
-    ),
-    "blocks": (
-        "sub-sweeps, concatenated; each inherits the file's `groups`, `fixed`, `tokens`, `launcher`, `seeds`, "
-        "`tune` and may set its own (and `label`, `runs`, `axes`, `zip`)",
-        "blocks: [{label: small, tokens: {value: 6.4e9}, runs: [...]}, {label: large, ...}]",
-    ),
-    "isoflop": (
-        "isoFLOP budgets: one block per budget (sweep/isoflop.py; the fitting guide's isoFLOP section)",
-        "isoflop: {budgets: [1e19, 1e20], axis: shape, depths: [4, 8, 16], tokens_per_param: 20}",
-    ),
-    "store": (
-        "the runs live in (and are counted with) that sweep's store: what `dw suggest` writes into `NAME_next.yaml`",
-        "store: depth_delusion",
-    ),
-}
-
 
 def sweep_md() -> str:
     from depthwidth.sweep import file as sf
 
     levels = {"file": sf.TOP_KEYS, "block": sf.BLOCK_KEYS, "run": sf.POINT_META}
     known = set().union(*levels.values())
+    SWEEP_KEYS = sf.KEY_DOCS  # each key's meaning and example: one home, beside the keys
     if known != set(SWEEP_KEYS):
         missing, extra = sorted(known - set(SWEEP_KEYS)), sorted(set(SWEEP_KEYS) - known)
         raise SystemExit(f"gen_docs: sweep keys out of step with sweep/file.py: no row for {missing}, unknown {extra}")
