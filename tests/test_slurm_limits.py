@@ -1,4 +1,5 @@
-"""The scheduler's limits on queued jobs (launch/limits.py) and the waves a larger sweep goes in as.
+"""The scheduler's limits on queued jobs (launch/limits.py parses them, launch/slurm.py reads them)
+and the waves a larger sweep goes in as.
 
 Pure functions first (sacctmgr/squeue output as SLURM 22.05 prints it, the wave split), then the
 dry run against stand-in SLURM commands, then the real test cluster (``slurm`` tests): a QOS
@@ -19,6 +20,7 @@ import pytest
 from depthwidth.core.atomic import read_jsonl
 from depthwidth.core.errors import BadInput, WorkFailed
 from depthwidth.launch import limits as L
+from depthwidth.launch import slurm as S
 from tests.helpers import assert_bad_input, at_gate, gate_env, open_gate, run_dw
 from tests.test_launch import tiny_env, wait_for
 
@@ -110,7 +112,8 @@ def test_limits_are_read_only_where_slurm_enforces_them():
 
 
 def fake_slurm(answers: dict):
-    """A stand-in for ``limits._run``: the answer of the first key that is a part of the command."""
+    """A stand-in for ``slurm._run`` (where SLURM's commands run): the answer of the first key that
+    is a part of the command."""
 
     def run(cmd, timeout=L.TIMEOUT_S):
         text = " ".join(cmd)
@@ -134,39 +137,39 @@ SLURM = {
 
 
 def test_read_limits_takes_every_applicable_one_and_max_submit_caps_them(monkeypatch):
-    monkeypatch.setattr(L, "_run", fake_slurm(SLURM))
-    lims = L.read_limits({"qos": "dwtest5"}, user="alice")
+    monkeypatch.setattr(S, "_run", fake_slurm(SLURM))
+    lims = S.read_limits({"qos": "dwtest5"}, user="alice")
     assert [(x.jobs, x.source) for x in lims.limits] == [
         (7, "association physics/alice MaxSubmitJobs"),
         (5, "qos dwtest5 MaxSubmitJobsPerUser"),
     ]
     assert lims.read == "association physics/alice, qos dwtest5" and not lims.why
     # squeue: two of alice's jobs, in qos normal: 7 - 2 = 5 under the association, 5 - 0 under the QOS
-    assert L.room(lims) == (5, lims.limits[0], 2)
-    lims = L.read_limits({"qos": None, "max_submit": 4}, user="alice")  # default QOS normal: no limit
+    assert S.room(lims) == (5, lims.limits[0], 2)
+    lims = S.read_limits({"qos": None, "max_submit": 4}, user="alice")  # default QOS normal: no limit
     assert [(x.jobs, x.source) for x in lims.limits] == [
         (7, "association physics/alice MaxSubmitJobs"),
         (4, "launcher.max_submit"),
     ]
-    assert L.room(lims)[:2] == (2, lims.limits[1])
+    assert S.room(lims)[:2] == (2, lims.limits[1])
 
 
 def test_without_accounting_only_launcher_max_submit_limits(monkeypatch):
-    monkeypatch.setattr(L, "_run", fake_slurm({}))  # no scontrol, no sacctmgr, no squeue here
-    lims = L.read_limits({}, user="alice")
+    monkeypatch.setattr(S, "_run", fake_slurm({}))  # no scontrol, no sacctmgr, no squeue here
+    lims = S.read_limits({}, user="alice")
     assert lims.limits == [] and lims.why == "no sacctmgr here"
-    assert L.room(lims) == (None, None, None)
-    assert L.plan_line(L.wave_plan({}, 20)) == (
+    assert S.room(lims) == (None, None, None)
+    assert L.plan_line(S.wave_plan({}, 20)) == (
         "queue limit: none known (no sacctmgr here); launcher.max_submit sets one: all 20 array tasks queued at once"
     )
-    lims = L.read_limits({"max_submit": 6}, user="alice")
+    lims = S.read_limits({"max_submit": 6}, user="alice")
     assert [(x.jobs, x.source, x.user) for x in lims.limits] == [(6, "launcher.max_submit", "alice")]
-    assert L.room(lims) == (6, lims.limits[0], None)  # squeue did not answer: taken as nothing queued
+    assert S.room(lims) == (6, lims.limits[0], None)  # squeue did not answer: taken as nothing queued
     failing = {"scontrol": ("scontrol failed: boom",), "sacctmgr": ("sacctmgr failed: accounting off",)}
-    monkeypatch.setattr(L, "_run", fake_slurm(failing))
-    assert L.read_limits({}, user="alice").why == "sacctmgr failed: accounting off"
-    monkeypatch.setattr(L, "_run", fake_slurm({"scontrol": "AccountingStorageEnforce = associations\n"}))
-    assert "enforces none" in L.read_limits({}, user="alice").why
+    monkeypatch.setattr(S, "_run", fake_slurm(failing))
+    assert S.read_limits({}, user="alice").why == "sacctmgr failed: accounting off"
+    monkeypatch.setattr(S, "_run", fake_slurm({"scontrol": "AccountingStorageEnforce = associations\n"}))
+    assert "enforces none" in S.read_limits({}, user="alice").why
 
 
 # ---------------------------------------------------------------------------

@@ -11,8 +11,6 @@ train (cuda | cpu), which decides ``train.precision=auto``.
 
 from __future__ import annotations
 
-import math
-import shutil
 from typing import Sequence
 
 from depthwidth.config import schema
@@ -20,6 +18,7 @@ from depthwidth.config.check import check_group
 from depthwidth.config.compose import conf_dir, load_group
 from depthwidth.config.fast import parse_cli_overrides
 from depthwidth.core.errors import BadInput, bad
+from depthwidth.launch.slurm import available, time_minutes  # noqa: F401 (time_minutes: sweep/plan_costs.py)
 from depthwidth.launch.workers import visible_gpus, worker_slots
 
 LAUNCHERS = schema.LAUNCHERS
@@ -97,7 +96,7 @@ def _check(cfg: dict, need_scheduler: bool = True, check_gpus: bool = True) -> N
         gpn, tpn = int(cfg["gpus_per_node"]), cfg["tasks_per_node"]
         if gpn and tpn is not None and int(tpn) > gpn:  # a process per GPU, at most
             raise bad("launcher.tasks_per_node", tpn, f"at most launcher.gpus_per_node={gpn} (one process per GPU)")
-    if cfg["name"] == "slurm" and need_scheduler and shutil.which("sbatch") is None:
+    if cfg["name"] == "slurm" and need_scheduler and not available():
         raise BadInput("launcher=slurm but there is no sbatch on PATH (use launcher=local or launcher=debug here)")
     if cfg["name"] == "local" and check_gpus and cfg.get("gpus") == "auto" and int(cfg["gpus_per_run"]) > 1:
         n = len(visible_gpus())
@@ -141,22 +140,3 @@ def parallel_tasks(cfg: dict) -> int:
     if cfg["name"] == "local":
         return max(1, len(worker_slots(cfg)))
     return 1
-
-
-def time_minutes(t) -> int:
-    """launcher.time (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S) -> the whole minutes submitit asks
-    SLURM for, rounded up (``slurm.minutes`` is this), here without importing submitit, so that
-    the dry run stays light."""
-    if isinstance(t, int) and not isinstance(t, bool):
-        return t
-    days, _, rest = str(t).rpartition("-")
-    try:
-        parts = [int(x) for x in rest.split(":")]
-        if days:
-            h, m, s = (parts + [0, 0])[:3]
-        else:
-            h, m, s = {1: (0, parts[0], 0), 2: (0, *parts), 3: tuple(parts)}[len(parts)]
-        total = (int(days or 0) * 24 + h) * 60 + m + s / 60
-    except (ValueError, KeyError, TypeError):
-        raise bad("launcher.time", t, "minutes (int) or [D-]HH:MM:SS") from None
-    return max(1, math.ceil(total))

@@ -36,8 +36,12 @@ from pathlib import Path
 from depthwidth.core import store
 from depthwidth.core.atomic import write_text
 from depthwidth.core.errors import bad
-from depthwidth.launch.sbatch import cpu_job, scontrol
-from depthwidth.launch.sbatch import submit as submit_job
+from depthwidth.launch.slurm import cancel as scancel
+from depthwidth.launch.slurm import clean_env, cpu_job, scontrol
+from depthwidth.launch.slurm import dependencies as _dependencies
+from depthwidth.launch.slurm import known as _known
+from depthwidth.launch.slurm import pending as _pending
+from depthwidth.launch.slurm import sbatch as submit_job
 
 ACTIONS = ("fit", "report", "analyze", "eval")
 DONE = "DONE"
@@ -82,7 +86,7 @@ def arm(name: str, actions: list[str], args: dict, cfg: dict) -> dict:
     if cfg["name"] == "slurm":
         rec["job_id"] = _sbatch_held(name, cfg)
         if old and old.get("job_id") and _pending(old["job_id"]):
-            subprocess.run(["scancel", old["job_id"]], capture_output=True, timeout=60)  # one follow-up at a time
+            scancel([old["job_id"]])  # one follow-up at a time
     store.append_events(name, [rec])
     return rec
 
@@ -96,7 +100,7 @@ def attach(rec: dict, job_ids: list[str]) -> None:
 
 def cancel(rec: dict) -> None:
     """The follow-up job of a submission that failed: nothing is left waiting."""
-    subprocess.run(["scancel", rec["job_id"]], capture_output=True, timeout=60)
+    scancel([rec["job_id"]])
 
 
 def extend(rec: dict, job_ids: list[str]) -> bool:
@@ -233,24 +237,6 @@ def _depend(job: str, job_ids: list[str]) -> None:
     _scontrol("update", f"JobId={job}", "Dependency=" + ("afterany:" + ":".join(live) if live else ""))
 
 
-def _known(job: str) -> bool:
-    p = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i"], capture_output=True, text=True, timeout=60)
-    return p.returncode == 0 and bool(p.stdout.strip())
-
-
-def _pending(job: str) -> bool:
-    p = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=60)
-    return p.returncode == 0 and p.stdout.strip() == "PENDING"
-
-
-def _dependencies(job: str) -> list[str]:
-    p = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True, timeout=60)
-    import re
-
-    m = re.search(r"Dependency=(\S+)", p.stdout)
-    return re.findall(r"(\d+)", m.group(1)) if m and m.group(1) != "(null)" else []
-
-
 def _wait_for(me: str, jobs: list[str]) -> None:
     """Requeue this job held, behind ``jobs`` (those the queue still shows; none: a begin time
     LOOK_AGAIN_S ahead, so that it never spins), and release it (it ends here; SLURM runs it again)."""
@@ -300,8 +286,6 @@ def _retry_died(name: str, st: dict, rec: dict, log) -> list[dict]:
         items.append((it, e.get("launcher_cfg") or cfg))
     if not items:
         return []
-    from depthwidth.launch.waves import clean_env
-
     clean_env()  # the arrays it submits must not inherit this job's allocation
     by_cfg: dict = {}  # each run with its own launcher settings (a block's GPUs, its time limit)
     for it, c in items:

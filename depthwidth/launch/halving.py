@@ -35,7 +35,7 @@ from pathlib import Path
 
 from depthwidth.core import store
 from depthwidth.core.atomic import write_json
-from depthwidth.launch.sbatch import scontrol
+from depthwidth.launch.slurm import scontrol
 from depthwidth.launch.scheduler import set_state
 from depthwidth.launch.workers import restart_workers
 

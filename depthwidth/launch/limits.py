@@ -15,10 +15,11 @@ holds ``limits`` or ``safe``).  ``read_limits`` reads the ones that apply to a s
 - ``launcher.max_submit``: the user's jobs, any account or QOS.  It caps what sacctmgr shows
   and stands in for it on a cluster without accounting (where SLURM enforces no limit).
 
-``room`` subtracts what ``squeue`` shows queued now; ``wave_sizes`` splits a submission into
-waves that each fit (launch/slurm.py submits them, launch/waves.py is the job that submits the
-next one).  Every sacctmgr/scontrol/squeue call has a timeout, and nothing here imports
-submitit: ``dw sweep --dry-run`` uses this module too.
+Reading them (``read_limits``, ``room``: sacctmgr, ``scontrol show config``, squeue, each with a
+timeout) is launch/slurm.py's, like every SLURM command; this module parses what they print and
+plans: ``Limits.tightest`` subtracts what ``squeue`` shows queued now; ``wave_sizes`` splits a
+submission into waves that each fit (launch/slurm.py submits them, launch/waves.py is the job
+that submits the next one).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import getpass
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
 
 from depthwidth.core.errors import BadInput, WorkFailed
@@ -87,22 +87,6 @@ def user_name() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return os.environ.get("USER") or str(os.getuid())
-
-
-def _run(cmd: list[str], timeout: float = TIMEOUT_S) -> tuple[str | None, str]:
-    """(stdout, "") or (None, why the command gave no answer)."""
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        return None, f"no {cmd[0]} here"
-    except OSError as e:
-        return None, f"{cmd[0]} could not run ({e})"
-    except subprocess.TimeoutExpired:
-        return None, f"{cmd[0]} did not answer within {timeout:g} s"
-    if p.returncode != 0:
-        said = [ln.strip() for ln in p.stderr.splitlines() if ln.strip()]  # the last line says most
-        return None, f"{cmd[0]} failed: {said[-1][:200] if said else f'exit {p.returncode}'}"
-    return p.stdout, ""
 
 
 def _int(s: str) -> int | None:
@@ -202,48 +186,6 @@ def enforced(config_text: str | None) -> bool:
     return m is None or bool({"limits", "safe"} & set(m.group(1).lower().split(",")))
 
 
-def read_limits(cfg: dict, user: str | None = None, timeout: float = TIMEOUT_S) -> Limits:
-    """The limits on queued jobs that apply to a submission with launcher settings ``cfg``."""
-    user = user or user_name()
-    found, read, why = _sacctmgr(cfg, user, lambda cmd: _run(cmd, timeout))
-    if cfg.get("max_submit"):
-        found.append(Limit(int(cfg["max_submit"]), "launcher.max_submit", user))
-    return Limits(found, read, why, user, timeout)
-
-
-def _sacctmgr(cfg: dict, user: str, run) -> tuple[list[Limit], str, str]:
-    """(limits, what was read, why nothing was)."""
-    conf, why = run(["scontrol", "show", "config"])
-    if "did not answer" in why:  # sacctmgr would wait as long: say so at once
-        return [], "", why
-    if conf is not None and not enforced(conf):
-        return [], "", "SLURM enforces none here (AccountingStorageEnforce without limits)"
-    cluster = re.search(r"^ClusterName\s*=\s*(\S+)", conf or "", re.M)
-    show = ["sacctmgr", "-n", "-P", "show"]
-    where = [f"cluster={cluster.group(1)}"] if cluster else []
-    text, why = run([*show, "assoc", "where", f"user={user}", *where, f"format={ASSOC_FORMAT}"])
-    if text is None:
-        return [], "", why
-    rows = parse_assoc(text)
-    account = cfg.get("account")
-    if not account:
-        accounts = sorted({r["account"] for r in rows if r["user"] == user})
-        default, _ = run([*show, "user", user, "format=DefaultAccount"])
-        account = (default or "").strip().split("\n")[0].strip() or (accounts[0] if len(accounts) == 1 else None)
-    row = pick_row(rows, user, account, cfg.get("partition")) if account else None
-    account_row = None
-    if account:
-        acct, _ = run([*show, "assoc", "where", f"account={account}", "user=", *where, f"format={ASSOC_FORMAT}"])
-        account_row = next((r for r in parse_assoc(acct or "") if not r["user"] and not r["partition"]), None)
-    qos = job_qos(cfg.get("qos"), row)
-    qos_text, why = run([*show, "qos", "where", f"name={qos}", f"format={QOS_FORMAT}"])
-    if qos_text is None:
-        return [], "", why
-    found = assoc_limits(row, account_row, user, account) + qos_limits(qos, parse_qos(qos_text).get(qos), user, account)
-    said = f"association {account}/{user}" if row else f"no association of {user}"
-    return found, f"{said}, qos {qos}", ""
-
-
 def parse_squeue(text: str) -> list[tuple[str, str, str]]:
     """``squeue -h -r -o %u|%a|%q`` -> one (user, account, qos) per queued job (array tasks apart)."""
     out = []
@@ -252,25 +194,6 @@ def parse_squeue(text: str) -> list[tuple[str, str, str]]:
         if len(f) == 3 and f[0]:
             out.append((f[0], f[1], f[2]))
     return out
-
-
-def queued(limits: Limits) -> list | None:
-    """The jobs queued now that may count against ``limits`` (None: squeue did not answer)."""
-    cmd = ["squeue", "-h", "-r", "-o", "%u|%a|%q"]
-    if not limits.everyone():
-        cmd += ["-u", limits.user]
-    text, _ = _run(cmd, limits.timeout)
-    return None if text is None else parse_squeue(text)
-
-
-def room(limits: Limits) -> tuple[int | None, Limit | None, int | None]:
-    """(jobs that may be queued now, the limit that binds, jobs of its kind queued now; None if
-    squeue did not answer); (None, None, None) when no limit applies."""
-    if not limits.limits:
-        return None, None, None
-    q = queued(limits)
-    free, lim = limits.tightest(q)
-    return free, lim, None if q is None or lim is None else sum(1 for j in q if lim.counts(j))
 
 
 def wave_sizes(n_tasks: int, room_now: int | None, room_later: int | None = None) -> list[int]:
@@ -345,30 +268,6 @@ def check_room(n_tasks: int, free: int | None, lim: Limit | None, in_use: int | 
         f"{lim.source} allows are queued (squeue -u {lim.user or user_name()}); nothing submitted: "
         "try again once one has ended"
     )
-
-
-def wave_plan(cfg: dict, n_tasks: int) -> dict:
-    """What a submission of ``n_tasks`` array tasks with launcher settings ``cfg`` would do now,
-    for the dry run: {limit, source, read, in_use, free, waves: [tasks per wave], problem}."""
-    limits = read_limits(cfg, timeout=DRY_TIMEOUT_S)
-    free, lim, in_use = room(limits)
-    doc = {
-        "tasks": n_tasks,
-        "limit": None if lim is None else lim.jobs,
-        "source": None if lim is None else lim.source,
-        "read": limits.read,
-        "why": limits.why,
-        "in_use": in_use,
-        "free": free,
-        "waves": [n_tasks] if n_tasks else [],
-        "problem": None,
-    }
-    if lim is not None:
-        try:
-            doc["waves"] = check_room(n_tasks, free, lim, in_use)
-        except WorkFailed as e:
-            doc["waves"], doc["problem"] = [], str(e)
-    return doc
 
 
 def plan_line(w: dict) -> str:

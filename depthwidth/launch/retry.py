@@ -5,7 +5,7 @@ Who retries: the cluster, never a process on the login node.
 
 - A run whose training raised (a CUDA or NCCL error, a full disk, a flaky file system) is
   retried by its own task: under SLURM the task requeues itself (``scontrol requeue``, then
-  a begin time ``retry_delay_s · 2^(k-1)`` seconds ahead), so the retry
+  a begin time: launch/slurm.py ``requeue_later`` ``retry_delay_s · 2^(k-1)`` seconds ahead), so the retry
   may land on another node and frees the allocation meanwhile; a local worker waits that long
   and trains it again; the debug launcher at once.
 - A task that died without ending its run (NODE_FAIL, BOOT_FAIL, a preemption) is requeued by
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,39 +117,6 @@ def verdict(past: list[dict], p: Policy) -> Verdict:
         return Verdict(False, 0.0, f"gave up {how}: {last['error']}")
     delay = p.delay_s * 2 ** (n - 1)
     return Verdict(True, delay, f"retrying ({n + 1} of {p.max_retries + 1}) in {delay:g} s: {last['error']}")
-
-
-def died_how(job: str) -> str:
-    """How the previous attempt of SLURM job ``job`` ended, from sacct's records of its restarts
-    (``-D``): e.g. "NODE_FAIL"; "" when sacct cannot say."""
-    try:
-        p = subprocess.run(
-            ["sacct", "-n", "-P", "-X", "-D", "-o", "State", "-j", job], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    states = [ln.split()[0] for ln in p.stdout.splitlines() if ln.strip()]
-    ended = [s for s in states if s not in ("RUNNING", "PENDING", "REQUEUED", "CONFIGURING", "COMPLETING")]
-    return ended[-1] if ended else (states[-2] if len(states) >= 2 else "")
-
-
-def requeue_later(job: str, delay_s: float, log) -> bool:
-    """Requeue SLURM task ``job`` (it leaves its node now) to start no sooner than ``delay_s`` from
-    now: ``scontrol requeue``, then a begin time on the pending job.  False if SLURM refused the
-    requeue; a begin time it refuses (the job not yet pending after a few tries) only drops the
-    delay, never the retry (a held job left held would wait for ever)."""
-    p = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
-    if p.returncode != 0:
-        log(f"retry: scontrol requeue {job}: {' '.join(p.stderr.split())}")
-        return False
-    start = f"StartTime=now+{max(1, int(round(delay_s)))}"
-    for _ in range(10):  # SLURM takes a moment to make the requeued job pending
-        q = subprocess.run(["scontrol", "update", f"JobId={job}", start], capture_output=True, text=True, timeout=60)
-        if q.returncode == 0:
-            return True
-        time.sleep(0.5)
-    log(f"retry: scontrol update {job} {start}: {' '.join(q.stderr.split())} (retried without the delay)")
-    return True
 
 
 def mark_failed(run_dir, reason: str) -> None:

@@ -1,120 +1,18 @@
 """What the scheduler says about a sweep's jobs (``dw status``'s scheduler side).
 
-SLURM: ONE ``sacct`` call for every job of the sweep.  local/debug: the task
-state files under ``runs/NAME/jobs/`` and whether their worker processes live.
+local/debug: the task state files under ``runs/NAME/jobs/`` and whether their worker processes
+live.  SLURM: ONE ``sacct`` call for every job of the sweep (launch/slurm.py ``slurm_states``;
+its names are also importable from here).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 from pathlib import Path
-from typing import Iterable
 
 from depthwidth.core.atomic import write_json
-from depthwidth.core.errors import WorkFailed
 from depthwidth.core.store import jobs_dir, read_json
-
-SLURM_STATES = {
-    "PENDING": "pending",
-    "RESV_DEL_HOLD": "pending",
-    "CONFIGURING": "running",
-    "RUNNING": "running",
-    "COMPLETING": "running",
-    "RESIZING": "running",
-    "SUSPENDED": "running",
-    "STOPPED": "running",
-    "SIGNALING": "running",
-    "STAGE_OUT": "running",
-    "REQUEUED": "preempted",
-    "REQUEUE_HOLD": "preempted",
-    "REQUEUE_FED": "preempted",
-    "PREEMPTED": "preempted",
-    "COMPLETED": "completed",
-    "CANCELLED": "cancelled",
-    "REVOKED": "cancelled",
-    "FAILED": "failed",
-    "TIMEOUT": "failed",
-    "OUT_OF_MEMORY": "failed",
-    "NODE_FAIL": "failed",
-    "BOOT_FAIL": "failed",
-    "DEADLINE": "failed",
-    "SPECIAL_EXIT": "failed",
-}
-
-
-def expand_array(jobid: str) -> list[str]:
-    """'12_[0-3,7%2]' -> ['12_0', '12_1', '12_2', '12_3', '12_7']; other ids unchanged."""
-    m = re.fullmatch(r"(\d+)_\[([^\]]+)\]", jobid)
-    if not m:
-        return [jobid]
-    base, body = m.group(1), m.group(2).split("%")[0]
-    out = []
-    for part in body.split(","):
-        if "-" in part:
-            a, b = part.split("-")[:2]
-            step = 1
-            if ":" in b:
-                b, step = b.split(":")
-            out += [f"{base}_{i}" for i in range(int(a), int(b) + 1, int(step))]
-        elif part:
-            out.append(f"{base}_{part}")
-    return out
-
-
-class SchedulerUnknown(WorkFailed):
-    """The scheduler's view cannot be had (no sacct here, sacct failing or not answering).
-    Its runs are ``unknown``, never ``lost``: they may well still be running."""
-
-
-def slurm_states(job_ids: Iterable[str]) -> dict[str, str]:
-    """ONE ``sacct`` call for every job of the sweep -> job id -> raw SLURM state.
-    A task requeued several times has one record per run; the newest wins.
-    Raises ``SchedulerUnknown`` (with the reason) when sacct cannot answer."""
-    arrays = sorted({j.split("_")[0] for j in job_ids if j})
-    if not arrays:
-        return {}
-    cmd = ["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(arrays)]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise SchedulerUnknown("no sacct on this machine (PATH)") from None
-    except OSError as e:
-        raise SchedulerUnknown(f"sacct could not run ({e})") from None
-    except subprocess.TimeoutExpired:
-        raise SchedulerUnknown("sacct did not answer within 60 s") from None
-    if p.returncode != 0:
-        raise SchedulerUnknown(f"sacct failed: {' '.join(p.stderr.split())[:300] or f'exit {p.returncode}'}")
-    out = _parse(p.stdout)
-    missing = sorted({j.split("_")[0] for j in job_ids if j and j not in out})
-    if missing:  # accounting lags the controller: a job sbatch just accepted may not be in sacct yet
-        out = {**_squeue(missing), **out}
-    return out
-
-
-def _parse(text: str) -> dict[str, str]:
-    """'JOBID|STATE' lines (array ranges expanded) -> job id -> state; the last line of a job wins."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        parts = line.split("|")
-        if len(parts) < 2 or not parts[0]:
-            continue
-        state = parts[1].split()[0] if parts[1] else "UNKNOWN"
-        for jid in expand_array(parts[0]):
-            out[jid] = state
-    return out
-
-
-def _squeue(arrays: list[str]) -> dict[str, str]:
-    """The controller's view of these jobs (queued or running ones only); {} if squeue cannot answer."""
-    try:
-        p = subprocess.run(
-            ["squeue", "-h", "-o", "%i|%T", "-j", ",".join(arrays)], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    return _parse(p.stdout) if p.returncode == 0 else {}
+from depthwidth.launch.slurm import SLURM_STATES, SchedulerUnknown, expand_array, slurm_states  # noqa: F401
 
 
 def pid_alive(pid) -> bool:

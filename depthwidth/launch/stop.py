@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 
 from depthwidth.core.errors import BadInput, WorkFailed
 from depthwidth.launch.scheduler import pid_alive
+from depthwidth.launch.slurm import signal_job
 from depthwidth.launch.status import status
 
 
-def stop(name: str, run_ids: list[str], root=None, *, scancel: str = "scancel") -> list[dict]:
+def stop(name: str, run_ids: list[str], root=None) -> list[dict]:
     """Signal each running run of ``run_ids``; one result per id: {run_id, state, stopped, how}."""
     if not run_ids:
         raise BadInput(f"dw stop {name}: name the runs to stop (dw status {name} lists the running ones)")
@@ -42,9 +42,8 @@ def stop(name: str, run_ids: list[str], root=None, *, scancel: str = "scancel") 
             res["how"] = f"not running ({r['state']}): nothing to stop"
             continue
         if r.get("launcher") == "slurm":
-            p = subprocess.run([scancel, "--signal=INT", str(r["job_id"])], capture_output=True, text=True)
-            if p.returncode != 0:
-                raise WorkFailed(f"scancel --signal=INT {r['job_id']} failed: {' '.join(p.stderr.split())}")
+            if (said := signal_job(str(r["job_id"]), "INT")) is not None:
+                raise WorkFailed(f"scancel --signal=INT {r['job_id']} failed: {said}")
             res.update(stopped=True, how=f"SIGINT to job {r['job_id']} (scancel --signal=INT)")
             continue
         pid = r.get("pid")

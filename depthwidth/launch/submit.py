@@ -29,7 +29,7 @@ from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import WorkFailed
 from depthwidth.launch.debug import run_debug
 from depthwidth.launch.workers import spawn_workers
-from depthwidth.launch.task import ended, run_task
+from depthwidth.launch.task import array_task, ended, run_task
 
 
 _SUBMISSIONS = itertools.count()
@@ -87,12 +87,10 @@ def submit(
         )
     launcher = cfg["name"]
     if launcher == "slurm":
-        from depthwidth.launch.slurm import (
-            submit_array,  # imports submitit: only for slurm
-        )
+        from depthwidth.launch.slurm import submit_array
 
         try:
-            job_ids = submit_array(name, d, tasks_file, len(tasks), cfg)
+            job_ids = submit_array(name, d, tasks_file, len(tasks), cfg, array_task)
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)  # nothing was queued: leave no half submission
             raise

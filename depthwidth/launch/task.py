@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from depthwidth.core import store
 from depthwidth.core.atomic import never_world_writable
 from depthwidth.core.errors import BadInput
 from depthwidth.evals import run as evals
-from depthwidth.launch import retry
+from depthwidth.launch import retry, slurm
 from depthwidth.launch.halving import EXIT_PARKED, gate_for
 from depthwidth.launch.scheduler import set_state
 from depthwidth.train.signals import interrupted_line
@@ -69,6 +69,18 @@ def run_task(tasks_file: str | os.PathLike, index: int, *, log=print, in_process
     rc = run_items(doc["sweep"], doc["tasks"][index], job, log=log, in_process=in_process, where=where, **kw)
     # a parked SLURM task is requeued held: it exits as a preempted one does (no result, requeued)
     return EXIT_PREEMPTED if rc == EXIT_PARKED and doc["launcher"] == "slurm" else rc
+
+
+def array_task(tasks_file: str | os.PathLike, index: int) -> dict:
+    """SLURM array task ``index`` of a submission (what launch/slurm.py's ``SweepTask`` calls in the
+    job): every run of ``tasks.json``'s task ``index``; a preempted task exits without a result."""
+    rc = run_task(tasks_file, index, log=lambda m: print(m, flush=True))
+    if rc == EXIT_PREEMPTED:  # checkpointed; requeued (by us on USR2, by SLURM on TERM) or cancelled
+        print(f"task {index}: preempted, exiting without a result", flush=True)
+        sys.exit(EXIT_PREEMPTED)
+    if rc:
+        raise RuntimeError(f"task {index} of {tasks_file}: a run failed (see its summary.json)")
+    return {"task": index, "rc": rc}
 
 
 def run_items(
@@ -141,7 +153,7 @@ def _train_each(name: str, runs: list[dict], job_id: str, log, in_process: bool,
                 break
             except Preempted as e:
                 if e.signal == "SIGUSR2" and rank0 and not in_process:
-                    _requeue(log)
+                    slurm.requeue_self(log)
                 if e.signal == "SIGINT":
                     log(
                         interrupted_line(
@@ -186,7 +198,7 @@ def _survived(run_dir: str, job_id: str, where: dict, pol: retry.Policy, say, ra
     if not s or s.get("status") != "running":
         retry.note_attempt(run_dir, key, True)
         return True
-    how = retry.died_how(job_id) if where.get("launcher") == "slurm" else ""
+    how = slurm.died_how(job_id) if where.get("launcher") == "slurm" else ""
     err = f"{retry.DIED} ({how or 'killed'}, job {job_id})"
     v = retry.verdict(retry.record(run_dir, "died", err, job_id), pol)
     retry.note_attempt(run_dir, key, v.retry)
@@ -216,7 +228,7 @@ def _retry(
             gate.diverged()  # it will not reach its first budget: its group counts it the worst
         return "no"
     if where.get("launcher") == "slurm":
-        return "requeued" if retry.requeue_later(job_id, v.delay_s, say) else "no"
+        return "requeued" if slurm.requeue_later(job_id, v.delay_s, say) else "no"
     if where.get("launcher") == "local":
         t_end = time.monotonic() + v.delay_s
         while time.monotonic() < t_end and not stopped():
@@ -259,20 +271,6 @@ def run_evals(runs: list[dict], args: dict, *, log=print) -> int:
             log(f"[{it['run_id']}] eval failed: {type(e).__name__}: {e}")
             rc = 1
     return rc
-
-
-def _requeue(log) -> None:
-    """Requeue this task only (SLURM_JOB_ID of an array task may name the whole array)."""
-    e = os.environ
-    jid = (
-        f"{e['SLURM_ARRAY_JOB_ID']}_{e['SLURM_ARRAY_TASK_ID']}"
-        if e.get("SLURM_ARRAY_JOB_ID")
-        else e.get("SLURM_JOB_ID")
-    )
-    if not jid:
-        return
-    p = subprocess.run(["scontrol", "requeue", jid], capture_output=True, text=True)
-    log(f"requeue {jid}: " + ("ok" if p.returncode == 0 else " ".join(p.stderr.split())))
 
 
 def ended(d: Path, index: int, rc: int) -> None:

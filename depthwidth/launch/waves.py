@@ -13,12 +13,8 @@ import os
 import sys
 from typing import Sequence
 
-
-def clean_env() -> None:
-    """Forget this job's own SLURM_* variables (SLURM_CONF aside): the jobs it submits must not
-    inherit its allocation (sbatch exports the submitting environment)."""
-    for k in [k for k in os.environ if k.startswith("SLURM_") and k != "SLURM_CONF"]:
-        del os.environ[k]
+from depthwidth.launch.slurm import clean_env, next_wave
+from depthwidth.launch.task import array_task
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,9 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("usage (inside its SLURM job): python -m depthwidth.launch.waves runs/NAME/jobs/SUB\n")
         return 2
     clean_env()
-    from depthwidth.launch.slurm import next_wave  # imports submitit
-
-    return next_wave(argv[0], me, log=lambda m: print(m, flush=True))
+    return next_wave(argv[0], me, array_task, log=lambda m: print(m, flush=True))
 
 
 if __name__ == "__main__":

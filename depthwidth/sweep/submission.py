@@ -31,7 +31,7 @@ from depthwidth.config.fast import fmt_value
 from depthwidth.core import store
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.config import launcher_config, split_overrides, target_device
-from depthwidth.launch.limits import wave_plan
+from depthwidth.launch.slurm import wave_plan, waves_of
 from depthwidth.launch import followup
 from depthwidth.launch.halving import release_decided
 from depthwidth.launch.scheduler import SLURM_STATES
@@ -314,7 +314,7 @@ def preflight(p: SweepPlan, *, retry_failed: bool = False, retry: Retry | None =
 
 
 def wave_plans(pre: Preflight) -> list[dict]:
-    """The dry run's word on the queue limit (launch/limits.py ``wave_plan``): one plan per SLURM
+    """The dry run's word on the queue limit (launch/slurm.py ``wave_plan``): one plan per SLURM
     submission the runs ``pre`` would submit make (one per distinct launcher settings)."""
     groups: dict = {}
     for r, _ in pre.todo:
@@ -408,8 +408,6 @@ def _submit(
     jobs = sorted({x["job_id"] for x in subs}, key=job_key)
     waves = []
     if subs and any(cfg.get("name") == "slurm" for cfg, _ in groups.values()):
-        from depthwidth.launch.slurm import waves_of  # submitit: the submission has imported it already
-
         waves = waves_of(name, jobs)
     return Submission(name, lcfg["name"], subs, jobs, skipped, notes=notes, waves=waves)
 
