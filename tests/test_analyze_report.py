@@ -10,7 +10,7 @@ import pytest
 from depthwidth.core.atomic import write_json
 from depthwidth.measure.doc import SCHEMA
 from tests import report_store as rs
-from tests.helpers import run_dw
+from tests.helpers import dw
 
 KEYS = (
     "entropy_prefix",
@@ -146,7 +146,7 @@ def test_no_analyses_no_inside_tables(tmp_path):
 
 def test_report_draws_the_inside_figures(store, tmp_path):
     out = tmp_path / "figs"
-    p = run_dw("report", "t", "--root", str(store), "--plots", str(out), "--format", "json")
+    p = dw("report", "t", "--root", str(store), "--plots", str(out), "--format", "json")
     assert p.returncode == 0, p.stderr
     rep = json.loads(p.stdout)
     files = {f["file"] for f in rep["figures"]}

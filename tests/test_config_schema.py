@@ -12,7 +12,7 @@ import pytest
 from depthwidth.config import schema
 from depthwidth.config.check import check_group
 from depthwidth.config.compose import group_options, load_group
-from tests.helpers import run_dw
+from tests.helpers import dw
 
 # (override(s), the setting the message must name).  At least two per group.
 INVALID = [
@@ -64,7 +64,7 @@ def _dw(capsys, argv) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def demo_run0():
     """The override list of the demo sweep's first run, so `dw train` sees exactly that run."""
-    p = run_dw("sweep", "demo", "--dry-run", "--json")
+    p = dw("sweep", "demo", "--dry-run", "--json")
     assert p.returncode == 0, p.stderr
     return [o for o in json.loads(p.stdout)["runs"][0]["overrides"] if not o.startswith(("run.dir=", "run.sweep="))]
 
@@ -91,7 +91,7 @@ def test_train_and_sweep_reject_the_same_setting_with_the_same_line(
 
 @pytest.mark.parametrize("bad", [["train.log_every=0"], ["launcher=local", "launcher.workers=0"]])
 def test_a_real_sweep_submits_nothing_on_a_bad_setting(bad, tmp_path):
-    p = run_dw("sweep", "demo", *bad, env={"DW_RUNS": str(tmp_path / "runs")})
+    p = dw("sweep", "demo", *bad, env={"DW_RUNS": str(tmp_path / "runs")})
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not (tmp_path / "runs" / "demo" / "manifest").exists()
     assert not (tmp_path / "runs" / "demo" / "jobs").exists()

@@ -9,7 +9,7 @@ import pytest
 from tests.planted import PLANTED
 from depthwidth.fit.laws import get_law
 from depthwidth.track.table import probe_profiles, run_table
-from tests.helpers import run_dw
+from tests.helpers import dw
 
 TAU_K, TAU_P = 0.5, 0.44  # planted gradient persistence: tau(W) = 0.5 * W^0.44
 
@@ -146,7 +146,7 @@ def test_probe_profiles(tmp_path):
 
 def test_dw_fit_sweep_end_to_end(tmp_path):
     make_store(tmp_path / "runs")
-    p = run_dw(
+    p = dw(
         "fit",
         "toy",
         "--root",
@@ -180,7 +180,7 @@ def test_dw_fit_sweep_end_to_end(tmp_path):
     written = json.loads((tmp_path / "runs" / "toy" / "fit.json").read_text())
     assert written["params"] == res["params"] and written["schema"] == "dw.fit/1"
     # the table view of the same fit
-    t = run_dw(
+    t = dw(
         "fit",
         "toy",
         "--root",

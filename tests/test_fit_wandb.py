@@ -14,7 +14,7 @@ import json
 import pytest
 
 from depthwidth.core.errors import BadInput
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw
 from tests.test_wandb_source import DATA, ReplayApi
 
 E, A, B, ALPHA, BETA = 1.8, 400.0, 1500.0, 0.34, 0.29
@@ -86,7 +86,7 @@ def test_fit_pulls_the_table_from_wandb(tmp_path, monkeypatch):
     ],
 )
 def test_bad_wandb_source_input(args, needle):
-    assert needle in assert_bad_input(run_dw("fit", *args))
+    assert needle in assert_bad_input(dw("fit", *args))
 
 
 def test_unknown_source_is_rejected_in_process():
@@ -113,4 +113,4 @@ def test_report_pulls_the_table_from_wandb(tmp_path, monkeypatch):
 
 
 def test_report_bad_wandb_source_input():
-    assert "--project" in assert_bad_input(run_dw("report", "--source", "wandb"))
+    assert "--project" in assert_bad_input(dw("report", "--source", "wandb"))

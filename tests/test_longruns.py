@@ -10,7 +10,7 @@ import json
 import pytest
 
 from depthwidth.sweep import longruns
-from tests.helpers import assert_bad_input, run_dw, sweep_store
+from tests.helpers import assert_bad_input, dw, sweep_store
 
 SEEDS = """
     groups: {model: depth_delusion, data: pydoc}
@@ -23,7 +23,7 @@ ARGS = ["sweep", "depth_delusion", "launcher=slurm", "--dry-run", "--no-data-che
 
 @pytest.fixture(scope="module")
 def planned():
-    p = run_dw(*ARGS, "--max-days", "14", "--json")
+    p = dw(*ARGS, "--max-days", "14", "--json")
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 
@@ -50,21 +50,21 @@ def test_max_days_proposes_the_fewest_nodes_that_finish_each_run_in_time(planned
         assert fewer["run_hours"] > 14 * 24 or p["nodes"] - 1 == 3  # 3 nodes: 256 sequences do not divide over 24
     for i, x in enumerate(planned["runs"]):
         assert (x.get("nodes_proposed") is not None) == (i in props)
-    text = run_dw(*ARGS, "--max-days", "14").stdout
+    text = dw(*ARGS, "--max-days", "14").stdout
     assert "--max-days 14: 6 run(s) need more nodes to finish in time: run 20 4 nodes" in text
     assert "with those nodes: ≈" in text and "queue wait 1 h per requeue, assumed" in text
 
 
 def test_one_seed_per_configuration_is_said_and_evaluations_are_in_the_hours(planned, tmp_path):
-    text = run_dw(*ARGS).stdout
+    text = dw(*ARGS).stdout
     assert "one seed per configuration (30 runs, seed 42): seed noise is not estimated" in text
     env = sweep_store(tmp_path, "two", SEEDS)
-    seeded = json.loads(run_dw("sweep", "two", "--dry-run", "--json", env=env).stdout)
+    seeded = json.loads(dw("sweep", "two", "--dry-run", "--json", env=env).stdout)
     assert len(seeded["runs"]) == 4 and not any(n.startswith("one seed") for n in seeded["notes"])
-    demo = json.loads(run_dw("sweep", "demo", "--dry-run", "--json").stdout)
+    demo = json.loads(dw("sweep", "demo", "--dry-run", "--json").stdout)
     for x in demo["runs"]:
         assert x["flops_eval"] == pytest.approx(3 * 8 * 512 * x["flops_per_token"] / 3)  # 3 budgets, 8 batches
         secs = (x["flops_planned"] + x["flops_eval"]) / (0.4 * 1e11)
         if x.get("time") == "assumed":
             assert x["device_hours"] == pytest.approx(secs / 3600)
-    assert "--max-days" in assert_bad_input(run_dw("sweep", "demo", "--max-days", "3"))
+    assert "--max-days" in assert_bad_input(dw("sweep", "demo", "--max-days", "3"))

@@ -11,7 +11,7 @@ from depthwidth.core.errors import BadInput
 from depthwidth.model import shapes
 from depthwidth.model.accounting import count_params
 from depthwidth.model.resolve import from_config
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw
 
 FAMILIES = ("increasing", "decreasing", "diamond", "x")
 # sweeps/demo.yaml's shapes block: model=vwt, 4 heads, quantum 8, 96 x 6, the pydoc bytes (V = 256)
@@ -70,7 +70,7 @@ def _warnings(proc):
 
 
 def test_dw_shapes_warns_with_the_ratio_when_a_shape_is_more_than_one_percent_off():
-    p = run_dw("shapes", "x", "-w", "128", "-d", "4", "--vocab", "257", "--match", "vwt", "--json")
+    p = dw("shapes", "x", "-w", "128", "-d", "4", "--vocab", "257", "--match", "vwt", "--json")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["match"] == "vwt" and out["params_ratio"] == pytest.approx(0.9412, abs=1e-4)
@@ -80,7 +80,7 @@ def test_dw_shapes_warns_with_the_ratio_when_a_shape_is_more_than_one_percent_of
 
 
 def test_dw_shapes_matches_exactly_by_default_and_then_does_not_warn():
-    p = run_dw("shapes", "diamond", "-w", "96", "-d", "6", "-q", "8", "-H", "4", "--vocab", "256", "--json")
+    p = dw("shapes", "diamond", "-w", "96", "-d", "6", "-q", "8", "-H", "4", "--vocab", "256", "--json")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["match"] == "exact" and out["heads"] == 4 and out["head_dim"] is None
@@ -93,12 +93,12 @@ def test_dw_shapes_matches_exactly_by_default_and_then_does_not_warn():
 
 def test_dw_shapes_heads_that_do_not_divide_a_width_name_it_and_suggest_heads():
     # the 16-head default cannot split the demo's x widths (multiples of 8)
-    line = assert_bad_input(run_dw("shapes", "x", "-w", "96", "-d", "6", "-q", "8", "--vocab", "256"))
+    line = assert_bad_input(dw("shapes", "x", "-w", "96", "-d", "6", "-q", "8", "--vocab", "256"))
     assert "width of layer 1: 144" in line and "head count 16" in line
     assert "--heads (model.heads) 8, 4 or 2 would fit" in line and "--quantum" in line
-    line = assert_bad_input(run_dw("shapes", "x", "-w", "96", "-d", "6", "-q", "8", "--heads", "5"))
+    line = assert_bad_input(dw("shapes", "x", "-w", "96", "-d", "6", "-q", "8", "--heads", "5"))
     assert "width of layer 1: 96" in line and "head count 5" in line and "--heads" in line
-    line = assert_bad_input(run_dw("shapes", "x", "-w", "96", "-d", "6", "--heads", "4", "--head-dim", "8"))
+    line = assert_bad_input(dw("shapes", "x", "-w", "96", "-d", "6", "--heads", "4", "--head-dim", "8"))
     assert "--heads" in line and "--head-dim" in line
 
 
@@ -112,7 +112,7 @@ def test_a_training_config_gets_the_same_hint():
 def test_a_shape_off_its_match_is_warned_before_anything_trains(tmp_path):
     """The dry run and the submission say what dw train would warn of a run (here: a quantum too
     coarse for exact matching), in one line naming the runs, before anything trains."""
-    from tests.helpers import run_dw
+    from tests.helpers import dw
 
     (tmp_path / "off.yaml").write_text(
         "groups: {model: vwt, data: synthetic}\n"
@@ -120,7 +120,7 @@ def test_a_shape_off_its_match_is_warned_before_anything_trains(tmp_path):
         "axes:\n  model.shape: [uniform, x]\n  model.width: [64]\n  model.depth: [4]\n"
     )
     env = {"DW_SWEEPS": str(tmp_path), "DW_RUNS": str(tmp_path / "runs")}
-    said = [ln for ln in run_dw("sweep", "off", "--dry-run", env=env).stderr.splitlines() if "warning" in ln]
+    said = [ln for ln in dw("sweep", "off", "--dry-run", env=env).stderr.splitlines() if "warning" in ln]
     assert said == [
         "dw: warning: 1 of 2 runs (run 1): model.match=exact: widths rounded to multiples of 32 leave "
         "the parameters 24.20% off the uniform model (0.5% wanted); lower model.quantum"

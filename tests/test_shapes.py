@@ -6,7 +6,7 @@ import pytest
 
 from depthwidth.model import shapes
 from depthwidth.core.errors import BadInput
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw
 
 # docs/science.md §2: reference ×-shape at 200M (V = 100263, h 640, L 16, k 12, ρ 0.3).
 REF_200M = [1152, 960, 832, 704, 608, 512, 448, 352, 320, 256, 224, 192, 288, 480, 736, 1152]
@@ -19,7 +19,7 @@ def test_reference_x_widths_exact():
 
 
 def test_cli_json_reference_widths():
-    p = run_dw("shapes", "x", "--width", "640", "--depth", "16", "--vocab", "100263", "--match", "vwt", "--json")
+    p = dw("shapes", "x", "--width", "640", "--depth", "16", "--vocab", "100263", "--match", "vwt", "--json")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["widths"] == REF_200M
@@ -115,7 +115,7 @@ def test_bad_input_raises(kwargs, needle):
     ],
 )
 def test_cli_bad_input_exit_2_one_line(args, needle):
-    line = assert_bad_input(run_dw("shapes", *args))
+    line = assert_bad_input(dw("shapes", *args))
     assert needle in line
 
 

@@ -14,7 +14,7 @@ from depthwidth.launch import scheduler
 from depthwidth.launch import status
 from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import BadInput
-from tests.helpers import REPO, assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw, REPO
 
 
 @pytest.mark.parametrize(
@@ -201,10 +201,10 @@ def test_status_cli_table_json_and_no_torch(tmp_path, monkeypatch):
     env = {"DW_RUNS": str(tmp_path)}
     monkeypatch.setenv("DW_RUNS", str(tmp_path))
     _fake_sweep(tmp_path, "s", 3, states={1: "failed"})
-    p = run_dw("status", "s", env=env)
+    p = dw("status", "s", env=env)
     assert p.returncode == 0, p.stderr
     assert "run00001" in p.stdout and "failed" in p.stdout and "s: 3 runs — 2 done, 1 failed" in p.stdout
-    p = run_dw("status", "s", "--json", env=env)
+    p = dw("status", "s", "--json", env=env)
     doc = json.loads(p.stdout)
     assert doc["counts"]["failed"] == 1 and len(doc["runs"]) == 3
     code = (
@@ -218,14 +218,14 @@ def test_status_cli_table_json_and_no_torch(tmp_path, monkeypatch):
 
 
 def test_status_of_an_unknown_sweep_is_bad_input(tmp_path):
-    line = assert_bad_input(run_dw("status", "nope", env={"DW_RUNS": str(tmp_path)}))
+    line = assert_bad_input(dw("status", "nope", env={"DW_RUNS": str(tmp_path)}))
     assert "nope" in line
 
 
 def test_a_large_sweep_renders_every_row(tmp_path, monkeypatch):
     monkeypatch.setenv("DW_RUNS", str(tmp_path))
     _fake_sweep(tmp_path, "big", 250, states={7: "failed"})
-    p = run_dw("status", "big", env={"DW_RUNS": str(tmp_path)})
+    p = dw("status", "big", env={"DW_RUNS": str(tmp_path)})
     assert p.returncode == 0, p.stderr
     body = [ln for ln in p.stdout.splitlines() if ln.startswith("│ run")]
     assert len(body) == 250 and "│ failed " in body[7] and "big: 250 runs — 249 done, 1 failed" in p.stdout

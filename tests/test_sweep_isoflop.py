@@ -9,7 +9,7 @@ from depthwidth.config.identity import run_id
 from depthwidth.core.errors import BadInput
 from depthwidth.sweep import expand as sweep
 from depthwidth.sweep.isoflop import params_of
-from tests.helpers import assert_bad_input, run_dw
+from tests.helpers import assert_bad_input, dw
 
 # worst |params - target| / target over the shipped runs (measured): 7.1% (isoflop_depth,
 # depth 48 at 1e19: one 64-wide quantum at W = 640 moves matmul params by ±10%), 11.9% (the
@@ -51,7 +51,7 @@ def test_cpu_variant_composes_like_hydra():
 
 
 def test_dry_run_shows_the_flops_error_per_run():
-    p = run_dw("sweep", "isoflop_depth_cpu", "--dry-run")
+    p = dw("sweep", "isoflop_depth_cpu", "--dry-run")
     assert p.returncode == 0, p.stderr
     assert "C err" in p.stdout and "N err" in p.stdout and "C=3e+11" in p.stdout
 
@@ -102,7 +102,7 @@ def test_size_axis_tokens_follow_from_c(tmp_path, monkeypatch):
 )
 def test_bad_isoflop_blocks_are_bad_input(tmp_path, monkeypatch, iso, needle):
     env = _write(tmp_path, BASE + f"isoflop: {iso}\n")
-    line = assert_bad_input(run_dw("sweep", "iso", "--dry-run", env=env))
+    line = assert_bad_input(dw("sweep", "iso", "--dry-run", env=env))
     assert needle in line
     monkeypatch.setenv("DW_SWEEPS", env["DW_SWEEPS"])
     with pytest.raises(BadInput, match=needle.replace("'", ".")):

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.helpers import sweep_store, run_dw
+from tests.helpers import dw, run_dw, sweep_store
 
 SWEEP = """
     groups: {model: depth_delusion, data: pydoc}
@@ -27,7 +27,7 @@ def trained(tmp_path_factory):
     env = sweep_store(root, "tab", SWEEP)
     p = run_dw("sweep", "tab", "launcher=local", "launcher.workers=2", env=env)
     assert p.returncode == 0, p.stderr
-    w = run_dw("status", "tab", "--watch", "--interval", "0.5", "--timeout", "240", env=env)
+    w = dw("status", "tab", "--watch", "--interval", "0.5", "--timeout", "240", env=env)
     assert w.returncode == 0, w.stderr
     return root, env
 
@@ -39,7 +39,7 @@ def _header(text: str) -> list[str]:
 
 def test_the_dry_run_shows_seed_and_tuned_value_columns(trained):
     root, env = trained
-    p = run_dw("sweep", "tab", "--dry-run", env=env)
+    p = dw("sweep", "tab", "--dry-run", env=env)
     assert p.returncode == 0, p.stderr
     cols = _header(p.stdout)
     assert cols[cols.index("shape") + 1 : cols.index("shape") + 3] == ["seed", "optim.lr"]
@@ -47,13 +47,13 @@ def test_the_dry_run_shows_seed_and_tuned_value_columns(trained):
     cells = [[c.strip() for c in ln.split("│")[1:-1]] for ln in body]
     i = cols.index("seed")
     assert sorted((c[i], c[i + 1]) for c in cells) == [("1", "0.001"), ("1", "0.01"), ("2", "0.001"), ("2", "0.01")]
-    one = run_dw("sweep", "tab", "--dry-run", "--only", "run.seed=1", "optim.lr=0.001", env=env)
+    one = dw("sweep", "tab", "--dry-run", "--only", "run.seed=1", "optim.lr=0.001", env=env)
     assert "seed" not in _header(one.stdout) and "optim.lr" not in _header(one.stdout)  # nothing varies
 
 
 def test_status_shows_them_and_a_missing_run_directory_is_lost_with_its_reason(trained):
     root, env = trained
-    st = json.loads(run_dw("status", "tab", "--json", env=env).stdout)
+    st = json.loads(dw("status", "tab", "--json", env=env).stdout)
     assert [r["state"] for r in st["runs"]] == ["done"] * 4
     assert sorted((r["seed"], r["tuned"]["optim.lr"]) for r in st["runs"]) == [
         (1, 0.001),
@@ -61,12 +61,12 @@ def test_status_shows_them_and_a_missing_run_directory_is_lost_with_its_reason(t
         (2, 0.001),
         (2, 0.01),
     ]
-    p = run_dw("status", "tab", env=env)
+    p = dw("status", "tab", env=env)
     cols = _header(p.stdout)
     assert {"seed", "optim.lr"} <= set(cols), p.stdout
     gone = st["runs"][1]
     shutil.rmtree(gone["run_dir"])
-    st = json.loads(run_dw("status", "tab", "--json", env=env).stdout)
+    st = json.loads(dw("status", "tab", "--json", env=env).stdout)
     row = next(r for r in st["runs"] if r["run_id"] == gone["run_id"])
     assert row["state"] == "lost" and "does not exist" in row["reason"] and gone["run_dir"] in row["reason"]
     assert st["counts"]["lost"] == 1 and st["counts"]["failed"] == 0

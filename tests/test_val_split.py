@@ -11,7 +11,7 @@ import pytest
 
 from depthwidth.data.source import make_source
 from depthwidth.data.valsplit import DEFAULT_VAL_MIN_TOKENS, doc_hash, goals, plan
-from tests.helpers import assert_bad_input, dw_in_process, run_dw
+from tests.helpers import assert_bad_input, dw, dw_in_process
 
 WORDS = "alpha beta gamma delta épsilon zeta eta theta iota kappa".split()
 
@@ -137,7 +137,7 @@ def test_plan_moves_whole_documents_in_hash_order_duplicates_together_and_cuts_o
 def test_bad_minimum_exits_2_and_older_datasets_still_load(corpus, tmp_path, capsys):
     src, _ = corpus
     line = assert_bad_input(
-        run_dw("data", "prepare", "--source", str(src), "--out", str(tmp_path / "x"), "--val-min-tokens", "-1")
+        dw("data", "prepare", "--source", str(src), "--out", str(tmp_path / "x"), "--val-min-tokens", "-1")
     )
     assert "--val-min-tokens" in line and not (tmp_path / "x").exists()
     # a dataset written by the previous dw (hash rule only, no val_min_tokens) still loads ...
@@ -205,11 +205,11 @@ def test_dw_analyze_on_a_tiny_val_split_reports_at_most_the_split_s_tokens(corpu
         log=lambda m: None,
     )
     assert s["status"] == "done"
-    p = run_dw("analyze", str(run), "--json")
+    p = dw("analyze", str(run), "--json")
     assert p.returncode == 0, p.stderr
     e = json.loads(p.stdout)["eval"]
     assert e["tokens"] <= n_val and e["tokens"] == 32 * ((n_val - 1) // 32) == 896 and e["sequences"] == 28
-    table = run_dw("analyze", str(run))
+    table = dw("analyze", str(run))
     assert table.returncode == 0, table.stderr
     flat = " ".join(table.stdout.split())
     assert "896 memmap val tokens" in flat and "fewer than the 8,192 asked" in flat
