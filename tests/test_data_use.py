@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tests.helpers import REPO, run_dw
+from tests.helpers import dw, REPO
 
 SWEEP = """
     groups: {model: depth_delusion, data: memmap}
@@ -50,13 +50,13 @@ def test_dw_train_warns_in_one_line_when_its_tokens_exceed_the_train_split(tmp_p
         f"train.steps={steps}",
         f"run.dir={tmp_path / 'r'}",
     ]
-    p = run_dw(*args)
+    p = dw(*args)
     assert p.returncode == 0, p.stderr
     lines = [ln for ln in p.stderr.splitlines() if "epochs" in ln]
     assert len(lines) == 1, p.stderr
     assert f"{steps * 256:,} training tokens, {steps * 256 / n:.2f} epochs of the {n:,}-token train split" in lines[0]
     assert lines[0].startswith("dw warning: the run plans") and str(data.resolve()) in lines[0]
-    q = run_dw(*[a for a in args if not a.startswith("train.steps")], "train.steps=10", f"run.dir={tmp_path / 's'}")
+    q = dw(*[a for a in args if not a.startswith("train.steps")], "train.steps=10", f"run.dir={tmp_path / 's'}")
     assert q.returncode == 0 and "epochs" not in q.stderr, q.stderr  # within the split: nothing said
 
 
@@ -66,7 +66,7 @@ def test_the_dry_run_checks_every_run_against_the_prepared_corpus(tmp_path, corp
     sweeps.mkdir()
     (sweeps / "rep.yaml").write_text(textwrap.dedent(SWEEP).replace("PATH", str(data)))
     env = {"DW_SWEEPS": str(sweeps), "DW_RUNS": str(tmp_path / "runs")}
-    p = run_dw("sweep", "rep", "--dry-run", env=env)
+    p = dw("sweep", "rep", "--dry-run", env=env)
     assert p.returncode == 0, p.stderr
     disk = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("data: memmap"))
@@ -75,6 +75,6 @@ def test_the_dry_run_checks_every_run_against_the_prepared_corpus(tmp_path, corp
     warn = [ln for ln in p.stderr.splitlines() if "epochs" in ln]
     assert len(warn) == 1 and warn[0].startswith(f"dw: warning: {len(over)} of 3 runs read their train split"), p.stderr
     assert f"{400 * 256:,} training tokens, {400 * 256 / n:.2f} epochs" in warn[0]
-    doc = json.loads(run_dw("sweep", "rep", "--dry-run", "--json", env=env).stdout)
+    doc = json.loads(dw("sweep", "rep", "--dry-run", "--json", env=env).stdout)
     assert [d["train_tokens"] for d in doc["data"]] == [n] and doc["data"][0]["disk_bytes"] == disk
     assert [r["epochs"] for r in doc["runs"]] == pytest.approx([s * 256 / n for s in (10, 100, 400)])

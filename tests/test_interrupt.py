@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from depthwidth.train import signals
-from tests.helpers import REPO, gate_env, open_gate, run_dw
+from tests.helpers import dw, gate_env, open_gate, REPO
 from tests.test_train import TINY, _metrics, _spawn, _summary, _wait_for
 
 ARGS = [*TINY, "train.steps=40"]
@@ -25,7 +25,7 @@ ARGS = [*TINY, "train.steps=40"]
 def ref(tmp_path_factory):
     """The uninterrupted run every interrupted one must end up equal to."""
     d = tmp_path_factory.mktemp("ref") / "run"
-    p = run_dw("train", *ARGS, "train.ckpt_every=20", f"run.dir={d}")
+    p = dw("train", *ARGS, "train.ckpt_every=20", f"run.dir={d}")
     assert p.returncode == 0, p.stderr
     return d
 
@@ -57,7 +57,7 @@ def test_ctrl_c_checkpoints_preempts_exits_3_and_the_rerun_resumes_exactly(tmp_p
     s = _summary(cut)
     assert s["status"] == "preempted" and s["reason"] == "SIGINT at step 11" and s["steps"] == 11
     assert _steps(cut) == [11]
-    p = run_dw("train", *args)
+    p = dw("train", *args)
     assert p.returncode == 0, p.stderr
     assert "resuming" in p.stderr and "from step 11" in p.stderr
     assert _metrics(cut) == _metrics(ref)
@@ -83,7 +83,7 @@ def test_a_second_ctrl_c_exits_130_at_once_and_says_what_is_lost(tmp_path, ref):
     assert s["status"] == "failed" and s["steps"] == 25
     assert s["reason"] == "SIGINT twice at step 25: exited without a checkpoint; a rerun resumes from step 20"
     assert _steps(cut) == [20] and not list(cut.rglob("*.tmp"))
-    p = run_dw("train", *args)
+    p = dw("train", *args)
     assert p.returncode == 0, p.stderr
     assert "from step 20" in p.stderr
     assert _metrics(cut) == _metrics(ref)

@@ -12,7 +12,7 @@ import pytest
 from depthwidth.config.compose import compose
 from depthwidth.config.identity import run_id
 from depthwidth.core import provenance
-from tests.helpers import REPO, run_dw
+from tests.helpers import dw, REPO
 from tests.planted import PLANTED, planted_table
 
 TINY = [
@@ -37,7 +37,7 @@ def test_a_run_records_its_provenance_in_config_and_summary(tmp_path):
     from omegaconf import OmegaConf
 
     d = tmp_path / "run"
-    p = run_dw("train", *TINY, f"run.dir={d}", env={"DW_JOB_ID": "local-test_0"})
+    p = dw("train", *TINY, f"run.dir={d}", env={"DW_JOB_ID": "local-test_0"})
     assert p.returncode == 0, p.stderr
     cfg = OmegaConf.to_container(OmegaConf.load(d / "config.yaml"))
     summ = json.loads((d / "summary.json").read_text())
@@ -110,21 +110,19 @@ def test_precision_is_part_of_the_run_id_and_the_device_is_not():
 
 
 def test_a_sweep_pins_the_precision_of_its_launchers_device():
-    cpu = json.loads(run_dw("sweep", "demo", "--dry-run", "--json").stdout)
-    gpu = json.loads(
-        run_dw("sweep", "demo", "launcher=slurm", "launcher.gpus_per_node=1", "--dry-run", "--json").stdout
-    )
+    cpu = json.loads(dw("sweep", "demo", "--dry-run", "--json").stdout)
+    gpu = json.loads(dw("sweep", "demo", "launcher=slurm", "launcher.gpus_per_node=1", "--dry-run", "--json").stdout)
     assert (cpu["device"], gpu["device"]) == ("cpu", "cuda")
     assert all("train.precision=fp32" in r["overrides"] for r in cpu["runs"])
     assert all("train.precision=bf16" in r["overrides"] for r in gpu["runs"])
     assert not {r["run_id"] for r in cpu["runs"]} & {r["run_id"] for r in gpu["runs"]}
     pinned = json.loads(
-        run_dw(
+        dw(
             "sweep", "demo", "launcher=slurm", "launcher.gpus_per_node=1", "train.device=cpu", "--dry-run", "--json"
         ).stdout
     )
     assert all("train.precision=fp32" in r["overrides"] for r in pinned["runs"])  # train.device wins over the launcher
-    same = json.loads(run_dw("sweep", "demo", "launcher=local", "launcher.gpus=none", "--dry-run", "--json").stdout)
+    same = json.loads(dw("sweep", "demo", "launcher=local", "launcher.gpus=none", "--dry-run", "--json").stdout)
     assert [r["run_id"] for r in same["runs"]] == [r["run_id"] for r in cpu["runs"]]  # another CPU launcher: same runs
 
 

@@ -1,4 +1,5 @@
-"""One training run end to end: real subprocesses, real signals, real files."""
+"""One training run end to end: real signals and kill -9 on real subprocesses, real files; the runs
+that need no process of their own (references, resumes, bad input) run ``dw train`` in-process."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, assert_bad_input, gate_env, run_dw
+from tests.helpers import assert_bad_input, dw, gate_env, REPO
 
 TIMING = ("tokens_per_s", "mfu")  # wall-clock fields: the only ones allowed to differ
 TINY = [
@@ -59,7 +60,7 @@ def _wait_for(path: Path, timeout=120.0):
 
 def test_train_writes_run_dir(tmp_path):
     d = tmp_path / "run"
-    p = run_dw("train", *TINY, "train.steps=20", f"run.dir={d}", "--json")
+    p = dw("train", *TINY, "train.steps=20", f"run.dir={d}", "--json")
     assert p.returncode == 0, p.stderr
     s = json.loads(p.stdout)
     assert s == _summary(d)
@@ -79,14 +80,14 @@ def test_train_writes_run_dir(tmp_path):
     # no temp files left behind by atomic writes
     assert not list(d.rglob("*.tmp"))
     # rerunning a finished run is a no-op that returns the same summary
-    p2 = run_dw("train", *TINY, "train.steps=20", f"run.dir={d}", "--json")
+    p2 = dw("train", *TINY, "train.steps=20", f"run.dir={d}", "--json")
     assert p2.returncode == 0 and json.loads(p2.stdout) == s
 
 
 def test_sigkill_then_resume_is_exact(tmp_path):
     ref, cut = tmp_path / "ref", tmp_path / "cut"
     args = [*TINY, "train.steps=40", "train.ckpt_every=20"]
-    assert run_dw("train", *args, f"run.dir={ref}").returncode == 0
+    assert dw("train", *args, f"run.dir={ref}").returncode == 0
     gate = tmp_path / "gate"  # the run waits before step 25, past its step-20 checkpoint, to be killed there
     proc = _spawn([*args, f"run.dir={cut}"], env=gate_env(gate, 25))
     _wait_for(gate / f"at-25-{proc.pid}")
@@ -95,7 +96,7 @@ def test_sigkill_then_resume_is_exact(tmp_path):
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert _summary(cut)["status"] == "running"  # killed: nobody wrote an end status
-    p = run_dw("train", *args, f"run.dir={cut}")
+    p = dw("train", *args, f"run.dir={cut}")
     assert p.returncode == 0, p.stderr
     assert "resuming" in p.stderr and "from step 20" in p.stderr
     assert _metrics(cut) == _metrics(ref)
@@ -108,7 +109,7 @@ def test_sigkill_then_resume_is_exact(tmp_path):
 def test_sigusr2_checkpoints_and_exits_for_requeue(tmp_path):
     ref, cut = tmp_path / "ref", tmp_path / "cut"
     args = [*TINY, "train.steps=40", "train.ckpt_every=100"]
-    assert run_dw("train", *args, f"run.dir={ref}").returncode == 0
+    assert dw("train", *args, f"run.dir={ref}").returncode == 0
     gate = tmp_path / "gate"  # the run waits before step 10 until the signal reaches it
     proc = _spawn([*args, f"run.dir={cut}"], env=gate_env(gate, 10))
     _wait_for(gate / f"at-10-{proc.pid}")
@@ -119,7 +120,7 @@ def test_sigusr2_checkpoints_and_exits_for_requeue(tmp_path):
     assert s["status"] == "preempted" and "SIGUSR2" in s["reason"]
     ckpts = sorted((cut / "ckpt").glob("step_*"))
     assert len(ckpts) == 1 and int(ckpts[0].name.split("_")[1]) == s["steps"] == 11
-    p = run_dw("train", *args, f"run.dir={cut}")
+    p = dw("train", *args, f"run.dir={cut}")
     assert p.returncode == 0, p.stderr
     assert _metrics(cut) == _metrics(ref)
     assert _summary(cut)["final_val_loss"] == _summary(ref)["final_val_loss"]
@@ -128,13 +129,13 @@ def test_sigusr2_checkpoints_and_exits_for_requeue(tmp_path):
 def test_truncated_newest_checkpoint_falls_back(tmp_path):
     d = tmp_path / "run"
     args = [*TINY, "train.steps=30", "train.ckpt_every=10", "train.keep_ckpts=3", f"run.dir={d}"]
-    assert run_dw("train", *args).returncode == 0
+    assert dw("train", *args).returncode == 0
     final = _summary(d)["final_val_loss"]
     ref_metrics = _metrics(d)
     newest = d / "ckpt" / "step_00000030" / "__0_0.distcp"
     newest.write_bytes(newest.read_bytes()[:1000])  # a torn write
     (d / "summary.json").unlink()  # pretend the run died before finishing
-    p = run_dw("train", *args)
+    p = dw("train", *args)
     assert p.returncode == 0, p.stderr
     assert "step_00000030 is corrupt" in p.stderr and "from step 20" in p.stderr
     assert _summary(d)["final_val_loss"] == final
@@ -146,7 +147,7 @@ def test_truncated_newest_checkpoint_falls_back(tmp_path):
 )
 def test_loss_falls(tmp_path, data, vocab):
     d = tmp_path / "run"
-    p = run_dw(
+    p = dw(
         "train",
         "model.depth=2",
         "model.width=64",
@@ -180,8 +181,8 @@ def test_wsd_branch_equals_a_run_of_that_budget(tmp_path):
     common = [*TINY, "optim.schedule=wsd", "optim.warmup=4", "optim.decay_fraction=0.25"]
     tps = 8 * 64
     main, short = tmp_path / "main", tmp_path / "short"
-    assert run_dw("train", *common, "train.steps=40", f"train.budgets=[{16 * tps}]", f"run.dir={main}").returncode == 0
-    assert run_dw("train", *common, "train.steps=16", f"run.dir={short}").returncode == 0
+    assert dw("train", *common, "train.steps=40", f"train.budgets=[{16 * tps}]", f"run.dir={main}").returncode == 0
+    assert dw("train", *common, "train.steps=16", f"run.dir={short}").returncode == 0
     branch = _summary(main)["budgets"][0]
     assert branch["step"] == 16
     assert branch["val_loss"] == _summary(short)["final_val_loss"]
@@ -189,7 +190,7 @@ def test_wsd_branch_equals_a_run_of_that_budget(tmp_path):
 
 def test_divergence_is_a_status_not_a_crash(tmp_path):
     d = tmp_path / "run"
-    p = run_dw(
+    p = dw(
         "train",
         *TINY,
         "train.steps=40",
@@ -227,16 +228,16 @@ def test_divergence_is_a_status_not_a_crash(tmp_path):
 )
 def test_bad_input_exit_2_nothing_written(tmp_path, extra, needle):
     d = tmp_path / "run"
-    line = assert_bad_input(run_dw("train", *TINY, "train.steps=5", f"run.dir={d}", *extra))
+    line = assert_bad_input(dw("train", *TINY, "train.steps=5", f"run.dir={d}", *extra))
     assert needle in line
     assert not d.exists()
 
 
 def test_checkpoint_from_another_config_is_refused(tmp_path):
     d = tmp_path / "run"
-    assert run_dw("train", *TINY, "train.steps=5", f"run.dir={d}").returncode == 0
+    assert dw("train", *TINY, "train.steps=5", f"run.dir={d}").returncode == 0
     before = sorted(p.name for p in d.rglob("*"))
-    line = assert_bad_input(run_dw("train", *TINY, "train.steps=5", "model.depth=3", f"run.dir={d}"))
+    line = assert_bad_input(dw("train", *TINY, "train.steps=5", "model.depth=3", f"run.dir={d}"))
     assert "different config" in line
     assert sorted(p.name for p in d.rglob("*")) == before
 
@@ -245,7 +246,7 @@ def test_non_finite_weights_are_never_checkpointed(tmp_path):
     import torch
 
     d = tmp_path / "run"
-    p = run_dw(
+    p = dw(
         "train",
         *TINY,
         "train.steps=40",
@@ -385,7 +386,7 @@ def test_the_issue_example_trains(tmp_path):
     """The documented example: a 4-layer × model at width 128 (exact matching cannot
     reach 0.5% at whole heads of 64, so it warns and trains)."""
     d = tmp_path / "try1"
-    p = run_dw(
+    p = dw(
         "train",
         "model=depth_delusion",
         "model.depth=4",
