@@ -22,6 +22,17 @@ GPU-hours, coverage within 90-98%.
 
     python benchmarks/bench_design.py                        # 2 forms x 3 shifts x 2 noises x 3 seeds
     python benchmarks/bench_design.py --seeds 1 --shifts 1 --noise 0.01 --plot docs/design_bench.png
+
+``--promise ROWS.jsonl``: is the interval ``dw suggest`` promises after its picks the one the refit
+reports?  Per draw (form x shift x noise x seed): round 0 from the published prior (``--first`` of
+the grid's GPU-hours) and round 1 from the fit of round 0's runs (``--step``); each round's promise
+(``Design.width_after[-1]``) against the 95% interval the refit on the runs so far reports (``dw
+fit``'s pipeline, ``--bootstrap`` replicates, the picks' losses planted afresh).  One row per draw
+and round, appended as it ends (a rerun skips the draws the file has); the table gives the median
+realized / promised ratio, its quartiles and 10-90% range per round kind, and the promise as it was
+before #36 (the Kalman update of the ensemble's own replicates, from the trimmed interval) beside it.
+
+    python benchmarks/bench_design.py --promise /tmp/promise.jsonl --seeds 4        # 48 draws
 """
 
 from __future__ import annotations
@@ -179,6 +190,132 @@ def one(job: dict) -> dict:
     return out
 
 
+def _promises(ens, target: str, rows, cost, budget: float) -> tuple[list[int], float, float, float]:
+    """(picks, the promise, the promise before #36, the interval now) of one design round."""
+    from dataclasses import replace
+
+    from depthwidth.fit.predict import _joint, design, parse_target
+
+    t = parse_target(target, ens.law)
+    d = design(ens, t, rows, cost, budget=budget)
+    kalman = design(replace(ens, source="fit"), t, rows, cost, budget=budget)  # the ensemble's own update
+    T, _, _ = _joint(ens, t, rows)
+    lo, hi = np.percentile(T[:, 0], [2.5, 97.5])
+    old = kalman.width_after[-1] * (hi - lo) / kalman.width_now  # from the trimmed replicates, as before
+    return list(d.picks), float(d.width_after[-1]), float(old), float(d.width_now)
+
+
+def promise_draw(job: dict) -> list[dict]:
+    """Round 0 (prior) and round 1 (fit) of one planted world: promise against the refit's interval."""
+    from depthwidth.fit.laws import get_law
+    from depthwidth.fit.prior import prior
+
+    sp, form, shift, noise, seed, target, B = (
+        job[k] for k in ("space", "form", "shift", "noise", "seed", "target", "B")
+    )
+    cand, cost = sp["cand"], np.asarray(sp["cost"])
+    grid_hours = float(cost[sp["grid"]].sum())
+    w = _world(form, shift, noise)
+    key = {k: job[k] for k in ("form", "shift", "noise", "seed", "target")}
+    pool = np.ones(len(cand), dtype=bool)
+    table: list[dict] = []
+    ens = prior(get_law("depth-delusion", dcrit=form), seed=seed)
+    out = []
+    for r, frac in enumerate((job["first"], job["step"])):
+        idx = np.flatnonzero(pool)
+        picks, promised, old, now = _promises(ens, target, [cand[i] for i in idx], cost[idx], frac * grid_hours)
+        chosen = idx[picks]
+        pool[chosen] = False
+        table += _plant(w, [cand[i] for i in chosen], seed * 1000 + r)
+        new, iv = _interval(table, form, target, B, seed)
+        got = None if iv is None else float(iv[1] - iv[0])
+        out.append(
+            {
+                **key,
+                "round": r,
+                "from": "prior" if r == 0 else "fit",
+                "runs": len(table),
+                "picks": len(chosen),
+                "now": now,
+                "promised": promised if np.isfinite(promised) else None,
+                "promised_before": old,
+                "realized": got,
+            }
+        )
+        if new is None:
+            break
+        ens = new
+    return out
+
+
+def promise_summary(rows: list[dict]) -> list[dict]:
+    out = []
+    for kind in ("prior", "fit"):
+        rs = [r for r in rows if r["from"] == kind and r["realized"] is not None]
+        for col, label in (("promised", "after #36"), ("promised_before", "before #36")):
+            v = np.array([r["realized"] / r[col] for r in rs if r[col]])
+            if not len(v):
+                continue
+            out.append(
+                {
+                    "from": kind,
+                    "promise": label,
+                    "draws": int(len(v)),
+                    "not_determined": int(sum(1 for r in rs if not r[col])),
+                    "median": float(np.median(v)),
+                    "q25": float(np.percentile(v, 25)),
+                    "q75": float(np.percentile(v, 75)),
+                    "p10": float(np.percentile(v, 10)),
+                    "p90": float(np.percentile(v, 90)),
+                    "optimistic": float(np.mean(v > 1)),
+                }
+            )
+    return out
+
+
+def promise_main(a, sp) -> int:
+    path = Path(a.promise)
+    done = []
+    if path.exists():
+        done = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    have = {(r["form"], r["shift"], r["noise"], r["seed"], r["target"]) for r in done}
+    target = a.targets.split(",")[0] if a.targets != ",".join(TARGETS) else "dcrit@512"
+    jobs = [
+        {
+            "space": sp,
+            "form": f,
+            "shift": float(s),
+            "noise": float(n),
+            "seed": k,
+            "target": target,
+            "B": a.bootstrap,
+            "first": a.first,
+            "step": a.step,
+        }
+        for k in range(a.seeds)
+        for f in a.forms.split(",")
+        for s in a.shifts.split(",")
+        for n in a.noise.split(",")
+    ]
+    jobs = [j for j in jobs if (j["form"], j["shift"], j["noise"], j["seed"], j["target"]) not in have]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max(1, a.workers)) as ex, path.open("a") as fh:
+        for rows in ex.map(promise_draw, jobs):
+            for r in rows:
+                fh.write(json.dumps(r) + "\n")
+            fh.flush()
+            done += rows
+    print(f"{len(jobs)} draws run now in {time.perf_counter() - t0:.0f} s; {len(done)} rows in {path}")
+    print("| round from | promise | draws | realized / promised: median | quartiles | 10-90% | optimistic |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for s in promise_summary(done):
+        print(
+            f"| {s['from']} | {s['promise']} | {s['draws']} | {s['median']:.2f} | {s['q25']:.2f}-{s['q75']:.2f} | "
+            f"{s['p10']:.2f}-{s['p90']:.2f} | {s['optimistic']:.0%} |"
+        )
+    return 0
+
+
 def summarize(results: list[dict]) -> dict:
     s = {}
     for t in TARGETS:
@@ -241,9 +378,12 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--plot", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--promise", default=None, help="measure the promise ratio; rows appended to this JSONL file")
     a = ap.parse_args()
     t0 = time.perf_counter()
     sp = space()
+    if a.promise:
+        return promise_main(a, sp)
     jobs = [
         {
             "space": sp,

@@ -19,19 +19,20 @@ group fitted scores -1 (the benchmark scores a failed prediction so).  Reported:
 law of the task × seeds.
 
 * ``random``: a random order of the pool, taken while within budget (the paper's Random).
-* ``dw``: first the cheapest runs, up to int(2.5·P) of them for a law of P parameters (the initial
-  design the paper's V-opt and MSPE start from, ``cheap_init`` in active-sl's vopt.py / mspe.py),
-  within the checkpoint's budget; then greedy picks by ``depthwidth.fit.predict.design`` with target
-  ``Region(rows=the group's target rows)``: the expected fall of the summed variance of the predicted
-  log losses over the target region per unit of cost (V-optimality on the target, from the bootstrap
-  ensemble).  The ensemble is refitted (``run_fit``, ``--bootstrap`` replicates resampling seed noise,
-  ``--design-starts`` starts) after every batch of picks; a batch is max(1, ceil(``--refit-growth`` ·
-  runs so far)) picks, chosen greedily with the covariance conditioned on each pick before the next:
-  one pick per refit while few runs are in, fewer refits as the table grows (geometric: about
-  log(n_end / n_start) / log(1 + growth) refits).  Where the ensemble cannot be formed (the fit fails,
-  or fewer than 10 replicates converge) the round takes the batch's k cheapest affordable runs and
-  counts a fallback (one run at a time would refit after every run: 737 s for data_constrained's sl_2,
-  whose bootstrap refits converge 6% of the time).  ``--cost-power p`` ranks by value / cost^p
+* ``dw``: fit/design_rounds.checkpoint_design.  First the cheapest runs, up to int(2.5·P) of them
+  for a law of P parameters (the initial design the paper's V-opt and MSPE start from, ``cheap_init``
+  in active-sl's vopt.py / mspe.py), never more than ``INITIAL_SHARE`` (half) of a checkpoint's
+  budget; then greedy picks by ``depthwidth.fit.predict.design`` with target ``Region(rows=the
+  group's target rows)``: the expected fall of the summed variance of the target region's predicted
+  log losses per unit of cost, the law's misfit correlated between neighbouring configurations and
+  part of the region's prediction (docs/design.md).  The ensemble (``round_ensemble``: the fit's
+  bootstrap, ``--bootstrap`` replicates and ``--design-starts`` starts, from as many runs as
+  parameters; before that, or where the bootstrap leaves fewer than 10 replicates, the RML ensemble)
+  is formed again after every batch; a batch is max(1, ceil(``--refit-growth`` · runs so far)) picks,
+  chosen greedily with the covariance conditioned on each pick before the next (geometric: about
+  log(n_end / n_start) / log(1 + growth) ensembles).  Every batch stays inside the checkpoint's
+  budget.  Where no ensemble can be formed the round takes the batch's k cheapest affordable runs
+  and counts a fallback, with its reason, printed.  ``--cost-power p`` ranks by value / cost^p
   instead (the paper's V-opt: p = 0.3); the default 1 is dw's own design.
 
 BLAS is held to one thread (set before numpy loads): scipy's L-BFGS-B polish inside dw's engine runs
@@ -144,12 +145,27 @@ def r2(y: np.ndarray, p: np.ndarray) -> float:
 
 
 def fit_predict(law, rows, target, starts: int):
-    """(predicted target losses, fit seconds), or (None, reason) where dw's engine gives no fit."""
+    """(predicted target losses, fit seconds), or (None, reason) where dw's engine gives no fit.  With
+    fewer runs than parameters (at least one) the prediction is the median over the RML ensemble's
+    replicates (fit/design_rounds.rml_ensemble: the law's start grid as the prior, each replicate
+    fitted to the runs), where the engine refuses a fit."""
     from depthwidth.core.errors import BadInput, WorkFailed
+    from depthwidth.fit.design_rounds import DesignFailed, rml_ensemble
     from depthwidth.fit.engine import fit_law
 
     if len(rows) < len(law.params):
-        return None, "fewer runs than parameters"
+        if not len(rows):
+            return None, "no runs"
+        t0 = time.perf_counter()
+        try:
+            ens = rml_ensemble(law, rows.reset_index(drop=True))
+        except (DesignFailed, BadInput, WorkFailed) as e:
+            return None, str(e)[:80]
+        with np.errstate(all="ignore"):
+            p = law.to_loss(np.nanmedian(law.evaluate(ens.theta, law.data(target)), axis=0))
+        if not np.isfinite(p).all():
+            return None, "non-finite prediction (RML)"
+        return p, time.perf_counter() - t0
     try:
         fr = fit_law(rows.reset_index(drop=True), law, max_starts=starts)
     except (BadInput, WorkFailed) as e:
@@ -180,77 +196,51 @@ def _affordable(cost: np.ndarray, taken: np.ndarray, room: float) -> np.ndarray:
 
 
 def dw_design(law, spec: dict, g: dict, budgets, a, stats: dict) -> list[np.ndarray]:
-    """The runs dw's design picks in one group, as index arrays, one per checkpoint (cumulative)."""
-    import pandas as pd
-
-    from depthwidth.core.errors import BadInput, WorkFailed
-    from depthwidth.fit.pipeline import run_fit
-    from depthwidth.fit.predict import Region, design, ensemble_of
+    """The runs dw's design picks in one group, as index arrays, one per checkpoint (cumulative):
+    fit/design_rounds.checkpoint_design with fit/design_rounds.round_ensemble (the fit's bootstrap,
+    or from the first run the RML ensemble) and target Region(the group's target rows)."""
+    from depthwidth.fit.design_rounds import checkpoint_design, round_ensemble
+    from depthwidth.fit.predict import Region
 
     pool, cost, total = g["pool"], g["cost"], float(g["cost"].sum())
     cols = list(TASKS[a["task"]]["columns"])
     region = Region(rows=tuple(g["target"][cols].to_dict("records")))
-    n_init = int(2.5 * len(law.params))
-    cheapest = np.argsort(cost, kind="stable")
-    taken = np.zeros(len(pool), dtype=bool)
-    order: list[int] = []
-    spent, out = 0.0, []
-    for b in budgets:
-        limit = b * total
-        for i in cheapest:  # the initial design: the cheapest runs, within this checkpoint's budget
-            if len(order) >= n_init:
-                break
-            if taken[i]:
-                continue
-            if spent + cost[i] > limit * (1 + 1e-12):
-                break
-            taken[i] = True
-            order.append(int(i))
-            spent += cost[i]
-        while len(order) >= n_init:
-            free = _affordable(cost, taken, limit - spent)
-            if not len(free):
-                break
-            k = max(1, math.ceil(a["refit_growth"] * len(order)))
-            picks = None
-            try:
-                t0 = time.perf_counter()
-                doc = run_fit(
-                    runs=pd.DataFrame(pool.iloc[order]).reset_index(drop=True),
-                    law=spec,
-                    bootstrap=a["bootstrap"],
-                    max_starts=a["design_starts"],
-                    seed=a["seed"],
-                    write=False,
-                )
-                stats["refit_seconds"] += time.perf_counter() - t0
-                stats["refits"] += 1
-                bs = doc.get("bootstrap") or {}
-                stats["replicates"] += int(bs.get("converged", 0))
-                stats["replicates_asked"] += int(bs.get("replicates", 0))
-                ens = ensemble_of(doc)
-                d = design(
-                    ens,
-                    region,
-                    pool.iloc[free][cols],
-                    cost[free],
-                    budget=limit - spent,
-                    k=k,
-                    cost_power=a["cost_power"],
-                )
-                picks = [int(free[j]) for j in d.picks]
-            except (BadInput, WorkFailed, np.linalg.LinAlgError):
-                picks = None
-            if not picks:  # no ensemble (or no pick with a finite value): the batch's k cheapest affordable runs
-                stats["fallbacks"] += 1
-                picks = [int(i) for i in free[np.argsort(cost[free], kind="stable")[:k]]]
-            for i in picks:  # picked among affordable runs; a batch may still overrun: stop there
-                if spent + cost[i] > limit * (1 + 1e-12):
-                    break
-                taken[i] = True
-                order.append(i)
-                spent += cost[i]
-        out.append(np.array(order, dtype=int))
+
+    def ensemble(order):
+        t0 = time.perf_counter()
+        ens, why = round_ensemble(
+            law,
+            pool.iloc[order].reset_index(drop=True),
+            law_spec=spec,
+            bootstrap=a["bootstrap"],
+            max_starts=a["design_starts"],
+            seed=a["seed"],
+        )
+        stats["refit_seconds"] += time.perf_counter() - t0
+        stats["refits"] += 1
+        stats["replicates"] += len(ens.theta)
+        if why:
+            stats["rml"] += 1
+            key = why.split(":")[0] if "fewer than" in why else why
+            stats["rml_reasons"][key] = stats["rml_reasons"].get(key, 0) + 1
+        return ens
+
+    st: dict = {}
+    out = checkpoint_design(
+        pool[cols],
+        cost,
+        [b * total for b in budgets],
+        region,
+        len(law.params),
+        ensemble,
+        growth=a["refit_growth"],
+        stats=st,
+        cost_power=a["cost_power"],
+    )
+    stats["fallbacks"] += st["fallbacks"]
+    for k, v in st["fallback_reasons"].items():
+        stats["fallback_reasons"][k] = stats["fallback_reasons"].get(k, 0) + v
+    stats["initial_share_max"] = max(stats["initial_share_max"], max(st["initial_spent"], default=0.0))
     return out
 
 
@@ -278,7 +268,16 @@ def one(job: dict) -> dict:
     law = load_law(path)
     groups = load_task(Path(job["data"]), job["task"])
     budgets = job["budgets"]
-    stats = {"refits": 0, "refit_seconds": 0.0, "fallbacks": 0, "replicates": 0, "replicates_asked": 0}
+    stats = {
+        "refits": 0,
+        "refit_seconds": 0.0,
+        "fallbacks": 0,
+        "fallback_reasons": {},
+        "rml": 0,
+        "rml_reasons": {},
+        "replicates": 0,
+        "initial_share_max": 0.0,
+    }
     if job["method"] == "all":
         chosen_per = [[np.arange(len(g["cost"])) for g in groups]]
         budgets = [1.0]
@@ -327,7 +326,13 @@ def summarize(results: list[dict], tasks, budgets) -> dict:
                     "fits": int(sum(len(r["checkpoints"][i]["no_fit"]) == 0 for r in mine)),
                 }
             if m == "dw" and mine:
-                st = {k: sum(r["stats"][k] for r in mine) for k in mine[0]["stats"]}
+                st = {k: sum(r["stats"][k] for r in mine) for k in ("refits", "refit_seconds", "fallbacks", "rml")}
+                for k in ("fallback_reasons", "rml_reasons"):
+                    st[k] = {}
+                    for r in mine:
+                        for why, n in r["stats"][k].items():
+                            st[k][why] = st[k].get(why, 0) + n
+                st["initial_share_max"] = max(r["stats"]["initial_share_max"] for r in mine)
                 st["seconds"] = float(sum(r["seconds"] for r in mine))
                 row["dw_stats"] = st
         alld = [r for r in rs if r["method"] == "all"]
@@ -385,6 +390,13 @@ def table(task: str, row: dict, budgets, seeds: int) -> str:
     return "\n".join(lines)
 
 
+def _keep(result: dict, rows: str | None) -> dict:
+    if rows:
+        with open(rows, "a") as fh:
+            fh.write(json.dumps(result, default=float) + "\n")
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DATA), help="the ScaleBench folder (default ../shared/data/scalebench)")
@@ -401,6 +413,9 @@ def main() -> int:
     ap.add_argument("--cost-power", type=float, default=1.0, help="rank by value / cost^p (1: dw's design)")
     ap.add_argument("--no-all-data", action="store_true", help="skip the All Data row")
     ap.add_argument("--json", default=None, help="also write every result to this file")
+    ap.add_argument(
+        "--rows", default=None, help="append each job's result to this JSONL file as it ends; a rerun skips those"
+    )
     a = ap.parse_args()
     tasks = [t for t in a.tasks.split(",") if t]
     unknown = [t for t in tasks if t not in TASKS]
@@ -431,24 +446,39 @@ def main() -> int:
             for m in a.methods.split(","):
                 jobs += [{**base, "task": t, "law": str(f), "method": m, "seed": s} for s in range(a.seeds)]
     weight = {"farseer": 4, "data_constrained": 2, "parallel": 1}  # longest first keeps the workers busy
-    jobs.sort(key=lambda j: -(weight[j["task"]] * (3 if j["method"] == "dw" else 1)))
+    # seed by seed (every law of every task at seed 0 first): rows cut short still cover every law
+    jobs.sort(key=lambda j: (j["seed"], -(weight[j["task"]] * (3 if j["method"] == "dw" else 1))))
     t0 = time.perf_counter()
+    results: list[dict] = []
+    if a.rows:
+        rows_path = Path(a.rows)
+        if rows_path.exists():
+            results = [json.loads(x) for x in rows_path.read_text().splitlines() if x.strip()]
+        have = {(r["task"], r["law"], r["method"], r["seed"]) for r in results}
+        jobs = [j for j in jobs if (j["task"], Path(j["law"]).stem, j["method"], j["seed"]) not in have]
     if a.workers > 1:
+        from concurrent.futures import as_completed
+
         with ProcessPoolExecutor(a.workers) as ex:
-            results = list(ex.map(one, jobs))
+            for f in as_completed([ex.submit(one, j) for j in jobs]):
+                results.append(_keep(f.result(), a.rows))
     else:
-        results = [one(j) for j in jobs]
+        results += [_keep(one(j), a.rows) for j in jobs]
     wall = time.perf_counter() - t0
     s = summarize(results, tasks, budgets)
     for t in tasks:
         print(table(t, s[t], budgets, a.seeds))
         st = s[t].get("dw_stats")
         if st:
-            conv = st["replicates"] / st["replicates_asked"] if st["replicates_asked"] else float("nan")
             print(
-                f"dw design: {st['refits']} refits ({st['refit_seconds']:.0f} s), bootstrap replicates converged "
-                f"{conv:.0%}, {st['fallbacks']} round(s) fell back to the cheapest runs; {st['seconds']:.0f} s in all"
+                f"dw design: {st['refits']} ensembles ({st['refit_seconds']:.0f} s), {st['rml']} of them RML "
+                f"(the fit's bootstrap not used), {st['fallbacks']} round(s) fell back to the cheapest runs; "
+                f"initial runs at most {st['initial_share_max']:.0%} of a checkpoint; {st['seconds']:.0f} s in all"
             )
+            for why, n in sorted(st["rml_reasons"].items(), key=lambda x: -x[1]):
+                print(f"  RML x{n}: {why}")
+            for why, n in sorted(st["fallback_reasons"].items(), key=lambda x: -x[1]):
+                print(f"  fallback x{n}: {why}")
         nofit = {m: sum(v.get(m, {}).get("no_fit", 0) for v in s[t]["budgets"].values()) for m in METHODS}
         print(f"group fits refused (fewer runs than parameters, or failed): random {nofit['random']}, dw {nofit['dw']}")
         for line in s[t]["short"]:

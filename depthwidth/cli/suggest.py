@@ -116,13 +116,14 @@ def _render(doc: dict) -> None:
             str(r["seed"]),
             f"{r['hours']:.3g}",
             f"{r['predicted_loss']:.3f} [{r['pi'][0]:.3f}, {r['pi'][1]:.3f}]",
-            f"{r['interval_after']:.3g}",
+            "—" if r["interval_after"] is None else f"{r['interval_after']:.3g}",
         )
     c.print(t)
+    after = "not determined" if doc["interval_after"] is None else f"{doc['interval_after']:.3g}"
     c.print(
         escape(
             f"{doc['target_label']}: 95% interval {doc['interval_now']:.3g} wide now, expected "
-            f"{doc['interval_after']:.3g} after these runs (from the {doc['from']}; {doc['candidates']} candidates, "
+            f"{after} after these runs (from the {doc['from']}; {doc['candidates']} candidates, "
             f"{doc.get('candidates_in_store', 0)} already in the store, {doc.get('candidates_refused', 0)} refused "
             "by the plan)"
         ),

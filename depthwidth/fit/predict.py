@@ -28,12 +28,17 @@ covariance), observing candidate x with noise variance s² leaves
     Var(T | y_x) = Var(T) − Cov(T, y_x)² / (Var(y_x) + s²).
 
 Greedy batch choice conditions the joint covariance on each pick before the next, so a second run
-that would teach what the first already teaches is worth little.  Why not refit per candidate: that
-is one bootstrap per candidate and replicate (hours for a 30-run grid); the update costs one
-covariance matrix, works for any law and any target the replicates can compute, and its choices are
-checked against random designs on planted worlds (tests/test_design.py).  Its limit: where the
-target depends on the loss far from linearly over the replicates' spread (a D_crit the data do not
-bracket yet), the expected reduction is approximate; rounds (fit, suggest, run, refit) correct it.
+that would teach what the first already teaches is worth little.  The ranking treats the law's
+misfit as correlated between neighbouring configurations (``misfit_kernel``: many cheap runs in one
+corner share it, and a region's own misfit is learned only near it); the promise (``width_after``)
+is the interval the refit will report: from a fit's bootstrap the ensemble's Kalman update, from a
+prior what the runs alone determine (``_data_only_widths``), docs/design.md "The promise".
+Why not refit per candidate: that is one bootstrap per candidate and replicate (hours for a 30-run
+grid); the update costs one covariance matrix, works for any law and any target the replicates can
+compute, and its choices are checked against random designs on planted worlds (tests/test_design.py).
+Its limit: where the target depends on the loss far from linearly over the replicates' spread (a
+D_crit the data do not bracket yet), the expected reduction is approximate; rounds (fit, suggest,
+run, refit) correct it.
 
 No torch, no pandas at import.
 """
@@ -73,8 +78,15 @@ class Ensemble:
     count: CountModel | None = None  # N(D, W) in the fit's convention, for compute-optimal targets
     convention: str = "total"  # which parameter count the law reads as N (fit/count.py)
     level: float = 0.95
-    source: str = "fit"  # fit | prior NAME
+    source: str = "fit"  # fit | prior NAME | rml (N runs)
     notes: list = field(default_factory=list)
+    runs: list | None = None  # rows of the runs a prior-based ensemble (rml, prior: none) was fitted to
+
+    @property
+    def from_fit(self) -> bool:
+        """Whether the replicates are a fit's bootstrap (the refit after new runs is the same kind of
+        bootstrap, of more runs) rather than draws from a prior (which the refit forgets)."""
+        return self.source == "fit"
 
     @property
     def new_run_var(self) -> float:
@@ -334,6 +346,85 @@ def _configs(ens: Ensemble, rows) -> np.ndarray:
 
 
 MIN_REPLICATES = 10  # replicates a design's covariance rests on
+MISFIT_LENGTH = 1.0  # the misfit's correlation length, in standard deviations of the candidates' log inputs
+
+
+def _coords(ens: Ensemble, rows) -> np.ndarray:
+    """(n, d) the law's input columns of ``rows``, each on a log scale where it is positive."""
+    X = ens.law.data(_table(ens, rows))
+    cols = [np.asarray(X[c], dtype=float) for c in ens.law.columns]
+    if not cols:
+        return np.zeros((len(X["_zero"]), 0))
+    return np.column_stack([np.log(c) if (c > 0).all() else c for c in cols])
+
+
+def misfit_kernel(ens: Ensemble, rows, extra=None, length: float = MISFIT_LENGTH):
+    """(corr among ``rows`` (M, M), corr of ``extra`` rows with them (K, M), among ``extra`` (K, K)):
+    the correlation of the law's misfit between configurations, exp(-d^2 / 2), d the distance of their
+    log inputs in units of ``length`` standard deviations of the candidates' (a Kennedy-O'Hagan
+    discrepancy: a law wrong at one configuration is wrong alike at its neighbours).  Identical
+    configurations (another seed) correlate 1."""
+    recs = rows.to_dict("records") if hasattr(rows, "to_dict") else [dict(r) for r in rows]
+    ext = [dict(r) for r in (extra or ())]
+    x = _coords(ens, recs + ext)
+    xc, xe = x[: len(recs)], x[len(recs) :]
+    sd = xc.std(axis=0) if len(xc) > 1 else np.zeros(x.shape[1])
+    use = np.isfinite(sd) & (sd > 0) & np.isfinite(x).all(axis=0)
+    xc, xe = xc[:, use] / (length * sd[use]), xe[:, use] / (length * sd[use])
+
+    def corr(a, b):
+        d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=2)
+        return np.exp(-0.5 * d2)
+
+    return corr(xc, xc), corr(xe, xc), corr(xe, xe)
+
+
+DATA_ONLY_DRAWS = 64  # replicates the promise from a prior is averaged over
+
+
+def _data_only_widths(ens: Ensemble, target, rows, picks: list[int]) -> list[float]:
+    """The target's interval width after each prefix of ``picks``, as a fit of the ensemble's own runs
+    (``ens.runs``; none for a prior) and those picks alone will report it: the refit's bootstrap
+    knows nothing of a prior, so a promise made from one must not lean on it.  Linear-Gaussian about
+    where the truth may be: at each of ``DATA_ONLY_DRAWS`` replicates (the point among them), the
+    Fisher information of the runs (the law's log-loss gradients by central differences, over a new
+    run's noise variance) gives Var(T) = g' F^-1 g, infinite where the runs leave a direction T
+    depends on undetermined; the promise is the median width over the replicates (a hinge the runs
+    do not reach at one replicate may be crossed at another)."""
+    from statistics import NormalDist
+
+    law = ens.law
+    rng = np.random.default_rng(0)
+    others = ens.theta[rng.permutation(len(ens.theta))[: DATA_ONLY_DRAWS - 1]] if len(ens.theta) else ens.theta
+    thetas = np.vstack([np.asarray(ens.point, dtype=float)[None, :], others])
+    free = np.flatnonzero(np.ptp(ens.theta, axis=0) > 0) if len(ens.theta) > 1 else np.arange(thetas.shape[1])
+    mine = rows.iloc[list(picks)].to_dict("records") if hasattr(rows, "iloc") else [rows[j] for j in picks]
+    X = law.data(_table(ens, [*(ens.runs or []), *mine]))
+    n0, P = len(ens.runs or []), len(free)
+    z = NormalDist().inv_cdf(0.5 * (1 + ens.level))
+    s2 = max(ens.new_run_var, 1e-12)
+    widths = np.full((len(thetas), len(picks)), np.inf)
+    for b, th0 in enumerate(thetas):
+        h = 1e-5 * np.maximum(1.0, np.abs(th0[free]))
+        TH = np.repeat(th0[None, :], 2 * P, axis=0)
+        TH[np.arange(P), free] += h
+        TH[P + np.arange(P), free] -= h
+        with np.errstate(all="ignore"):
+            pred = law.evaluate(TH, X)
+            J = (pred[:P] - pred[P:]) / (2 * h[:, None])  # (P, n)
+            tv = target.values(ens, TH).reshape(2 * P, -1)
+            g = (tv[:P] - tv[P:]) / (2 * h[:, None])  # (P, K)
+        if not (np.isfinite(J).all() and np.isfinite(g).all()):
+            continue
+        gmax = max(float(np.abs(g).max()), 1e-300)
+        for m in range(1, len(picks) + 1):
+            w, V = np.linalg.eigh(J[:, : n0 + m] @ J[:, : n0 + m].T / s2)
+            gv = V.T @ g  # (P, K): the target's gradient along the information's eigenvectors
+            tiny = w <= 1e-9 * max(float(w.max()), 1e-300)
+            if (np.abs(gv[tiny]) > 1e-6 * gmax).any():
+                continue
+            widths[b, m - 1] = 2 * z * math.sqrt(float((gv[~tiny] ** 2 / w[~tiny, None]).sum()) / g.shape[1])
+    return [float(x) for x in np.median(widths, axis=0)]
 
 
 def design(
@@ -370,8 +461,27 @@ def design(
     cfg = _configs(ens, rows)
     C[K:, K:] += ens.misfit_var * (cfg[:, None] == cfg[None, :])
     s2 = ens.seed_var
+    # What a run teaches (the ranking): the misfit correlated between neighbouring configurations, not
+    # only between seeds of one (misfit_kernel): many cheap runs in one corner share it, so their value
+    # saturates at what the law's misfit allows instead of adding up; and for a region of runs the
+    # misfit there is part of what is predicted, learned only from runs near it.  What the refit will
+    # report (the promise) keeps the refit's own model, each run's residual its own (C).
+    R = C.copy()
+    if ens.misfit_var > 0:
+        kxx, kex, kee = misfit_kernel(ens, rows, getattr(target, "rows", None) if isinstance(target, Region) else None)
+        R[K:, K:] += ens.misfit_var * (kxx - (cfg[:, None] == cfg[None, :]))
+        if isinstance(target, Region):
+            R[:K, :K] += ens.misfit_var * kee
+            R[:K, K:] += ens.misfit_var * kex
+            R[K:, :K] += ens.misfit_var * kex.T
     q = [50 * (1 - ens.level), 50 * (1 + ens.level)]
-    lo, hi = np.percentile(T, q, axis=0)
+    # The interval now is the one the fit reports: percentiles of every replicate that defines the
+    # target (the 1st-99th percentile trim above is for the covariance only; measured from the
+    # trimmed replicates it was 5-25% narrower, and every promise with it).
+    T_all = target.values(ens, ens.theta)
+    T_all = T_all.reshape(len(T_all), -1)
+    T_all = T_all[np.isfinite(T_all).all(axis=1)]
+    lo, hi = np.percentile(T_all, q, axis=0)
     width_now = float(np.mean(hi - lo))
     var_now = float(np.trace(C[:K, :K]))
     sd_now = math.sqrt(max(var_now / K, 0.0))
@@ -384,22 +494,27 @@ def design(
         return scale * math.sqrt(max(v / K, 0.0))
 
     width_alone = np.array([width(var_now - drop(C, j)) for j in range(M)])
-    value = (width_now - width_alone) / rank
+    r_now = float(np.trace(R[:K, :K]))
+    value = np.array([width(var_now) * (1 - math.sqrt(max(1 - drop(R, j) / r_now, 0.0))) for j in range(M)])
+    value = value / rank if r_now > 0 else np.zeros(M)
     picks, widths, spent, var = [], [], 0.0, var_now
     free = np.ones(M, dtype=bool)
     while free.any() and (k is None or len(picks) < k):
         gain = np.full(M, -np.inf)
         for j in np.flatnonzero(free):
             if budget is None or spent + cost[j] <= budget * (1 + 1e-9):
-                gain[j] = drop(C, j) / rank[j]
+                gain[j] = drop(R, j) / rank[j]
         j = int(np.argmax(gain))
         if not np.isfinite(gain[j]):
             break
         picks.append(j)
         spent += cost[j]
         free[j] = False
-        c = C[:, K + j].copy()  # condition every covariance on the pick's measured loss
-        C = C - np.outer(c, c) / (C[K + j, K + j] + s2)
+        for Cm in (C, R):  # condition every covariance on the pick's measured loss
+            c = Cm[:, K + j].copy()
+            Cm -= np.outer(c, c) / (Cm[K + j, K + j] + s2)
         var = float(np.trace(C[:K, :K]))
         widths.append(width(var))
+    if not ens.from_fit and picks:  # the refit forgets the prior: promise what the runs alone determine
+        widths = _data_only_widths(ens, target, rows, picks)
     return Design(target, width_now, sd_now, picks, widths, value, width_alone, cost, used)

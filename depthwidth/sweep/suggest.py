@@ -66,8 +66,13 @@ def ensemble_for(name: str, prior: str | None = None, law: str = "depth-delusion
     if fit is not None:
         return Source(name, doc, st, ensemble_of(fit), fit)
     said = []
-    if prior is None and first and not _measured(st):  # no runs yet: a first design from the papers
+    measured = _measured(st) if prior is None else {}
+    if prior is None and first and not measured:  # no runs yet: a first design from the papers
         prior, said = "published", [f"sweep {st} has no finished runs yet: a first design from the published prior"]
+    if prior is None and measured and len(measured) < len(get_law(law).params):
+        few = _few_runs(st, get_law(law))  # dw fit refuses these: a design starts from them all the same
+        if few is not None:
+            return Source(name, doc, st, few, None, [few.notes[0]])
     if prior is None:
         raise BadInput(
             f"sweep {st} has no fit.json yet ({path}): fit its runs (dw fit {st} --law depth-delusion), "
@@ -82,6 +87,26 @@ def ensemble_for(name: str, prior: str | None = None, law: str = "depth-delusion
         None,
         [*said, f"from the {prior} prior ({law}; fit/prior.py says how wide and why)", *ens.notes],
     )
+
+
+def _few_runs(st: str, law) -> Ensemble | None:
+    """The RML ensemble (fit/design_rounds.py) of a store with fewer finished runs than ``law`` has
+    parameters, where dw fit refuses a fit; None where the runs cannot be read as a table."""
+    from depthwidth.fit.design_rounds import DesignFailed, rml_ensemble
+    from depthwidth.track.run_source import RunSource
+
+    try:
+        df = RunSource(st).load().df
+        last = df.sort_values("tokens").groupby("run").tail(1).reset_index(drop=True)
+        ens = rml_ensemble(law, last)
+    except (BadInput, DesignFailed, KeyError):
+        return None
+    ens.notes.append(
+        f"sweep {st} has {len(last)} finished runs, fewer than the {len(law.params)} parameters of {law.name} "
+        "(dw fit refuses a fit): the design starts from an RML ensemble of them (fit/design_rounds.py: each "
+        "replicate the law's start grid fitted to the runs)"
+    )
+    return ens
 
 
 def default_target(src: Source) -> Target:
@@ -260,7 +285,7 @@ class Suggestion:
             "target": t.spec,
             "target_label": t.label,
             "interval_now": d.width_now,
-            "interval_after": d.width_after[-1] if d.width_after else d.width_now,
+            "interval_after": _finite(d.width_after[-1] if d.width_after else d.width_now),
             "budget_hours": self.budget,
             "spent_hours": d.spent,
             "candidates": len(d.cost),
@@ -279,12 +304,23 @@ class Suggestion:
                     "hours": float(d.cost[j]),
                     "predicted_loss": float(self.predicted["loss"][i]),
                     "pi": [float(self.predicted["pi"][0][i]), float(self.predicted["pi"][1][i])],
-                    "interval_after": d.width_after[i],
+                    "interval_after": _finite(d.width_after[i]),
                 }
                 for i, (j, r) in enumerate(zip(d.picks, self.runs))
             ],
             "written": self.written,
         }
+
+
+def _finite(x: float) -> float | None:
+    """A width, or None where the runs cannot determine the target (JSON has no infinity)."""
+    return float(x) if math.isfinite(x) else None
+
+
+PROMISE_NOTE = (
+    "the interval after is the one dw fit will report from the runs alone: a fit knows nothing of the "
+    "prior, so it can be wider than the prior's now (none: the runs cannot determine the target)"
+)
 
 
 def suggest(
@@ -344,6 +380,8 @@ def suggest(
     rows = rows_of(runs)
     d = design(src.ensemble, tgt, rows, cost, budget=budget, cost_power=cost_power)
     picked = [runs[j] for j in d.picks]
+    if not src.ensemble.from_fit:
+        src.notes.append(PROMISE_NOTE)
     pred = predict(src.ensemble, [rows[j] for j in d.picks]) if picked else {"loss": [], "pi": [[], []]}
     if rounds > 1:
         src.notes.append(

@@ -1,0 +1,140 @@
+"""Designs spent in checkpoints (fit/design_rounds.py): the initial runs never take more than their
+stated share of a checkpoint, every checkpoint's runs stay inside its budget, a design starts from
+the first run (an ensemble for fewer runs than parameters), and a round whose ensemble cannot be
+formed says why in one line naming the Python argument and is counted."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from depthwidth.fit.design_rounds import (
+    INITIAL_PER_PARAM,
+    INITIAL_SHARE,
+    DesignFailed,
+    checkpoint_design,
+    initial_runs,
+    rml_ensemble,
+    round_ensemble,
+)
+from depthwidth.fit.laws import get_law
+from depthwidth.fit.predict import Region, design
+
+LAW = get_law("chinchilla")  # 5 parameters: an initial design of int(2.5 * 5) = 12 cheapest runs
+TRUTH = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 900.0, "beta": 0.28}
+
+
+def _pool(seed=0):
+    """20 runs of nearly equal cost (the cheapest 12 cost ~60% of the pool) and a target region beyond."""
+    rng = np.random.default_rng(seed)
+    n = np.geomspace(2e7, 4e8, 5)
+    t = np.geomspace(1e9, 8e9, 4)
+    pool = pd.DataFrame([dict(params=a, tokens=b) for a in n for b in t])
+    cost = 1.0 + 0.1 * rng.random(len(pool))
+    pool["loss"] = LAW.predict(TRUTH, pool.assign(loss=1.0)) * np.exp(rng.normal(0, 0.01, len(pool)))
+    target = pd.DataFrame([dict(params=2e9, tokens=4e10), dict(params=4e9, tokens=8e10)])
+    return pool, cost, target
+
+
+def test_the_initial_design_takes_at_most_its_share_of_a_small_checkpoint_and_batches_stay_inside():
+    """#36: at a 20% checkpoint on a pool whose 2.5*P cheapest runs cost more than that, the initial
+    design had been the whole checkpoint (the design *was* Cheapest there)."""
+    pool, cost, target = _pool()
+    total = float(cost.sum())
+    n_init = int(INITIAL_PER_PARAM * len(LAW.params))
+    assert np.sort(cost)[:n_init].sum() > 0.2 * total  # the old initial design could not fit in 20%
+    seed = initial_runs(cost, 0.2 * total, len(LAW.params))
+    assert 0 < cost[seed].sum() <= INITIAL_SHARE * 0.2 * total
+    limits = [0.2 * total, 0.35 * total, 0.5 * total]
+    stats: dict = {}
+
+    def ens(order):
+        return round_ensemble(LAW, pool.iloc[order].reset_index(drop=True), bootstrap=30, max_starts=32)[0]
+
+    region = Region(rows=tuple(target.to_dict("records")))
+    out = checkpoint_design(pool[["params", "tokens"]], cost, limits, region, len(LAW.params), ens, stats=stats)
+    for idx, lim in zip(out, limits):
+        assert len(set(idx)) == len(idx) and cost[idx].sum() <= lim * (1 + 1e-9)
+    assert all(s <= INITIAL_SHARE + 1e-9 for s in stats["initial_spent"]), stats["initial_spent"]
+    seeded_first = set(seed)
+    assert set(out[0]) - seeded_first, "the design chose runs beyond the initial ones"
+    assert stats["fallbacks"] == 0, stats["fallback_reasons"]
+
+
+def test_a_design_starts_from_one_run_with_an_ensemble_for_fewer_runs_than_parameters():
+    pool, cost, target = _pool(1)
+    one = pool.iloc[[0]].reset_index(drop=True)
+    ens, why = round_ensemble(LAW, one, bootstrap=30, max_starts=32)
+    assert why and "fewer than the 5 parameters" in why and "--" not in why and "\n" not in why
+    assert len(ens.theta) >= 10 and ens.source.startswith("rml")
+    fitted = LAW.evaluate(ens.theta, LAW.data(one))[:, 0]
+    far = LAW.evaluate(ens.theta, LAW.data(target.assign(loss=1.0)))[:, 0]
+    y = float(np.log(one["loss"][0]))
+    assert abs(float(np.median(fitted)) - y) < 0.02  # the replicates fit the run they have ...
+    assert np.std(far) > 5 * np.std(fitted)  # ... and disagree where it says nothing
+    d = design(ens, Region(rows=tuple(target.to_dict("records"))), pool[["params", "tokens"]], cost, k=3)
+    assert len(d.picks) == 3 and d.width_after[-1] < d.width_now
+    prior = rml_ensemble(LAW, None, B=50)  # no run at all: the law's start grid
+    assert len(prior.theta) == 50
+
+
+def test_a_failed_ensemble_round_says_why_in_one_line_and_is_counted():
+    pool, cost, target = _pool(2)
+    many = pool.iloc[:8].reset_index(drop=True)
+    ens, why = round_ensemble(LAW, many, bootstrap=3, max_starts=32)  # 3 replicates: fewer than a design needs
+    assert "run_fit(bootstrap=3)" in why and "raise bootstrap=" in why and "--" not in why, why
+    assert len(ens.theta) >= 10  # the round still has an ensemble
+
+    def broken(order):
+        raise DesignFailed("rml_ensemble: 0 of B=5 replicates fitted 1 runs of chinchilla (a design needs 10; raise B)")
+
+    stats: dict = {}
+    total = float(cost.sum())
+    out = checkpoint_design(
+        pool[["params", "tokens"]],
+        cost,
+        [0.3 * total],
+        Region(rows=tuple(target.to_dict("records"))),
+        5,
+        broken,
+        stats=stats,
+    )
+    assert stats["fallbacks"] >= 1 and cost[out[0]].sum() <= 0.3 * total * (1 + 1e-9)
+    (reason,) = stats["fallback_reasons"]
+    assert "raise B" in reason and "\n" not in reason
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5])
+def test_initial_runs_count_what_earlier_checkpoints_took(share):
+    cost = np.array([1.0, 1.0, 2.0, 2.0, 3.0, 10.0])
+    first = initial_runs(cost, 4.0, 2, share=share)  # at most 5 runs, at most share * 4
+    assert cost[first].sum() <= share * 4.0
+    taken = np.zeros(len(cost), dtype=bool)
+    taken[first] = True
+    more = initial_runs(cost, 16.0, 2, taken, share=share)
+    assert not set(more) & set(first) and cost[[*first, *more]].sum() <= share * 16.0
+    assert len(first) + len(more) <= 5
+
+
+def test_dw_suggest_designs_from_a_store_with_fewer_runs_than_parameters(tmp_path, monkeypatch, capsys):
+    """3 finished runs of a 9-parameter law: dw fit refuses a fit, and dw suggest had refused to design
+    without one (unless told to plan from the papers); it starts from the RML ensemble of the runs."""
+    import json
+
+    import yaml
+
+    from depthwidth.simulate import simulate
+    from tests.helpers import dw_in_process
+    from tests.test_design import SWEEP
+
+    d = tmp_path / "sweeps"
+    d.mkdir()
+    monkeypatch.setenv("DW_SWEEPS", str(d))
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
+    (d / "f_init.yaml").write_text(yaml.safe_dump({**SWEEP, "axes": {"model.width": [32], "model.depth": [1, 2, 4]}}))
+    (d / "f.yaml").write_text(yaml.safe_dump({**SWEEP, "store": "f-sim"}))
+    simulate("f_init", name="f-sim", law="depth-delusion", seed=0, budgets="0.5,1")
+    code, out, err = dw_in_process(capsys, "suggest", "f", "--budget", "1", "--json", "--no-write")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["from"].startswith("rml (3 runs)") and doc["runs"], doc["from"]
+    assert any("fewer than the" in n and "RML ensemble" in n for n in doc["notes"]), doc["notes"]
