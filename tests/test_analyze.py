@@ -14,7 +14,7 @@ from depthwidth.measure.inside import analyse, entropy_profile, eval_set, lens_l
 from depthwidth.measure.stats import matrix_entropy
 from depthwidth.model.gpt import VariableWidthGPT
 from depthwidth.model.spec import ModelSpec
-from tests.helpers import assert_bad_input, dw_in_process, run_dw
+from tests.helpers import assert_bad_input, dw, dw_in_process, run_dw
 
 # ---------------------------------------------------------------------------- entropy
 
@@ -209,12 +209,12 @@ def test_analyze_at_end_and_dw_analyze_give_the_library_numbers(run_dir):
     _same(lib, at_end)
     assert at_end["run_status"] == "done" and at_end["provenance"]["dw"]
     assert at_end["eval"]["tokens"] == 8192 and at_end["eval"]["entropy_tokens"] == 2048
-    p = run_dw("analyze", str(run_dir), "--json", "--tokens", "1024")
+    p = dw("analyze", str(run_dir), "--json", "--tokens", "1024")
     assert p.returncode == 0, p.stderr
     cli = json.loads(p.stdout)
     _same(analyse_run(run_dir, tokens=1024, write=False), cli)
     assert json.loads((run_dir / "analysis.json").read_text())["eval"]["tokens"] == 1024  # rewritten
-    table = run_dw("analyze", str(run_dir), "--checkpoint", "12")
+    table = dw("analyze", str(run_dir), "--checkpoint", "12")
     assert table.returncode == 0 and "H prefix" in table.stdout and "KL final" in table.stdout
     assert (run_dir / "analysis_step_00000012.json").is_file()
 
@@ -266,7 +266,7 @@ def test_dw_analyze_reports_planted_dead_units_exactly(run_dir, tmp_path):
 
     dead, big = {0: range(0, 40), 2: range(100, 116)}, {0: 50, 2: 7}
     _planted_run(run_dir, tmp_path / "run", dead, big)
-    p = run_dw("analyze", str(tmp_path / "run"), "--json")
+    p = dw("analyze", str(tmp_path / "run"), "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["step"] == 13 and [r["mlp_dead"] for r in doc["layers"]] == [40 / 160, 0.0, 16 / 160]
@@ -304,10 +304,10 @@ def test_sweep_mode_analyses_only_finished_runs_without_an_analysis(run_dir, tmp
     (root / "sw" / "c" / "summary.json").write_text(json.dumps({**s, "status": "running"}))
     older = json.loads((root / "sw" / "d" / "analysis.json").read_text())  # measured with older definitions
     (root / "sw" / "d" / "analysis.json").write_text(json.dumps({**older, "schema": "dw.analysis/1"}))
-    p = run_dw("analyze", "sw", "--root", str(root), "--json")
+    p = dw("analyze", "sw", "--root", str(root), "--json")
     assert p.returncode == 0, p.stderr
     assert [d["run_dir"] for d in json.loads(p.stdout)] == [str(root / "sw" / "b"), str(root / "sw" / "d")]
-    again = run_dw("analyze", "sw", "--root", str(root), "--json")
+    again = dw("analyze", "sw", "--root", str(root), "--json")
     assert json.loads(again.stdout) == [] and not (root / "sw" / "c" / "analysis.json").exists()
 
 

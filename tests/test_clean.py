@@ -30,7 +30,7 @@ from depthwidth.core.store import read_manifest
 from depthwidth.launch.scheduler import pid_alive
 from depthwidth.train import checkpoint
 from depthwidth.train.analysis import find_checkpoint
-from tests.helpers import REPO, assert_bad_input, dw_in_process, gate_env, open_gate, run_dw
+from tests.helpers import REPO, assert_bad_input, dw, dw_in_process, gate_env, open_gate, run_dw
 
 SWEEP = """\
 groups: {model: vwt, data: pydoc}
@@ -60,7 +60,7 @@ class Sweep:
         self.env = {"DW_SWEEPS": str(root / "sweeps"), "DW_RUNS": str(root / "runs")}
 
     def status(self) -> dict:
-        p = run_dw("status", "tiny", "--json", env=self.env)
+        p = dw("status", "tiny", "--json", env=self.env)
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)
 
