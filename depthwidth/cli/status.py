@@ -249,8 +249,11 @@ def _print_table(c, name, st):
 
 
 def _finished(st) -> bool:
+    from depthwidth.launch.backend import backend
+
     return all(
-        r["state"] in TERMINAL or (r["state"] == "preempted" and r.get("launcher") != "slurm") for r in st["runs"]
+        r["state"] in TERMINAL or (r["state"] == "preempted" and not backend(r.get("launcher")).requeues)
+        for r in st["runs"]
     )
 
 

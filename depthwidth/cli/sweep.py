@@ -123,6 +123,7 @@ def sweep_cmd(
 
     from depthwidth.core import store
     from depthwidth.core.errors import bad
+    from depthwidth.launch.backend import backend
     from depthwidth.sweep import plan_costs
     from depthwidth.sweep import submission as api
     from depthwidth.sweep.expand import dry_run_rows
@@ -197,8 +198,8 @@ def sweep_cmd(
     again = api.plan_retry(name, overrides or [], retry_diverged or [], only=only)
     for w in p.warnings:  # one line each, before anything trains
         sys.stderr.write(f"dw: warning: {w}\n")
-    if p.launcher["name"] == "debug" and not as_json:
-        err.print("[dim]dw[/dim] launcher=debug: training the runs here, one after another")
+    if backend(p.launcher["name"]).runs_here and not as_json:
+        err.print(f"[dim]dw[/dim] launcher={p.launcher['name']}: training the runs here, one after another")
     sub = api.submit_planned(p, retry_failed=retry_failed, retry=again, show=err, t0=t0, then=then_spec)
     if as_json:
         emit_json(sub.to_dict())
@@ -240,6 +241,7 @@ def _devices(rows, default: str) -> str:
 
 
 def _render_submission(sub, retry_failed: bool) -> None:
+    from depthwidth.launch.backend import backend
     from depthwidth.launch.limits import how_many
     from depthwidth.launch.status import status, summary_line
     from depthwidth.sweep.submission import compress
@@ -258,13 +260,8 @@ def _render_submission(sub, retry_failed: bool) -> None:
 
             c.print(line(sub.sweep) or "", highlight=False, soft_wrap=True)
         return
-    n, k = len(sub.jobs), len(sub.submitted)
-    arrays = len({j.split("_")[0] for j in sub.jobs})  # several when the cluster caps an array's size
-    what = (
-        f"{'one job array' if arrays == 1 else f'{arrays} job arrays'} of {n} task{'s' * (n != 1)}"
-        if sub.launcher == "slurm"
-        else f"{n} {sub.launcher} task{'s' * (n != 1)}"
-    )
+    k = len(sub.submitted)
+    what = backend(sub.launcher).describe(sub.jobs)  # one job array of 30 tasks; 30 local tasks
     if sub.waves:  # the limit on queued jobs: the first wave now, the rest behind a wave job
         now = sum(len(w["first"]["arrays"]) for w in sub.waves)
         what = f"waves ({'one job array now' if now == 1 else f'{now} job arrays now' if now else 'none yet'})"
@@ -285,7 +282,7 @@ def _render_submission(sub, retry_failed: bool) -> None:
         from depthwidth.launch.followup import line
 
         c.print(line(sub.sweep) or "", highlight=False, soft_wrap=True)
-    if sub.launcher == "debug":
+    if backend(sub.launcher).runs_here:
         c.print(summary_line(status(sub.sweep)))
     else:
         c.print(f"follow with: dw status {sub.sweep}")

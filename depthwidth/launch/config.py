@@ -18,8 +18,8 @@ from depthwidth.config.check import check_group
 from depthwidth.config.compose import conf_dir, load_group
 from depthwidth.config.fast import parse_cli_overrides
 from depthwidth.core.errors import BadInput, bad
-from depthwidth.launch.slurm import available, time_minutes  # noqa: F401 (time_minutes: sweep/plan_costs.py)
-from depthwidth.launch.workers import visible_gpus, worker_slots
+from depthwidth.launch.backend import backend
+from depthwidth.launch.slurm import time_minutes  # noqa: F401 (sweep/plan_costs.py imports it from here)
 
 LAUNCHERS = schema.LAUNCHERS
 
@@ -90,39 +90,18 @@ def _default_launcher() -> str:
 
 def _check(cfg: dict, need_scheduler: bool = True, check_gpus: bool = True) -> None:
     check_group("launcher", cfg)
-    if cfg["name"] == "local" and int(cfg["workers"]) > schema.MAX_CPUS:  # before anything lists them
-        raise bad("launcher.workers", cfg["workers"], f"an integer in [1, {schema.MAX_CPUS:,}] (CPU worker processes)")
-    if cfg["name"] == "slurm":
-        gpn, tpn = int(cfg["gpus_per_node"]), cfg["tasks_per_node"]
-        if gpn and tpn is not None and int(tpn) > gpn:  # a process per GPU, at most
-            raise bad("launcher.tasks_per_node", tpn, f"at most launcher.gpus_per_node={gpn} (one process per GPU)")
-    if cfg["name"] == "slurm" and need_scheduler and not available():
-        raise BadInput("launcher=slurm but there is no sbatch on PATH (use launcher=local or launcher=debug here)")
-    if cfg["name"] == "local" and check_gpus and cfg.get("gpus") == "auto" and int(cfg["gpus_per_run"]) > 1:
-        n = len(visible_gpus())
-        if n < int(cfg["gpus_per_run"]):
-            raise bad("launcher.gpus_per_run", cfg["gpus_per_run"], f"at most the {n} visible GPUs")
+    backend(cfg["name"]).check(cfg, need_scheduler, check_gpus)
 
 
 def target_device(cfg: dict) -> str:
     """Where this launcher's runs will train: ``cuda`` (slurm with GPUs per node; local or debug
     with a visible GPU) or ``cpu``.  Decides ``train.precision=auto`` at submission."""
-
-    if cfg["name"] == "slurm":
-        return "cuda" if int(cfg["gpus_per_node"]) > 0 else "cpu"
-    if cfg["name"] == "local" and cfg.get("gpus") == "none":
-        return "cpu"
-    return "cuda" if visible_gpus() else "cpu"
+    return backend(cfg["name"]).device(cfg)
 
 
 def processes(cfg: dict) -> int:
     """Processes one run gets: slurm nodes × tasks per node; local ``gpus_per_run`` on GPUs; else 1."""
-    if cfg["name"] == "slurm":
-        gpn = int(cfg["gpus_per_node"])
-        return int(cfg["nodes"]) * int(cfg["tasks_per_node"] or max(1, gpn))
-    if cfg["name"] == "local" and target_device(cfg) == "cuda":
-        return int(cfg["gpus_per_run"])
-    return 1
+    return backend(cfg["name"]).processes(cfg)
 
 
 def capacity(cfg: dict, device: str) -> int | None:
@@ -135,8 +114,4 @@ def capacity(cfg: dict, device: str) -> int | None:
 def parallel_tasks(cfg: dict) -> int:
     """Tasks this launcher runs at once: slurm ``array_parallelism`` (per job array); local its
     workers (``workers.worker_slots``); debug 1."""
-    if cfg["name"] == "slurm":
-        return int(cfg["array_parallelism"])
-    if cfg["name"] == "local":
-        return max(1, len(worker_slots(cfg)))
-    return 1
+    return backend(cfg["name"]).parallel_tasks(cfg)

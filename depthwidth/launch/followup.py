@@ -36,6 +36,7 @@ from pathlib import Path
 from depthwidth.core import store
 from depthwidth.core.atomic import write_text
 from depthwidth.core.errors import bad
+from depthwidth.launch.backend import backend
 from depthwidth.launch.slurm import cancel as scancel
 from depthwidth.launch.slurm import clean_env, cpu_job, scontrol
 from depthwidth.launch.slurm import dependencies as _dependencies
@@ -100,7 +101,7 @@ def attach(rec: dict, job_ids: list[str]) -> None:
 
 def cancel(rec: dict) -> None:
     """The follow-up job of a submission that failed: nothing is left waiting."""
-    scancel([rec["job_id"]])
+    backend(rec.get("launcher")).cancel([rec["job_id"]])
 
 
 def extend(rec: dict, job_ids: list[str]) -> bool:
@@ -142,7 +143,7 @@ def _ran(name: str, rec: dict, root=None) -> bool:
 
 def _run(name: str, rec: dict, me: str | None, log, status) -> int:
     st = status(name)
-    slurm = rec.get("launcher") == "slurm"
+    slurm = backend(rec.get("launcher")).requeues  # its jobs requeue: a preempted run may be queued
     if slurm:
         from depthwidth.launch.halving import release_decided
 

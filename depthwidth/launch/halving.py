@@ -13,6 +13,7 @@ token budget (``train.budgets``; with WSD, its decay branch) and the worse half 
   checkpoints and *parks* (summary ``waiting``), which frees its GPU or worker, and the
   deciding member releases every parked one:
 
+  (each launcher's ``hold`` and ``release``, launch/backend.py)
   slurm   the parked array task requeues itself held (``scontrol requeuehold``) while it
           holds the group's lock; the decider ``scontrol release``s it under the same lock,
           so a release never comes before the hold
@@ -35,9 +36,7 @@ from pathlib import Path
 
 from depthwidth.core import store
 from depthwidth.core.atomic import write_json
-from depthwidth.launch.slurm import scontrol
-from depthwidth.launch.scheduler import set_state
-from depthwidth.launch.workers import restart_workers
+from depthwidth.launch.backend import backend
 
 EXIT_PARKED = 4  # a task whose run parked (local/debug; under SLURM the task exits as preempted)
 
@@ -91,10 +90,7 @@ class Gate:
     def rerun(self) -> None:
         """Start this run's task again now (a run of several ranks whose group decided while it
         parked: its other ranks have left), as a release would."""
-        if self.where.get("launcher") == "slurm":
-            _scontrol("requeue", self.where["job_id"])
-        else:
-            _release(self.where)
+        backend(self.where.get("launcher")).requeue(self.where, who="halving")
 
     def park(self) -> bool:
         """Park this run's task until the decision (False: the group decided meanwhile; train on now)."""
@@ -156,30 +152,16 @@ def release_decided(sweep: str) -> int:
     return n
 
 
-# -- holding and releasing a parked task, per launcher -------------------------------------------
+# -- holding and releasing a parked task: its backend's (launch/backend.py) ---------------------
 
 
 def _hold(where: dict) -> None:
-    if where.get("launcher") == "slurm":
-        _scontrol("requeuehold", where["job_id"])
-    else:
-        set_state(Path(where["tasks_file"]).parent, int(where["index"]), state="parked", parked=time.time())
+    backend(where.get("launcher")).hold(where, who="halving")
 
 
 def _release(where: dict) -> bool:
     """Let a parked task run again; False if SLURM refused (it stays listed, released later)."""
-    if where.get("launcher") == "slurm":
-        return _scontrol("release", where["job_id"])
-    d, i = Path(where["tasks_file"]).parent, int(where["index"])
-    set_state(d, i, state="queued", released=time.time())  # before the claim goes: a claimer's "running" wins
-    (d / f"task-{i}.claim").unlink(missing_ok=True)
-    if where.get("launcher") == "local":
-        restart_workers(d, Path(where["tasks_file"]))
-    return True
-
-
-def _scontrol(verb: str, job_id: str) -> bool:
-    return scontrol(verb, job_id, tries=3, who="halving")
+    return backend(where.get("launcher")).release(where, who="halving")
 
 
 def gate_for(sweep: str, item: dict, where: dict) -> Gate | None:

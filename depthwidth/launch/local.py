@@ -75,7 +75,7 @@ def worker(tasks_file: str | os.PathLike, slot: int) -> int:
             print(f"worker {slot}: its state could not be written: {e.strerror or e}", flush=True)
     if doc.get("kind", "train") == "train" and "sig" not in stop:  # the last worker to stop runs --then's follow-up
         rec = followup.record(doc["sweep"])
-        if rec is not None and rec.get("launcher") == "local":
+        if rec is not None and rec.get("launcher") == doc["launcher"]:  # armed for the workers
             followup.run(doc["sweep"], log=lambda m: print(m, flush=True))
     return 0
 

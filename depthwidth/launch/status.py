@@ -21,8 +21,9 @@ from depthwidth.core.store import (
     unknown_folders,
     unknown_line,
 )
+from depthwidth.launch.backend import backend
 from depthwidth.launch.halving import groups as halving_groups
-from depthwidth.launch.scheduler import SLURM_STATES, SchedulerUnknown, slurm_states, task_states
+from depthwidth.launch.scheduler import SchedulerUnknown
 
 STATES = (
     "pending",
@@ -113,14 +114,17 @@ def status(name: str, root=None) -> dict:
             f"else ./runs; sweeps with a manifest there: {', '.join(known_sweeps(root)) or 'none'})"
         )
     runs = manifest_runs(events)
-    slurm = [r["job_id"] for r in runs.values() if r.get("launcher") == "slurm"]
-    raw, why = {}, None
-    try:
-        raw = slurm_states(slurm) if slurm else {}
-    except SchedulerUnknown as e:
-        why = str(e)
+    jobs: dict = {}  # each backend's runs' job ids: one question to each (SLURM: one sacct call)
+    for r in runs.values():
+        jobs.setdefault(backend(r.get("launcher")).name, []).append(r["job_id"])
+    views, why = {}, None  # backend name -> (job id -> raw state, why the scheduler could not say)
     procs: dict = {}  # local: job id -> the worker (slot, pid) that trains it
-    local = task_states(name, root, procs) if len(slurm) < len(runs) else {}
+    for b, ids in jobs.items():
+        try:
+            views[b] = (backend(b).states(name, ids, root, procs), None)
+        except SchedulerUnknown as e:
+            views[b] = ({}, str(e))
+            why = why or str(e)
     began = {e["run_id"]: e for e in events if e.get("event") == "start" and e.get("run_id")}  # the latest start
     retried_as = {r["retry_of"]: rid for rid, r in runs.items() if r.get("retry_of")}
     decided = {g for g, doc in halving_groups(name, root).items() if doc.get("decision")}
@@ -148,16 +152,15 @@ def status(name: str, root=None) -> dict:
             if torn_tail(rd / f) is not None:
                 problems.append(f"{r['run_id']}: {f} ends in a torn line ({TORN_CHECKED[f]})")
         last = last_jsonl(rd / "metrics.jsonl")
-        if r.get("launcher") == "slurm":
-            sched_raw = raw.get(r["job_id"])
-            sched = SLURM_STATES.get(sched_raw) if sched_raw else None
-        else:
-            sched = sched_raw = local.get(r["job_id"])
+        b = backend(r.get("launcher"))
+        raw, unknown = views[b.name]
+        sched_raw = raw.get(r["job_id"])
+        sched = b.normal(sched_raw)
         state = run_state(
             summ,
             sched,
             r.get("started", False),
-            known=why is None or r.get("launcher") != "slurm",
+            known=unknown is None,
             decided=r.get("group") in decided,
         )
         gone = None

@@ -10,12 +10,8 @@ not running is left alone and said so; an id the sweep does not hold is bad inpu
 
 from __future__ import annotations
 
-import os
-import signal
-
-from depthwidth.core.errors import BadInput, WorkFailed
-from depthwidth.launch.scheduler import pid_alive
-from depthwidth.launch.slurm import signal_job
+from depthwidth.core.errors import BadInput
+from depthwidth.launch.backend import backend
 from depthwidth.launch.status import status
 
 
@@ -32,7 +28,6 @@ def stop(name: str, run_ids: list[str], root=None) -> list[dict]:
             + (f" ({len(missing) - 1} more ids are not either)" if len(missing) > 1 else "")
             + f"; its runs: {', '.join(list(rows)[:6])}{' …' if len(rows) > 6 else ''} (dw status {name})"
         )
-    here = os.uname().nodename
     out = []
     for rid in dict.fromkeys(run_ids):
         r = rows[rid]
@@ -41,17 +36,6 @@ def stop(name: str, run_ids: list[str], root=None) -> list[dict]:
         if r["state"] != "running":
             res["how"] = f"not running ({r['state']}): nothing to stop"
             continue
-        if r.get("launcher") == "slurm":
-            if (said := signal_job(str(r["job_id"]), "INT")) is not None:
-                raise WorkFailed(f"scancel --signal=INT {r['job_id']} failed: {said}")
-            res.update(stopped=True, how=f"SIGINT to job {r['job_id']} (scancel --signal=INT)")
-            continue
-        pid = r.get("pid")
-        if r.get("host") not in (None, here):
-            raise WorkFailed(f"run {rid} trains on host {r['host']} (pid {pid}), not here ({here}): run dw stop there")
-        if not pid or not pid_alive(pid):
-            res["how"] = "its process has just ended: nothing to stop"
-            continue
-        os.kill(int(pid), signal.SIGINT)
-        res.update(stopped=True, how=f"SIGINT to {r.get('worker') or 'its process'} (pid {pid})")
+        stopped, how = backend(r.get("launcher")).stop(r)
+        res.update(stopped=stopped, how=how)
     return out

@@ -1,4 +1,5 @@
-"""How a sweep's runs become jobs: ``submit(name, items, launcher_cfg)``.
+"""How a sweep's runs become jobs: ``submit(name, items, launcher_cfg)``, through the launcher's
+backend (backend.py):
 
 debug   in-process, one run after another, with a live progress display (debug.py).
 local   detached worker processes on this machine (local.py): one per visible
@@ -17,18 +18,15 @@ I)`` (by hand: ``python -m depthwidth.launch task TASKS.json I``).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
-import shutil
 import time
 from typing import Callable
 
 from depthwidth.core import store
 from depthwidth.core.atomic import write_json
-from depthwidth.core.errors import WorkFailed
+from depthwidth.launch.backend import Job, backend, whole
 from depthwidth.launch.debug import run_debug
-from depthwidth.launch.workers import spawn_workers
 from depthwidth.launch.task import array_task, ended, run_task
 
 
@@ -67,7 +65,7 @@ def submit(
     sub = _sub_id()
     d = store.jobs_dir(name) / sub
     tasks_file = d / "tasks.json"
-    with _whole(d):
+    with whole(d):
         d.mkdir(parents=True, exist_ok=True)
         write_json(
             tasks_file,
@@ -85,47 +83,20 @@ def submit(
                 ],
             },
         )
-    launcher = cfg["name"]
-    if launcher == "slurm":
-        from depthwidth.launch.slurm import submit_array
+    b = backend(cfg["name"])
 
-        try:
-            job_ids = submit_array(name, d, tasks_file, len(tasks), cfg, array_task)
-        except BaseException:
-            shutil.rmtree(d, ignore_errors=True)  # nothing was queued: leave no half submission
-            raise
-        _register(name, tasks, job_ids, launcher, kind, args, cfg)
-        return _pairs(tasks, job_ids)
-    job_ids = [f"{launcher}-{sub}_{i}" for i in range(len(tasks))]
-    with _whole(d):
-        for i, j in enumerate(job_ids):
-            write_json(d / f"task-{i}.json", {"job_id": j, "index": i, "state": "queued"})
-        _register(name, tasks, job_ids, launcher, kind, args, cfg)
-    if launcher == "local":
-        spawn_workers(d, tasks_file, cfg)
-    elif kind == "train":
-        run_debug(name, d, tasks_file, tasks, job_ids, show=show)
-    else:  # evaluations in this process, one task after another (no training progress to show)
-        for i in range(len(tasks)):
-            ended(d, i, run_task(tasks_file, i, in_process=True))
-    return _pairs(tasks, job_ids)
+    def register(job_ids: list[str]) -> None:
+        _register(name, tasks, job_ids, b.name, kind, args, cfg)
 
+    def run_here(job_ids: list[str]) -> None:  # debug: the tasks, in this process
+        if kind == "train":
+            run_debug(name, d, tasks_file, tasks, job_ids, show=show)
+        else:  # evaluations in this process, one task after another (no training progress to show)
+            for i in range(len(tasks)):
+                ended(d, i, run_task(tasks_file, i, in_process=True))
 
-@contextlib.contextmanager
-def _whole(d):
-    """A submission folder written whole or not at all: a write that fails (a full disk) removes the
-    folder and says so in one line (exit 1), never a traceback or an empty ``jobs/SUB/``.  A manifest
-    line cut short by it is skipped by every reader, and the next append starts on a new line."""
-    try:
-        yield
-    except OSError as e:
-        shutil.rmtree(d, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            d.parent.rmdir()  # jobs/ itself, when this was to be its first submission
-        raise WorkFailed(
-            f"cannot write the submission in {d}: {e.strerror or e}; nothing was submitted "
-            "(the same command submits once there is space)"
-        ) from None
+    job = Job(name, d, tasks_file, sub, len(tasks), cfg, register, run_here, array_task)
+    return _pairs(tasks, b.submit(job))
 
 
 def _pairs(tasks, job_ids):

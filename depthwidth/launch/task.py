@@ -30,6 +30,7 @@ from depthwidth.core.atomic import never_world_writable
 from depthwidth.core.errors import BadInput
 from depthwidth.evals import run as evals
 from depthwidth.launch import retry, slurm
+from depthwidth.launch.backend import backend
 from depthwidth.launch.halving import EXIT_PARKED, gate_for
 from depthwidth.launch.scheduler import set_state
 from depthwidth.train.signals import interrupted_line
@@ -68,7 +69,7 @@ def run_task(tasks_file: str | os.PathLike, index: int, *, log=print, in_process
     }
     rc = run_items(doc["sweep"], doc["tasks"][index], job, log=log, in_process=in_process, where=where, **kw)
     # a parked SLURM task is requeued held: it exits as a preempted one does (no result, requeued)
-    return EXIT_PREEMPTED if rc == EXIT_PARKED and doc["launcher"] == "slurm" else rc
+    return EXIT_PREEMPTED if rc == EXIT_PARKED and backend(doc["launcher"]).requeues else rc
 
 
 def array_task(tasks_file: str | os.PathLike, index: int) -> dict:
@@ -198,7 +199,7 @@ def _survived(run_dir: str, job_id: str, where: dict, pol: retry.Policy, say, ra
     if not s or s.get("status") != "running":
         retry.note_attempt(run_dir, key, True)
         return True
-    how = slurm.died_how(job_id) if where.get("launcher") == "slurm" else ""
+    how = backend(where.get("launcher")).died_how(job_id)
     err = f"{retry.DIED} ({how or 'killed'}, job {job_id})"
     v = retry.verdict(retry.record(run_dir, "died", err, job_id), pol)
     retry.note_attempt(run_dir, key, v.retry)
@@ -218,7 +219,7 @@ def _retry(
 ) -> str:
     """After a failed attempt: ``now`` (train it again in this process), ``requeued`` (SLURM starts
     this task again later) or ``no`` (the reason is in its summary)."""
-    if not rank0 or int(os.environ.get("WORLD_SIZE", "1")) > 1 and where.get("launcher") != "slurm":
+    if not rank0 or int(os.environ.get("WORLD_SIZE", "1")) > 1 and not backend(where.get("launcher")).requeues:
         return "no"  # a torchrun of several processes: one rank cannot restart the others
     v = retry.verdict(retry.record(run_dir, "exception", error, job_id), pol)
     say(v.reason)
@@ -227,15 +228,8 @@ def _retry(
         if gate is not None:
             gate.diverged()  # it will not reach its first budget: its group counts it the worst
         return "no"
-    if where.get("launcher") == "slurm":
-        return "requeued" if slurm.requeue_later(job_id, v.delay_s, say) else "no"
-    if where.get("launcher") == "local":
-        t_end = time.monotonic() + v.delay_s
-        while time.monotonic() < t_end and not stopped():
-            time.sleep(min(1.0, t_end - time.monotonic()))
-        if stopped():
-            return "no"
-    return "now"
+    # SLURM requeues the task (a begin time delay_s ahead); a local worker waits; debug: at once
+    return backend(where.get("launcher")).retry_later(job_id, v.delay_s, say, stopped)
 
 
 def _train_gated(cfg, say, gate) -> dict | None:

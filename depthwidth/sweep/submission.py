@@ -31,10 +31,10 @@ from depthwidth.config.fast import fmt_value
 from depthwidth.core import store
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.config import launcher_config, split_overrides, target_device
-from depthwidth.launch.slurm import wave_plan, waves_of
 from depthwidth.launch import followup
+from depthwidth.launch.backend import backend
 from depthwidth.launch.halving import release_decided
-from depthwidth.launch.scheduler import SLURM_STATES
+from depthwidth.launch.slurm import waves_of
 from depthwidth.launch.status import RETRYABLE, status
 from depthwidth.launch.submit import submit as launch_submit
 from depthwidth.sweep.expand import (
@@ -251,7 +251,7 @@ def submit_planned(
             if r.halving and r.group and not r.error:
                 members.setdefault(r.group, []).append(r.run_id)
         prev = followup.record(name) if store.manifest_path(name).exists() else None
-        if p.launcher["name"] == "slurm":
+        if backend(p.launcher["name"]).requeues:
             release_decided(name)  # a parked run whose release SLURM refused before: released now
         rec = followup.arm(name, *then, p.launcher) if then else None  # SLURM: its job held, before the arrays
         try:
@@ -267,7 +267,7 @@ def submit_planned(
             sub.then = {k: rec.get(k) for k in ("actions", "job_id", "launcher")}
         elif prev is not None and sub.submitted:
             sub.then = {k: prev.get(k) for k in ("actions", "job_id", "launcher")} | {"extended": True}
-    if rec is not None and (p.launcher["name"] == "debug" or (p.launcher["name"] == "local" and not sub.submitted)):
+    if rec is not None and backend(p.launcher["name"]).runs_followup(bool(sub.submitted)):
         followup.run(name, log=lambda m: None)  # here, now: no job or worker will
     sub.seconds = round(time.perf_counter() - t0, 3)
     return sub
@@ -318,9 +318,9 @@ def wave_plans(pre: Preflight) -> list[dict]:
     submission the runs ``pre`` would submit make (one per distinct launcher settings)."""
     groups: dict = {}
     for r, _ in pre.todo:
-        if r.launcher.get("name") == "slurm":
-            groups.setdefault(json.dumps(r.launcher, sort_keys=True, default=str), [r.launcher, 0])[1] += 1
-    return [wave_plan(cfg, -(-n // int(cfg["pack"]))) for cfg, n in groups.values()]
+        groups.setdefault(json.dumps(r.launcher, sort_keys=True, default=str), [r.launcher, 0])[1] += 1
+    plans = [backend(cfg.get("name")).limits(cfg, -(-n // int(cfg["pack"]))) for cfg, n in groups.values()]
+    return [w for w in plans if w is not None]  # debug and local have no queue
 
 
 def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight:
@@ -357,7 +357,8 @@ def _preflight(name, runs, retry_failed: bool, retry: Retry | None) -> Preflight
 def _requeued(row: dict) -> bool:
     """A preempted SLURM run whose job SLURM still holds (requeued, pending): it resumes on its own.  One
     whose job ended (stopped: dw stop, exit 3) and every local or debug one wait for --retry-failed."""
-    return row.get("launcher") == "slurm" and SLURM_STATES.get(row.get("scheduler_state") or "") not in (
+    b = backend(row.get("launcher"))
+    return b.requeues and b.normal(row.get("scheduler_state")) not in (
         "completed",
         "failed",
     )
@@ -407,7 +408,7 @@ def _submit(
         )
     jobs = sorted({x["job_id"] for x in subs}, key=job_key)
     waves = []
-    if subs and any(cfg.get("name") == "slurm" for cfg, _ in groups.values()):
+    if subs:  # SLURM submissions that went in as waves (a waves.json); none for debug and local
         waves = waves_of(name, jobs)
     return Submission(name, lcfg["name"], subs, jobs, skipped, notes=notes, waves=waves)
 
