@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, gate_env, run_dw
+from tests.helpers import dw, gate_env, REPO
 from tests.test_train import TIMING, TINY, _spawn, _summary, _wait_for
 
 TPS = 8 * 64
@@ -36,7 +36,7 @@ def refs(tmp_path_factory):
     out = {}
     for case, (args, _) in CASES.items():
         d = tmp_path_factory.mktemp("ref") / case
-        p = run_dw("train", "--quiet", *args, f"run.dir={d}")
+        p = dw("train", "--quiet", *args, f"run.dir={d}")
         assert p.returncode == 0, p.stderr
         out[case] = d
     return out
@@ -69,7 +69,7 @@ def test_a_signal_inside_a_branch_then_resume_equals_the_uninterrupted_run(tmp_p
     s = _summary(cut)
     assert s["status"] == "preempted" and "decay branch to step 20" in s["reason"], s
     assert [p.name for p in (cut / "ckpt").glob("branch_*")] == ["branch_00000020"]
-    p = run_dw("train", *run)
+    p = dw("train", *run)
     assert p.returncode == 0, p.stderr
     assert f"resuming the decay branch to step 20 at step {at + 1}" in p.stderr
     _assert_equal(cut, refs[case])
@@ -91,7 +91,7 @@ def test_kill9_inside_a_branch_then_resume_equals_the_uninterrupted_run(tmp_path
     )
     assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
     assert _summary(cut)["status"] == "running"  # killed: nothing said
-    p = run_dw(*run)
+    p = dw(*run)
     assert p.returncode == 0, p.stderr
     _assert_equal(cut, refs[case])
 
@@ -105,7 +105,7 @@ def test_a_resume_under_another_setting_says_so_in_its_summary(tmp_path, refs):
     _wait_for(gate / f"at-{at}-{proc.pid}")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 3
-    p = run_dw("train", *args, "train.threads=2", f"run.dir={cut}")
+    p = dw("train", *args, "train.threads=2", f"run.dir={cut}")
     assert p.returncode == 0, p.stderr
     notes = _summary(cut)["resume_notes"]
     assert len(notes) == 2, notes  # the main run's checkpoint and the branch's

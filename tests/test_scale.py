@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO, run_dw
+from tests.helpers import dw, REPO
 
 BASE = [
     "train.seq_len=32",
@@ -95,7 +95,7 @@ def one_process(tmp_path_factory):
         if model not in done:
             d = tmp_path_factory.mktemp(f"one-{model}")
             args = [*MODELS[model], *BASE, "train.batch_size=8", "train.steps=6"]
-            assert run_dw("train", *args, f"run.dir={d}").returncode == 0
+            assert dw("train", *args, f"run.dir={d}").returncode == 0
             done[model] = d
         return done[model]
 
@@ -106,7 +106,7 @@ def one_process(tmp_path_factory):
 def test_four_micro_batches_of_two_equal_one_batch_of_eight(tmp_path, one_process, model):
     args = [*MODELS[model], *BASE, "train.batch_size=8", "train.steps=6"]
     one, acc = one_process(model), tmp_path / "acc"
-    p = run_dw("train", *args, "train.micro_batch_size=2", f"run.dir={acc}")
+    p = dw("train", *args, "train.micro_batch_size=2", f"run.dir={acc}")
     assert p.returncode == 0, p.stderr
     assert "micro-batch 2 x 4" in p.stderr
     a, b = _metrics(one), _metrics(acc)
@@ -191,7 +191,7 @@ def test_a_sharded_checkpoint_of_two_processes_resumes_on_one_and_on_two(tmp_pat
         cmd = (
             _torchrun(2, [*args, "train.steps=8", "train.parallel=fsdp", f"run.dir={d}"], quiet=False)
             if n == 2
-            else run_dw("train", *args, "train.steps=8", f"run.dir={d}")
+            else dw("train", *args, "train.steps=8", f"run.dir={d}")
         )
         assert cmd.returncode == 0, cmd.stderr[-3000:]
         assert "from step 4" in cmd.stderr
@@ -215,7 +215,7 @@ def test_a_half_written_checkpoint_is_never_loaded(tmp_path):
         "train.steps=8",
         f"run.dir={d}",
     ]
-    assert run_dw("train", *args).returncode == 0
+    assert dw("train", *args).returncode == 0
     import shutil
 
     shutil.rmtree(d / "ckpt" / "step_00000008")  # as if killed while saving step 8 ...
@@ -228,7 +228,7 @@ def test_a_half_written_checkpoint_is_never_loaded(tmp_path):
         f.seek(100)
         f.write(b"\x00\x01\x02")
     (d / "summary.json").unlink()
-    p = run_dw("train", *args)
+    p = dw("train", *args)
     assert p.returncode == 0, p.stderr
     assert "step_00000006 is corrupt" in p.stderr and "resuming run" in p.stderr and "from step 4" in p.stderr
     assert not (d / "ckpt" / ".step_00000008.tmp").exists()

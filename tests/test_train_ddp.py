@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO, run_dw
+from tests.helpers import REPO, dw, run_dw
 
 ARGS = [
     "model.depth=2",
@@ -35,7 +35,7 @@ def _free_port() -> int:
 
 def test_two_process_run_matches_one_process(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
-    assert run_dw("train", *ARGS, f"run.dir={one}").returncode == 0
+    assert dw("train", *ARGS, f"run.dir={one}").returncode == 0
     env = dict(os.environ, PYTHONPATH=str(REPO))
     p = subprocess.run(
         [
