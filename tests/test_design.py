@@ -159,6 +159,28 @@ def test_dw_suggest_from_a_fit_leaves_out_runs_in_the_store_and_dry_run_shows_me
     shapes = {(r["depth"], r["width"]) for r in doc["runs"] if r["seed"] == 42}
     assert shapes and not shapes & {(d, w) for d in (1, 2, 16) for w in (32, 64)}  # never a run the store has
     assert {r["seed"] for r in doc["runs"]} <= {42, 43} and doc["runs"]
+    # the store was simulated without a launcher (fp32); asked with launcher=slurm (bf16) the same
+    # configurations have other run ids: recognised by their config all the same, and said (#36)
+    code, out, err = dw_in_process(
+        capsys,
+        "suggest",
+        "h",
+        "launcher=slurm",
+        "launcher.gpus_per_node=1",
+        "--budget",
+        "1e9",
+        "--target",
+        "dcrit@64",
+        "--json",
+        "--no-write",
+    )
+    assert code == 0, err
+    gpu = json.loads(out)
+    assert gpu["candidates_in_store"] == 6 and gpu["candidates"] == 30
+    assert not {(r["depth"], r["width"]) for r in gpu["runs"] if r["seed"] == 42} & {
+        (d, w) for d in (1, 2, 16) for w in (32, 64)
+    }
+    assert any("6 candidates are in the store at another precision (fp32 there, bf16" in n for n in gpu["notes"])
     code, out, err = dw_in_process(capsys, "sweep", "h", "--dry-run", "--json")
     assert code == 2 and "dw simulate planted" in err  # a planted store is never submitted into
     code, out, err = dw_in_process(capsys, "status", "h", "--json")  # the store its file names

@@ -104,3 +104,10 @@ def group_id(cfg: Any, tuned) -> str:
             node.pop(leaf, None)
     blob = json.dumps({"config": ident, "tuned": sorted(tuned)}, sort_keys=True, separators=(",", ":"))
     return "g" + hashlib.sha256(blob.encode()).hexdigest()[:11]
+
+
+def config_key(cfg: Any) -> str:
+    """The run's identity apart from its numeric precision: the same configuration submitted with
+    another launcher (fp32 on a CPU, bf16 on a GPU) has another run id but this key, so ``dw
+    suggest`` can recognise a store's runs whatever launcher the command names."""
+    return group_id(cfg, ("train.precision",))

@@ -26,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from depthwidth.config.identity import config_key
 from depthwidth.config.schema import Run as RunSettings
 from depthwidth.core import store
 from depthwidth.core.errors import BadInput, bad
@@ -211,9 +212,22 @@ def candidates(
         check_gpus=False,
         **plan,
     )
-    have = _in_store(st)
-    good = [r for r in sw.runs if not r.error and r.run_id not in have]
-    return good, {"refused": len(sw.bad), "in_store": sum(1 for r in sw.runs if r.run_id in have)}
+    have, precisions = _in_store(st)
+    ok = [r for r in sw.runs if not r.error]
+    same = [r for r in ok if r.run_id in have]
+    # the same configuration at another precision (the store simulated or trained with another
+    # launcher): recognised by its key, not proposed again, and said once (cli/suggest.py)
+    other = [r for r in ok if r.run_id not in have and config_key(r.cfg) in precisions]
+    good = [r for r in ok if r.run_id not in have and config_key(r.cfg) not in precisions]
+    counts = {"refused": len(sw.bad), "in_store": len(same) + len(other)}
+    if other:
+        theirs = sorted({precisions[config_key(r.cfg)] for r in other})
+        counts["other_precision"] = {
+            "runs": len(other),
+            "store": theirs,
+            "here": sorted({str(r.cfg.train.precision) for r in other}),
+        }
+    return good, counts
 
 
 def _within_fit(runs: list[Run], fit: dict | None) -> tuple[list[Run], int]:
@@ -237,13 +251,33 @@ def _within_fit(runs: list[Run], fit: dict | None) -> tuple[list[Run], int]:
     return [runs[i] for i in keep], len(runs) - len(keep)
 
 
-def _in_store(st: str) -> set[str]:
-    """Run ids the store already has (any state): a candidate never repeats one."""
+def _in_store(st: str) -> tuple[set[str], dict[str, str]]:
+    """(run ids the store already has, in any state; {config_key: precision} of those whose config
+    it holds): a candidate never repeats one, whatever precision the command's launcher gives it."""
     if not store.manifest_path(st).exists():
-        return set()
+        return set(), {}
+    from depthwidth.config.node import nodes
     from depthwidth.launch.status import status
 
-    return {r["run_id"] for r in status(st)["runs"]}
+    ids = {r["run_id"] for r in status(st)["runs"]}
+    keys = {}
+    for rid in ids:
+        folder = store.run_folder(store.sweep_dir(st), rid)
+        cfg = _config_of(folder) if folder is not None else None
+        if cfg is not None:
+            keys[config_key(nodes(cfg))] = str((cfg.get("train") or {}).get("precision"))
+    return ids, keys
+
+
+def _config_of(folder) -> dict | None:
+    """A run folder's resolved config.yaml, or None (no folder yet, unreadable)."""
+    import yaml
+
+    try:
+        cfg = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return cfg if isinstance(cfg, dict) else None
 
 
 def rows_of(runs: list[Run]) -> list[dict]:
@@ -354,6 +388,12 @@ def suggest(
         raise BadInput(
             f"sweep {name}: no candidate runs left ({counts['in_store']} already in the store, "
             f"{counts['refused']} refused by the plan): widen them with --candidates"
+        )
+    if counts.get("other_precision"):
+        o = counts["other_precision"]
+        src.notes.append(
+            f"{o['runs']} candidates are in the store at another precision ({', '.join(o['store'])} there, "
+            f"{', '.join(o['here'])} with this launcher): the same configurations, not proposed again"
         )
     runs, outside = _within_fit(runs, src.fit)
     if outside:
