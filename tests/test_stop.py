@@ -9,7 +9,7 @@ import json
 import pytest
 
 from depthwidth.launch import scheduler
-from tests.helpers import assert_bad_input, gate_env, open_gate, run_dw
+from tests.helpers import assert_bad_input, dw, gate_env, open_gate, run_dw
 from tests.test_launch import status, tiny_env, wait_for
 
 
@@ -24,13 +24,13 @@ def test_stopping_one_run_leaves_both_local_workers_running(tmp_path):
     running = [r for r in st["runs"] if r["state"] == "running"]
     assert len(running) == 2 and {r["pid"] for r in running} == pids
     assert sorted(r["worker"] for r in running) == ["local 0", "local 1"]
-    table = run_dw("status", "tiny", env=env).stdout
+    table = dw("status", "tiny", env=env).stdout
     assert "worker" in table and all(str(pid) in table for pid in pids)
 
     one, other = running
     pending = next(r["run_id"] for r in st["runs"] if r["state"] == "pending")
-    assert "not a run of sweep tiny" in assert_bad_input(run_dw("stop", "tiny", "nosuchrun", env=env))
-    q = run_dw("stop", "tiny", one["run_id"], pending, "--json", env=env)
+    assert "not a run of sweep tiny" in assert_bad_input(dw("stop", "tiny", "nosuchrun", env=env))
+    q = dw("stop", "tiny", one["run_id"], pending, "--json", env=env)
     assert q.returncode == 0, q.stderr
     res = {r["run_id"]: r for r in json.loads(q.stdout)["runs"]}
     assert res[one["run_id"]]["stopped"] and f"pid {one['pid']}" in res[one["run_id"]]["how"]
@@ -52,7 +52,7 @@ def test_stopping_one_run_leaves_both_local_workers_running(tmp_path):
     assert scheduler.pid_alive(other["pid"])
     assert "going on to the next task" in (sub / f"worker-{one['worker'].split()[1]}.log").read_text()
     open_gate(gate)
-    w = run_dw("status", "tiny", "--watch", "--interval", "0.5", "--timeout", "240", env=env)
+    w = dw("status", "tiny", "--watch", "--interval", "0.5", "--timeout", "240", env=env)
     assert w.returncode == 0, w.stderr
     states = {x["run_id"]: x["state"] for x in status(env)["runs"]}
     assert states.pop(one["run_id"]) == "preempted" and set(states.values()) == {"done"}
