@@ -22,6 +22,7 @@ import pytest
 
 from depthwidth.core.errors import BadInput
 from tests.helpers import REPO, assert_bad_input
+from tests.helpers import dw as dw_in_process
 from tests.test_tracking import wandb_env
 from tests.wandb_server import WandbServer
 
@@ -129,14 +130,7 @@ def test_sync_to_a_server_that_refuses_fails_and_marks_nothing(sweep_runs):
 
 def test_sync_cli(sweep_runs):
     def dw(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "depthwidth", *args],
-            cwd=REPO,
-            env=sweep_runs,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return dw_in_process(*args, env=sweep_runs, replace_env=True)
 
     p = dw("sync", "tiny", "--dry-run", "--json")
     assert p.returncode == 0, p.stderr
