@@ -76,15 +76,18 @@ def dw(
     repository unless ``cwd``), environment (``env`` added, or the whole of it with ``replace_env``).
     Returns a CompletedProcess (text); ``timeout`` is only accepted (``run_dw``'s signature).
     Nothing stays behind: os.environ, the cwd, sys.argv, the umask, signal handlers and torch's
-    thread count are put back.  For tests where a new process adds nothing; those about the
-    process (signals, kill -9, what is imported, several processes) use ``run_dw``."""
+    thread count are put back, and the cached git state is read afresh as a new process would.
+    For tests where a new process adds nothing; those about the process (signals, kill -9, what is
+    imported, several processes) use ``run_dw``."""
     import contextlib
     import signal
     import traceback
     import warnings
 
     from depthwidth.cli import main
+    from depthwidth.core.provenance import git_state
 
+    git_state.cache_clear()  # a new process would look at the checkout again (it may have a new commit)
     saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
     saved_umask = os.umask(0o022)
     os.umask(saved_umask)
