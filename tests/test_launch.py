@@ -227,15 +227,15 @@ def test_failed_slurm_submission_leaves_nothing_behind(tmp_path, monkeypatch):
     no half-written submission folder, no manifest events."""
     import pytest as _pytest
 
-    from depthwidth.launch import slurm as launch_slurm
     from depthwidth.core.errors import WorkFailed
+    from depthwidth.launch import slurm_waves
 
     monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
 
     def refuse(*a, **k):
         raise WorkFailed("sbatch: error: Batch job submission failed: Unable to contact slurm controller")
 
-    monkeypatch.setattr(launch_slurm, "submit_array", refuse)
+    monkeypatch.setattr(slurm_waves, "submit_array", refuse)
     items = [
         {
             "run_id": "r1",
@@ -356,3 +356,18 @@ def test_ctrl_c_on_a_debug_sweep_preempts_the_run_cancels_the_rest_and_exits_3(t
     retry = json.loads(run_dw("sweep", "tiny", "--retry-failed", "--json", env=env).stdout)
     assert len(retry["submitted"]) == 2
     assert status(env)["counts"]["done"] == 2
+
+
+def test_a_task_pickled_before_its_entry_was_handed_over_still_runs(monkeypatch):
+    """A SLURM job queued by a dw whose SweepTask held only tasks.json (no entry) is requeued and
+    unpickled by this one: it runs launch/task.py's array_task, as it did then."""
+    import pickle
+
+    from depthwidth.launch import slurm, task
+
+    calls = []
+    monkeypatch.setattr(task, "array_task", lambda f, i: calls.append((f, i)) or {"task": i, "rc": 0})
+    old = object.__new__(slurm.SweepTask)
+    old.__dict__.update({"tasks_file": "/x/tasks.json"})  # the state an older dw pickled
+    back = pickle.loads(pickle.dumps(old))
+    assert back(3) == {"task": 3, "rc": 0} and calls == [("/x/tasks.json", 3)]

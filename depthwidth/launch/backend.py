@@ -32,7 +32,7 @@ from typing import Callable, Protocol
 from depthwidth.config import schema
 from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import BadInput, WorkFailed, bad
-from depthwidth.launch import slurm
+from depthwidth.launch import slurm, slurm_waves
 from depthwidth.launch.scheduler import pid_alive, set_state, task_states
 from depthwidth.launch.workers import restart_workers, spawn_workers, visible_gpus, worker_slots
 
@@ -281,7 +281,7 @@ class Slurm:
 
     def submit(self, job: Job) -> list[str]:
         try:
-            job_ids = slurm.submit_array(job.name, job.folder, job.tasks_file, job.n_tasks, job.cfg, job.entry)
+            job_ids = slurm_waves.submit_array(job.name, job.folder, job.tasks_file, job.n_tasks, job.cfg, job.entry)
         except BaseException:
             shutil.rmtree(job.folder, ignore_errors=True)  # nothing was queued: leave no half submission
             raise

@@ -13,7 +13,8 @@ import os
 import sys
 from typing import Sequence
 
-from depthwidth.launch.slurm import clean_env, next_wave
+from depthwidth.launch.slurm import clean_env
+from depthwidth.launch.slurm_waves import next_wave
 from depthwidth.launch.task import array_task
 
 

@@ -34,7 +34,7 @@ from depthwidth.launch.config import launcher_config, split_overrides, target_de
 from depthwidth.launch import followup
 from depthwidth.launch.backend import backend
 from depthwidth.launch.halving import release_decided
-from depthwidth.launch.slurm import waves_of
+from depthwidth.launch.slurm_waves import waves_of
 from depthwidth.launch.status import RETRYABLE, status
 from depthwidth.launch.submit import submit as launch_submit
 from depthwidth.sweep.expand import (
