@@ -39,7 +39,7 @@ def _header(text: str) -> list[str]:
 
 def test_the_dry_run_shows_seed_and_tuned_value_columns(trained):
     root, env = trained
-    p = dw("sweep", "tab", "--dry-run", env=env)
+    p = dw("sweep", "tab", "--dry-run", env=env)  # piped: no column squeezed (the predictions made it wide)
     assert p.returncode == 0, p.stderr
     cols = _header(p.stdout)
     assert cols[cols.index("shape") + 1 : cols.index("shape") + 3] == ["seed", "optim.lr"]

@@ -397,6 +397,10 @@ def _render_dry(s, doc, secs) -> None:
             t.add_column(col, justify=j, no_wrap=True)
         for cells in body:
             t.add_row(*cells)
+        if not c.is_terminal:  # piped: as wide as the table needs, never a column squeezed to "s…"
+            from rich.measure import Measurement
+
+            c.width = max(c.width, Measurement.get(c, c.options.update(max_width=10**5), t).maximum)
         c.print(t)
     else:  # thousands of runs: drawn directly (rich measures every cell)
         names = [col for col, _ in cols]
