@@ -137,11 +137,12 @@ def round_ensemble(
             doc = run_fit(
                 runs=table, law=law_spec or law.name, bootstrap=bootstrap, max_starts=max_starts, seed=seed, write=False
             )
-            ens = ensemble_of(doc)
-            if len(ens.theta) >= MIN_REPLICATES:
+            n_ok = len((doc.get("replicates") or {}).get("theta") or [])
+            ens = ensemble_of(doc) if n_ok else None
+            if ens is not None and n_ok >= MIN_REPLICATES:
                 return ens, None
             why = (
-                f"run_fit(bootstrap={bootstrap}) left {len(ens.theta)} converged replicates, a design needs "
+                f"run_fit(bootstrap={bootstrap}) left {n_ok} converged replicates, a design needs "
                 f"{MIN_REPLICATES} (raise bootstrap=; rml_ensemble instead)"
             )
         except (BadInput, WorkFailed) as e:
