@@ -297,7 +297,7 @@ def test_report_never_imports_torch_and_matplotlib_only_for_plots(store, tmp_pat
 
 def test_status_watch_returns_when_every_run_has_ended(store, tmp_path):
     root, _ = store
-    p = dw("status", "t", "--watch", "--interval", "0.2", env={"DW_RUNS": str(root)}, timeout=60)
+    p = dw("status", "t", "--watch", "--interval", "0.2", "--timeout", "60", env={"DW_RUNS": str(root)}, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "12 done" in p.stdout and "u4x32s2" in p.stdout
     rs.build(tmp_path, "w", pending=True, seeds=False)

@@ -131,15 +131,15 @@ def per_run(clean, metric: str):
 
 
 def predict_metric(
-    reps: np.ndarray, noise_sd: float, log_loss: np.ndarray, level: float, seed: int = 0
+    reps: np.ndarray, noise_sd: float, loss: np.ndarray, level: float, seed: int = 0
 ) -> dict[str, np.ndarray]:
-    """Metric intervals of targets whose log losses are ``log_loss`` (B1, n) step-1 samples (each a
+    """Metric intervals of targets whose losses are ``loss`` (B1, n) step-1 samples (each a
     replicate plus a new run's noise): each sigmoid replicate paired with one loss sample."""
     rng = np.random.default_rng(seed)
-    B = max(len(reps), len(log_loss))
+    B = max(len(reps), len(loss))
     i = rng.integers(0, len(reps), B)
-    j = rng.integers(0, len(log_loss), B)
-    m = sigmoid(reps[i], np.exp(log_loss[j]))  # (B, n): replicate i[b] at loss sample j[b]
+    j = rng.integers(0, len(loss), B)
+    m = sigmoid(reps[i], loss[j])  # (B, n): replicate i[b] at loss sample j[b]
     noisy = m + rng.normal(0.0, noise_sd, m.shape)
     q = [50 * (1 - level), 50 * (1 + level)]
     return {"ci": np.percentile(m, q, axis=0), "pi": np.clip(np.percentile(noisy, q, axis=0), 0.0, 1.0)}
@@ -175,7 +175,7 @@ def downstream(clean, metric: str, B: int, level: float, seed: int, holdout: dic
 
 def _holdout(clean, metric: str, h: dict, B: int, level: float, seed: int) -> dict:
     """Step 2 refitted on the runs the loss law was fitted on; the held-out runs' metric predicted
-    from their step-1 samples (``h["_samples"]``: (B, points) noisy log losses, ``h["_runs"]``)."""
+    from their step-1 samples (``h["_samples"]``: (B, points) noisy losses, ``h["_runs"]``)."""
     held = set(h["_runs"])
     L, y, runs, _ = per_run(clean, metric)
     fit_mask = np.array([r not in held for r in runs])
@@ -194,7 +194,7 @@ def _holdout(clean, metric: str, h: dict, B: int, level: float, seed: int) -> di
             continue
         col = int(np.flatnonzero(point_runs == r)[-1])
         pr = predict_metric(reps, noise_sd, samples[:, [col]], level, seed)
-        pred = float(sigmoid(p, [float(np.exp(np.median(samples[:, col])))])[0])
+        pred = float(sigmoid(p, [float(np.median(samples[:, col]))])[0])
         pi = [float(pr["pi"][0, 0]), float(pr["pi"][1, 0])]
         points.append(
             {
@@ -204,7 +204,7 @@ def _holdout(clean, metric: str, h: dict, B: int, level: float, seed: int) -> di
                 "error": pred - float(measured[r]),
                 "pi": pi,
                 "inside": bool(pi[0] <= measured[r] <= pi[1]),
-                "extrapolated": bool(np.exp(np.median(samples[:, col])) < Lf.min()),
+                "extrapolated": bool(np.median(samples[:, col]) < Lf.min()),
             }
         )
     err = np.array([q["error"] for q in points]) if points else np.zeros(0)

@@ -210,7 +210,11 @@ def requeue_self(log) -> None:
     )
     if not jid:
         return
-    p = _call(["scontrol", "requeue", jid])
+    try:
+        p = _call(["scontrol", "requeue", jid])
+    except (OSError, subprocess.TimeoutExpired) as e:  # the run is checkpointed: say why, exit preempted
+        log(f"requeue {jid}: {type(e).__name__}: {e}")
+        return
     log(f"requeue {jid}: " + ("ok" if p.returncode == 0 else " ".join(p.stderr.split())))
 
 
@@ -219,17 +223,27 @@ def requeue_later(job: str, delay_s: float, log) -> bool:
     now: ``scontrol requeue``, then a begin time on the pending job.  False if SLURM refused the
     requeue; a begin time it refuses (the job not yet pending after a few tries) only drops the
     delay, never the retry (a held job left held would wait for ever)."""
-    p = _call(["scontrol", "requeue", job])
+    try:
+        p = _call(["scontrol", "requeue", job])
+    except (OSError, subprocess.TimeoutExpired) as e:
+        log(f"retry: scontrol requeue {job}: {type(e).__name__}: {e}")
+        return False
     if p.returncode != 0:
         log(f"retry: scontrol requeue {job}: {' '.join(p.stderr.split())}")
         return False
     start = f"StartTime=now+{max(1, int(round(delay_s)))}"
+    why = ""
     for _ in range(10):  # SLURM takes a moment to make the requeued job pending
-        q = _call(["scontrol", "update", f"JobId={job}", start])
+        try:
+            q = _call(["scontrol", "update", f"JobId={job}", start])
+        except (OSError, subprocess.TimeoutExpired) as e:
+            why = f"{type(e).__name__}: {e}"
+            break
         if q.returncode == 0:
             return True
+        why = " ".join(q.stderr.split())
         time.sleep(0.5)
-    log(f"retry: scontrol update {job} {start}: {' '.join(q.stderr.split())} (retried without the delay)")
+    log(f"retry: scontrol update {job} {start}: {why} (retried without the delay)")
     return True
 
 
@@ -248,12 +262,18 @@ def died_how(job: str) -> str:
 def cancel(ids: list[str]) -> None:
     """``scancel`` the jobs (whole arrays) of ``ids``; what it says is not read."""
     if ids:
-        _call(["scancel", *sorted({i.split("_")[0] for i in ids})], text=False)
+        try:
+            _call(["scancel", *sorted({i.split("_")[0] for i in ids})], text=False)
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # called on error paths: the error being reported is the one that matters
 
 
 def signal_job(job: str, sig: str) -> str | None:
     """``scancel --signal=SIG JOB`` (to the job's steps: every rank under srun); None, or why it failed."""
-    p = _call(["scancel", f"--signal={sig}", str(job)])
+    try:
+        p = _call(["scancel", f"--signal={sig}", str(job)])
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{type(e).__name__}: {e}"
     return None if p.returncode == 0 else " ".join(p.stderr.split())
 
 
