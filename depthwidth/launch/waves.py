@@ -1,9 +1,9 @@
 """The wave job: ``python -m depthwidth.launch.waves runs/NAME/jobs/SUB``.
 
 A submission larger than the scheduler's limit on queued jobs (launch/limits.py) goes in as
-waves: launch/slurm.py submits the first one with this job behind it (``afterany`` on that wave);
+waves: launch/slurm_waves.py submits the first one with this job behind it (``afterany`` on that wave);
 when the wave has ended this job submits the next wave and the next wave job, and records their
-job ids in the sweep's manifest (slurm.py ``next_wave``).  So the cluster carries a sweep through,
+job ids in the sweep's manifest (slurm_waves.py ``next_wave``).  So the cluster carries a sweep through,
 one wave after another, with no process left on the login node.  See docs/slurm.md.
 """
 

@@ -217,11 +217,12 @@ def candidates(
     same = [r for r in ok if r.run_id in have]
     # the same configuration at another precision (the store simulated or trained with another
     # launcher): recognised by its key, not proposed again, and said once (cli/suggest.py)
-    other = [r for r in ok if r.run_id not in have and config_key(r.cfg) in precisions]
-    good = [r for r in ok if r.run_id not in have and config_key(r.cfg) not in precisions]
+    key = {id(r): config_key(r.cfg) for r in ok if r.run_id not in have} if precisions else {}
+    other = [r for r in ok if key.get(id(r)) in precisions]
+    good = [r for r in ok if r.run_id not in have and key.get(id(r)) not in precisions]
     counts = {"refused": len(sw.bad), "in_store": len(same) + len(other)}
     if other:
-        theirs = sorted({precisions[config_key(r.cfg)] for r in other})
+        theirs = sorted({precisions[key[id(r)]] for r in other})
         counts["other_precision"] = {
             "runs": len(other),
             "store": theirs,

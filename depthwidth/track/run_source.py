@@ -22,8 +22,6 @@ from pathlib import Path
 from depthwidth.core.errors import BadInput, bad, key_values
 from depthwidth.core.options import Option
 from depthwidth.core.store import check_name, runs_root
-from depthwidth.track.table import refuse_mixed, run_table
-from depthwidth.track.wandb_table import run_table_from_wandb
 
 KINDS = ("store", "wandb")
 
@@ -195,6 +193,10 @@ class RunSource:
 
     def load(self) -> RunTable:
         """The run table, columns mapped; a sweep's table may be empty (no run has ended yet)."""
+        # the readers, here: dw's CLI builds its flags from SOURCE_OPTIONS without loading them
+        from depthwidth.track.table import refuse_mixed, run_table
+        from depthwidth.track.wandb_table import run_table_from_wandb
+
         mapping = parse_columns(self.columns)
         if self.kind == "wandb":
             df = run_table_from_wandb(self.project, self.group)
