@@ -273,6 +273,28 @@ def promise_summary(rows: list[dict]) -> list[dict]:
     return out
 
 
+def draws(a, sp, targets: list[str]) -> list[dict]:
+    """One job per planted draw: every target, D_crit form, shift, noise level and seed asked for."""
+    return [
+        {
+            "space": sp,
+            "form": f,
+            "shift": float(s),
+            "noise": float(n),
+            "seed": k,
+            "target": t,
+            "B": a.bootstrap,
+            "first": a.first,
+            "step": a.step,
+        }
+        for t in targets
+        for f in a.forms.split(",")
+        for s in a.shifts.split(",")
+        for n in a.noise.split(",")
+        for k in range(a.seeds)
+    ]
+
+
 def promise_main(a, sp) -> int:
     path = Path(a.promise)
     done = []
@@ -280,23 +302,7 @@ def promise_main(a, sp) -> int:
         done = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     have = {(r["form"], r["shift"], r["noise"], r["seed"], r["target"]) for r in done}
     target = a.targets.split(",")[0] if a.targets != ",".join(TARGETS) else "dcrit@512"
-    jobs = [
-        {
-            "space": sp,
-            "form": f,
-            "shift": float(s),
-            "noise": float(n),
-            "seed": k,
-            "target": target,
-            "B": a.bootstrap,
-            "first": a.first,
-            "step": a.step,
-        }
-        for k in range(a.seeds)
-        for f in a.forms.split(",")
-        for s in a.shifts.split(",")
-        for n in a.noise.split(",")
-    ]
+    jobs = draws(a, sp, [target])
     jobs = [j for j in jobs if (j["form"], j["shift"], j["noise"], j["seed"], j["target"]) not in have]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max(1, a.workers)) as ex, path.open("a") as fh:
@@ -384,25 +390,7 @@ def main() -> int:
     sp = space()
     if a.promise:
         return promise_main(a, sp)
-    jobs = [
-        {
-            "space": sp,
-            "form": f,
-            "shift": float(s),
-            "noise": float(n),
-            "seed": k,
-            "target": t,
-            "B": a.bootstrap,
-            "first": a.first,
-            "step": a.step,
-            "until": a.until,
-        }
-        for t in a.targets.split(",")
-        for f in a.forms.split(",")
-        for s in a.shifts.split(",")
-        for n in a.noise.split(",")
-        for k in range(a.seeds)
-    ]
+    jobs = [{**j, "until": a.until} for j in draws(a, sp, a.targets.split(","))]
     if a.workers > 1:
         with ProcessPoolExecutor(a.workers) as ex:
             results = list(ex.map(one, jobs))
