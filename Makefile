@@ -17,7 +17,7 @@ install: $(STAMP)
 test: lint
 	$(PY) -m pytest -q -n 2 --dist loadgroup
 
-# The fast tier (about 4 minutes here): every test but those on a SLURM test cluster and the
+# The fast tier (about 3.5 minutes here): every test but those on a SLURM test cluster and the
 # modules tests/slow.txt lists (each over 20 s); `make test` runs them all.
 test-fast: lint
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
