@@ -41,7 +41,7 @@ def with_options(*tables: tuple[Option, ...]):
                 taken.add(o.name)
                 ann = _annotation(o)
                 hints[o.name] = ann
-                opt = typer.Option(o.default, *o.flags, help=o.help)
+                opt = typer.Option(o.default, *o.flags, help=o.help, metavar=o.metavar or None)
                 made.append(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann))
         args = [p for p in own if isinstance(p.default, typer.models.ArgumentInfo)]
         rest = [p for p in own if p not in args]
@@ -56,3 +56,10 @@ def with_options(*tables: tuple[Option, ...]):
 def taken(tables: tuple[tuple[Option, ...], ...], kw: dict) -> dict:
     """The options of ``tables`` out of a command's keywords (removed from ``kw``)."""
     return {o.name: kw.pop(o.name) for t in tables for o in t if o.name in kw}
+
+
+def command_flags(ctx, command: str) -> set[str]:
+    """The flags of ``dw COMMAND`` as registered beside the running command (``ctx``'s group): what
+    the sweep file's ``then:`` arguments are checked against."""
+    cmd = ctx.parent.command.get_command(ctx.parent, command)
+    return {f for p in cmd.params for f in (*p.opts, *getattr(p, "secondary_opts", ())) if f.startswith("-")}

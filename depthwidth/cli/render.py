@@ -47,19 +47,6 @@ def runs_progress(verb: str, total: int, quiet: bool = False) -> Iterator:
         yield lambda i, n, d: bar.update(task, completed=i, description=d.name)
 
 
-def varied_columns(rows: list) -> tuple:
-    """``seed`` and each tuned setting (``optim.lr``) where the rows hold more than one value: what tells
-    two runs of one configuration apart (dw status, the dry run)."""
-    keys = [k for r in rows for k in (r.get("tuned") or {})]
-    cols = tuple(dict.fromkeys(k for k in keys if len({repr((r.get("tuned") or {}).get(k)) for r in rows}) > 1))
-    return (("seed",) if len({r.get("seed") for r in rows}) > 1 else ()) + cols
-
-
-def varied_cell(r: dict, col: str) -> str:
-    v = r.get("seed") if col == "seed" else (r.get("tuned") or {}).get(col)
-    return "" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
-
-
 def plain_table(title, cols, rows, right, styled=None):
     """The same look as rich's default table, drawn as one Text (1,000 rows in ~50 ms).  ``styled``:
     (column, {value: style}) colours that column's cells (dw status's states)."""
@@ -100,3 +87,27 @@ def _table_head(title, cols, rows, right):
     out.append("┃" + cells(cols).replace("│", "┃") + "┃\n", style="bold")
     out.append("┡" + "╇".join("━" * (x + 2) for x in w) + "┩\n")
     return w, cells, out, "└" + "┴".join("─" * (x + 2) for x in w) + "┘"
+
+
+def print_rows(c, t) -> None:
+    """A ``core.tables.Table`` whose rows hold each cell as shown (the dry run's) on console ``c``: rich's
+    table, as wide as it needs when piped, or drawn directly above ``FAST_ABOVE`` rows; its notes
+    as the caption (below the drawn table)."""
+    head, body = t.display()
+    if len(body) > FAST_ABOVE:  # thousands of runs: drawn directly (rich measures every cell)
+        print_plain_table(c, t.title, head, body, {col.label for col in t.cols if col.right})
+        for n in t.notes:
+            c.print(n, highlight=False, soft_wrap=True)
+        return
+    from rich.table import Table
+
+    rt = Table(title=t.title, caption=" ".join(t.notes) or None)
+    for col in t.cols:
+        rt.add_column(col.label, justify="right" if col.right else "left", no_wrap=True)
+    for cells in body:
+        rt.add_row(*cells)
+    if not c.is_terminal:  # piped: as wide as the table needs, never a column squeezed to "s…"
+        from rich.measure import Measurement
+
+        c.width = max(c.width, Measurement.get(c, c.options.update(max_width=10**5), rt).maximum)
+    c.print(rt)

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from depthwidth.cli.render import FAST_ABOVE, emit_json, plain_table, varied_cell, varied_columns
+from depthwidth.cli.render import FAST_ABOVE, emit_json, plain_table
 
 STYLE = {
     "done": "green",
@@ -170,6 +170,8 @@ WHY_SHOWN = 10  # failed runs whose reason dw status prints below its table
 def _columns(st) -> tuple:
     """COLS, with the early warning's after ``last loss`` when a run has one: the forecast, the
     measured final loss beside a finished run's backtest, the law's prediction and the flag."""
+    from depthwidth.launch.status import varied_columns
+
     rows = st["runs"]
     extra = []
     if any(r.get("forecast") or r.get("forecast_note") for r in rows):
@@ -209,6 +211,8 @@ def _early(r, col) -> str:
 
 
 def _rows(st, cols):
+    from depthwidth.launch.status import varied_cell
+
     rows = []
     for r in st["runs"]:
         prog = "" if r["progress"] is None else f"{100 * r['progress']:.0f}%"

@@ -33,6 +33,8 @@ class Option:
     ``list``: a repeatable flag of strings."""
     short: str = ""
     """A one-letter alias (``-f``), if any."""
+    metavar: str = ""
+    """The value's name in ``--help`` (``ACTIONS``); empty: typer's own."""
 
     @property
     def flags(self) -> tuple[str, ...]:

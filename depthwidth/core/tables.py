@@ -16,6 +16,7 @@ class Col:
     key: str
     label: str
     fmt: str = "{}"  # format for display; None values show as "—"
+    right: bool = False  # right-justified where a renderer asks (the dry run's, dw status's tables)
 
     def show(self, v) -> str:
         if v is None or (isinstance(v, float) and not math.isfinite(v)):

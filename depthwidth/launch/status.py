@@ -307,3 +307,16 @@ def summary_line(st: dict) -> str:
         + (", ".join(parts) if parts else "none")
         + (f" (scheduler state unknown: {why})" if why else "")
     )
+
+
+def varied_columns(rows: list) -> tuple:
+    """``seed`` and each tuned setting (``optim.lr``) where the rows hold more than one value: what tells
+    two runs of one configuration apart (dw status, the dry run)."""
+    keys = [k for r in rows for k in (r.get("tuned") or {})]
+    cols = tuple(dict.fromkeys(k for k in keys if len({repr((r.get("tuned") or {}).get(k)) for r in rows}) > 1))
+    return (("seed",) if len({r.get("seed") for r in rows}) > 1 else ()) + cols
+
+
+def varied_cell(r: dict, col: str) -> str:
+    v = r.get("seed") if col == "seed" else (r.get("tuned") or {}).get(col)
+    return "" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)

@@ -7,9 +7,18 @@
 Modules: file.py (reading a sweep file into points), expand.py (points ->
 composed, identified, validated runs), plan_costs.py (what the dry run says a
 sweep costs: device-hours, requeues, nodes, calendar time, checkpoint disk),
-submission.py (plan and submit).
+submission.py (plan and submit), options.py (``dw sweep``'s options, standard library only),
+dry_run.py (the dry run's document, table and lines).
+
+The names below are imported on first use: ``dw --help`` reads options.py without planning code.
 """
 
-from depthwidth.sweep.submission import Submission, SweepPlan, plan, submit
-
 __all__ = ["Submission", "SweepPlan", "plan", "submit"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from depthwidth.sweep import submission
+
+        return getattr(submission, name)
+    raise AttributeError(f"module 'depthwidth.sweep' has no attribute {name!r}")
