@@ -115,7 +115,10 @@ def _render(doc: dict) -> None:
             r["shape"],
             str(r["seed"]),
             f"{r['hours']:.3g}",
-            f"{r['predicted_loss']:.3f} [{r['pi'][0]:.3f}, {r['pi'][1]:.3f}]",
+            "; ".join(  # a multi-output law's run reveals every output: each predicted
+                f"{o + ' ' if o else ''}{p['loss']:.3f} [{p['pi'][0]:.3f}, {p['pi'][1]:.3f}]"
+                for o, p in (r.get("outputs") or {"": {"loss": r["predicted_loss"], "pi": r["pi"]}}).items()
+            ),
             "—" if r["interval_after"] is None else f"{r['interval_after']:.3g}",
         )
     c.print(t)

@@ -12,7 +12,8 @@ starts at a draw from the law's own start grid (its stated plausible values, the
 by Levenberg-Marquardt to the losses plus a fresh draw of their noise (``FEW_NOISE``).  The runs pin
 the directions they determine; in the directions they do not, a replicate stays near its prior draw
 (LM's damped steps move along the data's gradient only), so the replicates' spread there is the
-prior's.  With no runs it is the prior.
+prior's.  With no runs it is the prior.  A multi-output law's table (a column per output, or the long
+form) is fitted in its long form, every output of every run (fit/userlaw.long_table).
 
 ``round_ensemble``: the fit's bootstrap ensemble (``dw fit``'s pipeline) where the table has at least
 as many runs as parameters and it holds ``MIN_REPLICATES`` converged replicates, else the RML
@@ -40,6 +41,7 @@ INITIAL_PER_PARAM = 2.5  # the seed's size, runs per parameter of the law (Scale
 FEW_NOISE = 0.02  # log loss: a new run's noise assumed where too few runs measure it (a law's typical misfit)
 RML_REPLICATES = 200
 REFIT_GROWTH = 0.5  # picks per round: this fraction of the runs in (geometric rounds)
+MULTI_SHARED = 0.5  # a multi-output law's RML ensemble: the share of a new run's noise variance its outputs share
 
 
 class DesignFailed(Exception):
@@ -80,11 +82,23 @@ def rml_ensemble(
 ) -> Ensemble:
     """Randomized maximum likelihood (module doc): ``B`` replicates, each from a draw of the law's
     start grid fitted to the losses of ``table`` plus fresh noise of sd ``noise`` (log loss).
-    ``convention``: the parameter count the law reads as N (fit/count.py; default the law's)."""
+    ``convention``: the parameter count the law reads as N (fit/count.py; default the law's).
+
+    A multi-output law's runs are fitted with all their outputs (``long_table``); a new run's noise
+    ``noise`` is then split evenly between the run's own effect, which its outputs share, and each
+    output's own (``MULTI_SHARED``): where too few runs measure the split, neither extreme (outputs
+    that move together, or apart) is assumed."""
     from depthwidth.fit.count import default_convention, with_convention
     from depthwidth.fit.engine import fitted_target
     from depthwidth.fit.solver import Problem, batched_lm
+    from depthwidth.fit.userlaw import long_table, outputs
 
+    multi = bool(outputs(law))
+    if multi and table is not None:
+        import pandas as pd
+
+        wide = pd.DataFrame(table)  # one row per run and output, a run's outputs together (none: the prior)
+        table = long_table(wide, law) if len(wide) else None
     convention = convention or default_convention(law.name)
     if table is not None and len(table["loss"]) and ("params" in law.columns or convention == "12DW2"):
         import pandas as pd
@@ -96,6 +110,8 @@ def rml_ensemble(
     starts = grid[rng.integers(0, len(grid), B)] if len(grid) < B else grid
     starts = np.clip(starts, law.lo, law.hi)
     nz = {"run": float(noise), "point": 0.0, "df_run": 1000, "df_point": 1000}
+    if multi:
+        nz.update(run=float(noise) * math.sqrt(MULTI_SHARED), point=float(noise) * math.sqrt(1 - MULTI_SHARED))
     n = 0 if table is None else len(table["loss"])
     if n == 0:
         centre = np.median(starts, axis=0)
@@ -116,7 +132,13 @@ def rml_ensemble(
     theta = theta[ok]
     runs = [dict(r) for r in (table.to_dict("records") if hasattr(table, "to_dict") else table)]
     return Ensemble(
-        law, theta[int(np.argmin(F))], theta, nz, convention=convention, source=f"rml ({n} runs)", runs=runs
+        law,
+        theta[int(np.argmin(F))],
+        theta,
+        nz,
+        convention=convention,
+        source=f"rml ({len(set(table['run'])) if multi else n} runs)",
+        runs=runs,
     )
 
 
@@ -124,7 +146,16 @@ def round_ensemble(
     law: Law, table, *, law_spec=None, bootstrap: int = 50, max_starts: int = 64, seed: int = 0
 ) -> tuple[Ensemble, str | None]:
     """(ensemble, why the fit's bootstrap was not used or None).  ``law_spec``: what ``run_fit``
-    takes as ``law`` (a built-in law's name, a user law's file or mapping; default ``law.name``)."""
+    takes as ``law`` (a built-in law's name, a user law's file or mapping; default ``law.name``).
+    A multi-output law's ``table`` gives a run's outputs side by side (or in the long form): both
+    fits use every output of every run, and ``n`` counts its points (runs × outputs) as dw fit does."""
+    from depthwidth.fit.userlaw import long_table, outputs
+
+    if outputs(law) and table is not None:
+        import pandas as pd
+
+        wide = pd.DataFrame(table)
+        table = long_table(wide, law) if len(wide) else None
     n, P = len(table["loss"]) if table is not None else 0, len(law.params)
     why = None
     if n < P:

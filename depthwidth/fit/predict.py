@@ -56,6 +56,7 @@ from depthwidth.fit.boot import draw_noise
 from depthwidth.fit.count import CountModel, count_of
 from depthwidth.fit.derived import C_REF, derived_numbers
 from depthwidth.fit.laws import Law
+from depthwidth.fit.userlaw import OUTPUT, outputs
 
 OPTIMA = ("W_exponent", "D_exponent", "N_exponent", "T_exponent", "D_opt", "W_opt", "N_opt")
 TARGETS_ALLOWED = (
@@ -160,6 +161,44 @@ def _table(ens: Ensemble, rows):
     return df
 
 
+def outputs_of(ens: Ensemble) -> list[str]:
+    """A multi-output law's outputs, in order (fit/userlaw.py ``outputs:``); [] for a law of one."""
+    return outputs(ens.law)
+
+
+def run_rows(ens: Ensemble, rows) -> list[dict]:
+    """Each run of ``rows`` (mappings or a DataFrame: one per run, as a sweep's candidates are) as the
+    law's rows: itself for a law of one output; for a multi-output law one row per run and output,
+    run-major (run j's outputs at j*m ... j*m + m - 1), each naming its ``output``: what one run of
+    one cost reveals.  Rows that already name their output are left as they are."""
+    recs = rows.to_dict("records") if hasattr(rows, "to_dict") else [dict(r) for r in rows]
+    outs = outputs_of(ens)
+    if not outs or _name_output(recs):
+        return recs
+    return [{**r, OUTPUT: o} for r in recs for o in outs]
+
+
+def _name_output(rows) -> bool:
+    """Whether ``rows`` (mappings or a DataFrame) name each row's output (a multi-output law's long form)."""
+    if hasattr(rows, "columns"):
+        return OUTPUT in rows.columns
+    return all(OUTPUT in r for r in rows)
+
+
+def _per_run(ens: Ensemble, rows) -> int:
+    """The law's rows one run of ``rows`` is (``run_rows``): a multi-output law's outputs, else 1
+    (a law of one output, or rows that already name their output: each its own observation)."""
+    outs = outputs_of(ens)
+    return len(outs) if outs and not _name_output(rows) else 1
+
+
+def predict_outputs(ens: Ensemble, rows, seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
+    """{output: ``predict`` of every row at that output}: a multi-output law's predictions of the
+    runs ``rows`` (one per run, no ``output`` column); {} for a law of one output."""
+    recs = rows.to_dict("records") if hasattr(rows, "to_dict") else [dict(r) for r in rows]
+    return {o: predict(ens, [{**r, OUTPUT: o} for r in recs], seed) for o in outputs_of(ens)}
+
+
 def log_predictions(ens: Ensemble, rows) -> tuple[np.ndarray, np.ndarray]:
     """(point (n,), replicates (B, n)) log losses of ``rows`` (losses for a law fitted with objective: raw)."""
     X = ens.law.data(_table(ens, rows))
@@ -169,7 +208,14 @@ def log_predictions(ens: Ensemble, rows) -> tuple[np.ndarray, np.ndarray]:
 
 
 def predict(ens: Ensemble, rows, seed: int = 0) -> dict[str, np.ndarray]:
-    """Per row: ``loss`` (the point fit), ``ci`` and ``pi`` (2, n) at the ensemble's level."""
+    """Per row: ``loss`` (the point fit), ``ci`` and ``pi`` (2, n) at the ensemble's level.  A
+    multi-output law's rows name their ``output`` (``predict_outputs``: every output of each run)."""
+    outs = outputs_of(ens)
+    if outs and not _name_output(rows):
+        raise BadInput(
+            f"predict: the {ens.law.name} law has several outputs ({', '.join(outs)}): rows name their "
+            f"{OUTPUT}, or predict_outputs predicts each"
+        )
     point, reps = log_predictions(ens, rows)
     n = len(point)
     rng = np.random.default_rng(seed)
@@ -300,6 +346,7 @@ class Design:
     width_alone: np.ndarray  # per candidate, alone: the interval's expected width after it
     cost: np.ndarray
     replicates: int
+    outputs: tuple = ()  # a multi-output law's outputs: each pick reveals them all, at its one cost
 
     @property
     def spent(self) -> float:
@@ -323,12 +370,13 @@ class Region:
 
 
 def _joint(ens: Ensemble, target, rows) -> tuple[np.ndarray, np.ndarray, int]:
-    """(T (B, K), Y (B, M) log losses) over the replicates where both are finite; robust to a few
-    wild replicates (beyond the 1st-99th percentile of a scalar T they are dropped: one replicate
-    on a bound would otherwise set the covariance)."""
+    """(T (B, K), Y (B, M·m) log losses: every output of each of the M runs ``rows``, run-major as
+    ``run_rows`` orders them; m = 1 for a law of one output) over the replicates where both are
+    finite; robust to a few wild replicates (beyond the 1st-99th percentile of a scalar T they are
+    dropped: one replicate on a bound would otherwise set the covariance)."""
     T = target.values(ens, ens.theta)
     T = T.reshape(len(T), -1)
-    _, Y = log_predictions(ens, rows)
+    _, Y = log_predictions(ens, run_rows(ens, rows))
     ok = np.isfinite(T).all(axis=1) & np.isfinite(Y).all(axis=1)
     T, Y = T[ok], Y[ok]
     if len(T) >= 20 and T.shape[1] == 1:
@@ -338,10 +386,20 @@ def _joint(ens: Ensemble, target, rows) -> tuple[np.ndarray, np.ndarray, int]:
     return T, Y, int(ok.sum())
 
 
+def _run_columns(ens: Ensemble) -> list[str]:
+    """The columns the law reads that describe a run: all of them but a multi-output law's output
+    indicators (a run's outputs share its configuration, and the law's misfit there)."""
+    if not outputs_of(ens):
+        return list(ens.law.columns)
+    return [c for c in ens.law.columns if c.partition("=")[0] != OUTPUT]
+
+
 def _configs(ens: Ensemble, rows) -> np.ndarray:
-    """(M,) one code per distinct configuration of ``rows`` (equal values of every column the law reads)."""
+    """(M,) one code per distinct configuration of ``rows`` (equal values of every column the law
+    reads; a multi-output law's outputs of one run are one configuration)."""
     X = ens.law.data(_table(ens, rows))
-    cols = np.column_stack([X[c] for c in ens.law.columns]) if ens.law.columns else np.zeros((len(X["_zero"]), 1))
+    use = _run_columns(ens)
+    cols = np.column_stack([X[c] for c in use]) if use else np.zeros((len(X["_zero"]), 1))
     return np.unique(cols, axis=0, return_inverse=True)[1].reshape(-1)
 
 
@@ -352,7 +410,7 @@ MISFIT_LENGTH = 1.0  # the misfit's correlation length, in standard deviations o
 def _coords(ens: Ensemble, rows) -> np.ndarray:
     """(n, d) the law's input columns of ``rows``, each on a log scale where it is positive."""
     X = ens.law.data(_table(ens, rows))
-    cols = [np.asarray(X[c], dtype=float) for c in ens.law.columns]
+    cols = [np.asarray(X[c], dtype=float) for c in _run_columns(ens)]
     if not cols:
         return np.zeros((len(X["_zero"]), 0))
     return np.column_stack([np.log(c) if (c > 0).all() else c for c in cols])
@@ -399,10 +457,12 @@ def _data_only_widths(ens: Ensemble, target, rows, picks: list[int]) -> list[flo
     thetas = np.vstack([np.asarray(ens.point, dtype=float)[None, :], others])
     free = np.flatnonzero(np.ptp(ens.theta, axis=0) > 0) if len(ens.theta) > 1 else np.arange(thetas.shape[1])
     mine = rows.iloc[list(picks)].to_dict("records") if hasattr(rows, "iloc") else [rows[j] for j in picks]
-    X = law.data(_table(ens, [*(ens.runs or []), *mine]))
+    m_out = _per_run(ens, mine)  # rows per pick: a multi-output law's run reveals every output
+    X = law.data(_table(ens, [*(ens.runs or []), *run_rows(ens, mine)]))
     n0, P = len(ens.runs or []), len(free)
     z = NormalDist().inv_cdf(0.5 * (1 + ens.level))
     s2 = max(ens.new_run_var, 1e-12)
+    W = _whitener(ens, n0, len(picks)) if m_out > 1 else None
     widths = np.full((len(thetas), len(picks)), np.inf)
     for b, th0 in enumerate(thetas):
         h = 1e-5 * np.maximum(1.0, np.abs(th0[free]))
@@ -417,14 +477,44 @@ def _data_only_widths(ens: Ensemble, target, rows, picks: list[int]) -> list[flo
         if not (np.isfinite(J).all() and np.isfinite(g).all()):
             continue
         gmax = max(float(np.abs(g).max()), 1e-300)
+        Jw = J @ W if W is not None else None  # whitened by each run's noise covariance (its outputs share it)
         for m in range(1, len(picks) + 1):
-            w, V = np.linalg.eigh(J[:, : n0 + m] @ J[:, : n0 + m].T / s2)
+            if Jw is not None:
+                w, V = np.linalg.eigh(Jw[:, : n0 + m * m_out] @ Jw[:, : n0 + m * m_out].T)
+            else:
+                w, V = np.linalg.eigh(J[:, : n0 + m] @ J[:, : n0 + m].T / s2)
             gv = V.T @ g  # (P, K): the target's gradient along the information's eigenvectors
             tiny = w <= 1e-9 * max(float(w.max()), 1e-300)
             if (np.abs(gv[tiny]) > 1e-6 * gmax).any():
                 continue
             widths[b, m - 1] = 2 * z * math.sqrt(float((gv[~tiny] ** 2 / w[~tiny, None]).sum()) / g.shape[1])
     return [float(x) for x in np.median(widths, axis=0)]
+
+
+def _noise_block(ens: Ensemble, m: int, total: float) -> np.ndarray:
+    """(m, m) the noise covariance of one run's m outputs, each of variance ``total``: the per-point
+    noise on each output alone, the rest the run's own effect, one draw for all its outputs (as
+    fit/boot.py draws a run's seed noise)."""
+    own = min(float(ens.noise.get("point", 0.0) ** 2), total)
+    return (total - own) * np.ones((m, m)) + own * np.eye(m)
+
+
+def _whitener(ens: Ensemble, n0: int, n_picks: int) -> np.ndarray:
+    """(n, n) Σ^(-1/2) of the noise of the ensemble's own runs' rows (``ens.runs``, grouped by their
+    ``run``) and of ``n_picks`` new runs of a multi-output law (each its m rows): block diagonal,
+    each run's block ``_noise_block`` of the new-run variance."""
+    m = len(outputs_of(ens))  # rows per new run
+    codes = [str(r.get("run", f"row{i}")) for i, r in enumerate(ens.runs or [])]
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(codes):
+        groups.setdefault(c, []).append(i)
+    blocks = list(groups.values()) + [list(range(n0 + k * m, n0 + (k + 1) * m)) for k in range(n_picks)]
+    n = n0 + n_picks * m
+    W = np.zeros((n, n))
+    for idx in blocks:
+        w, V = np.linalg.eigh(_noise_block(ens, len(idx), max(ens.new_run_var, 1e-12)))
+        W[np.ix_(idx, idx)] = (V / np.sqrt(np.maximum(w, 1e-12))) @ V.T
+    return W
 
 
 def design(
@@ -440,11 +530,19 @@ def design(
     sum over a Region's numbers) per unit of ``cost ** cost_power``, until ``budget`` (sum of costs)
     or ``k`` picks; the joint covariance conditioned on each pick before the next.  ``cost_power``
     < 1 tempers the cost in the ranking only (V-optimal designs do so: per unit of cost, many cheap
-    runs far from the target can outrank the few that predict it; the budget is always in cost)."""
+    runs far from the target can outrank the few that predict it; the budget is always in cost).
+
+    A multi-output law's candidate is one run of one cost that reveals every output at once: its
+    value is the target's variance reduction given all its outputs observed together (the Kalman
+    update by the vector of its m log losses, their noise one run effect shared by the outputs plus
+    each output's own point noise: ``_noise_block``), and a pick is charged its cost once."""
     if not (isinstance(cost_power, (int, float)) and 0 <= cost_power <= 1):
         raise bad("--cost-power", cost_power, "a number in [0, 1] (1: value per unit cost, 0: cost ignored)")
     cost = np.asarray(cost, dtype=float)
     rank = np.maximum(cost, 1e-12) ** cost_power
+    m = _per_run(ens, rows)  # outputs a run reveals (its columns of Y: run j's at j*m ... j*m + m - 1)
+    outs = tuple(outputs_of(ens)) if m > 1 else ()
+    long = run_rows(ens, rows)
     T, Y, used = _joint(ens, target, rows)
     if len(T) < MIN_REPLICATES:  # said without a flag: design() is called from Python too (benchmarks)
         raise BadInput(
@@ -452,15 +550,18 @@ def design(
             f"define it, and a design needs at least {MIN_REPLICATES} (refit with more bootstrap replicates, "
             "or choose another target)"
         )
-    K, M = T.shape[1], Y.shape[1]
+    K, M = T.shape[1], Y.shape[1] // m
+    if len(cost) != M:  # one cost per run, whatever it reveals
+        raise ValueError(f"design: {len(cost)} costs for {M} candidate runs (one cost per run)")
     C = np.cov(np.column_stack([T, Y]), rowvar=False)
     # A measured loss is the law's plus the misfit at its configuration (shared by replicates: the
     # same law inputs, another seed) plus fresh seed and point noise (s2): the misfit enters the
     # covariance of the losses, so a second seed of a configuration teaches only what the seeds
     # average away, and a new configuration what the law's misfit allows.
-    cfg = _configs(ens, rows)
+    cfg = _configs(ens, long)
     C[K:, K:] += ens.misfit_var * (cfg[:, None] == cfg[None, :])
     s2 = ens.seed_var
+    noise = _noise_block(ens, m, s2)  # a run's outputs: one seed effect, each its own point noise
     # What a run teaches (the ranking): the misfit correlated between neighbouring configurations, not
     # only between seeds of one (misfit_kernel): many cheap runs in one corner share it, so their value
     # saturates at what the law's misfit allows instead of adding up; and for a region of runs the
@@ -468,7 +569,7 @@ def design(
     # report (the promise) keeps the refit's own model, each run's residual its own (C).
     R = C.copy()
     if ens.misfit_var > 0:
-        kxx, kex, kee = misfit_kernel(ens, rows, getattr(target, "rows", None) if isinstance(target, Region) else None)
+        kxx, kex, kee = misfit_kernel(ens, long, getattr(target, "rows", None) if isinstance(target, Region) else None)
         R[K:, K:] += ens.misfit_var * (kxx - (cfg[:, None] == cfg[None, :]))
         if isinstance(target, Region):
             R[:K, :K] += ens.misfit_var * kee
@@ -488,7 +589,20 @@ def design(
     scale = width_now / sd_now if sd_now > 0 else 0.0  # interval width per standard deviation
 
     def drop(Cm, j):  # expected fall of the target's summed variance once candidate j is measured
-        return float((Cm[:K, K + j] ** 2).sum() / (Cm[K + j, K + j] + s2))
+        if m == 1:
+            return float((Cm[:K, K + j] ** 2).sum() / (Cm[K + j, K + j] + s2))
+        b = K + j * m + np.arange(m)  # all its outputs together: trace(c S^-1 c')
+        c = Cm[:K, b]
+        return float((c * (np.linalg.pinv(Cm[np.ix_(b, b)] + noise, hermitian=True) @ c.T).T).sum())
+
+    def condition(Cm, j):  # the covariance once candidate j's outputs are measured
+        if m == 1:
+            c = Cm[:, K + j].copy()
+            Cm -= np.outer(c, c) / (Cm[K + j, K + j] + s2)
+            return
+        b = K + j * m + np.arange(m)
+        c = Cm[:, b].copy()
+        Cm -= c @ np.linalg.pinv(Cm[np.ix_(b, b)] + noise, hermitian=True) @ c.T
 
     def width(v):
         return scale * math.sqrt(max(v / K, 0.0))
@@ -510,11 +624,10 @@ def design(
         picks.append(j)
         spent += cost[j]
         free[j] = False
-        for Cm in (C, R):  # condition every covariance on the pick's measured loss
-            c = Cm[:, K + j].copy()
-            Cm -= np.outer(c, c) / (Cm[K + j, K + j] + s2)
+        for Cm in (C, R):  # condition every covariance on the pick's measured loss (every output of it)
+            condition(Cm, j)
         var = float(np.trace(C[:K, :K]))
         widths.append(width(var))
     if not ens.from_fit and picks:  # the refit forgets the prior: promise what the runs alone determine
         widths = _data_only_widths(ens, target, rows, picks)
-    return Design(target, width_now, sd_now, picks, widths, value, width_alone, cost, used)
+    return Design(target, width_now, sd_now, picks, widths, value, width_alone, cost, used, outs)

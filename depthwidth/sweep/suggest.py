@@ -11,7 +11,9 @@ sets the values of settings (any config key, ``run.seed`` too) in every block.  
 composed and checked exactly as ``dw sweep`` would (run id, GPU-hours, memory plan); those that
 would be refused are left out and counted.
 
-The choice itself is fit/predict.py's ``design`` (expected variance reduction from the ensemble).
+The choice itself is fit/predict.py's ``design`` (expected variance reduction from the ensemble; a
+multi-output law's candidate is one run, of one cost, that reveals every output: each pick carries
+every output's predicted loss).
 The picks are written as an ordinary sweep file, ``sweeps/NAME_next.yaml``, whose ``store: NAME``
 puts its runs in NAME's run store: the same run ids, ``dw status NAME``, ``dw fit NAME`` and
 retries as the rest.
@@ -30,7 +32,16 @@ from depthwidth.config.identity import config_key
 from depthwidth.config.schema import Run as RunSettings
 from depthwidth.core import store
 from depthwidth.core.errors import BadInput, bad
-from depthwidth.fit.predict import Design, Ensemble, Target, design, ensemble_of, parse_target, predict
+from depthwidth.fit.predict import (
+    Design,
+    Ensemble,
+    Target,
+    design,
+    ensemble_of,
+    parse_target,
+    predict,
+    predict_outputs,
+)
 from depthwidth.fit.prior import prior as prior_ensemble
 from depthwidth.fit.verdicts import verdict_line
 from depthwidth.launch.config import split_overrides
@@ -306,7 +317,7 @@ class Suggestion:
     target: Target
     design: Design
     runs: list[Run]  # the picks, in order
-    predicted: dict  # loss, pi for the picks
+    predicted: dict  # loss, pi for the picks (a multi-output law: None, and outputs: {output: {loss, pi}})
     counts: dict
     budget: float
     written: str | None = None
@@ -337,14 +348,36 @@ class Suggestion:
                     "seed": r.figures["seed"],
                     "label": r.label,
                     "hours": float(d.cost[j]),
-                    "predicted_loss": float(self.predicted["loss"][i]),
-                    "pi": [float(self.predicted["pi"][0][i]), float(self.predicted["pi"][1][i])],
+                    **_predicted(self.predicted, i),
                     "interval_after": _finite(d.width_after[i]),
                 }
                 for i, (j, r) in enumerate(zip(d.picks, self.runs))
             ],
             "written": self.written,
         }
+
+
+def _predictions(ens: Ensemble, rows: list[dict]) -> dict:
+    """The picks' predicted losses: {loss, pi}; a multi-output law's, every output's of each pick
+    ({loss: None, pi: None, outputs: {output: {loss, pi}}}: one run reveals them all)."""
+    if not rows:
+        return {"loss": [], "pi": [[], []]}
+    per = predict_outputs(ens, rows)
+    return {"loss": None, "pi": None, "outputs": per} if per else predict(ens, rows)
+
+
+def _predicted(pred: dict, i: int) -> dict:
+    """Pick ``i``'s predicted_loss and pi (and a multi-output law's per output)."""
+    if pred.get("outputs"):
+        outs = {
+            o: {"loss": float(p["loss"][i]), "pi": [float(p["pi"][0][i]), float(p["pi"][1][i])]}
+            for o, p in pred["outputs"].items()
+        }
+        return {"predicted_loss": None, "pi": None, "outputs": outs}
+    return {
+        "predicted_loss": float(pred["loss"][i]),
+        "pi": [float(pred["pi"][0][i]), float(pred["pi"][1][i])],
+    }
 
 
 def _finite(x: float) -> float | None:
@@ -423,7 +456,7 @@ def suggest(
     picked = [runs[j] for j in d.picks]
     if not src.ensemble.from_fit:
         src.notes.append(PROMISE_NOTE)
-    pred = predict(src.ensemble, [rows[j] for j in d.picks]) if picked else {"loss": [], "pi": [[], []]}
+    pred = _predictions(src.ensemble, [rows[j] for j in d.picks])
     if rounds > 1:
         src.notes.append(
             f"round 1 of {rounds} ({budget:.3g} of {total:.3g} device-hours): when these runs end, dw fit "
@@ -448,12 +481,15 @@ def write_next(name: str, s: Suggestion, out: Path | None = None) -> Path:
     for i, r in enumerate(s.runs):
         keys = {k: v for k, v in r.keys.items() if not k.startswith("tracker.")}
         groups = {g: v for g, v in r.groups.items() if (doc.get("groups") or {}).get(g) != v}
-        ref = {
-            "source": "suggested",
-            "predicted_loss": round(float(s.predicted["loss"][i]), 5),
-            "pi": [round(float(x), 5) for x in (s.predicted["pi"][0][i], s.predicted["pi"][1][i])],
-            "target": s.target.spec,
-        }
+        p = _predicted(s.predicted, i)
+        ref = {"source": "suggested"}
+        if p.get("outputs"):  # a multi-output law: what the run is predicted to reveal, each output
+            ref["predicted"] = {
+                o: {"loss": round(v["loss"], 5), "pi": [round(x, 5) for x in v["pi"]]} for o, v in p["outputs"].items()
+            }
+        else:
+            ref.update(predicted_loss=round(p["predicted_loss"], 5), pi=[round(x, 5) for x in p["pi"]])
+        ref["target"] = s.target.spec
         entry = {**groups, **keys, "ref": ref}
         blk = by_label.setdefault(r.label, {"runs": []})
         if r.label:
@@ -493,7 +529,8 @@ def dry_run_predictions(name: str, rows: list[dict], prior: str | None, target: 
     tgt = parse_target(target, src.ensemble.law) if target else default_target(src)
     ok = [i for i, r in enumerate(rows) if not r.get("error") and r.get("params")]
     table = [{k: rows[i][k] for k in ("depth", "width", "params", "params_non_embedding", "tokens")} for i in ok]
-    pred = predict(src.ensemble, table)
+    per = predict_outputs(src.ensemble, table)  # a multi-output law: every output of each run
+    pred = next(iter(per.values())) if per else predict(src.ensemble, table)
     measured = _measured(src.store)
     cost = np.array([rows[i]["device_hours"] for i in ok])
     d = design(src.ensemble, tgt, table, cost, k=0)
@@ -507,13 +544,21 @@ def dry_run_predictions(name: str, rows: list[dict], prior: str | None, target: 
             "value_per_hour": None if done is not None else float(d.value[n]),
             "interval_after": None if done is not None else float(d.width_alone[n]),
         }
+        if per:
+            r["prediction"]["outputs"] = _predicted({"outputs": per}, n)["outputs"]
+    notes = list(src.notes)
+    if per:
+        notes.append(
+            f"the {src.ensemble.law.name} law has {len(per)} outputs ({', '.join(per)}): the predicted loss shown "
+            f"is {next(iter(per))}'s, --json has every output's; a run's value counts all of them at its one cost"
+        )
     return {
         "from": src.ensemble.source,
         "target": tgt.spec,
         "target_label": tgt.label,
         "interval_now": d.width_now,
         "level": src.ensemble.level,
-        "notes": src.notes,
+        "notes": notes,
     }
 
 
