@@ -114,6 +114,11 @@ def test_dw_suggest_with_a_multi_output_law_values_every_output_and_charges_each
     assert len(refs) == len(picked) and all(set(r["predicted"]) == {"code", "math"} for r in refs)
     p = dw("suggest", "m", "--budget", repr(budget), "--target", "beta", "--no-write")  # the table says each output
     assert p.returncode == 0 and "code " in p.stdout and "; math " in p.stdout, p.stdout + p.stderr
+    # the dry run's predictions: every output of each planned run, its value counting them all
+    p = dw("sweep", "m", "--dry-run", "--json", "--target", "beta")
+    assert p.returncode == 0, p.stderr
+    planned = [r["prediction"] for r in json.loads(p.stdout)["runs"]]
+    assert planned and all(set(r["outputs"]) == {"code", "math"} and r["value_per_hour"] > 0 for r in planned)
 
 
 def test_a_second_output_that_reveals_the_target_raises_each_runs_value(world):
