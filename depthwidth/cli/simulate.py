@@ -6,9 +6,12 @@ from typing import List, Optional
 
 import typer
 
+from depthwidth.cli.options import taken, with_options
 from depthwidth.cli.render import emit_json, wide_console
+from depthwidth.simulate.options import NOISE_OPTIONS, SIMULATE_OPTIONS  # dw simulate's options (simulate/options.py)
 
 
+@with_options(SIMULATE_OPTIONS)
 def simulate_cmd(
     sweep: str = typer.Argument(
         ...,
@@ -16,41 +19,7 @@ def simulate_cmd(
         "needed)",
     ),
     overrides: Optional[List[str]] = typer.Argument(None, help="overrides for every run, as for dw sweep"),
-    name: Optional[str] = typer.Option(None, "--name", help="the store to write, ROOT/NAME (default SWEEP-sim)"),
-    law: str = typer.Option("depth-delusion", "--law", help="planted law: chinchilla | depth-delusion | width-depth"),
-    dcrit: str = typer.Option("log", "--dcrit", help="depth-delusion D_crit form: log (kappa*ln W) | power (c*W^p)"),
-    irreducible: bool = typer.Option(False, "--irreducible", help="depth-delusion: with an irreducible loss E"),
-    set_values: Optional[List[str]] = typer.Option(
-        None,
-        "--set",
-        help="planted parameters, e.g. --set kappa=3,gamma=0.5 (default: near the paper's fit; docs/science.md §5)",
-    ),
-    n_convention: Optional[str] = typer.Option(
-        None,
-        "--n-convention",
-        help="which parameter count the law reads as N: total | non-embedding | 12DW2 (default: the law's own)",
-    ),
-    sigma: float = typer.Option(0.005, "--noise", help="seed-to-seed noise: σ of log loss, one draw per run"),
-    point: Optional[float] = typer.Option(
-        None, "--point-noise", help="σ of log loss per token budget (default noise/5)"
-    ),
-    hetero: float = typer.Option(0.0, "--hetero", help="σ of a run ∝ (N/median N)^-hetero"),
-    outliers: float = typer.Option(
-        0.0, "--outliers", help="fraction of runs whose loss is multiplied by exp(--outlier-size)"
-    ),
-    outlier_size: float = typer.Option(0.1, "--outlier-size", help="log-loss excess of an outlier run"),
-    budgets: str = typer.Option(
-        "sweep",
-        "--budgets",
-        help="token budgets per run: sweep (the runs' own) or fractions of each run's tokens, e.g. 0.25,0.5,1",
-    ),
-    seed: int = typer.Option(0, "--seed", help="seed of the noise"),
-    replace: bool = typer.Option(False, "--replace", help="rewrite an existing simulated store (never a trained one)"),
-    only: Optional[str] = typer.Option(None, "--only", help="glob on run id, label or an override, as for dw sweep"),
-    root: Optional[str] = typer.Option(None, "--root", help="run store root (default $DW_RUNS or ./runs)"),
-    as_json: bool = typer.Option(
-        False, "--json", help="print one JSON object (the store's world.json) instead of tables"
-    ),
+    **kw,
 ) -> None:
     """Write a planted world as a run store: every run of a sweep file with losses from a known law and noise.
 
@@ -65,22 +34,10 @@ def simulate_cmd(
     """
     from depthwidth.simulate import Noise, simulate
 
-    res = simulate(
-        sweep,
-        overrides or [],
-        name=name,
-        root=root,
-        law=law,
-        dcrit=dcrit,
-        irreducible=irreducible,
-        set_values=set_values,
-        n_convention=n_convention,
-        noise=Noise(sigma=sigma, point=point, hetero=hetero, outliers=outliers, outlier_size=outlier_size),
-        budgets=budgets,
-        seed=seed,
-        replace=replace,
-        only=only,
-    )
+    noise = Noise(**taken((NOISE_OPTIONS,), kw))
+    o = taken((SIMULATE_OPTIONS,), kw)
+    as_json = o.pop("as_json")
+    res = simulate(sweep, overrides or [], noise=noise, **o)
     if as_json:
         emit_json(res)
         return

@@ -28,6 +28,7 @@ from depthwidth.core import provenance
 from depthwidth.core.atomic import write_json
 from depthwidth.core.store import FileLock
 from depthwidth.core.errors import BadInput, WorkFailed, bad, did_you_mean
+from depthwidth.core.options import Option
 from depthwidth.core.store import check_name, runs_root, store_runs
 from depthwidth.evals.builtin import BUILTIN, task_dirs
 from depthwidth.track import evaldoc
@@ -35,6 +36,25 @@ from depthwidth.track import evaldoc
 DEFAULT_BATCH_SIZE = 8
 BOOTSTRAP_ITERS = 100_000  # the harness's default: stderrs comparable with published harness runs
 NOT_METRICS = ("alias", "name", "sample_len", "samples")  # per-task entries of the harness's results
+
+EVAL_OPTIONS = (  # dw eval's flags (cli/options.py makes them from this table)
+    Option(
+        "tasks",
+        ...,
+        "lm-eval tasks, comma-separated, e.g. lambada_openai,hellaswag; dw's built-in dw_heldout_cloze "
+        "(offline: 4-way cloze on the run's own held-out text)",
+        kind=str,
+    ),
+    Option("checkpoint", "final", "final (the newest valid checkpoint) or a step"),
+    Option("limit", None, "the first N documents of each task (a quick look)", kind=int),
+    Option("batch_size", DEFAULT_BATCH_SIZE, "requests per forward pass"),
+    Option("device", "cpu", "cpu | cuda: where the model is rebuilt and run (fp32)"),
+    Option("include_path", None, "a directory of your own task YAMLs (local data files: works offline)"),
+    Option("bootstrap_iters", BOOTSTRAP_ITERS, "the harness's bootstrap draws for stderrs (0: no stderr)"),
+    Option("force", False, "evaluate a run again although eval.json holds the tasks (a task YAML that changed)"),
+    Option("as_json", False, "print the eval document(s) instead of tables", flag="--json"),
+    Option("root", None, "run store root for a sweep name (default $DW_RUNS or ./runs)"),
+)
 
 
 def parse_tasks(spec) -> list[str]:
@@ -348,6 +368,69 @@ def evaluate_sweep(
         if progress is not None:
             progress(i + 1, len(todo), d)
     return out
+
+
+def check(*, checkpoint: str, limit: int | None, batch_size: int, bootstrap_iters: int, **_) -> None:
+    """``dw eval``'s numbers, and lm-eval installed (one line, exit 2, before anything is read); the
+    other options (``**_``) are not checked here."""
+    import importlib.util
+
+    if checkpoint != "final" and not checkpoint.isdigit():
+        raise bad("--checkpoint", checkpoint, "final or a checkpoint step")
+    if limit is not None and limit < 1:
+        raise bad("--limit", limit, "an integer >= 1 (documents per task)")
+    if batch_size < 1:
+        raise bad("--batch-size", batch_size, "an integer >= 1")
+    if bootstrap_iters < 0:
+        raise bad("--bootstrap-iters", bootstrap_iters, "an integer >= 0 (0: no stderr)")
+    if importlib.util.find_spec("lm_eval") is None:
+        raise BadInput("dw eval needs lm-eval, which is not installed (pip install 'depthwidth[hf]')")
+
+
+def evaluate_target(
+    target: str,
+    tasks: list[str],
+    *,
+    checkpoint: str = "final",
+    root=None,
+    include_path=None,
+    force: bool = False,
+    progress=None,
+    **opts,
+) -> dict:
+    """``dw eval TARGET`` here: an exported folder (the harness's own hf model), a run directory (not
+    again where its eval.json holds the tasks, unless ``force``) or every finished run of a sweep
+    still to evaluate.  ``opts``: limit, batch_size, device, bootstrap_iters.  ``progress(total)``: a
+    context manager giving a sweep's ``progress(done, total, run_dir)`` callback.  {"docs": the eval
+    documents, "skipped": a sweep's unfinished runs (None: not a sweep), "note": why nothing ran}."""
+    device = opts.get("device", "cpu")
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):  # before "nothing to do": bad is bad
+        raise bad("--device", device, "cpu|cuda")
+    path = Path(target)
+    if path.is_dir() and is_export(path):  # a Hugging Face folder: the harness's own hf model
+        return {
+            "docs": [evaluate_export(path, tasks, include_path=include_path, **opts)],
+            "skipped": None,
+            "note": None,
+        }
+    if path.is_dir() or "/" in target:  # a path: one run directory
+        have = evaldoc.read(path)
+        limit = opts.get("limit")
+        if not force and have and all(evaldoc.evaluated(have, t, checkpoint, limit) for t in tasks):
+            note = (
+                f"eval: {path} holds {', '.join(tasks)} already (checkpoint {checkpoint}, limit {limit or 'all'}): "
+                "nothing to do (--force evaluates again)"
+            )
+            return {"docs": [have], "skipped": None, "note": note}
+        return {
+            "docs": [evaluate_run(path, tasks, checkpoint, include_path=include_path, **opts)],
+            "skipped": None,
+            "note": None,
+        }
+    todo, skipped = pending(target, tasks, root, checkpoint, opts.get("limit"))
+    with progress(len(todo)) if progress is not None else contextlib.nullcontext() as cb:
+        docs = evaluate_sweep(target, tasks, root, checkpoint, include_path=include_path, progress=cb, **opts)
+    return {"docs": docs, "skipped": skipped, "note": None}
 
 
 # ---------------------------------------------------------------------------- train.eval_tasks

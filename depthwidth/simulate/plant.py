@@ -1,0 +1,208 @@
+"""``dw simulate``'s library: a planted world written as an ordinary run store, so everything downstream
+(``dw status``, ``dw fit``, ``dw report``) runs unchanged on known truth.
+
+    from depthwidth.simulate import simulate
+    s = simulate("depth_delusion", law="depth-delusion", dcrit="log", seed=3)   # runs/depth_delusion-sim
+    s["truth"]["dcrit[W=512]"], s["dir"], s["runs"]
+
+It answers "would this grid identify D_crit at all?" before anything is
+trained: plan the sweep file (every run validated as ``dw sweep --dry-run``
+does; no data, no torch), give every run its planted losses at its token
+budgets (the sweep's own, or ``budgets`` as fractions of each run's tokens),
+and write the store (simulate/store.py).  The world — law, parameters, noise —
+is simulate/world.py.  A store of simulated runs is marked in every
+provenance block; ``dw fit`` compares its fit with the planted truth and
+``dw report`` refuses a store that mixes simulated and trained runs.
+
+Milliseconds per run: the 30-run depth_delusion grid is written in well
+under a second (benchmarks/bench_calibration.py times it).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from depthwidth.core import provenance
+from depthwidth.core.errors import BadInput, bad
+from depthwidth.core.store import check_name, runs_root
+from depthwidth.fit.count import count_model, n_column, with_convention
+from depthwidth.fit.derived import C_REF, derived_numbers
+from depthwidth.model.accounting import account
+from depthwidth.model.resolve import from_config
+from depthwidth.simulate.store import WORLD_FILE, WORLD_SCHEMA, check_target, run_record, write_store
+from depthwidth.simulate.world import Noise, World, gradient_profile, losses, world
+from depthwidth.sweep import plan
+from depthwidth.sweep.file import available
+from depthwidth.train.plan import check as check_run
+
+__all__ = ["simulate", "world", "Noise", "World", "WORLD_FILE", "parse_budgets", "truth"]
+
+
+def parse_budgets(spec) -> tuple[float, ...] | None:
+    """``sweep`` (None: each run's own budgets) or fractions of each run's tokens, e.g. "0.25,0.5,1"."""
+    if spec is None or spec == "sweep":
+        return None
+    parts = spec if isinstance(spec, (list, tuple)) else str(spec).split(",")
+    try:
+        fr = sorted({float(x) for x in parts if str(x).strip()})
+    except ValueError:
+        raise bad("--budgets", spec, "sweep, or fractions of each run's tokens in (0, 1], e.g. 0.25,0.5,1") from None
+    if not fr or not all(0 < f <= 1 for f in fr):
+        raise bad("--budgets", spec, "sweep, or fractions of each run's tokens in (0, 1], e.g. 0.25,0.5,1")
+    return tuple(fr)
+
+
+def truth(w: World, table, widths, c_ref: float = C_REF) -> dict:
+    """The planted value of every number dw fit reports: parameters and derived numbers (flat keys)."""
+    tab, _ = with_convention(table, w.convention)
+    count = count_model(tab, w.convention)
+    out = dict(w.values)
+    out.update({k: float(v[0]) for k, v in derived_numbers(w.law, w.values, widths, c_ref, count).items()})
+    return {k: (v if math.isfinite(v) else None) for k, v in out.items()}
+
+
+SCALES = ("A", "B", "gamma", "E", "A_w", "A_d")  # the coefficients of a law's additive terms
+HEADROOM = 0.9  # the default world's largest planted loss, as a share of ln V
+
+
+def _plausible(w, L: np.ndarray, runs, set_values):
+    """(world, losses, scaled): no planted loss above ln V, the loss of a uniform guess over the runs'
+    vocabulary.  The default world (no ``--set``) is scaled — every additive term by one factor, so
+    its exponents and D_crit are the papers' — until its largest loss is ``HEADROOM``·ln V (the
+    published parameters, fitted at a 50k vocabulary and 27M–7B parameters, give 9–12 nats on a
+    CPU-sized byte-level sweep); values set by hand that exceed it are bad input."""
+    vocab = max(int(r.cfg.model.vocab_size) for r in runs)
+    ln_v = math.log(vocab)
+    top = float(np.max(L)) if len(L) else 0.0
+    if top <= ln_v:
+        return w, L, None
+    if set_values:
+        given = ",".join(set_values) if isinstance(set_values, (list, tuple)) else set_values
+        raise BadInput(
+            f"bad value for --set: {given} (allowed: values whose planted losses stay below ln V = {ln_v:.3g} "
+            f"nats, the loss of a uniform guess over the sweep's {vocab}-token vocabulary; the largest is {top:.3g})"
+        )
+    f = HEADROOM * ln_v / top
+    values = {k: (v * f if k in SCALES else v) for k, v in w.values.items()}
+    why = (
+        f"the published parameters plant losses up to {top:.3g} nats, above ln V = {ln_v:.3g} for this sweep's "
+        f"{vocab}-token vocabulary: every term scaled by {f:.3g} (exponents and D_crit unchanged)"
+    )
+    return replace(w, values=values), L * f, {"factor": f, "vocab": vocab, "why": why}
+
+
+def simulate(
+    sweep: str,
+    overrides=(),
+    *,
+    name: str | None = None,
+    root=None,
+    law: str = "depth-delusion",
+    dcrit: str = "log",
+    irreducible: bool = False,
+    set_values=None,
+    n_convention: str | None = None,
+    noise: Noise | None = None,
+    budgets="sweep",
+    seed: int = 0,
+    replace: bool = False,
+    c_ref: float = C_REF,
+    only: str | None = None,
+) -> dict:
+    """Write the planted store of sweep file ``sweep`` to ROOT/NAME (default ``SWEEP-sim``); its summary."""
+    import pandas as pd
+
+    t0 = time.perf_counter()
+    w = world(law, dcrit=dcrit, irreducible=irreducible, set_values=set_values, n_convention=n_convention, noise=noise)
+    fractions = parse_budgets(budgets)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise bad("--seed", seed, "an integer >= 0")
+    name = check_name(name or f"{sweep}-sim", "--name")
+    if name in available():
+        raise bad(
+            "--name",
+            name,
+            f"a name that is no sweep file's (dw sweep {name} would take its planted runs for trained ones)",
+        )
+    target = runs_root(root) / name
+    check_target(target, replace)
+    planned = plan(sweep, list(overrides), only=only)
+
+    rows, idx, pts, accs = [], [], [], []
+    for i, r in enumerate(planned.runs):
+        acc = account(from_config(r.cfg.model), int(r.cfg.train.seq_len))
+        f = r.figures
+        if fractions is None:
+            pts_r = [(b.tokens, b.steps) for b in check_run(r.cfg).budgets]
+        else:
+            pts_r = sorted({(int(round(x * f["tokens"])), max(1, int(round(x * f["steps"])))) for x in fractions})
+        N = float(
+            n_column(
+                {
+                    "params": acc["params"],
+                    "params_non_embedding": acc["params_non_embedding"],
+                    "depth": f["depth"],
+                    "width": f["width"],
+                },
+                w.convention,
+            )
+        )
+        for tok, _ in pts_r:
+            rows.append(
+                {
+                    "run": r.run_id,
+                    "params": N,
+                    "tokens": float(tok),
+                    "depth": float(f["depth"]),
+                    "width": float(f["width"]),
+                }
+            )
+            idx.append(i)
+        pts.append(pts_r)
+        accs.append(acc)
+    table = pd.DataFrame(rows)
+    idx = np.asarray(idx)
+    L = losses(w, {c: table[c].to_numpy() for c in ("params", "tokens", "depth", "width")}, idx, seed)
+    w, L, scaled = _plausible(w, L, planned.runs, set_values)
+    rng = np.random.default_rng([seed, 1])
+    world_prov = {"simulated": True, "world": {**w.to_dict(), "seed": seed, "sweep": sweep}}
+    recs = []
+    for i, r in enumerate(planned.runs):
+        prof = gradient_profile(w, int(r.figures["depth"]), float(r.figures["width"]), rng)
+        recs.append(run_record(r, name, target, accs[i], pts[i], L[idx == i], world_prov, prof))
+    uniform = [a for a, r in zip(accs, planned.runs) if r.figures["shape"] == "uniform"] or accs
+    tab = pd.DataFrame(
+        [
+            {
+                "run": str(k),
+                "depth": a["depth"],
+                "width": a["widths"][0],
+                "params": a["params"],
+                "params_non_embedding": a["params_non_embedding"],
+            }
+            for k, a in enumerate(uniform)
+        ]
+    )
+    widths = sorted({int(r.figures["width"]) for r in planned.runs})
+    planted = truth(w, tab, widths, c_ref)
+    doc = {
+        "schema": WORLD_SCHEMA,
+        "sweep": sweep,
+        "name": name,
+        "overrides": list(overrides),
+        "seed": seed,
+        "world": w.to_dict(),
+        "budgets": "sweep" if fractions is None else list(fractions),
+        "c_ref": c_ref,
+        "runs": len(recs),
+        "points": int(len(table)),
+        "truth": planted,
+        "scaled": scaled,
+        "provenance": provenance.record(),
+    }
+    write_store(target, name, recs, doc)
+    return {**doc, "dir": str(target), "seconds": round(time.perf_counter() - t0, 3)}
