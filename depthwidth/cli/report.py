@@ -56,21 +56,22 @@ def report_cmd(
     could not be written.
     """
     import depthwidth.report as rp
-    from depthwidth.core.atomic import check_creatable
     from depthwidth.core.errors import bad
 
     if fmt not in rp.FORMATS:
         raise bad("--format", fmt, " | ".join(rp.FORMATS))
-    if plots is not None:  # a folder that cannot be made (/proc/nope) is bad input, before any work
-        check_creatable("--plots", plots)
-    data = rp.load(name, fit_path=fit, **source)
-    rep = rp.build(data, at_width=at_width, at_depth=at_depth)
+    rep = rp.make(name, plots=plots, at_width=at_width, at_depth=at_depth, fit_path=fit, **source)
+    _render(rep, fmt, plots, brief=not show_all)
     if plots is not None:
-        from depthwidth.report import figs as report_figs
+        console(stderr=True).print(
+            f"report: {len(rep['figures'])} figures, report.md, report.json and tables/ in {plots}/"
+        )
 
-        plots.mkdir(parents=True, exist_ok=True)
-        rep["figures"] = report_figs.make_all(data, rep, plots)
-        rp.write_outputs(rep, plots)
+
+def _render(rep: dict, fmt: str, plots: Optional[Path], brief: bool) -> None:
+    """The report on stdout in ``fmt`` (rich: the headline tables unless ``brief`` is False)."""
+    import depthwidth.report as rp
+
     if fmt == "json":
         emit_json(rp.to_json(rep))
     elif fmt == "markdown":
@@ -81,8 +82,4 @@ def report_cmd(
         c = console()
         if not c.is_terminal:
             c.width = max(c.width, 160)
-        rp.render_rich(rep, c, brief=not show_all)
-    if plots is not None:
-        console(stderr=True).print(
-            f"report: {len(rep['figures'])} figures, report.md, report.json and tables/ in {plots}/"
-        )
+        rp.render_rich(rep, c, brief=brief)

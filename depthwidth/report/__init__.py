@@ -5,6 +5,7 @@
     rep = report.build(runs="gemstones.jsonl")      # any run table
     print(report.render_markdown(rep))
     report.write_outputs(rep, Path("out/demo"))     # report.md, report.json, tables/
+    rep = report.make("demo", plots=Path("out/demo"))  # dw report's work: build, then figures and files
 
 Modules, in the order a report is made:
 
@@ -30,7 +31,8 @@ No torch here.
 from __future__ import annotations
 
 from depthwidth.report.load import load
-from depthwidth.report.document import FORMATS, Data, Table
+from depthwidth.core.tables import Table
+from depthwidth.report.document import FORMATS, Data
 from depthwidth.report.render import (
     md_table,
     render_csv,
@@ -48,6 +50,7 @@ __all__ = [
     "build",
     "build_tables",
     "load",
+    "make",
     "md_table",
     "render_csv",
     "render_markdown",
@@ -64,3 +67,29 @@ def build(
     ``runs=TABLE`` (or ``source="wandb", project=...``) among ``load_options`` (see ``load``)."""
     data = what if isinstance(what, Data) else load(what, **load_options)
     return build_tables(data, at_width=at_width, at_depth=at_depth)
+
+
+def make(
+    what: "str | Data | None" = None,
+    *,
+    plots=None,
+    at_width: int | None = None,
+    at_depth: int | None = None,
+    **load_options,
+) -> dict:
+    """``dw report``'s work: the report of ``what`` (as ``build``), and with ``plots`` (a folder) its
+    figures, report.md, report.json and tables/ written there (``rep["figures"]``).  A folder that
+    cannot be made is bad input, before any work."""
+    from depthwidth.core.atomic import check_creatable
+
+    if plots is not None:
+        check_creatable("--plots", plots)
+    data = what if isinstance(what, Data) else load(what, **load_options)
+    rep = build_tables(data, at_width=at_width, at_depth=at_depth)
+    if plots is not None:
+        from depthwidth.report import figs as report_figs
+
+        plots.mkdir(parents=True, exist_ok=True)
+        rep["figures"] = report_figs.make_all(data, rep, plots)
+        write_outputs(rep, plots)
+    return rep
