@@ -3,53 +3,14 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
-import typer
-
+from depthwidth.cli.options import taken, with_options
 from depthwidth.cli.render import console, emit_json
+from depthwidth.data.options import PREPARE_OPTIONS  # dw data prepare's options (data/options.py)
 
 
-def prepare_cmd(
-    source: str = typer.Option(
-        ...,
-        "--source",
-        help="text file (blank-line separated documents) | directory of "
-        ".txt/.md files (one document each) | dataset saved with save_to_disk | hub name "
-        "(owner/name or hf:NAME, streamed)",
-    ),
-    tokenizer: str = typer.Option(
-        "byte",
-        "--tokenizer",
-        help="byte (vocab 257, eot 256) | cl100k (tiktoken; the VWT paper's, vocab 100263) | "
-        "cl100k:PATH/cl100k_base.tiktoken | PATH/tokenizer.json",
-    ),
-    out: str = typer.Option(
-        ..., "--out", help="output directory (new or empty; rerunning with the same settings is a no-op)"
-    ),
-    text_column: str = typer.Option("text", "--text-column", help="column holding the text (HF datasets)"),
-    split: str = typer.Option("train", "--split", help="split to read (HF datasets)"),
-    val_fraction: float = typer.Option(
-        0.01,
-        "--val-fraction",
-        help="validation holds at least this fraction of the tokens, in (0, 1): documents whose text hash falls "
-        "below it, topped up by the lowest-hash others",
-    ),
-    val_min_tokens: Optional[int] = typer.Option(
-        None,
-        "--val-min-tokens",
-        help="validation holds at least this many tokens too (default 100,000: data/valsplit.py), but never more "
-        "than half the corpus for it (a smaller corpus: a warning); 0: no minimum",
-    ),
-    shard_tokens: int = typer.Option(
-        1 << 26, "--shard-tokens", help="tokens per .bin shard (memory used while writing ~ one shard)"
-    ),
-    limit_docs: Optional[int] = typer.Option(None, "--limit-docs", help="stop after this many documents"),
-    dtype: str = typer.Option(
-        "auto", "--dtype", help="auto (uint16 if the vocabulary fits, else uint32) | uint16 | uint32"
-    ),
-    as_json: bool = typer.Option(False, "--json", help="print meta.json instead of a table"),
-) -> None:
+@with_options(PREPARE_OPTIONS)
+def prepare_cmd(**kw) -> None:
     """Tokenise a text corpus into [bold]train_*.bin[/] / [bold]val_*.bin[/] shards + [bold]meta.json[/].
 
     Example: dw data prepare --source DKYoon/SlimPajama-6B --tokenizer gpt2/tokenizer.json \
@@ -59,20 +20,10 @@ def prepare_cmd(
     """
     from depthwidth.data.prepare import prepare
 
+    o = taken((PREPARE_OPTIONS,), kw)
+    as_json, out = o.pop("as_json"), o["out"]
     with _Progress() as bar:
-        meta = prepare(
-            source,
-            tokenizer,
-            out,
-            text_column=text_column,
-            split=split,
-            val_fraction=val_fraction,
-            shard_tokens=shard_tokens,
-            limit_docs=limit_docs,
-            dtype=dtype,
-            progress=bar.update,
-            **({} if val_min_tokens is None else {"val_min_tokens": val_min_tokens}),
-        )
+        meta = prepare(**o, progress=bar.update)
     warning = (meta.get("val_split") or {}).get("warning")
     if warning:
         sys.stderr.write(f"dw: warning: {warning}\n")  # one line, never wrapped

@@ -279,15 +279,17 @@ def prepare(
     limit_docs: int | None = None,
     dtype: str = "auto",
     progress: Callable[..., Any] | None = None,
-    val_min_tokens: int = DEFAULT_VAL_MIN_TOKENS,
+    val_min_tokens: int | None = DEFAULT_VAL_MIN_TOKENS,
 ) -> dict:
     """Tokenise ``source`` into ``out``; returns the meta.json written (``existing: True`` if already there).
+    ``val_min_tokens`` None: the default (data/valsplit.py).
 
     ``progress(docs, tokens, total_docs)`` is called after every batch of documents.  A split
     smaller than asked (a small corpus) is meta.json's ``val_split.warning`` (None otherwise).
     """
     if isinstance(val_fraction, bool) or not 0.0 < val_fraction < 1.0:
         raise bad("--val-fraction", val_fraction, "a number in (0, 1)")
+    val_min_tokens = DEFAULT_VAL_MIN_TOKENS if val_min_tokens is None else val_min_tokens
     if isinstance(val_min_tokens, bool) or not isinstance(val_min_tokens, (int, np.integer)) or val_min_tokens < 0:
         raise bad("--val-min-tokens", val_min_tokens, "an integer >= 0")
     val_min_tokens = int(val_min_tokens)
