@@ -112,7 +112,7 @@ def test_every_yaml_key_has_a_typed_field_and_the_defaults_pass(group, option):
     else:
         node = OmegaConf.to_container(load_group(group, option), resolve=False)
     cls = schema.schema_of(group, node)
-    assert set(node) == set(schema.fields_of(cls))
+    assert set(node) == set(schema.field_map(cls))
     check_group(group, node)
     for name, tp in typing.get_type_hints(cls).items():  # every field is typed
         assert tp is not typing.Any, name

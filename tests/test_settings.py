@@ -120,7 +120,7 @@ def test_config_show_lists_every_field_of_every_group():
     want = set()
     for g in schema.ALL_GROUPS:
         classes = {None: schema.GROUPS[g]} if g in schema.GROUPS else schema.VARIANTS[g]
-        want |= {(f"{g}.{f}", v) for v, cls in classes.items() for f in schema.fields_of(cls)}
+        want |= {(f"{g}.{f}", v) for v, cls in classes.items() for f in schema.field_map(cls)}
     assert shown == want
     model = {r["key"]: r for r in docs.rows("model")}
     assert model["model.norm"]["allowed"] == "layernorm|rmsnorm" and model["model.quantum"]["default"] == 64

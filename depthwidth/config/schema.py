@@ -495,7 +495,6 @@ VARIANTS: dict[str, dict[str, Any]] = {  # groups whose fields depend on their `
 }
 ALL_GROUPS = (*GROUPS, *VARIANTS)
 LAUNCHERS = tuple(VARIANTS["launcher"])
-TRACKERS = tuple(VARIANTS["tracker"])
 SOURCES = tuple(VARIANTS["data"])
 
 
@@ -508,10 +507,6 @@ def schema_of(group: str, node: Mapping | None = None):
     if name not in options:
         raise bad(group if group == "launcher" else f"{group}.name", name, "|".join(options))
     return options[name]
-
-
-def fields_of(cls) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)]
 
 
 def defaults(cls) -> dict:
@@ -560,7 +555,3 @@ def base_nodes() -> dict[tuple[str | None, str], dict]:
         for name, cls in options.items():
             out[(g, f"_{name}")] = defaults(cls)
     return out
-
-
-def doc_of(cls, name: str) -> str:
-    return next(f.metadata["range"].doc for f in dataclasses.fields(cls) if f.name == name)

@@ -160,9 +160,6 @@ class SyntheticSource(TokenSource):
             raise bad("split", split, "train, val")
         return UNBOUNDED
 
-    def bayes_loss_for(self, seq_len: int) -> float:
-        return self.chain.bayes_loss(seq_len)
-
     def true_nll(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return self.chain.true_nll(x, y)
 

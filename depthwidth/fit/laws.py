@@ -37,8 +37,6 @@ from depthwidth.fit.terms import (
     irreducible_param,
 )
 
-LOG_COLUMNS = ("params", "tokens", "depth", "width")  # columns whose log a law may take
-
 
 @dataclass(frozen=True)
 class Law:

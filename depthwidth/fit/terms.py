@@ -28,10 +28,6 @@ class Param:
     exponent: bool = False
     doc: str = ""
 
-    @property
-    def internal_name(self) -> str:
-        return f"log_{self.name}" if self.log else self.name
-
     def to_internal(self, value: float) -> float:
         if self.log:
             if not value > 0:

@@ -175,16 +175,6 @@ def _check_seq_len(seq_len) -> None:
         raise bad("seq_len", seq_len, "an integer >= 1")
 
 
-def attention_dims(spec: ModelSpec) -> list[int]:
-    """d_i = n_head_i · head_size_i per layer (equal to w_i for a valid spec)."""
-    return list(_attention_dims(spec))
-
-
-@functools.lru_cache(maxsize=64)
-def _attention_dims(spec: ModelSpec) -> tuple:
-    return tuple(spec.heads(i) * spec.head_size(i) for i in range(spec.depth))
-
-
 @functools.lru_cache(maxsize=64)
 def _attention_width(spec: ModelSpec) -> int:
     """Σ_i d_i over the layers, one layer of each class (``spec.layer_classes``) counted n times."""

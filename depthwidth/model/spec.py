@@ -227,16 +227,3 @@ def layer_classes(widths: Sequence) -> tuple[tuple[int, int], ...]:
             out.append((i + 1, n - 1))
         i += n
     return tuple(out)
-
-
-def uniform_spec(spec: ModelSpec, width: int, depth: int) -> ModelSpec:
-    """The uniform baseline of a spec: same options, every layer ``width`` wide."""
-    from dataclasses import replace
-
-    return replace(spec, widths=tuple([width] * depth), embed_width=width)
-
-
-def spec_with_widths(spec: ModelSpec, widths: Sequence[int]) -> ModelSpec:
-    from dataclasses import replace
-
-    return replace(spec, widths=tuple(int(w) for w in widths))

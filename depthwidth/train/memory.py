@@ -220,24 +220,6 @@ def compute_bytes(spec: ModelSpec, mode: str, world: int, precision: str, device
     return 2 * e * in_flight  # unsharded parameters + their unsharded gradients before reduce-scatter
 
 
-def estimate(
-    spec: ModelSpec,
-    *,
-    seq_len: int,
-    micro_batch: int,
-    mode: str,
-    world: int,
-    precision: str,
-    device: str,
-    ac: bool,
-    wsd_branches: bool,
-) -> dict:
-    return {
-        **_fixed(spec, seq_len, mode, world, precision, device, wsd_branches),
-        "activations": activation_bytes(spec, micro_batch * seq_len, precision, device, ac),
-    }
-
-
 def _fixed(spec, seq_len, mode, world, precision, device, wsd_branches) -> dict:
     """Everything but the activations (independent of the micro-batch)."""
     b = static_bytes(spec, mode, world)

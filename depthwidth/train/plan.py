@@ -29,8 +29,6 @@ from depthwidth.model.resolve import from_config
 from depthwidth.model.spec import ModelSpec
 from depthwidth.train import dist, optim
 
-PRECISIONS = ("fp32", "bf16")
-
 
 @dataclass
 class CheckedRun:
