@@ -7,47 +7,18 @@ from typing import List, Optional
 
 import typer
 
+from depthwidth.cli.options import taken, with_options
 from depthwidth.cli.render import emit_json, wide_console
+from depthwidth.sweep.options import SUGGEST_OPTIONS  # dw suggest's options (sweep/options.py)
 
 
+@with_options(SUGGEST_OPTIONS)
 def suggest_cmd(
     name: str = typer.Argument(..., help="sweep name: a file sweeps/NAME.yaml (its fit.json, or --prior)"),
     overrides: Optional[List[str]] = typer.Argument(
         None, help="as dw sweep takes them, for every candidate: launcher=slurm (GPU-hours), train.steps=..."
     ),
-    budget: float = typer.Option(..., "--budget", help="device-hours (GPU-hours on GPUs) the next runs may spend"),
-    target: Optional[str] = typer.Option(
-        None,
-        "--target",
-        help="the number to pin down: dcrit@WIDTH, a parameter (alpha), W_exponent / D_exponent / N_exponent "
-        "[@C], optimum@C (the compute-optimal depth at C FLOPs), gap@N (the x vs uniform loss gap at N "
-        "parameters, for a law that reads the shape: docs/laws/shape_gap.yaml); default the law's claim",
-    ),
-    candidates: Optional[str] = typer.Option(
-        None,
-        "--candidates",
-        help="values of settings to choose among, in every block: 'model.depth=4,8,16;model.width=512' "
-        "(default: the sweep's own depths, widths, shapes ... crossed within each block, at its seeds and one more)",
-    ),
-    prior: Optional[str] = typer.Option(
-        None, "--prior", help="published: start from the papers' law (what a sweep with no runs yet uses)"
-    ),
-    law: str = typer.Option("depth-delusion", "--law", help="with --prior: the law whose prior to use"),
-    rounds: int = typer.Option(
-        1,
-        "--rounds",
-        help="spend the budget in this many rounds: choose the first round's runs now (budget / rounds), "
-        "the next after refitting on what they measured",
-    ),
-    cost_power: float = typer.Option(
-        1.0,
-        "--cost-power",
-        help="rank runs by value per GPU-hour^P (1: per GPU-hour; below 1 favours fewer, dearer runs near the "
-        "target, as V-optimal designs do; the budget is always in GPU-hours)",
-    ),
-    out: Optional[Path] = typer.Option(None, "--out", help="write the sweep file here (default sweeps/NAME_next.yaml)"),
-    no_write: bool = typer.Option(False, "--no-write", help="print the choice only"),
-    as_json: bool = typer.Option(False, "--json", help="one JSON document"),
+    **kw,
 ) -> None:
     """Choose the runs that shrink the target's interval most per GPU-hour, within a budget.
 
@@ -62,19 +33,9 @@ def suggest_cmd(
     """
     from depthwidth.sweep.suggest import suggest
 
-    s = suggest(
-        name,
-        budget,
-        target,
-        candidates_spec=candidates,
-        overrides=overrides or [],
-        prior=prior,
-        law=law,
-        out=out,
-        write=not no_write,
-        rounds=rounds,
-        cost_power=cost_power,
-    )
+    o = taken((SUGGEST_OPTIONS,), kw)
+    as_json, write = o.pop("as_json"), not o.pop("no_write")
+    s = suggest(name, overrides=overrides or [], write=write, **o)
     doc = s.to_dict()
     if as_json:
         emit_json(doc)

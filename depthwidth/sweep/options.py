@@ -1,4 +1,5 @@
-"""Every option of ``dw sweep``, in one place, and ``SweepOptions``: what a submission or a dry run is asked.
+"""Every option of ``dw sweep`` (and of ``dw suggest``), in one place, and ``SweepOptions``: what a
+submission or a dry run is asked.
 
 ``dw sweep``'s flags are made from ``SWEEP_OPTIONS`` (cli/options.py); ``SweepOptions`` takes the
 same names and defaults, and ``check()`` refuses the combinations that make no sense (one line,
@@ -11,6 +12,7 @@ Standard library only at import: ``dw --help`` builds the flags from this table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from depthwidth.core.devices import PLAN_CPU_FLOPS, PLAN_MFU, PLAN_PEAK_FLOPS
@@ -83,6 +85,41 @@ SWEEP_OPTIONS = (
         "with --dry-run predictions: the number a run's value is measured against (dcrit@512, alpha, "
         "W_exponent, optimum@1e21; default the law's claim)",
     ),
+)
+
+SUGGEST_OPTIONS = (  # dw suggest's: the keywords of sweep/suggest.py's suggest(), less write (--no-write)
+    Option("budget", ..., "device-hours (GPU-hours on GPUs) the next runs may spend", kind=float),
+    Option(
+        "target",
+        None,
+        "the number to pin down: dcrit@WIDTH, a parameter (alpha), W_exponent / D_exponent / N_exponent "
+        "[@C], optimum@C (the compute-optimal depth at C FLOPs), gap@N (the x vs uniform loss gap at N "
+        "parameters, for a law that reads the shape: docs/laws/shape_gap.yaml); default the law's claim",
+    ),
+    Option(
+        "candidates_spec",
+        None,
+        "values of settings to choose among, in every block: 'model.depth=4,8,16;model.width=512' "
+        "(default: the sweep's own depths, widths, shapes ... crossed within each block, at its seeds and one more)",
+        flag="--candidates",
+    ),
+    Option("prior", None, "published: start from the papers' law (what a sweep with no runs yet uses)"),
+    Option("law", "depth-delusion", "with --prior: the law whose prior to use"),
+    Option(
+        "rounds",
+        1,
+        "spend the budget in this many rounds: choose the first round's runs now (budget / rounds), "
+        "the next after refitting on what they measured",
+    ),
+    Option(
+        "cost_power",
+        1.0,
+        "rank runs by value per GPU-hour^P (1: per GPU-hour; below 1 favours fewer, dearer runs near the "
+        "target, as V-optimal designs do; the budget is always in GPU-hours)",
+    ),
+    Option("out", None, "write the sweep file here (default sweeps/NAME_next.yaml)", kind=Path),
+    Option("no_write", False, "print the choice only"),
+    Option("as_json", False, "one JSON document", flag="--json"),
 )
 
 _D = {o.name: o.default for o in SWEEP_OPTIONS}
