@@ -3,49 +3,17 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
-
 import typer
 
+from depthwidth.cli.options import taken, with_options
 from depthwidth.cli.render import console, emit_json
+from depthwidth.model.options import SHAPES_OPTIONS  # dw shapes' options (model/options.py)
 
 
+@with_options(SHAPES_OPTIONS)
 def shapes_cmd(
     family: str = typer.Argument(..., help="uniform | increasing | decreasing | diamond | x (also ×, <, >, ◇)"),
-    width: Optional[int] = typer.Option(
-        None, "--width", "-w", help="h: width of the uniform baseline (and embedding); default: the preset's"
-    ),
-    depth: Optional[int] = typer.Option(None, "--depth", "-d", help="L: number of layers; default: the preset's"),
-    ratio: float = typer.Option(0.3, "--ratio", "-r", help="ρ = narrowest width / h, in (0, 1]"),
-    turn: Optional[int] = typer.Option(
-        None, "--turn", "-k", help="turning layer k in [1, L] (default 0.75·L for x, 0.5·L for diamond)"
-    ),
-    match: Optional[str] = typer.Option(
-        None,
-        "--match",
-        help="exact (true parameter count) | vwt (the paper's convention: no embeddings, norms or rounding); "
-        "default: the preset's (exact for vwt, depth_delusion; vwt for the paper presets)",
-    ),
-    vocab: int = typer.Option(100263, "--vocab", help="vocabulary size V (cl100k = 100263, GPT-2 = 50257)"),
-    preset: str = typer.Option(
-        "vwt",
-        "--preset",
-        help="model preset from conf/model (vwt | depth_delusion | vwt_200m | vwt_500m | vwt_1b | vwt_2b | moe_1b3b)",
-    ),
-    symmetric: Optional[bool] = typer.Option(
-        None, "--symmetric/--asymmetric", help="force w_1 = w_L (default on for x, diamond)"
-    ),
-    quantum: Optional[int] = typer.Option(
-        None, "--quantum", "-q", help="round widths to a multiple of q (default: the preset's)"
-    ),
-    heads: Optional[int] = typer.Option(
-        None, "--heads", "-H", help="fixed head count per layer (must divide every width); default: the preset's"
-    ),
-    head_dim: Optional[int] = typer.Option(
-        None, "--head-dim", help="fixed head size instead (widths then multiples of it)"
-    ),
-    seq_len: int = typer.Option(4096, "--seq-len", help="context length for attention FLOPs"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of a table"),
+    **kw,
 ) -> None:
     """Per-layer widths of FAMILY matched in parameters to a uniform DEPTH × WIDTH model.
 
@@ -58,21 +26,9 @@ def shapes_cmd(
     """
     from depthwidth.model.figures import shape_report
 
-    rep = shape_report(
-        family,
-        width=width,
-        depth=depth,
-        ratio=ratio,
-        turn=turn,
-        match=match,
-        vocab=vocab,
-        preset=preset,
-        symmetric=symmetric,
-        quantum=quantum,
-        seq_len=seq_len,
-        heads=heads,
-        head_dim=head_dim,
-    )
+    o = taken((SHAPES_OPTIONS,), kw)
+    as_json = o.pop("as_json")
+    rep = shape_report(family, **o)
     if rep.get("warning"):
         sys.stderr.write(f"dw: warning: {rep['warning']}\n")  # one line, never wrapped
     if as_json:
