@@ -40,7 +40,6 @@ def show_cmd(
     are the bases.
     """
     from depthwidth.config import docs
-    from depthwidth.config.schema import ALL_GROUPS
 
     names = [a for a in args or [] if "=" not in a]
     overrides = [a for a in args or [] if "=" in a]
@@ -53,14 +52,9 @@ def show_cmd(
     if markdown:
         print(docs.markdown())
         return
-    if name and name.split(".", 1)[0] == "fit":  # dw fit's defaults (fit/defaults.py), not a run setting
-        from depthwidth.fit.defaults import rows as fit_rows
+    from depthwidth.fit.defaults import rows as fit_rows  # dw fit's defaults, not run settings
 
-        found = [r for r in fit_rows() if name in ("fit", r["key"])]
-        if not found:
-            raise bad("setting", name, "fit or fit.KEY: " + ", ".join(r["key"] for r in fit_rows()))
-    else:
-        found = docs.select(name) if name else [r for g in ALL_GROUPS for r in docs.rows(g)]
+    found = docs.find(name, {"fit": fit_rows()})
     if as_json:
         emit_json(found)
         return
