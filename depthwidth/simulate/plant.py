@@ -1,18 +1,7 @@
-"""``dw simulate``'s library: a planted world written as an ordinary run store, so everything downstream
-(``dw status``, ``dw fit``, ``dw report``) runs unchanged on known truth.
-
-    from depthwidth.simulate import simulate
-    s = simulate("depth_delusion", law="depth-delusion", dcrit="log", seed=3)   # runs/depth_delusion-sim
-    s["truth"]["dcrit[W=512]"], s["dir"], s["runs"]
-
-It answers "would this grid identify D_crit at all?" before anything is
-trained: plan the sweep file (every run validated as ``dw sweep --dry-run``
-does; no data, no torch), give every run its planted losses at its token
-budgets (the sweep's own, or ``budgets`` as fractions of each run's tokens),
-and write the store (simulate/store.py).  The world — law, parameters, noise —
-is simulate/world.py.  A store of simulated runs is marked in every
-provenance block; ``dw fit`` compares its fit with the planted truth and
-``dw report`` refuses a store that mixes simulated and trained runs.
+"""``dw simulate``'s library: ``simulate`` plans a sweep file as ``dw sweep --dry-run`` does (no data,
+no torch), gives every run its planted losses at its token budgets and writes the store
+(simulate/store.py); ``truth`` is the planted value of every number ``dw fit`` reports.  What a
+planted world is for, and how it is used: the package's docstring (simulate/__init__.py).
 
 Milliseconds per run: the 30-run depth_delusion grid is written in well
 under a second (benchmarks/bench_calibration.py times it).
