@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from depthwidth.fit.result import FitDocument, Verdicts, verdicts_of, with_verdicts
+from depthwidth.fit.result import FitDocument, Verdicts, with_verdicts
+from depthwidth.report.document import verdicts
 from tests.helpers import dw_in_process
 
 
@@ -41,7 +42,7 @@ def test_dw_fit_stores_the_verdicts_its_rules_decide(fitted):
     # a fit.json written before verdicts were stored: decided when read, by the same rules
     old = FitDocument.from_json(bare)
     assert old.verdicts.to_json() == stored
-    assert verdicts_of(bare).notes == stored["notes"] and verdicts_of(doc).notes == stored["notes"]
+    assert verdicts(bare)["notes"] == stored["notes"] and verdicts(doc)["notes"] == stored["notes"]  # the report's
 
 
 def test_the_report_prints_the_stored_verdicts_and_decides_none(fitted, tmp_path, capsys, monkeypatch):

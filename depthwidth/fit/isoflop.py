@@ -441,23 +441,6 @@ def ci_text(ci, fmt: str = "{:.4g}") -> str:
     return f"[{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
-def row_note(b: dict, level: float = 0.95) -> str:
-    """Why a budget row has no minimum, no interval, or an open one ("" when none of these)."""
-    if not b.get("identified"):
-        return b.get("because", "")
-    if b.get("ci_because"):
-        return b["ci_because"]
-    side = b.get("x_opt_ci_open")
-    return (
-        ""
-        if not side
-        else (
-            f"open {side.replace('both', 'on both sides')}: over {50 * (1 - level):.3g}% of "
-            "replicate minima lie past the sampled range"
-        )
-    )
-
-
 def summary_lines(iso: dict) -> list[str]:
     lines = []
     for sym, p in iso["power_laws"].items():

@@ -6,10 +6,11 @@ comparison, hold-out, sensitivity, isoFLOP, planted truth, tuning, …) stay the
 kept in order under ``sections``.  ``Verdicts`` are every line and flag a reader prints about the
 fit — the fitted law's label, each parameter's flags, the optima and D_crit values outside the
 meaningful range, the verdict lines under the fit (the D_crit ladder first, fit/identify.py), the
-optima's caveat, the planted-truth line — decided once when the fit is made (``decide``) and
-stored in fit.json as ``verdicts``.  ``dw report``, ``dw fit``'s tables, ``dw status`` and
-``dw suggest`` read them (``verdicts_of``); none decides them again.  A fit.json written before
-``verdicts`` existed is still read: its verdicts are decided when it is loaded, by the same rules.
+optima's caveat, the planted-truth line, what each analysis' table says (its lines, the cells it
+marks) — decided once when the fit is made (``decide``) and stored in fit.json as ``verdicts``.
+``dw report`` and ``dw fit``'s tables (report/) read them as stored and decide none again.  A
+fit.json written before ``verdicts`` existed, or under older rules (``version``), is still read:
+its verdicts are decided when it is loaded, by the same rules (``with_verdicts``).
 
 Standard library only at import (``dw status`` reads a fit without the fit engine).
 """
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 SCHEMA = "dw.fit/1"
-VERDICTS_VERSION = 1
+VERDICTS_VERSION = 2  # 2: what each analysis' table says (``analyses``)
 
 
 @dataclass
@@ -42,6 +43,10 @@ class Verdicts:
     """One warning when the optima derive from a claim the fit does not identify, else None."""
     planted: str | None = None
     """A simulated store's fit against its planted world, in one line, else None."""
+    analyses: dict[str, dict] = field(default_factory=dict)
+    """What each analysis' table says beyond its section's numbers, by section (fit/analyses/):
+    ``lines`` under it (hold-out, isoFLOP, sensitivity) and, for sensitivity, ``not_identified``:
+    per number, the fitting choices whose value is outside the meaningful range."""
     version: int = VERDICTS_VERSION
     """The rules' version: a fit.json whose verdicts are older is decided again when read."""
 
@@ -56,16 +61,29 @@ class Verdicts:
     @classmethod
     def decide(cls, doc: dict) -> Verdicts:
         """The verdicts of fit document ``doc``, every one by its rule (imports them: numpy, the laws)."""
-        rules = _Rules(doc)
+        rules = Rules(doc)
         return cls(**{f.name: getattr(rules, f.name) for f in fields(cls) if f.name != "version"})
 
 
-class _Rules:
-    """The verdicts of a document that does not store them (a fit.json written before they were, or a
-    section a table is built from), each decided by its rule (fit/verdicts.py) when it is read."""
+class Rules:
+    """The verdicts of a fit document, each decided by its rule (fit/verdicts.py, an analysis' own
+    ``verdicts``) when it is read (``rules["notes"]``, as a stored ``Verdicts.to_json()`` is): when
+    ``dw fit`` makes the fit, and for a document that does not store them (a fit.json written
+    before they were, one made by hand)."""
 
     def __init__(self, doc: dict):
         self._doc = doc
+
+    def __getitem__(self, name: str):
+        if name not in {f.name for f in fields(Verdicts)}:
+            raise KeyError(name)
+        return VERDICTS_VERSION if name == "version" else getattr(self, name)
+
+    def get(self, name: str, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
 
     @property
     def label(self) -> str:
@@ -108,6 +126,12 @@ class _Rules:
         from depthwidth.fit.planted import summary_line
 
         return summary_line(self._doc["planted"]) if self._doc.get("planted") else None
+
+    @property
+    def analyses(self) -> dict:
+        from depthwidth.fit.analyses import verdicts
+
+        return verdicts(self._doc)
 
 
 @dataclass
@@ -204,14 +228,8 @@ class FitDocument:
 
 
 def with_verdicts(doc: dict) -> dict:
-    """``doc`` with its ``verdicts`` decided (what ``dw fit`` writes)."""
+    """``doc`` with its ``verdicts`` decided (what ``dw fit`` writes; a document read without them)."""
     return {**doc, "verdicts": Verdicts.decide(doc).to_json()}
-
-
-def verdicts_of(doc: dict) -> Verdicts | _Rules:
-    """The verdicts a fit document carries; for one that carries none (or under older rules), each
-    decided by its rule when read."""
-    return _stored(doc) or _Rules(doc)
 
 
 def _stored(doc: dict) -> Verdicts | None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from depthwidth.core.tables import Col, Table, ci_pair, fmt_int  # noqa: F401  (the report's names for them)
-from depthwidth.fit.papers import DD_DCRIT, DD_KAPPA, DD_LOSSES
+from depthwidth.fit.papers import DD_LOSSES
+from depthwidth.fit.result import VERDICTS_VERSION, Rules
 
 SCHEMA = "dw.report/1"
 
@@ -36,9 +36,15 @@ SHAPE_LABEL = {
 DONE = ("done",)
 
 
-PAPER_DD_LOSS = DD_LOSSES  # the papers' numbers live in fit/papers.py
-PAPER_KAPPA = DD_KAPPA
-PAPER_DCRIT = DD_DCRIT
+def verdicts(fit: dict):
+    """The verdicts ``fit`` stores (fit.json's ``verdicts``: every line and flag printed about it,
+    decided by ``dw fit``, fit/result.py), read as stored.  A document without them under the
+    current rules (a fit.json written before they were, one made by hand) has each decided by its
+    rule when read (fit/result.py ``Rules``), as ``dw fit`` would have decided it."""
+    v = fit.get("verdicts")
+    if isinstance(v, dict) and v.get("version") == VERDICTS_VERSION:
+        return v
+    return Rules(fit)
 
 
 def num(x):
@@ -172,7 +178,7 @@ def paper_loss(r) -> tuple:
     ref = r.get("ref") or {}
     if ref.get("source") == "published" and ref.get("loss") is not None:
         return num(ref.get("loss")), num(ref.get("params")), "sweep ref"
-    if r.get("ref") is None and is_uniform(r) and (r["depth"], r["width"]) in PAPER_DD_LOSS:
-        loss, params = PAPER_DD_LOSS[(r["depth"], r["width"])]
+    if r.get("ref") is None and is_uniform(r) and (r["depth"], r["width"]) in DD_LOSSES:
+        loss, params = DD_LOSSES[(r["depth"], r["width"])]
         return loss, params, "docs/science.md"
     return None, None, None

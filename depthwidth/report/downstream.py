@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from depthwidth.report.document import SHAPES, SHAPE_LABEL, Col, Table
+from depthwidth.core.tables import Col, Table
+from depthwidth.report.document import SHAPES, SHAPE_LABEL
 from depthwidth.track import evaldoc
 
 ACCURACY = ("acc", "acc_norm", "exact_match")  # metrics in [0, 1], higher is better

@@ -16,11 +16,10 @@ import numpy as np
 
 from depthwidth.fit.count import COLUMN, n_column
 from depthwidth.fit.papers import DD_TAU_EXPONENT
-from depthwidth.fit.result import verdicts_of
 from depthwidth.fit.verdicts import drawn, law_of_label
 from depthwidth.report import downstream, inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
-from depthwidth.report.document import SHAPE_LABEL, SHAPES
+from depthwidth.report.document import SHAPE_LABEL, SHAPES, verdicts
 
 DPI = 150
 WIDTH_IN = 6.4
@@ -122,7 +121,7 @@ def _plain_ticks(ax):
 
 
 def _law(fit):
-    return law_of_label(verdicts_of(fit).label, fit.get("options"))  # a user-defined law too
+    return law_of_label(verdicts(fit)["label"], fit.get("options"))  # a user-defined law too
 
 
 def _convention(fit) -> str:

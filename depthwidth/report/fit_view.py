@@ -1,16 +1,17 @@
 """Every table of one fit (fit.json), as ``dw report`` shows it and ``dw fit`` prints it: the
 parameters, the law comparison, what the fit rests on (report/rests.py), D_crit (report/papers.py)
 and the compute-optimal allocation (report/optima.py).  One rendering of each: ``dw fit`` builds
-its output here rather than drawing tables of its own.  The verdicts are fit/verdicts.py's."""
+its output here rather than drawing tables of its own.  The verdicts are the ones ``dw fit`` decided
+and stored (fit.json's ``verdicts``, fit/result.py): read here, never decided again."""
 
 from __future__ import annotations
 
-from depthwidth.fit.result import verdicts_of
+from depthwidth.core.tables import Col, Table, ci_pair
 from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_TAU_EXPONENT, DD_TAU_R2
-from depthwidth.report.document import Col, Table, ci_pair
+from depthwidth.report.analyses import analysis_tables
+from depthwidth.report.document import verdicts
 from depthwidth.report.optima import optimal_tables
 from depthwidth.report.papers import dcrit_tables
-from depthwidth.fit.analyses import tables as analysis_tables
 from depthwidth.report.rests import fit_notes, lr_tables, rest_tables
 
 EXCLUDED_SHOWN = 20  # excluded runs named in the fit table's notes; the rest counted
@@ -35,7 +36,7 @@ def parameter_table(fit: dict) -> Table:
     goodness of fit and gradient persistence's exponent."""
     dd = fit.get("law") == "depth-delusion"
     paper = {"alpha": DD_FIT["alpha"], "kappa": DD_KAPPA} if dd else {}
-    flags = verdicts_of(fit).parameters
+    flags = verdicts(fit)["parameters"]
     rows = []
     for k, v in (fit.get("params") or {}).items():
         lo, hi = ci_pair((fit.get("ci") or {}).get(k))
@@ -78,7 +79,7 @@ def parameter_table(fit: dict) -> Table:
     cols.append(Col("flags", "flags"))
     t = Table("fit", f"Fit: {fit.get('law')} — {fit.get('formula', '')}", cols, rows)
     t.notes.append(
-        f"the fit shown: {verdicts_of(fit).label} of {', '.join(fit.get('where') or []) or 'every run'}, "
+        f"the fit shown: {verdicts(fit)['label']} of {', '.join(fit.get('where') or []) or 'every run'}, "
         f"N = {(fit.get('n_convention') or {}).get('name', 'total')}, made "
         f"{(fit.get('provenance') or {}).get('time', 'at an unknown time')} (its fit.json; a fit of another law "
         "or filter replaces it only with dw fit --force)"

@@ -29,7 +29,8 @@ import statistics
 from pathlib import Path
 
 from depthwidth.measure import doc as adoc
-from depthwidth.report.document import SHAPES, Col, Table
+from depthwidth.core.tables import Col, Table
+from depthwidth.report.document import SHAPES
 
 CONVERGED_NATS = 0.1  # lens CE within this of the final layer's: "the answer is there"
 DEAD_GAP = 0.01  # "more dead units" needs at least 1% of the units more: one seed's few units are not a finding

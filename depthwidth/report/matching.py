@@ -17,7 +17,8 @@ import numpy as np
 
 from depthwidth.core.errors import BadInput, WorkFailed
 from depthwidth.fit.match import NEEDS, PAPER_MATCH, final_points, flops_to_match
-from depthwidth.report.document import DONE, Col, Data, Table, is_uniform
+from depthwidth.core.tables import Col, Table
+from depthwidth.report.document import DONE, Data, is_uniform
 from depthwidth.track.table import mean_width
 
 MATCH_FILE = "match.json"

@@ -3,14 +3,14 @@
 The compute-optimal allocation gets its own table (``optimal_table``, which
 ``dw fit`` prints too); D_crit values below one layer in the D_crit tables are
 replaced by "not identified" (``mark_dcrit``: their intervals blanked).  Which
-numbers are identified is decided in fit/verdicts.py (``flags``,
-``optima_caveat``); this module only shows it.
+numbers are identified is decided when the fit is made (fit/verdicts.py's ``flags`` and
+``optima_caveat``, stored in fit.json's ``verdicts``); this module only shows it.
 """
 
 from __future__ import annotations
 
-from depthwidth.fit.result import verdicts_of
-from depthwidth.report.document import Col, Table
+from depthwidth.core.tables import Col, Table
+from depthwidth.report.document import verdicts
 
 NOT_IDENTIFIED = "not identified"
 LABELS = {"N_exponent": "N* ∝ C^x", "T_exponent": "T* ∝ C^y", "D_exponent": "D* ∝ C^a", "W_exponent": "W* ∝ C^b"}
@@ -28,7 +28,7 @@ def optimal_tables(T: dict, fit: dict | None) -> dict:
 
 def mark_dcrit(T: dict, fit: dict) -> None:
     """The rows of the D_crit tables in ``T`` whose D_crit is below one layer read "not identified"."""
-    dcr = verdicts_of(fit).dcrit_range
+    dcr = verdicts(fit)["dcrit_range"]
 
     def bad(key):
         return not dcr.get(key, {}).get("identified", True)
@@ -57,7 +57,7 @@ def optimal_table(fit: dict) -> Table | None:
     co = (fit.get("derived") or {}).get("compute_optimal")
     if not co:
         return None
-    opt = verdicts_of(fit).optimum
+    opt = verdicts(fit)["optimum"]
     rows = []
     for k, v in co.items():
         if k in NOT_NUMBERS or not isinstance(v, (int, float)):
@@ -83,6 +83,6 @@ def optimal_table(fit: dict) -> Table | None:
     t = Table("fit_optimal", f"Compute-optimal allocation derived from the law ({co.get('constraint')})", cols, rows)
     if co.get("tie_break"):
         t.notes.append(f"tie-break: {co['tie_break']}")
-    if (caveat := verdicts_of(fit).optima_caveat) is not None:
+    if (caveat := verdicts(fit)["optima_caveat"]) is not None:
         t.notes.insert(0, caveat)
     return t

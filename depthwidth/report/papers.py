@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 
-from depthwidth.report.document import DONE, PAPER_DCRIT, PAPER_KAPPA, Col, Table, ci_pair, is_uniform, paper_loss
+from depthwidth.core.tables import Col, Table, ci_pair
+from depthwidth.fit.papers import DD_DCRIT, DD_KAPPA
+from depthwidth.report.document import DONE, is_uniform, paper_loss
 
 
 def dcrit_tables(fit: dict | None, widths=(), probes=()) -> dict:
@@ -31,7 +33,7 @@ def dcrit_tables(fit: dict | None, widths=(), probes=()) -> dict:
                 "ci_hi": hi,
                 "profiles": p.get("profiles"),
                 "censored": f"{p['censored']}/{p['runs']}" if "censored" in p else None,
-                "paper": PAPER_KAPPA * math.log(w) if w > 1 else None,
+                "paper": DD_KAPPA * math.log(w) if w > 1 else None,
             }
         )
     cols = [
@@ -55,7 +57,7 @@ def dcrit_tables(fit: dict | None, widths=(), probes=()) -> dict:
         "censored = runs whose bottom layer never got there (D_crit > depth)"
     )
     mrows = []
-    for m, paper in PAPER_DCRIT.items():
+    for m, paper in DD_DCRIT.items():
         v = (dc.get("reference") or {}).get(m) or {}
         from depthwidth.fit.derived import REFERENCE_MODELS
 

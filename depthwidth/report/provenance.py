@@ -6,7 +6,7 @@ commits, dirty trees or precisions."""
 from __future__ import annotations
 
 from depthwidth.core.provenance import mixed
-from depthwidth.report.document import Col, Table
+from depthwidth.core.tables import Col, Table
 
 
 def _key(p: dict) -> tuple:

@@ -27,9 +27,9 @@ from depthwidth.core.store import runs_root
 from depthwidth.core.errors import BadInput, DwError
 from depthwidth.fit.verdicts import drawn, truth_line, verdict_line
 from depthwidth.report.load import load
-from depthwidth.report.document import Table
+from depthwidth.core.tables import Table
+from depthwidth.report.document import verdicts
 from depthwidth.report.render import md_table
-from depthwidth.fit.result import verdicts_of
 from depthwidth.report.tables import build
 
 BEGIN, END = "<!-- demo:begin -->", "<!-- demo:end -->"
@@ -89,7 +89,7 @@ def section(
         out += [
             f"Is that the grid or the data? `dw simulate demo --name demo-planted` writes the same 16 runs with "
             f"losses planted from the depth-delusion law near the paper's fit, and its fit answers: {v}; "
-            f"{verdicts_of(planted).planted}.",
+            f"{verdicts(planted)['planted']}.",
             "",
         ]
     draw = drawn(fit)

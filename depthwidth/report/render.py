@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from depthwidth.core.atomic import write_text
-from depthwidth.report.document import Table
+from depthwidth.core.tables import Table
 
 ORDER = (
     "loss_grid",

@@ -1,12 +1,12 @@
 """Report tables for what a fit rests on: identification, hold-out, isoFLOP, sensitivity and planted
-truth (from fit.json); ``dw fit`` prints the same tables.  The verdicts are fit/verdicts.py's."""
+truth (from fit.json); ``dw fit`` prints the same tables.  The verdicts are the ones ``dw fit`` stored
+(fit.json's ``verdicts``), read as stored."""
 
 from __future__ import annotations
 
-from depthwidth.fit import analyses
-from depthwidth.fit.analyses import tables as analysis_tables
-from depthwidth.fit.result import verdicts_of
-from depthwidth.report.document import Col, Table
+from depthwidth.core.tables import Col, Table
+from depthwidth.report.analyses import TABLES, analysis_tables
+from depthwidth.report.document import verdicts
 
 
 def fit_notes(fit) -> list[str]:
@@ -40,10 +40,10 @@ def rest_tables(fit) -> dict:
             [Col("column", "column"), Col("min", "min", "{:.4g}"), Col("max", "max", "{:.4g}")],
             rows,
         )
-        t.notes += verdicts_of(fit).notes  # the verdicts (decided by dw fit: fit/result.py), then what the fit rests on
+        t.notes += verdicts(fit)["notes"]  # the verdicts (decided by dw fit: fit/result.py), then what the fit rests on
         out["fit_identification"] = t
-    # every other analysis (fit/analyses/), in the registry's order: a new one shows with no change here
-    out.update(analysis_tables(fit, tuple(e.section for e in analyses.REGISTRY if e.section not in PLACED)))
+    # every other analysis (report/analyses.py), in the fit's registry order
+    out.update(analysis_tables(fit, tuple(s for s in TABLES if s not in PLACED)))
     out.update(tuning_tables(fit.get("tuning")))
     return out
 

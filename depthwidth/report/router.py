@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from depthwidth.report.document import Col, Table
+from depthwidth.core.tables import Col, Table
 
 
 def _entropy(shares: list[float]) -> float:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import math
 
 from depthwidth.core.errors import bad
+from depthwidth.core.tables import Col, Table
 from depthwidth.model.shapes import MATCH_TOLERANCE  # a shape more than 1% off the uniform model's is not "matched"
 from depthwidth.report.document import (
     DONE,
     SCHEMA,
     SHAPES,
-    Col,
     Data,
-    Table,
     group_cells,
     split_conflicts,
     is_uniform,

@@ -4,16 +4,20 @@ An analysis module declares
 
 - ``SECTION``: the key of fit.json it writes;
 - ``OPTIONS``: the ``FitOptions`` fields it reads (their flags, defaults and help: fit/defaults.py);
-- ``wanted(ctx)``: whether this fit asked for it (or, for some, whether its data call for it);
-- ``section(ctx)``: computes its section from the fit at hand (``Context``), verdict lines
-  included — decided here, once, and stored; ``None`` when there is nothing to say;
-- ``tables(fit)``: ``{key: Table}``, its section as ``dw fit`` prints it and ``dw report`` shows it.
+- ``wanted(ctx)``, only where its data decide (no option asks for it: planted) or decide further
+  than the option (compare: the laws named, once parsed): whether this fit runs it;
+- ``section(ctx)``: computes its section from the fit at hand (``Context``); ``None`` when there is
+  nothing to say;
+- ``verdicts(fit)``, where its table says more than its section's numbers (hold-out, isoFLOP,
+  sensitivity): the lines under its table and the cells it marks, decided with the fit's other
+  verdicts (fit/result.py) and stored in fit.json's ``verdicts.analyses[SECTION]``.
 
 ``dw fit`` (pipeline.py) runs the ones asked for in ``REGISTRY``'s order (a line names the option
-that asks for it, so a fit imports only what it runs); the report walks the same list for their
-tables and never calls back into the fit to decide.  Adding an analysis is one module here and one
-line in ``REGISTRY``.  Its statistics may live in a module of their own
-(fit/holdout.py, fit/isoflop.py …) when other parts of dw use them too.
+that asks for it, so a fit imports only what it runs).  Its table is report/analyses.py's, which
+only shows the stored section and verdicts: the report never calls back into the fit to decide.
+Adding an analysis is one module here, one line in ``REGISTRY`` and its table in
+report/analyses.py.  Its statistics may live in a module of their own (fit/holdout.py,
+fit/isoflop.py …) when other parts of dw use them too.
 
 Standard library at import: a module is imported when a fit or a report first needs it.
 """
@@ -35,13 +39,13 @@ class Entry:
     option: str | None = None
     """The ``FitOptions`` field that asks for it; None: the module's ``wanted(ctx)`` decides."""
     value: object = None
-    """The option's value that asks for it; None: any value but None, False or empty."""
+    """The option's value that asks for it; None: any value but None or False."""
 
     def asked(self, opts) -> bool:
         if self.option is None:
             return True
         v = getattr(opts, self.option)
-        return bool(v) if self.value is None else v == self.value
+        return (v is not None and v is not False) if self.value is None else v == self.value
 
     @property
     def section(self) -> str:
@@ -106,19 +110,18 @@ def run_all(ctx: Context) -> dict:
         if not e.asked(ctx.opts):
             continue
         m = e.module()
-        if m.wanted(ctx):
+        if not hasattr(m, "wanted") or m.wanted(ctx):
             value = m.section(ctx)
             if value is not None:
                 out[m.SECTION] = value
     return out
 
 
-def tables(fit: dict, sections: tuple[str, ...] | None = None) -> dict:
-    """{key: Table} of every analysis section ``fit`` holds (of ``sections`` only, in that order,
-    when given); an analysis whose section is absent is not imported."""
-    by = {e.section: e for e in REGISTRY}
+def verdicts(fit: dict) -> dict:
+    """{section: what its table says} of every analysis section ``fit`` holds whose module decides
+    any (``verdicts``; fit/result.py stores them); an analysis whose section is absent is not imported."""
     out = {}
-    for name in by if sections is None else sections:
-        if fit.get(name) and name in by:
-            out.update(by[name].module().tables(fit))
+    for e in REGISTRY:
+        if fit.get(e.section) and hasattr(m := e.module(), "verdicts"):
+            out[e.section] = m.verdicts(fit)
     return out

@@ -3,14 +3,8 @@ prediction interval and an inside yes/NO (the statistics: fit/holdout.py)."""
 
 from __future__ import annotations
 
-from depthwidth.core.tables import Col, Table
-
 SECTION = "holdout"
 OPTIONS = ("holdout",)
-
-
-def wanted(ctx) -> bool:
-    return ctx.chk.holdout_k is not None
 
 
 def section(ctx) -> dict:
@@ -31,34 +25,8 @@ def section(ctx) -> dict:
     return {k: v for k, v in h.items() if not k.startswith("_")}
 
 
-def tables(fit: dict) -> dict:
+def verdicts(fit: dict) -> dict:
+    """The line under the hold-out's table."""
     from depthwidth.fit.holdout import summary_line
 
-    h = fit["holdout"]
-    rows = [
-        {
-            "run": p["run"],
-            "params": p.get("params"),
-            "tokens": p.get("tokens"),
-            "loss": p["loss"],
-            "predicted": p["predicted"],
-            "pi_lo": p["pi"][0],
-            "pi_hi": p["pi"][1],
-            "inside": p["inside"],
-        }
-        for p in h["points"]
-    ]
-    lvl = f"{100 * h['level']:.0f}%"
-    cols = [
-        Col("run", "run"),
-        Col("params", "params", "{:.3g}"),
-        Col("tokens", "tokens", "{:.3g}"),
-        Col("loss", "measured", "{:.4g}"),
-        Col("predicted", "predicted", "{:.4g}"),
-        Col("pi_lo", f"{lvl} PI lo", "{:.4g}"),
-        Col("pi_hi", f"{lvl} PI hi", "{:.4g}"),
-        Col("inside", "inside"),
-    ]
-    t = Table("fit_holdout", f"Hold-out: {h['split']['name']} predicted from the others", cols, rows)
-    t.notes.append(summary_line(h))
-    return {"fit_holdout": t}
+    return {"lines": [summary_line(fit["holdout"])]}

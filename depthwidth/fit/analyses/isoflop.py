@@ -4,14 +4,8 @@ budget's runs, its minimum x* with an interval, and x*'s power law in C compared
 
 from __future__ import annotations
 
-from depthwidth.core.tables import Col, Table
-
 SECTION = "isoflop"
 OPTIONS = ("approach", "isoflop_axis")
-
-
-def wanted(ctx) -> bool:
-    return ctx.opts.approach == "isoflop"
 
 
 def section(ctx) -> dict:
@@ -32,36 +26,8 @@ def section(ctx) -> dict:
     )
 
 
-def tables(fit: dict) -> dict:
-    from depthwidth.fit.isoflop import ci_text, row_note, summary_lines
+def verdicts(fit: dict) -> dict:
+    """The lines under the isoFLOP table: x*'s power laws and whether they agree with the law's."""
+    from depthwidth.fit.isoflop import summary_lines
 
-    iso = fit["isoflop"]
-    rows = [
-        {
-            "C": b["C"],
-            "runs": b["runs"],
-            "x_lo": b["x_range"][0],
-            "x_hi": b["x_range"][1],
-            "x_opt": b.get("x_opt") if b.get("identified") else None,
-            "ci_lo": (b.get("x_opt_ci") or [None, None])[0],
-            "ci_hi": (b.get("x_opt_ci") or [None, None])[1],
-            "ci": ci_text(b.get("x_opt_ci")),
-            "law_x_opt": b.get("law_x_opt"),
-            "note": row_note(b, iso["level"]) or None,
-        }
-        for b in iso["budgets"]
-    ]
-    x = iso["axis"]
-    cols = [
-        Col("C", "C (FLOPs)", "{:.3g}"),
-        Col("runs", "runs"),
-        Col("x_lo", f"{x} min", "{:.4g}"),
-        Col("x_hi", f"{x} max", "{:.4g}"),
-        Col("x_opt", f"{x}* (isoFLOP)", "{:.4g}"),
-        Col("ci", f"{100 * iso['level']:.0f}% CI"),
-        Col("law_x_opt", f"{x}* (law)", "{:.4g}"),
-        Col("note", "no minimum, no interval, or an open one"),
-    ]
-    t = Table("fit_isoflop", f"IsoFLOP profiles (approach 2): loss vs ln {x} per budget", cols, rows)
-    t.notes += summary_lines(iso)
-    return {"fit_isoflop": t}
+    return {"lines": summary_lines(fit["isoflop"])}

@@ -4,8 +4,6 @@ by a flag: every run of the fitted table is simulated and the store keeps its wo
 
 from __future__ import annotations
 
-from depthwidth.core.tables import Col, Table
-
 SECTION = "planted"
 OPTIONS = ()
 
@@ -35,33 +33,3 @@ def section(ctx) -> dict | None:
         ctx.n_conv,
         iv.withheld,
     )
-
-
-def tables(fit: dict) -> dict:
-    from depthwidth.fit.result import verdicts_of
-
-    p = fit["planted"]
-    rows = [
-        {
-            "number": k,
-            "planted": v["planted"],
-            "estimate": v["estimate"],
-            "ci_lo": (v.get("ci") or [None, None])[0],
-            "ci_hi": (v.get("ci") or [None, None])[1],
-            "inside": {True: "yes", False: "NO", None: None}[v["covered"]],
-        }
-        for k, v in p["numbers"].items()
-    ]
-    cols = [
-        Col("number", "number"),
-        Col("planted", "planted", "{:.4g}"),
-        Col("estimate", "fitted", "{:.4g}"),
-        Col("ci_lo", "CI lo", "{:.4g}"),
-        Col("ci_hi", "CI hi", "{:.4g}"),
-        Col("inside", "inside"),
-    ]
-    t = Table(
-        "fit_planted", f"Planted truth ({p['world'].get('label')}, dw simulate): is it inside the interval?", cols, rows
-    )
-    t.notes.append(verdicts_of(fit).planted)
-    return {"fit_planted": t}

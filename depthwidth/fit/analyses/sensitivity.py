@@ -4,14 +4,8 @@ wide is flagged (the refits: fit/sensitivity.py)."""
 
 from __future__ import annotations
 
-from depthwidth.core.tables import Col, Table
-
 SECTION = "sensitivity"
 OPTIONS = ("sensitivity",)
-
-
-def wanted(ctx) -> bool:
-    return bool(ctx.opts.sensitivity)
 
 
 def section(ctx) -> dict:
@@ -37,38 +31,20 @@ def section(ctx) -> dict:
     )
 
 
-def tables(fit: dict) -> dict:
+def verdicts(fit: dict) -> dict:
+    """The lines under the sensitivity table, and ``not_identified``: per number, the fitting choices
+    whose value of it is outside the meaningful range (D_crit or D* below one layer, W* below the
+    width quantum: shown "not identified")."""
     from depthwidth.fit.sensitivity import WIDTH_NOTE, summary_line
     from depthwidth.fit.verdicts import below_floor
 
     s = fit["sensitivity"]
-    fitted = [r for r in s["choices"] if "values" in r]
     q = (fit.get("identification") or {}).get("quantum")
-    rows = []
-    for k, v in s["numbers"].items():
-        vals = {r["key"]: v["values"].get(r["key"]) for r in fitted}
-        rows.append(
-            {
-                "number": k,
-                **{c: "not identified" if below_floor(k, x, q) else x for c, x in vals.items()},
-                "spread": v["spread"],
-                "ci_width": v.get("compared_width", v["ci_width"]),
-                "flagged": v["flagged"],
-                "farthest": v.get("farthest"),
-            }
-        )
-    cols = (
-        [Col("number", "number")]
-        + [Col(r["key"], r["short"], "{:.4g}") for r in fitted]
-        + [
-            Col("spread", "spread", "{:.4g}"),
-            Col("ci_width", "CI width", "{:.4g}"),
-            Col("flagged", "spread > CI"),
-            Col("farthest", "moved most by"),
-        ]
-    )
-    t = Table("fit_sensitivity", "Sensitivity: each number under each fitting choice", cols, rows)
-    t.notes.append(summary_line(s))
-    t.notes.append(f"CI width: {WIDTH_NOTE}")
-    t.notes += [f"{r['short']}: skipped ({r['skipped']})" for r in s["choices"] if "skipped" in r]
-    return {"fit_sensitivity": t}
+    fitted = [r["key"] for r in s["choices"] if "values" in r]
+    below = {
+        k: [c for c in fitted if below_floor(k, v["values"].get(c), q)] for k, v in (s.get("numbers") or {}).items()
+    }
+    return {
+        "lines": [summary_line(s), f"CI width: {WIDTH_NOTE}"],
+        "not_identified": {k: cs for k, cs in below.items() if cs},
+    }
