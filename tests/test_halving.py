@@ -221,7 +221,7 @@ def test_members_that_will_never_report_are_read_from_their_summaries(tmp_path, 
     failed for good (the retry policy gave up: ``failures`` in its summary) counts as the worst; the
     last member's report then decides, and a parked member is released."""
     from depthwidth.core import store
-    from depthwidth.launch.halving import Gate, read_group
+    from depthwidth.launch.halving import Gate, group_file
 
     monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
     sweep = store.sweep_dir("s")
@@ -241,7 +241,7 @@ def test_members_that_will_never_report_are_read_from_their_summaries(tmp_path, 
     assert Gate("s", spec, "c", where).park()
     assert json.loads((d / "task-0.json").read_text())["state"] == "parked"
     assert Gate("s", spec, "d", {"launcher": "debug", "job_id": "j_1"})({"tokens": 512, "val_loss": 2.0}) == "go"
-    doc = read_group("s", "g")
+    doc = store.read_json(group_file("s", "g"))
     assert doc["decision"]["ranked"] == ["d", "c", "a", "b"] and doc["decision"]["prune"] == ["a", "b"]
     assert doc["reports"]["a"]["read"] == "summary" and doc["reports"]["b"]["diverged"]
     assert json.loads((d / "task-0.json").read_text())["state"] == "queued" and not (d / "task-0.claim").exists()

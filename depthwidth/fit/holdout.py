@@ -197,7 +197,7 @@ def summary_line(h: dict) -> str:
     )
 
 
-def _folds(codes: np.ndarray, n_runs: int, seed: int) -> list[np.ndarray]:
+def _folds(n_runs: int, seed: int) -> list[np.ndarray]:
     if n_runs <= MAX_LORO_FOLDS:
         return [np.array([r]) for r in range(n_runs)]
     perm = np.random.default_rng(seed).permutation(n_runs)
@@ -213,7 +213,7 @@ def heldout(fr: FitResult, table, seed: int = 0, holdout_k: int | None = None) -
     X = law.data(table)
     out: dict = {}
     if n_runs >= 3:
-        folds = _folds(codes, n_runs, seed)
+        folds = _folds(n_runs, seed)
         W = np.ones((len(folds), len(L)))
         for f, runs in enumerate(folds):
             W[f, np.isin(codes, runs)] = 0.0

@@ -54,7 +54,7 @@ def _fmt_iv(iv) -> str:
     return f"[{iv[0]:.3g}, {iv[1]:.3g}]"
 
 
-def _width_rung(w: float, value, iv, depths: tuple[float, float], supported: bool, level: float) -> dict:
+def _width_rung(value, iv, depths: tuple[float, float], supported: bool, level: float) -> dict:
     """One width's rung: {verdict, value, interval, depths, because}."""
     lo_d, hi_d = depths
     out = {
@@ -162,7 +162,7 @@ def dcrit_ladder(
         iv = (dci or {}).get(f"dcrit[W={w}]")  # None: withheld (fit/intervals.py), or no bootstrap
         if iv is not None and sim is not None:
             iv = sim[str(w)]
-        rungs[str(w)] = _width_rung(w, value, iv, (at.min(), at.max()), supported, level)
+        rungs[str(w)] = _width_rung(value, iv, (at.min(), at.max()), supported, level)
     sign = _sign(law, ci, len(widths), level)
     located = [w for w, r in rungs.items() if r["verdict"] == "located"]
     if not supported:

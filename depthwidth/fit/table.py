@@ -85,7 +85,7 @@ def one_shape(df, law, opts):
     return df[uniform], None, note
 
 
-def prepare(df, law, *, dcrit_needs_width_gt1: bool | None = None):
+def prepare(df, law):
     """Validate and clean ``df`` for ``law``.
 
     Returns (clean DataFrame with a fresh index, excluded list, notes).

@@ -45,10 +45,6 @@ def group_file(sweep: str, group: str, root=None) -> Path:
     return store.sweep_dir(sweep, root) / "halving" / f"{group}.json"
 
 
-def read_group(sweep: str, group: str, root=None) -> dict | None:
-    return store.read_json(group_file(sweep, group, root))
-
-
 def decide(members: list[str], reports: dict) -> dict:
     """Rank the members by their loss at the first budget (+inf: diverged or non-finite; ties by
     run id) and prune the worse half (floor(n / 2): of 5, the 2 worst)."""

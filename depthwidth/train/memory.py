@@ -277,11 +277,11 @@ def layout(
                     return p
                 if best is None or p.total < best.total:
                     best = p
-    best.advice = _advice(best, spec, seq_len)
+    best.advice = _advice(best)
     return best
 
 
-def _advice(p: MemoryPlan, spec: ModelSpec, seq_len: int) -> str:
+def _advice(p: MemoryPlan) -> str:
     tips = []
     more = "more GPUs (launcher.gpus_per_node up to the node's, then launcher.nodes)"
     tips.append(f"train.parallel=fsdp with {more}" if p.mode != "fsdp" else more)
