@@ -205,6 +205,11 @@ def read_json_why(path: Path) -> tuple[dict | None, str | None]:
     return doc, None
 
 
+def run_status(run_dir: Path) -> str | None:
+    """The ``status`` in a run folder's summary.json; None when it has none or cannot be read."""
+    return (read_json(Path(run_dir) / "summary.json") or {}).get("status")
+
+
 # ---------------------------------------------------------------------------
 # The manifest is the index of a store: which folders are its runs
 # ---------------------------------------------------------------------------

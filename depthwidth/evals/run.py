@@ -29,7 +29,7 @@ from depthwidth.core.atomic import write_json
 from depthwidth.core.store import FileLock
 from depthwidth.core.errors import BadInput, WorkFailed, bad, did_you_mean
 from depthwidth.core.options import Option
-from depthwidth.core.store import check_name, runs_root, store_runs
+from depthwidth.core.store import check_name, run_status, runs_root, store_runs
 from depthwidth.evals.builtin import BUILTIN, task_dirs
 from depthwidth.track import evaldoc
 
@@ -304,13 +304,6 @@ def _harness_version() -> str | None:
 # ---------------------------------------------------------------------------- a sweep
 
 
-def _status(run_dir: Path) -> str | None:
-    try:
-        return json.loads((run_dir / "summary.json").read_text()).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def pending(
     name: str, tasks, root=None, checkpoint: str | int = "final", limit: int | None = None
 ) -> tuple[list[Path], int]:
@@ -323,7 +316,7 @@ def pending(
         raise bad("RUN_DIR|SWEEP", name, f"a run directory or a sweep under {runs_root(root)} (set --root or DW_RUNS)")
     dirs, _ = store_runs(sweep, writing=True)  # the manifest's runs (forgotten ones left out), never a copy of one
     runs = [d for d in sorted(dirs.values()) if (d / "config.yaml").is_file()]
-    done = [d for d in runs if _status(d) == "done"]
+    done = [d for d in runs if run_status(d) == "done"]
     todo = []
     for d in done:
         doc = evaldoc.read(d)

@@ -14,14 +14,13 @@ provenance block; format in measure/doc.py.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from depthwidth.config.node import nodes
 from depthwidth.core import provenance
 from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import BadInput, bad
-from depthwidth.core.store import runs_root, store_runs
+from depthwidth.core.store import run_status, runs_root, store_runs
 from depthwidth.measure import doc as adoc
 from depthwidth.measure.inside import DEFAULT_TOKENS, analyse, eval_set
 from depthwidth.measure.stats import CETT_TARGET
@@ -112,7 +111,7 @@ def analyse_run(
     x, y = eval_set(source, T, tokens)
     body = analyse(model, x, y, centre=centre, threshold=threshold, cett_target=cett_target)
     spec = model.spec
-    status = _status(run_dir)
+    status = run_status(run_dir)
     out = {
         "schema": adoc.SCHEMA,
         "run_id": cfg.get("run_id"),
@@ -146,13 +145,6 @@ def at_end(run_dir, log, device="cpu") -> None:
         )
 
 
-def _status(run_dir: Path) -> str | None:
-    try:
-        return json.loads((run_dir / "summary.json").read_text()).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def pending(name: str, root=None, checkpoint: str | int = "final") -> list[Path]:
     """The finished (status done) run directories of sweep ``name`` with no analysis of ``checkpoint`` yet
     (or only one of an older schema, measured with older definitions: ``measure.doc.current``)."""
@@ -162,7 +154,7 @@ def pending(name: str, root=None, checkpoint: str | int = "final") -> list[Path]
     step = None if checkpoint in (None, "final") else int(checkpoint)
     # the manifest's runs only: never a copy of one, nor a folder it does not know (nor one outside the store)
     dirs, _ = store_runs(sweep, writing=True)
-    return [d for d in sorted(dirs.values()) if _status(d) == "done" and not adoc.current(d, step)]
+    return [d for d in sorted(dirs.values()) if run_status(d) == "done" and not adoc.current(d, step)]
 
 
 def analyse_sweep(
