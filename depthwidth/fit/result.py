@@ -123,7 +123,7 @@ class Rules:
 
     @property
     def planted(self) -> str | None:
-        from depthwidth.fit.planted import summary_line
+        from depthwidth.fit.analyses.planted import summary_line
 
         return summary_line(self._doc["planted"]) if self._doc.get("planted") else None
 

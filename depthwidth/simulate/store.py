@@ -28,7 +28,7 @@ from depthwidth.core import provenance
 from depthwidth.core.atomic import make_temp_dir, write_json, write_jsonl, write_text
 from depthwidth.core.errors import bad
 from depthwidth.core.store import MANIFEST
-from depthwidth.fit.planted import WORLD_FILE
+from depthwidth.fit.analyses.planted import WORLD_FILE
 
 WORLD_SCHEMA = "dw.world/1"
 
