@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from depthwidth.config.compose import compose
+from depthwidth.core.devices import GPU_MEMORY_GIB
 from depthwidth.model.accounting import param_shapes
 from depthwidth.model.resolve import from_config
 from depthwidth.train import memory
@@ -182,14 +183,14 @@ def test_layout_resolves_auto_by_memory():
         batch_size=256,
         precision="bf16",
         device="cuda",
-        capacity=memory.DEFAULT_GPU_MEMORY,
+        capacity=GPU_MEMORY_GIB * memory.GiB,
         wsd_branches=False,
     )
     one = memory.layout(big, world=1, parallel="auto", micro_batch="auto", ac="auto", **kw)
     assert one.mode == "single" and not one.fits and "fsdp" in one.advice  # 7B on one 80 GiB GPU: no
     eight = memory.layout(big, world=8, parallel="auto", micro_batch="auto", ac="auto", **kw)
     assert eight.mode == "fsdp" and eight.fits and eight.micro_batch * eight.accum == 32
-    assert eight.total <= memory.DEFAULT_GPU_MEMORY
+    assert eight.total <= GPU_MEMORY_GIB * memory.GiB
     small = from_config(compose(["model.depth=4", "model.width=256", "model.vocab_size=50257"]).model)
     s8 = memory.layout(small, world=8, parallel="auto", micro_batch="auto", ac="auto", **kw)
     assert s8.mode == "ddp" and s8.fits and s8.micro_batch == 32 and not s8.ac  # replicated fits: no sharding

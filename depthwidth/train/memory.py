@@ -37,13 +37,11 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
-from depthwidth.core.devices import GPU_MEMORY_GIB
 from depthwidth.core.errors import bad
 from depthwidth.model.accounting import param_shapes
 from depthwidth.model.spec import ModelSpec
 
 GiB = 2**30
-DEFAULT_GPU_MEMORY = GPU_MEMORY_GIB * GiB
 CUDA_RESERVE = 2 * GiB
 SAVED_PER_WIDTH = {"gelu": 19, "swiglu": 29}  # values saved per token per layer, in units of w_i
 HEAD_BYTES_BF16 = 10  # per token per vocabulary entry: bf16 logits + fp32 log-softmax + its gradient
