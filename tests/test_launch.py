@@ -206,9 +206,9 @@ def test_submitit_sbatch_file_has_the_array_resources_requeue_and_signal(tmp_pat
 )
 def test_slurm_time_in_minutes(t, m):
     pytest.importorskip("submitit")
-    from depthwidth.launch.slurm import minutes
+    from depthwidth.launch.slurm import time_minutes
 
-    assert minutes(t) == m
+    assert time_minutes(t) == m
 
 
 def test_task_sets_torch_distributed_env_from_slurm(monkeypatch):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from depthwidth.core import store
-from depthwidth.launch import scheduler
+from depthwidth.launch import slurm
 from depthwidth.launch import status
 from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import BadInput
@@ -44,8 +44,8 @@ def test_run_state(summary, sched, started, want):
 
 
 def test_sacct_array_ids_are_expanded():
-    assert scheduler.expand_array("12_[0-3,7%2]") == ["12_0", "12_1", "12_2", "12_3", "12_7"]
-    assert scheduler.expand_array("12_5") == ["12_5"] and scheduler.expand_array("99") == ["99"]
+    assert slurm.expand_array("12_[0-3,7%2]") == ["12_0", "12_1", "12_2", "12_3", "12_7"]
+    assert slurm.expand_array("12_5") == ["12_5"] and slurm.expand_array("99") == ["99"]
 
 
 def _fake_sweep(root, name, n, launcher="local", states=None):

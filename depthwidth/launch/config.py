@@ -19,7 +19,6 @@ from depthwidth.config.compose import conf_dir, load_group
 from depthwidth.config.fast import parse_cli_overrides
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.backend import backend
-from depthwidth.launch.slurm import time_minutes  # noqa: F401 (sweep/plan_costs.py imports it from here)
 
 LAUNCHERS = schema.LAUNCHERS
 

@@ -1,8 +1,7 @@
 """What the scheduler says about a sweep's jobs (``dw status``'s scheduler side).
 
 local/debug: the task state files under ``runs/NAME/jobs/`` and whether their worker processes
-live.  SLURM: ONE ``sacct`` call for every job of the sweep (launch/slurm.py ``slurm_states``;
-its names are also importable from here).
+live.  SLURM: ONE ``sacct`` call for every job of the sweep (launch/slurm.py ``slurm_states``).
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from pathlib import Path
 
 from depthwidth.core.atomic import write_json
 from depthwidth.core.store import jobs_dir, read_json
-from depthwidth.launch.slurm import SLURM_STATES, SchedulerUnknown, expand_array, slurm_states  # noqa: F401
 
 
 def pid_alive(pid) -> bool:

@@ -108,8 +108,7 @@ def available(*commands: str) -> bool:
 
 def time_minutes(t) -> int:
     """launcher.time (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S) -> the whole minutes submitit asks
-    SLURM for, rounded up (``slurm.minutes`` is this), here without importing submitit, so that
-    the dry run stays light."""
+    SLURM for, rounded up, here without importing submitit, so that the dry run stays light."""
     if isinstance(t, int) and not isinstance(t, bool):
         return t
     days, _, rest = str(t).rpartition("-")
@@ -123,11 +122,6 @@ def time_minutes(t) -> int:
     except (ValueError, KeyError, TypeError):
         raise bad("launcher.time", t, "minutes (int) or [D-]HH:MM:SS") from None
     return max(1, math.ceil(total))
-
-
-def minutes(t) -> int:
-    """SLURM time (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S) -> whole minutes, rounded up."""
-    return time_minutes(t)
 
 
 # ---------------------------------------------------------------------------
@@ -571,7 +565,7 @@ def parameters(name: str, cfg: dict) -> dict:
         extra[str(k).replace("_", "-")] = True if v in (None, True) else v
     p = dict(
         job_name=cfg["job_name"] or f"dw-{name}",
-        time=minutes(cfg["time"]),
+        time=time_minutes(cfg["time"]),
         nodes=nodes,
         ntasks_per_node=tpn,
         cpus_per_task=int(cfg["cpus_per_task"]),

@@ -23,7 +23,7 @@ from depthwidth.core.store import (
 )
 from depthwidth.launch.backend import backend
 from depthwidth.launch.halving import groups as halving_groups
-from depthwidth.launch.scheduler import SchedulerUnknown
+from depthwidth.launch.slurm import SchedulerUnknown
 
 STATES = (
     "pending",

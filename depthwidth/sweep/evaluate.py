@@ -21,7 +21,8 @@ from typing import Sequence
 from depthwidth.core import store
 from depthwidth.core.errors import bad
 from depthwidth.launch.config import launcher_config, split_overrides
-from depthwidth.launch.scheduler import SLURM_STATES, SchedulerUnknown, slurm_states, task_states
+from depthwidth.launch.scheduler import task_states
+from depthwidth.launch.slurm import SLURM_STATES, SchedulerUnknown, slurm_states
 from depthwidth.launch.submit import submit
 
 IN_FLIGHT = ("pending", "running", "preempted")

@@ -5,7 +5,7 @@ Per run (``validate`` and ``annotate``):
                 ``--cpu-peak`` per CPU process (a CPU run is counted in CPU-hours, never as
                 "≈ 0 GPU-hours"); wall-hours = device-hours / processes;
     requeues    launcher=slurm: ceil(wall / launcher.time) − 1, launcher.time in the whole
-                minutes submitit asks for (``launch.config.time_minutes``); each requeue
+                minutes submitit asks for (``launch.slurm.time_minutes``); each requeue
                 resumes the run from its checkpoint;
     checkpoint  what ``train/checkpoint.save`` writes: the fp32 weights and AdamW's two fp32
                 moments with one 4-byte step per tensor (``memory.static_bytes`` of one
@@ -37,7 +37,8 @@ import math
 
 from depthwidth.config.schema import complete
 from depthwidth.core.devices import PLAN_CPU_FLOPS
-from depthwidth.launch.config import parallel_tasks, time_minutes
+from depthwidth.launch.config import parallel_tasks
+from depthwidth.launch.slurm import time_minutes
 from depthwidth.train import memory
 
 DEFAULT_CPU_PEAK = PLAN_CPU_FLOPS  # override with --cpu-peak
