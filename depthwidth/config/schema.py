@@ -66,6 +66,7 @@ WANDB_ENTITY_ALLOWED = "1-128 characters, no spaces, none of / \\ # ? % :"
 
 
 _GPU_MEMORY_DOC = "GiB per GPU for the memory plan (dw sweep --dry-run refuses runs that do not fit)"
+_GPU_MEMORY_ALLOWED = "GiB per GPU for the memory plan, a number > 0"
 _PYTHON_DOC = "interpreter for the runs; null: the one running dw"
 _PACK_DOC = "runs per task, trained one after another"
 
@@ -344,9 +345,7 @@ class DebugLauncher:
     pack: int = setting(1, _PACK_DOC, ge=1)
     max_retries: int = setting(2, _RETRIES_DOC, ge=0)
     retry_delay_s: float = setting(0.0, _DELAY_DOC, ge=0)
-    gpu_memory: float = setting(
-        GPU_MEMORY_GIB, _GPU_MEMORY_DOC, gt=0, allowed="GiB per GPU for the memory plan, a number > 0"
-    )
+    gpu_memory: float = setting(GPU_MEMORY_GIB, _GPU_MEMORY_DOC, gt=0, allowed=_GPU_MEMORY_ALLOWED)
 
 
 @dataclass
@@ -357,9 +356,7 @@ class LocalLauncher:
     workers: int = setting(2, "CPU workers (ignored when GPUs are visible and gpus=auto)", ge=1)
     gpus: Literal["auto", "none"] = setting("auto", "auto: one worker per visible GPU | none: CPU workers only")
     gpus_per_run: int = setting(1, "GPUs per run: >1 runs one multi-process (torchrun) run per group of GPUs", ge=1)
-    gpu_memory: float = setting(
-        GPU_MEMORY_GIB, _GPU_MEMORY_DOC, gt=0, allowed="GiB per GPU for the memory plan, a number > 0"
-    )
+    gpu_memory: float = setting(GPU_MEMORY_GIB, _GPU_MEMORY_DOC, gt=0, allowed=_GPU_MEMORY_ALLOWED)
     pack: int = setting(1, _PACK_DOC + "; a worker claims whole tasks", ge=1)
     max_retries: int = setting(2, _RETRIES_DOC, ge=0)
     retry_delay_s: float = setting(60.0, _DELAY_DOC, ge=0)
@@ -380,9 +377,7 @@ class SlurmLauncher:
     tasks_per_node: Optional[int] = setting(
         None, "--ntasks-per-node; null: max(1, gpus_per_node)", ge=1, allowed="an integer >= 1 or null"
     )
-    gpu_memory: float = setting(
-        GPU_MEMORY_GIB, _GPU_MEMORY_DOC, gt=0, allowed="GiB per GPU for the memory plan, a number > 0"
-    )
+    gpu_memory: float = setting(GPU_MEMORY_GIB, _GPU_MEMORY_DOC, gt=0, allowed=_GPU_MEMORY_ALLOWED)
     cpus_per_task: int = setting(1, "--cpus-per-task", ge=1)
     mem: Optional[str] = setting(None, "--mem, e.g. 64G (null: the partition's default)")
     time: Time = setting(
