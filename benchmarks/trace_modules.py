@@ -3,8 +3,11 @@
 Runs a ``dw`` command in this process under ``sys.setprofile`` and counts, for calls into
 ``depthwidth.*``: the distinct modules whose functions ran, the packages they belong to, and the
 entries into each module from another (a module entered 7 times to render one fit's tables), and
-the calls from report/ into fit/ (the bounce between stages a typed result removes: the report should
-walk the fit's result, not call back into the fit).
+the calls from report/ into fit/ (the bounce between stages a typed result removes: the report
+walks the fit's result and calls back into the fit for nothing; {} since the analyses' lines and
+cells are stored in fit.json's verdicts and their tables live in report/analyses.py).  What runs
+while a module is imported (class bodies, the methods a dataclass makes, constants computed at
+import) is not counted: a module imported for a name only is not "executed".
 
     python benchmarks/trace_modules.py fit           # dw fit on a simulated demo store (depth-delusion)
     python benchmarks/trace_modules.py submit        # dw sweep demo launcher=local (the submission only:
@@ -34,11 +37,17 @@ def traced(argv: list[str]) -> dict:
     entries: dict[str, int] = {}  # calls into a module from another one
     back: dict[str, int] = {}  # report/ -> fit/ calls, by the fit function called
     stack: list[str] = []
+    importing = [0]  # depthwidth modules being imported (their <module> frames live)
 
     def prof(frame, event, arg):
         mod = frame.f_globals.get("__name__", "")
-        if event not in ("call", "return") or not mod.startswith("depthwidth") or frame.f_code.co_name == "<module>":
-            return  # importing a module is not running its functions
+        if event not in ("call", "return") or not mod.startswith("depthwidth"):
+            return
+        if frame.f_code.co_name == "<module>":  # importing a module is not running its functions: nor
+            importing[0] += 1 if event == "call" else -1  # its class bodies, dataclasses' made methods,
+            return  # constants computed, nor anything it imports in turn
+        if importing[0]:
+            return
         if event == "return":
             if stack:
                 stack.pop()
