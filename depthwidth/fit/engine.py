@@ -107,24 +107,15 @@ def fit_law(
         search_pb = pb.subset(sub)
     # float32 halves the search's cost; a user law that overflows it is searched in float64
     dtype = search_dtype(search_pb, g0, seed) if is_user(law) else np.float32
+    lm = dict(smooth=smooth, xtol=SEARCH_XTOL, ftol=SEARCH_FTOL, dtype=dtype)
+    g1 = g0
     if search_pb.n >= 3 * COARSE_POINTS:
         # Coarse-to-fine: the first steps away from each start only need the
         # rough shape of the objective, so they use a fixed subsample of points.
         # Every start then converges on the search points themselves.
         few = np.sort(np.random.default_rng(seed + 1).choice(search_pb.n, COARSE_POINTS, replace=False))
-        pre = batched_lm(
-            search_pb.subset(few),
-            g0,
-            max_iter=COARSE_ITERS,
-            smooth=smooth,
-            xtol=SEARCH_XTOL,
-            ftol=SEARCH_FTOL,
-            dtype=dtype,
-        )
-        g1 = pre["theta"]
-    else:
-        g1 = g0
-    res = batched_lm(search_pb, g1, max_iter=max_iter, smooth=smooth, xtol=SEARCH_XTOL, ftol=SEARCH_FTOL, dtype=dtype)
+        g1 = batched_lm(search_pb.subset(few), g0, max_iter=COARSE_ITERS, **lm)["theta"]
+    res = batched_lm(search_pb, g1, max_iter=max_iter, **lm)
     F1 = res["F"]
     finite = np.isfinite(F1)
     if not finite.any():
