@@ -239,6 +239,22 @@ def markdown(summary: list[dict]) -> str:
     return "\n".join(out)
 
 
+def by_verdict(summary: list[dict]) -> str:
+    """The README's compact table: one row per verdict over its cases (worst false yes and the case
+    it was measured in, the power range over the cases where the planted answer is yes, tables a case)."""
+    out = ["| verdict | cases | worst false yes (case) | power where the answer is yes | tables a case |"]
+    out.append("|---|---:|---|---|---|")
+    for label in dict.fromkeys(s["verdict"] for s in summary):
+        rows = [s for s in summary if s["verdict"] == label]
+        worst = max(rows, key=lambda s: s["false_yes"])
+        powers = [s["power"] for s in rows if s["power"] is not None]
+        power = "—" if not powers else f"{min(powers):.2f}–{max(powers):.2f}" if len(powers) > 1 else f"{powers[0]:.2f}"
+        n = sorted(s["tables"] for s in rows)
+        tables = f"{n[0]}" if n[0] == n[-1] else f"{n[0]}–{n[-1]}"
+        out.append(f"| {label} | {len(rows)} | {worst['false_yes']:.2f} ({worst['case']}) | {power} | {tables} |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tables", type=int, default=100, help="planted tables per case")
@@ -247,6 +263,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the summary here")
     ap.add_argument("--rows", type=Path, default=None, help="append one JSON line per table here (resumable)")
     ap.add_argument("--markdown", action="store_true", help="print the summary as docs/verdicts.md's table rows")
+    ap.add_argument("--by-verdict", action="store_true", help="print the README's table: one row per verdict")
     a = ap.parse_args(argv)
     names = a.cases.split(",") if a.cases else list(cases())
     bad_names = [c for c in names if c not in cases()]
@@ -267,8 +284,8 @@ def main(argv=None) -> int:
                     f.write(json.dumps(r) + "\n")
     rows = [r for r in done if r["case"] in names]
     summary = summarize(rows)
-    if a.markdown:
-        print(markdown(summary))
+    if a.markdown or a.by_verdict:
+        print(by_verdict(summary) if a.by_verdict else markdown(summary))
         return 0
     print(f"{'verdict':<26} {'case':<24} {'yes':>6} {'false yes':>9} {'power':>6} {'tables':>6}  ladder / snapped")
     for s in summary:
