@@ -14,8 +14,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# 4 workers on the 2-core CI machine: two of them hold the SLURM groups (tests/conftest.py), which
+# mostly wait on their clusters, while the other two keep both cores busy.
 test: lint
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 4 --dist loadgroup --no-loadscope-reorder
 
 # The fast tier (about 3.5 minutes here): every test but those on a SLURM test cluster and the
 # modules tests/slow.txt lists (each over 20 s); `make test` runs them all.

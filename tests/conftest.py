@@ -38,6 +38,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # or DW_REQUIRE_SLURM=1, where they fail instead.
 # ============================================================================
 
+import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
@@ -71,25 +72,54 @@ class SlurmCluster:
         )
 
 
+# The SLURM tests form two groups, each on its own worker and its own single-node cluster (its own
+# folder and ports, so neither stops or fills the other's): the slurm groups were the suite's critical
+# path when they ran in one line (1,173 s alone, 2026-12-03).  Both tests on the 2-node cluster are in
+# SLURM_B (one fixed folder, one worker).  Balanced by measured time: A ~585 s, B ~560 s.
+SLURM_B = {
+    "tests/test_slurm_limits.py",
+    "tests/test_launch_multinode.py",
+    "tests/test_retry.py",
+    "tests/test_launch_slurm.py",
+}
+
+
+def _group(item, slow: dict[str, float]) -> tuple[str, bool]:
+    """(xdist group, slow?) of a test: a SLURM group, else its module."""
+    module = item.nodeid.split("::")[0]
+    if item.get_closest_marker("slurm") or {"slurm_cluster", "slurm_cluster_2n"} & set(item.fixturenames):
+        return ("slurm-b" if module in SLURM_B else "slurm-a"), True
+    return module, module in slow
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group markers (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
-    """``make test`` runs on 2 workers (pytest-xdist, ``--dist loadgroup``).  Every test that
-    uses a SLURM test cluster runs on one of them, in order, so the clusters (session
-    fixtures, fixed directories) are started once and never shared by two workers; the
-    other tests go file by file, so a module's expensive fixture is built once."""
+    """``make test`` runs on 4 workers (pytest-xdist, ``--dist loadgroup --no-loadscope-reorder``) on
+    2 cores: the two SLURM groups go first, one to each of the first two workers (xdist hands the
+    first work unit of its queue to each worker in turn), and mostly wait on the clusters while the
+    other two keep both cores busy.  Then the slow modules, longest first (tests/slow.txt's times),
+    then the rest file by file, so a module's expensive fixture is built once."""
     slow = _slow_tests()
+    rank = {}
     for item in items:
-        slurm = item.get_closest_marker("slurm") or {"slurm_cluster", "slurm_cluster_2n"} & set(item.fixturenames)
-        item.add_marker(pytest.mark.xdist_group("slurm" if slurm else item.nodeid.split("::")[0]))
-        if slurm or item.nodeid.split("::")[0] in slow:  # `make test-fast` runs -m "not slow"
+        group, is_slow = _group(item, slow)
+        item.add_marker(pytest.mark.xdist_group(group))
+        if is_slow:  # `make test-fast` runs -m "not slow"
             item.add_marker(pytest.mark.slow)
+        rank[item.nodeid] = (0, 0) if group == "slurm-a" else (1, 0) if group == "slurm-b" else (2, -slow.get(group, 0))
+    items.sort(key=lambda it: rank[it.nodeid])  # stable: the order inside a group is kept
 
 
-def _slow_tests() -> set[str]:
-    """The test modules tests/slow.txt lists (over 20 s each, measured)."""
+def _slow_tests() -> dict[str, float]:
+    """{module: seconds} of the test modules tests/slow.txt lists (over 20 s each, measured)."""
     path = Path(__file__).resolve().parent / "slow.txt"
-    lines = (ln.split("#")[0].strip() for ln in path.read_text().splitlines())
-    return {ln for ln in lines if ln}
+    out = {}
+    for ln in path.read_text().splitlines():
+        name, _, comment = ln.partition("#")
+        if name.strip():
+            secs = comment.strip().removesuffix("s").strip()
+            out[name.strip()] = float(secs) if secs.replace(".", "", 1).isdigit() else 0.0
+    return out
 
 
 def _slurm_required() -> bool:
@@ -104,6 +134,31 @@ def _slurm_unavailable(reason: str):
     pytest.skip(message)
 
 
+def _cluster_env() -> dict:
+    """The single-node cluster's folder for this pytest process: the default one (``/tmp/dw-slurm``,
+    or ``DW_SLURM_DIR`` when set) for a run without xdist and for its first worker, a folder of its
+    own for any other worker that runs SLURM tests (scripts/slurm_cluster.sh derives its ports from
+    the folder), so two workers never share, nor stop, one cluster."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    if worker == "gw0" or "DW_SLURM_DIR" in os.environ:
+        return {}
+    return {"DW_SLURM_DIR": f"/tmp/dw-slurm-{worker}"}
+
+
+@contextlib.contextmanager
+def _start_lock():
+    """One cluster start at a time on this machine: a first start installs Debian packages, and two
+    apt-get runs at once fail on dpkg's lock."""
+    import fcntl
+
+    with open(os.path.join(tempfile.gettempdir(), "dw-slurm-start.lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _script(verb: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", str(SLURM_SCRIPT), verb],
@@ -111,6 +166,7 @@ def _script(verb: str, timeout: float) -> subprocess.CompletedProcess:
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
+        env={**os.environ, **_cluster_env()},
     )
 
 
@@ -130,7 +186,8 @@ def slurm_cluster():
     already = _script("status", 60).returncode == 0
     if not already:
         try:
-            proc = _script("start", SLURM_START_TIMEOUT_S)
+            with _start_lock():
+                proc = _script("start", SLURM_START_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             _slurm_unavailable(f"start took over {SLURM_START_TIMEOUT_S} s")
         if proc.returncode != 0:
@@ -180,7 +237,8 @@ def slurm_cluster_2n():
         _slurm_unavailable("bash not found")
     already = run("status", 60).returncode == 0
     if not already:
-        proc = run("start", SLURM_START_TIMEOUT_S)
+        with _start_lock():
+            proc = run("start", SLURM_START_TIMEOUT_S)
         if proc.returncode != 0:
             _slurm_unavailable("2-node cluster: " + _last_line(proc.stderr or proc.stdout))
     conf = next(
