@@ -59,6 +59,11 @@ class Table:
         }
 
 
+def plural(n: int, word: str) -> str:
+    """``3 runs``, ``1 run``: a count with its noun (an English plural in -s)."""
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
 def fmt_int(x) -> str:
     return str(int(x)) if isinstance(x, (int, float)) and math.isfinite(x) and float(x).is_integer() else str(x)
 

@@ -32,6 +32,7 @@ from typing import Callable, Protocol
 from depthwidth.config import schema
 from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import BadInput, WorkFailed, bad
+from depthwidth.core.tables import plural
 from depthwidth.launch import slurm, slurm_waves
 from depthwidth.launch.scheduler import pid_alive, set_state, task_states
 from depthwidth.launch.workers import restart_workers, spawn_workers, visible_gpus, worker_slots
@@ -77,6 +78,25 @@ class Backend(Protocol):
 
     def limits(self, cfg: dict, n_tasks: int) -> dict | None:
         """The queue's limit for ``n_tasks`` tasks and the waves it makes (the dry run's); None: no queue."""
+
+    # a cluster's scheduler: each task is a job of its own (a process start each), on nodes it
+    # allocates, cut at a time limit per allocation; the follow-up is a job of its own too
+    cluster: bool
+
+    def time_limit_hours(self, cfg: dict) -> float | None:
+        """The time limit of one allocation, in hours (whole minutes); None: no limit."""
+
+    def allocation(self, cfg: dict, at_once: int, procs: int, cuda: bool) -> tuple[int, int, int]:
+        """(GPUs a node, nodes, GPUs) that ``at_once`` tasks hold, for the dry run's schedule."""
+
+    def cpu_reason(self, cfg: dict) -> str:
+        """Why these settings plan the runs on the CPU (the setting to change), in a few words."""
+
+    def schedule_line(self, sc: dict, when: str) -> str:
+        """The dry run's schedule line for plan_costs.schedule's summary ``sc``."""
+
+    def in_flight(self, name: str, job_ids: list[str], root=None) -> set[str]:
+        """Those of ``job_ids`` queued or running (SchedulerUnknown: the scheduler cannot say)."""
 
     def describe(self, job_ids: list[str]) -> str:
         """The submitted tasks in words: ``one job array of 30 tasks``, ``30 local tasks``."""
@@ -135,6 +155,20 @@ class _Here:
 
     name = ""
     requeues = False
+    cluster = False
+
+    def time_limit_hours(self, cfg: dict) -> float | None:
+        return None
+
+    def allocation(self, cfg: dict, at_once: int, procs: int, cuda: bool) -> tuple[int, int, int]:
+        return 0, 1, (at_once * procs if cuda else 0)
+
+    def cpu_reason(self, cfg: dict) -> str:
+        return "launcher.gpus=none" if cfg.get("gpus") == "none" else f"launcher={self.name} sees no GPU here"
+
+    def in_flight(self, name: str, job_ids: list[str], root=None) -> set[str]:
+        local = task_states(name, root)
+        return {j for j in job_ids if local.get(j) in IN_FLIGHT}
 
     def check(self, cfg: dict, need_scheduler: bool, check_gpus: bool) -> None:
         pass
@@ -210,6 +244,9 @@ class Debug(_Here):
     name = "debug"
     runs_here = True
 
+    def schedule_line(self, sc: dict, when: str) -> str:
+        return f"schedule: {plural(sc['tasks'], 'run')} one after another here (launcher=debug); {when}"
+
     def start(self, job: Job, job_ids: list[str]) -> None:
         job.run_here(job_ids)
 
@@ -220,6 +257,14 @@ class Debug(_Here):
 class Local(_Here):
     name = "local"
     runs_here = False
+
+    def schedule_line(self, sc: dict, when: str) -> str:
+        slots = "/".join(sorted({str(x["slots"]) for x in sc["groups"]}))
+        what = f"{sc['gpus']} GPUs" if sc["gpus"] else "the CPU"
+        return (
+            f"schedule: {plural(sc['tasks'], 'task')} on {slots} local worker(s) here, at most "
+            f"{sc['at_once']} at once on {what}; {when}"
+        )
 
     def check(self, cfg: dict, need_scheduler: bool, check_gpus: bool) -> None:
         if int(cfg["workers"]) > schema.MAX_CPUS:  # before anything lists them
@@ -261,6 +306,39 @@ class Slurm:
     name = "slurm"
     requeues = True
     runs_here = False
+    cluster = True
+
+    def time_limit_hours(self, cfg: dict) -> float | None:
+        return slurm.time_minutes(cfg["time"]) / 60.0
+
+    def allocation(self, cfg: dict, at_once: int, procs: int, cuda: bool) -> tuple[int, int, int]:
+        per_node, nodes = int(cfg["gpus_per_node"]), at_once * int(cfg["nodes"])
+        return per_node, nodes, nodes * per_node
+
+    def cpu_reason(self, cfg: dict) -> str:
+        return "launcher.gpus_per_node=0"
+
+    def schedule_line(self, sc: dict, when: str) -> str:
+        g = sc["groups"]
+        par = "/".join(sorted({str(x["slots"]) for x in g}))
+        pack = "/".join(sorted({str(x["pack"]) for x in g}))
+        mem = "/".join(sorted({f"{x['gpu_memory_gib']:g}" for x in g}))
+        gpus = f", {sc['gpus']:,} GPUs of {mem} GiB" if sc["gpus"] else ""
+        if sc["full_nodes"]:
+            gpus += (
+                f" (≥ {sc['full_nodes']:,} nodes of {sc['gpus_per_full_node']} GPUs where smaller tasks share nodes)"
+            )
+        return (
+            f"schedule: {plural(sc['tasks'], 'array task')} in {plural(len(g), 'job array')} "
+            f"(launcher.array_parallelism={par}, pack={pack}): at most {sc['at_once']:,} at once on "
+            f"{plural(sc['nodes'], 'node')}{gpus}; {when}, requeue restarts, queue waits and checkpoint "
+            "writes included (calendar per run, below)"
+        )
+
+    def in_flight(self, name: str, job_ids: list[str], root=None) -> set[str]:
+        raw = slurm.slurm_states(job_ids) if job_ids else {}  # SchedulerUnknown: the caller decides
+        states = {j: slurm.SLURM_STATES.get(v.split()[0] if v else "", None) for j, v in raw.items()}
+        return {j for j in job_ids if states.get(j, "pending") in IN_FLIGHT}  # not listed yet: pending
 
     def check(self, cfg: dict, need_scheduler: bool, check_gpus: bool) -> None:
         gpn, tpn = int(cfg["gpus_per_node"]), cfg["tasks_per_node"]
@@ -326,6 +404,9 @@ class Slurm:
 
     def retry_later(self, job_id: str, delay_s: float, say, stopped) -> str:
         return "requeued" if slurm.requeue_later(job_id, delay_s, say) else "no"
+
+
+IN_FLIGHT = ("pending", "running", "preempted")
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (Debug(), Local(), Slurm())}

@@ -84,7 +84,7 @@ def arm(name: str, actions: list[str], args: dict, cfg: dict) -> dict:
     """Record the follow-up (and under SLURM submit its job, held until ``attach``)."""
     rec = {"event": "then", "actions": actions, "args": args, "launcher": cfg["name"], "job_id": None, "cfg": cfg}
     old = record(name)
-    if cfg["name"] == "slurm":
+    if backend(cfg["name"]).cluster:  # the follow-up is a job of its own, held until attach
         rec["job_id"] = _sbatch_held(name, cfg)
         if old and old.get("job_id") and _pending(old["job_id"]):
             scancel([old["job_id"]])  # one follow-up at a time

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from depthwidth.core import store
 from depthwidth.core.errors import BadInput, WorkFailed, bad
+from depthwidth.core.tables import plural
 from depthwidth.launch.status import status
 from depthwidth.measure import doc as analysis_doc
 from depthwidth.track import evaldoc
@@ -189,17 +190,15 @@ def summary_line(res: dict) -> str:
     analyze/eval); left alone 2 runs not done (1 running, 1 preempted)``."""
     t = res["total"]
     line = (
-        f"{'would free' if res['dry_run'] else 'freed'} {size_text(t['bytes'])} in {_n(t['runs'], 'run')} "
-        f"({_n(t['checkpoints'], 'checkpoint')}); kept {_n(t['kept'], 'checkpoint')}"
+        f"{'would free' if res['dry_run'] else 'freed'} {size_text(t['bytes'])} in {plural(t['runs'], 'run')} "
+        f"({plural(t['checkpoints'], 'checkpoint')}); kept {plural(t['kept'], 'checkpoint')}"
     )
     if t["kept_needed"]:
         line += f" ({t['kept_needed']} still needed by analyze/eval; --force deletes them)"
     if t["left_alone"]:
         n = sum(t["left_alone"].values())
-        line += f"; left alone {_n(n, 'run')} not done (" + ", ".join(f"{v} {k}" for k, v in t["left_alone"].items())
+        line += f"; left alone {plural(n, 'run')} not done (" + ", ".join(
+            f"{v} {k}" for k, v in t["left_alone"].items()
+        )
         line += ")"
     return line
-
-
-def _n(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"

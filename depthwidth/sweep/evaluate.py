@@ -21,11 +21,9 @@ from typing import Sequence
 from depthwidth.core import store
 from depthwidth.core.errors import bad
 from depthwidth.launch.config import launcher_config, split_overrides
-from depthwidth.launch.scheduler import task_states
-from depthwidth.launch.slurm import SLURM_STATES, SchedulerUnknown, slurm_states
+from depthwidth.launch.backend import backend
+from depthwidth.launch.slurm import SchedulerUnknown
 from depthwidth.launch.submit import submit
-
-IN_FLIGHT = ("pending", "running", "preempted")
 
 
 def in_flight(name: str, root=None) -> set[str]:
@@ -36,19 +34,18 @@ def in_flight(name: str, root=None) -> set[str]:
             latest[e["run_id"]] = (e["job_id"], e.get("launcher", ""))
     if not latest:
         return set()
-    slurm_jobs = [j for j, launcher in latest.values() if launcher == "slurm"]
-    try:
-        raw = slurm_states(slurm_jobs) if slurm_jobs else {}
-    except SchedulerUnknown:
-        return {r for r, (_, launcher) in latest.items() if launcher == "slurm"} | _local_in_flight(name, latest, root)
-    states = {j: SLURM_STATES.get(s.split()[0] if s else "", None) for j, s in raw.items()}
-    busy = {r for r, (j, launcher) in latest.items() if launcher == "slurm" and states.get(j, "pending") in IN_FLIGHT}
-    return busy | _local_in_flight(name, latest, root)
-
-
-def _local_in_flight(name: str, latest: dict, root) -> set[str]:
-    local = task_states(name, root)
-    return {r for r, (j, launcher) in latest.items() if launcher != "slurm" and local.get(j) in IN_FLIGHT}
+    by: dict[str, dict[str, str]] = {}  # launcher -> {run id: job id}
+    for r, (j, launcher) in latest.items():
+        by.setdefault(launcher, {})[r] = j
+    busy: set[str] = set()
+    for launcher, jobs in by.items():
+        try:
+            flying = backend(launcher).in_flight(name, list(jobs.values()), root)
+        except SchedulerUnknown:  # the scheduler cannot say: counted in flight, never submitted twice
+            busy |= set(jobs)
+            continue
+        busy |= {r for r, j in jobs.items() if j in flying}
+    return busy
 
 
 def submit_evals(

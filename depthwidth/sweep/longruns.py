@@ -22,6 +22,7 @@ No torch.
 from __future__ import annotations
 
 from depthwidth.core.errors import BadInput
+from depthwidth.launch.backend import backend
 from depthwidth.launch.config import capacity
 from depthwidth.sweep.plan_costs import requeues, short, span
 
@@ -57,7 +58,7 @@ def plan(runs: list, rows: list, *, max_days: float | None, queue_wait_h: float,
     start = _restart_s(probe)
     proposals, unmet = [], []
     for r, x in zip(runs, rows):
-        if r.launcher.get("name") != "slurm":
+        if not backend(r.launcher.get("name")).cluster:  # no allocation to cut, no queue to wait in
             continue
         x["nodes"] = int(r.launcher["nodes"])
         restart = start.get(x["plan"]["device"], RESTART_S)

@@ -37,8 +37,9 @@ import math
 
 from depthwidth.config.schema import complete
 from depthwidth.core.devices import PLAN_CPU_FLOPS
+from depthwidth.core.tables import plural as _plural
 from depthwidth.launch.config import parallel_tasks
-from depthwidth.launch.slurm import time_minutes
+from depthwidth.launch.backend import backend
 from depthwidth.train import memory
 
 DEFAULT_CPU_PEAK = PLAN_CPU_FLOPS  # override with --cpu-peak
@@ -94,8 +95,8 @@ def eval_flops(evals: int, batches: int, tokens_per_batch: int, flops_per_token:
 
 
 def time_limit_hours(lcfg: dict) -> float | None:
-    """launcher=slurm's time limit per allocation, in hours (whole minutes); None for the others."""
-    return time_minutes(lcfg["time"]) / 60.0 if lcfg.get("name") == "slurm" else None
+    """The launcher's time limit per allocation, in hours (whole minutes); None where it has none."""
+    return backend(lcfg.get("name")).time_limit_hours(lcfg)
 
 
 def requeues(wall_hours: float, limit_hours: float | None) -> int | None:
@@ -139,7 +140,8 @@ def schedule(runs: list, rows: list) -> dict:
         pack = int(cfg["pack"])
         # measured (probe.py process_seconds): a process start and its first set-up's one-time extra
         start = max(x.get("start_s") or 0.0 for x in rs) / 3600.0
-        each = start if cfg["name"] == "slurm" else 0.0  # per array task; local workers, debug: once each
+        b = backend(cfg["name"])
+        each = start if b.cluster else 0.0  # per array task; local workers, debug: once each
         # run_hours: a SLURM run's calendar time, requeue restarts and waits included (longruns.py)
         tasks = [
             each + sum(x.get("run_hours", x["wall_hours"]) for x in rs[i : i + pack]) for i in range(0, len(rs), pack)
@@ -148,13 +150,7 @@ def schedule(runs: list, rows: list) -> dict:
         busy = min(slots, len(tasks))
         procs = max(x["plan"]["processes"] for x in rs)
         cuda = any(x["plan"]["device"] == "cuda" for x in rs)
-        if cfg["name"] == "slurm":
-            per_node = int(cfg["gpus_per_node"])
-            nodes = busy * int(cfg["nodes"])
-            gpus = nodes * per_node
-        else:
-            per_node, nodes = 0, 1
-            gpus = busy * procs if cuda else 0
+        per_node, nodes, gpus = b.allocation(cfg, busy, procs, cuda)
         out.append(
             {
                 "launcher": cfg["name"],
@@ -180,11 +176,11 @@ def schedule(runs: list, rows: list) -> dict:
         "groups": out,
         "tasks": sum(g["tasks"] for g in out),
         "at_once": sum(g["at_once"] for g in out),
-        "nodes": sum(g["nodes"] for g in out) if kind == "slurm" else 1,
+        "nodes": sum(g["nodes"] for g in out) if backend(kind).cluster else 1,
         "gpus": gpus,
         "full_nodes": math.ceil(gpus / node) if node else None,
         "gpus_per_full_node": node or None,
-        "calendar_hours": (sum(cal) if kind == "debug" else max(cal, default=0.0)),
+        "calendar_hours": (sum(cal) if backend(kind).runs_here else max(cal, default=0.0)),
     }
 
 
@@ -206,10 +202,6 @@ def span(h: float) -> str:
     if h >= 1:
         return f"{h:.1f} h"
     return f"{h * 60:.1f} min" if h * 60 >= 1 else f"{h * 3600:.0f} s"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def _size(b: float) -> str:
@@ -272,14 +264,7 @@ def cpu_warning(runs: list, rows: list) -> str | None:
     if not slow:
         return None
     r, worst = max(slow, key=lambda p: p[1]["wall_hours"])
-    name = r.launcher["name"]
-    why = (
-        "launcher.gpus_per_node=0"
-        if name == "slurm"
-        else "launcher.gpus=none"
-        if r.launcher.get("gpus") == "none"
-        else f"launcher={name} sees no GPU here"
-    )
+    why = backend(r.launcher["name"]).cpu_reason(r.launcher)
     procs = worst["plan"]["processes"]
     return (
         f"{len(slow)} of {len(rows)} runs are planned on the CPU ({why}; {worst['precision']}, "
@@ -375,31 +360,7 @@ def lines(s: dict, rows: list) -> list[str]:
     """The text lines of ``summarize``'s schedule and disk figures."""
     sc, out = s["schedule"], []
     when = f"≈ {span(sc['calendar_hours'])} from the first start to the last end"
-    g = sc["groups"]
-    if sc["launcher"] == "slurm":
-        par = "/".join(sorted({str(x["slots"]) for x in g}))
-        pack = "/".join(sorted({str(x["pack"]) for x in g}))
-        mem = "/".join(sorted({f"{x['gpu_memory_gib']:g}" for x in g}))
-        gpus = f", {sc['gpus']:,} GPUs of {mem} GiB" if sc["gpus"] else ""
-        if sc["full_nodes"]:
-            gpus += (
-                f" (≥ {sc['full_nodes']:,} nodes of {sc['gpus_per_full_node']} GPUs where smaller tasks share nodes)"
-            )
-        out.append(
-            f"schedule: {_plural(sc['tasks'], 'array task')} in {_plural(len(g), 'job array')} "
-            f"(launcher.array_parallelism={par}, pack={pack}): at most {sc['at_once']:,} at once on "
-            f"{_plural(sc['nodes'], 'node')}{gpus}; {when}, requeue restarts, queue waits and checkpoint "
-            "writes included (calendar per run, below)"
-        )
-    elif sc["launcher"] == "local":
-        slots = "/".join(sorted({str(x["slots"]) for x in g}))
-        what = f"{sc['gpus']} GPUs" if sc["gpus"] else "the CPU"
-        out.append(
-            f"schedule: {_plural(sc['tasks'], 'task')} on {slots} local worker(s) here, at most "
-            f"{sc['at_once']} at once on {what}; {when}"
-        )
-    else:
-        out.append(f"schedule: {_plural(sc['tasks'], 'run')} one after another here (launcher=debug); {when}")
+    out.append(backend(sc["launcher"]).schedule_line(sc, when))
     if h := s.get("halving"):
         hu = s["hours_unit"]
         out.append(
