@@ -3,7 +3,8 @@ config, and every sweep run keeps its run id, as when the golden file was writte
 (tests/golden/configs.json, made by the code before settings moved into the typed schema).
 
 A preset is one option of a group (``model=vwt_500m``) on top of the root config; it is
-checked through both composers (Hydra's and dw sweep's own).  A sweep run is checked by
+checked through dw's one composer (config/compose.py: ``dw train``'s and ``dw sweep``'s) and
+through Hydra's own compose, the oracle (tests/hydra_oracle.py).  A sweep run is checked by
 its run id and the hash of its whole resolved config (launcher and tracker included).
 Regenerate only on purpose: ``DW_WRITE_GOLDEN=1 pytest tests/test_config_golden.py``.
 """
@@ -33,9 +34,11 @@ def _digest(d: dict) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _presets() -> dict:
-    from depthwidth.config.compose import compose, conf_dir
+def _presets(compose=None) -> dict:
+    from depthwidth.config.compose import conf_dir
 
+    if compose is None:
+        from depthwidth.config.compose import compose
     out = {"": _plain(compose([]))}
     for g in GROUPS:
         for p in sorted((conf_dir() / g).glob("*.yaml")):
@@ -76,15 +79,19 @@ def golden() -> dict:
     return json.loads(GOLDEN.read_text())
 
 
-def test_every_preset_composes_as_before_through_hydra_and_the_fast_composer(golden):
-    from depthwidth.config.fast import compose_fast
+def test_every_preset_composes_as_before_through_dw_and_through_hydra(golden):
+    """dw's one composer against the golden file and against Hydra's compose (the oracle), and
+    ``compose(overrides)`` equal to ``compose_parts`` of the same choices (what dw sweep calls)."""
+    from depthwidth.config.compose import compose_parts
+    from tests.hydra_oracle import hydra_compose
 
-    now = _presets()
+    now, hydra = _presets(), _presets(hydra_compose)
     assert sorted(now) == sorted(golden["presets"]), "a preset was added or removed: regenerate on purpose"
     for name, want in golden["presets"].items():
-        assert now[name] == want, f"{name or 'the root config'} composes differently through Hydra"
+        assert now[name] == want, f"{name or 'the root config'} composes differently"
+        assert hydra[name] == want, f"{name or 'the root config'} composes differently through Hydra"
         groups = dict([name.split("=")]) if name else {}
-        assert _plain(compose_fast(groups, {})) == want, f"{name or 'the root config'}: the fast composer differs"
+        assert _plain(compose_parts(groups, {})) == want, f"{name or 'the root config'}: compose_parts differs"
 
 
 def test_every_sweep_run_keeps_its_config_and_run_id(golden):

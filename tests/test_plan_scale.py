@@ -87,14 +87,14 @@ def test_a_spec_hashes_as_its_dataclass_once_and_never_pickles_the_hash():
     assert back == spec and "_hash" not in back.__dict__ and hash(back) == hash(spec)
 
 
-def test_each_fast_composed_config_is_its_own():
-    """compose_fast copies one cached base per group choice: a run that changes its config (the sweep
+def test_each_composed_config_is_its_own():
+    """compose_parts copies one cached base per group choice: a run that changes its config (the sweep
     sets train.tokens and train.precision) changes no other run's."""
-    from depthwidth.config.fast import compose_fast
+    from depthwidth.config.compose import compose_parts
 
     groups = {"model": "depth_delusion", "data": "slimpajama"}
-    a = compose_fast(groups, {"model.depth": 3})
+    a = compose_parts(groups, {"model.depth": 3})
     a.train.tokens = 123
     a.optim.betas.append(0.5)
-    b = compose_fast(groups, {"model.depth": 4})
+    b = compose_parts(groups, {"model.depth": 4})
     assert b.train.tokens is None and len(b.optim.betas) == 2 and b.model.depth == 4

@@ -1,4 +1,4 @@
-"""Sweep files -> runs: expansion, fast composition, dry-run, bad input."""
+"""Sweep files -> runs: expansion, composition, dry-run, bad input."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pytest
 
 from depthwidth.sweep import expand as sweep
 from depthwidth.config.compose import compose
-from depthwidth.config.fast import fmt_value
+from depthwidth.config.overrides import fmt_value
 from depthwidth.config.identity import run_id
 from depthwidth.core.errors import BadInput
 from tests.helpers import assert_bad_input, dw, REPO
+from tests.hydra_oracle import hydra_compose
 
 SHIPPED = ("demo", "depth_delusion", "vwt_shapes")
 
@@ -36,13 +37,14 @@ def write_sweep(tmp_path, name, text):
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_fast_composition_equals_hydra_for_every_run(name):
+def test_sweep_composition_equals_dw_train_and_hydra_for_every_run(name):
     sw = sweep.expand(name)
     assert sw.runs and not sw.bad
     for r in sw.runs:
-        full = compose(r.overrides)
+        full = compose(r.overrides)  # what dw train OVERRIDES trains
         assert dict(r.cfg) == _plain(full), r.overrides
         assert r.run_id == run_id(full)
+        assert _plain(full) == hydra_compose(r.overrides), r.overrides  # the oracle
 
 
 @pytest.mark.parametrize("name", SHIPPED)

@@ -8,6 +8,7 @@ from depthwidth.config.compose import compose
 from depthwidth.config.identity import run_id
 from depthwidth.core.errors import BadInput
 from depthwidth.sweep import expand as sweep
+from tests.hydra_oracle import hydra_compose
 from depthwidth.sweep.isoflop import params_of
 from tests.helpers import assert_bad_input, dw
 
@@ -47,7 +48,7 @@ def test_params_stay_within_the_quantum_rounding_of_the_target(name):
 def test_cpu_variant_composes_like_hydra():
     for r in sweep.expand("isoflop_depth_cpu").runs:
         full = compose(r.overrides)
-        assert r.run_id == run_id(full)
+        assert r.run_id == run_id(full) == run_id(hydra_compose(r.overrides))
 
 
 def test_dry_run_shows_the_flops_error_per_run():

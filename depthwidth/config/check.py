@@ -1,7 +1,7 @@
 """Validation of a composed config against the typed schema (config/schema.py).
 
-``check(cfg)`` validates a composed config (Hydra's or the sweep's fast
-composer's: both are plain mappings by then) and raises one ``BadInput`` line
+``check(cfg)`` validates a composed config (config/compose.py's ``RunConfig``,
+or any plain mapping of the same) and raises one ``BadInput`` line
 naming the first bad setting:
 
     bad value for train.log_every: 0 (allowed: an integer >= 1)

@@ -1,15 +1,24 @@
-"""The one type a composed config has downstream: ``Node``, a plain, resolved mapping
-with attribute access (``cfg.train.seq_len``).
+"""The one type a composed config has downstream: ``RunConfig``, a plain, resolved mapping
+with attribute access (``cfg.train.seq_len``) whose groups hold exactly their schema
+dataclass's fields (config/schema.py; config/check.py checks them, a golden test pins it).
 
-Both composers (Hydra's ``compose.compose`` and the sweep's ``fast.compose_fast``)
-and the run directory's ``config.yaml`` give a tree of Nodes, so no code below
-``config/`` handles OmegaConf's DictConfig.  No Hydra, OmegaConf or torch here.
+The composer (``compose.compose``, ``compose.compose_parts``) gives a ``RunConfig`` of
+``Node`` groups, and so does a run directory's ``config.yaml`` read back
+(``run_config``), so no code below ``config/`` handles OmegaConf's DictConfig.
+Why a typed mapping and not the dataclasses themselves: a run's config is hashed
+(run ids), written (config.yaml, W&B) and shared between a sweep's runs as the
+mapping it is, byte for byte as before, and ``+KEY`` may add a key the schema lacks
+for ``config/check.py`` to name; ``RunConfig.typed(group)`` gives a group as its
+dataclass once checked.  No Hydra, OmegaConf or torch here.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping, Union
+
+if TYPE_CHECKING:  # annotations only: the schema's dataclasses name what each group holds
+    from depthwidth.config import schema
 
 
 class Node(dict):
@@ -25,6 +34,45 @@ class Node(dict):
 
     def __setattr__(self, k, v):
         self[k] = v
+
+
+class RunConfig(Node):
+    """A resolved run config: each group a ``Node`` holding its schema dataclass's fields."""
+
+    __slots__ = ()
+
+    train: schema.Train
+    probe: schema.Probe
+    run: schema.Run
+    model: schema.Model
+    optim: schema.Optim
+    data: Union[schema.PydocData, schema.SyntheticData, schema.MemmapData]
+    launcher: Union[schema.DebugLauncher, schema.LocalLauncher, schema.SlurmLauncher]
+    tracker: Union[schema.NoTracker, schema.WandbTracker]
+
+    def to_dict(self) -> dict:
+        """Plain dicts and lists: what config.yaml, W&B and the run id see (``plain``)."""
+        return plain(self)
+
+    def typed(self, group: str):
+        """``group`` as its schema dataclass (``cfg.typed("model").depth``): a copy, for a checked
+        config (a key the schema lacks is a TypeError here; config/check.py names it first)."""
+        from depthwidth.config.schema import schema_of
+
+        node = self[group]
+        return schema_of(group, node)(**plain(node))
+
+
+def run_config(x: Mapping) -> RunConfig:
+    """A composed config in any mapping form as a ``RunConfig``: a ``RunConfig`` is itself, a
+    ``Node`` tree becomes one in place (the caller sees what ``train.plan.prepare`` resolves in
+    it, as before), plain or OmegaConf containers (a run's config.yaml) are copied."""
+    if isinstance(x, RunConfig):
+        return x
+    if x.__class__ is Node:
+        object.__setattr__(x, "__class__", RunConfig)  # the same slots: the same object, typed
+        return x
+    return RunConfig(nodes(x))
 
 
 def nodes(x: Any) -> Any:

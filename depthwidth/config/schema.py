@@ -7,10 +7,11 @@ states a default for these settings:
 
 - ``conf/`` presets name their base and hold only what differs from it
   (``conf/model/vwt_1b.yaml`` is ``vwt_500m`` plus its depth and width); the
-  bottom of every chain is the schema's defaults, registered for Hydra as
+  bottom of every chain is the schema's defaults, named
   ``GROUP/_base`` (or ``GROUP/_NAME`` for a group with variants, such as
-  ``launcher/_slurm``) and as ``_base`` for the root (train, probe, run)
-  by ``base_nodes()``.  ``config/fast.py`` composes the same chains.
+  ``launcher/_slurm``) and ``_base`` for the root (train, probe, run)
+  by ``base_nodes()``, which ``config/compose.py`` composes (and the tests
+  register in Hydra's ConfigStore, whose compose is the composer's oracle).
 - code that is handed part of a group (a test's ``{"name": "synthetic"}``)
   fills the rest with ``complete(group, node)``, never with a literal.
 
@@ -540,7 +541,7 @@ def complete(group: str, node: Mapping) -> dict:
 
 
 def base_nodes() -> dict[tuple[str | None, str], dict]:
-    """The schema's defaults as Hydra config nodes, keyed (group, name): the bottom of every
+    """The schema's defaults as config nodes, keyed (group, name): the bottom of every
     preset chain in conf/ (``_base`` for a plain group and for the root, ``_NAME`` per variant)."""
     out: dict[tuple[str | None, str], dict] = {(None, "_base"): {g: defaults(c) for g, c in ROOT.items()}}
     for g, cls in GROUPS.items():

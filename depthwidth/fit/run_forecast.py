@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from depthwidth.config.node import nodes
+from depthwidth.config.node import run_config
 from depthwidth.core.atomic import read_jsonl
 from depthwidth.fit.forecast import MIN_FRACTION, MIN_POINTS, Schedule, enough, flag, forecast
 from depthwidth.train import optim
@@ -48,14 +48,14 @@ def run_schedule(cfg) -> tuple[float, dict]:
 
 
 def read_config(run_dir: Path):
-    """The run's config.yaml as a Node tree, or None when it is missing or unreadable."""
+    """The run's config.yaml as a ``RunConfig``, or None when it is missing or unreadable."""
     import yaml
 
     try:
         doc = yaml.load((Path(run_dir) / "config.yaml").read_text(encoding="utf-8"), Loader=_loader())
     except (OSError, ValueError, yaml.YAMLError):
         return None
-    return nodes(doc) if isinstance(doc, dict) else None
+    return run_config(doc) if isinstance(doc, dict) else None
 
 
 def run_curve(rows: list[dict], schedule: dict, total: float, upto: float | None = None):

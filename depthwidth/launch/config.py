@@ -16,7 +16,7 @@ from typing import Sequence
 from depthwidth.config import schema
 from depthwidth.config.check import check_group
 from depthwidth.config.compose import conf_dir, load_group
-from depthwidth.config.fast import parse_cli_overrides
+from depthwidth.config.overrides import parse_cli_overrides
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.backend import backend
 

@@ -1,9 +1,10 @@
 """A sweep's runs: points of the sweep file (file.py) composed, identified and validated.
 
-Composition: conf/ is composed once per distinct set of group choices and
-each run's key overrides are merged onto it (config/fast.py; a test checks
-the result equals a full Hydra compose of the run's override list), so a
-30-run dry-run takes milliseconds and never imports Hydra or torch.
+Composition: the one composer ``dw train`` uses (config/compose.py): conf/ is
+composed once per distinct set of group choices and each run's key overrides
+are merged onto it (a test checks the result equals Hydra's compose of the
+run's override list), so a 30-run dry-run takes milliseconds and never imports
+Hydra or torch.
 
 Validation: every run passes ``train.plan.check`` — the gate ``dw train``
 uses — and its data are opened (``check_data``, once per distinct source), so
@@ -23,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from depthwidth.config.fast import compose_fast, override_list, parse_cli_overrides
+from depthwidth.config.compose import compose_parts
+from depthwidth.config.overrides import override_list, parse_cli_overrides
 from depthwidth.config.identity import group_id, run_id
 from depthwidth.config.node import fingerprint
 from depthwidth.launch.config import capacity, launcher_config, processes, target_device
@@ -123,7 +125,7 @@ def expand(
             index=len(runs), overrides=[], groups=groups, keys=keys, ref=pt["ref"], label=pt["label"], launcher=lcfg
         )
         try:
-            cfg = compose_fast(groups, keys)
+            cfg = compose_parts(groups, keys)
             spec = from_config(cfg.model)  # once a run: the token rule and the checks share it
             if pt["tokens"] is not None and "train.tokens" not in cli_keys:
                 keys["train.tokens"] = _tokens(pt["tokens"], spec)
@@ -173,7 +175,7 @@ def derive(r: Run, keys: dict, *, mfu: float = DEFAULT_MFU, peak: float = DEFAUL
     nk = {**r.keys, **keys}
     out = Run(index=-1, overrides=[], groups=dict(r.groups), keys=nk, label=r.label, launcher=r.launcher)
     try:
-        cfg = compose_fast(out.groups, nk)
+        cfg = compose_parts(out.groups, nk)
         _settle(out, cfg, _run_device(cfg, r.launcher), list(r.tuned), None, mfu=mfu, peak=peak, cpu_peak=cpu_peak)
     except BadInput as e:
         out.error = str(e)

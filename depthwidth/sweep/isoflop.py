@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from depthwidth.config.fast import compose_fast
+from depthwidth.config.compose import compose_parts
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.model.accounting import count_params
 from depthwidth.model.resolve import from_config
@@ -40,7 +40,7 @@ MAX_QUANTA = 1 << 14  # widths up to 16,384 quanta: far past any model this tool
 def params_of(groups: dict, keys: dict, depth: int, width: int, count: str) -> int | None:
     """Exact parameter count of the run's model at (depth, width); None if that shape is invalid."""
     try:
-        cfg = compose_fast(groups, {**keys, "model.depth": int(depth), "model.width": int(width)})
+        cfg = compose_parts(groups, {**keys, "model.depth": int(depth), "model.width": int(width)})
         return int(count_params(from_config(cfg.model))[count])
     except BadInput:  # e.g. heads that do not divide this width: the next quantum may
         return None
@@ -48,7 +48,7 @@ def params_of(groups: dict, keys: dict, depth: int, width: int, count: str) -> i
 
 def solve_width(groups: dict, keys: dict, depth: int, target: float, count: str = "total") -> dict:
     """The multiple of the width quantum whose parameter count is nearest ``target`` at ``depth``."""
-    q = int(compose_fast(groups, keys).model.quantum)
+    q = int(compose_parts(groups, keys).model.quantum)
     cache: dict[int, int | None] = {}
 
     def up(m: int) -> tuple[int, int] | None:
@@ -153,7 +153,7 @@ def blocks(name: str, doc: dict) -> list[dict]:
             if not isinstance(sizes, list) or not sizes or not all(isinstance(m, dict) and m for m in sizes):
                 raise bad(f"sweep {name}: isoflop.sizes", sizes, "a non-empty list of mappings of model keys")
             for m in sizes:
-                cfg = compose_fast(groups, {**keys, **m})
+                cfg = compose_parts(groups, {**keys, **m})
                 N = count_params(from_config(cfg.model))[count]
                 runs.append(
                     {

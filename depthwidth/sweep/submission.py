@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from depthwidth.config.fast import fmt_value
+from depthwidth.config.overrides import fmt_value
 from depthwidth.core import store
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.launch.config import launcher_config, split_overrides, target_device

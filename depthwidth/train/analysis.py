@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from depthwidth.config.node import nodes
+from depthwidth.config.node import run_config
 from depthwidth.core import provenance
 from depthwidth.core.atomic import write_json
 from depthwidth.core.errors import BadInput, bad
@@ -34,7 +34,7 @@ def _config(run_dir: Path):
     if not p.is_file():
         raise bad("RUN_DIR", str(run_dir), "a run directory holding config.yaml, or a sweep name")
     try:
-        return nodes(OmegaConf.to_container(OmegaConf.load(p), resolve=True))  # as the composers give it
+        return run_config(OmegaConf.to_container(OmegaConf.load(p), resolve=True))  # as the composer gives it
     except Exception as e:
         raise BadInput(f"unreadable {p} ({type(e).__name__})") from None
 

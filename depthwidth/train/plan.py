@@ -19,6 +19,7 @@ from typing import Any
 
 from depthwidth.config import check as config_check
 from depthwidth.config.identity import run_id as config_run_id
+from depthwidth.config.node import RunConfig, run_config
 from depthwidth.config.schema import MAX_CPUS
 from depthwidth.core.atomic import check_creatable
 from depthwidth.core.errors import BadInput, bad
@@ -99,7 +100,7 @@ def precision_for(requested: str, device_type: str) -> str:
 class PreparedRun:
     """What ``prepare`` resolved: a checked run with its data, identity, directory and device type."""
 
-    cfg: Any
+    cfg: RunConfig
     spec: ModelSpec
     source: Any  # data.base.TokenSource
     run_id: str
@@ -112,11 +113,14 @@ class PreparedRun:
     accounting: dict = field(default_factory=dict)
 
 
-def prepare(cfg) -> PreparedRun:
-    """Validate the whole config and resolve what the run needs; write nothing.
+def prepare(cfg: RunConfig) -> PreparedRun:
+    """Validate the whole config (the composer's ``RunConfig``; a mapping of the same is
+    typed by ``node.run_config``) and resolve what the run needs; write nothing.
     ``train.precision=auto`` is resolved here (bf16 on CUDA, else fp32): the
     precision is part of the run's identity, the device is not."""
     from depthwidth.data.source import make_source
+
+    cfg = run_config(cfg)
 
     rp = check(cfg, processes=dist.world_from_env().size)
     if cfg.run.dir:  # /proc/x, a file's child: bad input, before the data are opened or anything is written

@@ -34,7 +34,7 @@ import shutil
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from depthwidth.config.node import plain
+from depthwidth.config.node import RunConfig, plain
 from depthwidth.core import provenance
 from depthwidth.core.atomic import json_default, write_text
 from depthwidth.core.errors import BadInput
@@ -72,8 +72,9 @@ class Parked(Exception):
         super().__init__(f"waiting at step {step} for its tuning group's decision at {tokens:,} tokens")
 
 
-def train(cfg, *, handle_signals: bool = True, log=print, progress=None, gate=None) -> dict:
-    """Train (or resume, or find finished) the run ``cfg`` describes; returns its summary.
+def train(cfg: RunConfig, *, handle_signals: bool = True, log=print, progress=None, gate=None) -> dict:
+    """Train (or resume, or find finished) the run ``cfg`` (config.compose's typed run config)
+    describes; returns its summary.
     ``progress``: ``begin(step, steps, tokens_per_step)`` once, ``update(step, loss)`` every
     step (it keeps its own pace).  ``gate``: successive halving's say on this run (launch/halving.py):
     called with the run's first budget result, once it has one, it answers ``go``, ``park`` (checkpoint,
@@ -97,7 +98,7 @@ class Trainer:
     """Everything one run holds, declared here; ``setup()`` builds the part that needs torch."""
 
     prepared: PreparedRun  # the validated config, its data, run id and directory
-    cfg: Any  # prepared.cfg: the composed config
+    cfg: RunConfig  # prepared.cfg: the composed, typed run config
     world: dist.World
     log: Callable[[str], None]  # rank 0's lines (the other ranks say nothing)
     progress: Any  # rank 0's live display (begin/update), or None
