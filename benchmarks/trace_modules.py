@@ -4,12 +4,16 @@ Runs a ``dw`` command in this process under ``sys.setprofile`` and counts, for c
 ``depthwidth.*``: the distinct modules whose functions ran, the packages they belong to, and the
 entries into each module from another (a module entered 7 times to render one fit's tables), and
 the calls from report/ into fit/ (the bounce between stages a typed result removes: the report
-walks the fit's result and calls back into the fit for nothing; {} since the analyses' lines and
-cells are stored in fit.json's verdicts and their tables live in report/analyses.py).  What runs
+walks the fit's result and calls back into the fit for nothing; {} for ``fit`` since the analyses'
+lines and cells are stored in fit.json's verdicts and their tables live in report/analyses.py; for
+``report`` no rule since the figure's record is stored too, and what is left evaluates the fitted
+law for the figures' curves, reads the probe record tau(W) was fitted to, and cleans numbers).  What runs
 while a module is imported (class bodies, the methods a dataclass makes, constants computed at
 import) is not counted: a module imported for a name only is not "executed".
 
     python benchmarks/trace_modules.py fit           # dw fit on a simulated demo store (depth-delusion)
+    python benchmarks/trace_modules.py report        # dw report --plots of that store's written fit.json
+                                                     # (tables and figures; the fit itself not measured)
     python benchmarks/trace_modules.py submit        # dw sweep demo launcher=local (the submission only:
                                                      # local workers are detached processes)
 
@@ -89,11 +93,20 @@ def main(argv=None) -> int:
     what = (argv or sys.argv[1:] or ["fit"])[0]
     tmp = Path(tempfile.mkdtemp(prefix="dw-trace-"))
     os.environ["DW_RUNS"] = str(tmp / "runs")
-    if what == "fit":
+    if what in ("fit", "report"):
         from depthwidth.simulate import simulate
 
         simulate("demo", name="demo-sim", root=str(tmp / "runs"), seed=1)
-        doc = traced(["fit", "demo-sim", "--law", "depth-delusion", "--bootstrap", "20", "--no-write"])
+        fit = ["fit", "demo-sim", "--law", "depth-delusion", "--bootstrap", "20"]
+        if what == "fit":
+            doc = traced([*fit, "--no-write"])
+        else:
+            from depthwidth.cli.app import main as dw
+
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                with contextlib.suppress(SystemExit):
+                    dw(fit)  # fit.json written, untraced
+            doc = traced(["report", "demo-sim", "--plots", str(tmp / "report")])
     elif what == "submit":
         doc = traced(["sweep", "demo", "launcher=local", "launcher.workers=1"])
         import signal
@@ -102,7 +115,7 @@ def main(argv=None) -> int:
             with contextlib.suppress(OSError, ValueError, KeyError):
                 os.kill(int(json.loads(w.read_text())["pid"]), signal.SIGKILL)
     else:
-        print(f"bad value for what: {what!r} (allowed: fit, submit)", file=sys.stderr)
+        print(f"bad value for what: {what!r} (allowed: fit, report, submit)", file=sys.stderr)
         return 2
     print(json.dumps(doc))
     return 0

@@ -1,7 +1,7 @@
 """The layout holds: imports flow one way (import-linter contracts in
 pyproject.toml), no cycles inside a folder, no module reaches into another's
-private names, no module grows past a sanity ceiling of 650 lines, and the light commands stay
-light (no torch)."""
+private names, report/ imports no verdict rule of fit/, no module grows past a sanity ceiling of
+650 lines, and the light commands stay light (no torch)."""
 
 from __future__ import annotations
 
@@ -75,6 +75,27 @@ def test_no_module_imports_another_modules_private_names():
                 for a in node.names:
                     if a.name.startswith("_") and not a.name.startswith("__"):
                         offenders.append(f"{path.relative_to(REPO)}:{node.lineno} imports {node.module}.{a.name}")
+    assert not offenders, offenders
+
+
+def test_the_report_imports_no_rule_of_the_fit():
+    """report/ walks the fit's result (#35): it imports nothing from the modules where verdicts are
+    decided (fit/verdicts.py, fit/identify.py); a fit.json without them is decided by fit/result.py's
+    ``Rules``, the old-file path, which report/document.py's ``verdicts`` hands it to."""
+    rules = ("depthwidth.fit.verdicts", "depthwidth.fit.identify")
+    offenders = []
+    for path, mod in _modules():
+        if not mod.startswith("depthwidth.report"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(n.startswith(rules) for n in names):
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert not offenders, offenders
 
 

@@ -15,7 +15,8 @@ import json
 import pytest
 
 from depthwidth.fit.verdicts import meaningful_dcrit, meaningful_optimum
-from depthwidth.fit.verdicts import law_of_label, preferred
+from depthwidth.fit.userlaw import law_of_label
+from depthwidth.fit.verdicts import preferred
 from tests import report_store as rs
 from tests.planted import PLANTED
 

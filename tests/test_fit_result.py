@@ -51,8 +51,42 @@ def test_the_report_prints_the_stored_verdicts_and_decides_none(fitted, tmp_path
     edited = with_verdicts(doc)
     edited["verdicts"]["notes"] = ["D_crit located: as stored in fit.json", *edited["verdicts"]["notes"][1:]]
     edited["verdicts"]["planted"] = "planted world: as stored in fit.json"
+    edited["verdicts"]["figure"]["label"] = "the law as stored in fit.json"
     (root / "demo-sim" / "fit.json").write_text(json.dumps(edited))
     code, out, err = dw_in_process(capsys, "report", "demo-sim", "--plots", str(tmp_path / "plots"))
     assert code == 0, err
     text = (tmp_path / "plots" / "report.md").read_text()
     assert "D_crit located: as stored in fit.json" in text and "planted world: as stored in fit.json" in text
+    assert "the law as stored in fit.json" in text  # the loss-vs-depth figure's caption: the stored figure record
+
+
+def test_what_the_figure_draws_is_decided_at_fit_time_and_read_back(fitted):
+    """fit.json's ``verdicts.figure`` and ``truth_line`` (#35): decided by dw fit (fit/verdicts.py's
+    ``drawn`` and ``truth_line``), as JSON; a fit.json of the older rules (version 2, without them)
+    has them decided when read, the same."""
+    from depthwidth.fit.result import VERDICTS_VERSION
+    from depthwidth.fit.verdicts import drawn, truth_line
+
+    _, doc = fitted
+    stored = doc["verdicts"]
+    bare = {k: v for k, v in doc.items() if k != "verdicts"}
+    assert stored["figure"] == json.loads(json.dumps(drawn(bare))) and stored["truth_line"] == truth_line(bare)
+    assert stored["figure"]["style"] in ("solid", "dashed") and stored["version"] == VERDICTS_VERSION == 3
+    older = {**doc, "verdicts": {k: v for k, v in stored.items() if k not in ("figure", "truth_line")} | {"version": 2}}
+    assert verdicts(older)["figure"] == stored["figure"] and verdicts(older)["truth_line"] == stored["truth_line"]
+    assert FitDocument.from_json(older).verdicts.to_json() == stored
+
+
+def test_the_readme_says_the_stored_lines(fitted, tmp_path, monkeypatch):
+    from depthwidth.report.load import load
+    from depthwidth.report.readme import section
+    from depthwidth.report.tables import build
+
+    root, doc = fitted
+    monkeypatch.setenv("DW_RUNS", str(root))
+    edited = with_verdicts(doc)
+    edited["verdicts"]["truth_line"] = "as stored: the claim not identified"
+    edited["verdicts"]["figure"]["label"] = "the law as stored"
+    text = section(build(load("demo-sim", root=str(root))), "fig.png", None, fit=edited)
+    assert "**As stored: the claim not identified.**" in text
+    assert "![Loss vs depth per width, with the law as stored](fig.png)" in text

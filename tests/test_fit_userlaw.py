@@ -20,8 +20,7 @@ from depthwidth.fit.engine import fit_law
 from depthwidth.fit.laws import Law, get_law
 from depthwidth.fit.options import FitOptions
 from depthwidth.fit.pipeline import run_fit
-from depthwidth.fit.userlaw import load_law
-from depthwidth.fit.verdicts import law_of_label
+from depthwidth.fit.userlaw import law_of_label, load_law
 
 TRUTH = {"E": 1.7, "A": 400.0, "B": 410.0, "alpha": 0.34, "beta": 0.28}
 SIGMA = 0.01  # nats of Gaussian noise on each loss

@@ -71,3 +71,14 @@ def fmt_int(x) -> str:
 def ci_pair(c):
     """(lo, hi) of an interval ``[lo, hi]``, else (None, None)."""
     return (c[0], c[1]) if isinstance(c, (list, tuple)) and len(c) == 2 else (None, None)
+
+
+def ci_text(ci, fmt: str = "{:.4g}") -> str:
+    """An interval as text (an isoFLOP optimum's, a power law's exponent's): [lo, hi], "> lo",
+    "< hi", "unbounded", or "—" (no interval)."""
+    if not ci:
+        return "—"
+    lo, hi = ci
+    if lo is None or hi is None:
+        return "unbounded" if lo is hi else ("> " + fmt.format(lo) if hi is None else "< " + fmt.format(hi))
+    return f"[{fmt.format(lo)}, {fmt.format(hi)}]"

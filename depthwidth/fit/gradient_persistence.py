@@ -25,7 +25,9 @@ import math
 import numpy as np
 
 
-def _record_at(probes: list[dict], step: int):
+def record_at(probes: list[dict], step: int):
+    """The probe record nearest ``step`` (the earlier of two as near) with per-layer gradient norms,
+    else None: the profile tau(W) is fitted to here, and the report's gradient-profile figure draws."""
     rec = [
         p
         for p in probes
@@ -83,7 +85,7 @@ def persistence(
     runs = []
     shaped = 0
     for pr in profiles:
-        rec = _record_at(pr.get("probes") or [], step)
+        rec = record_at(pr.get("probes") or [], step)
         if rec is None or pr.get("width") is None:
             continue
         if pr.get("shape") not in (None, "uniform"):  # tau(W) is a law of uniform width W

@@ -43,6 +43,7 @@ import math
 import numpy as np
 
 from depthwidth.core.errors import bad
+from depthwidth.core.tables import ci_text
 from depthwidth.fit.boot import RESAMPLE
 from depthwidth.fit.holdout import run_compute
 
@@ -429,16 +430,6 @@ def compare_approaches(laws: dict, law_laws: dict) -> list[dict]:
                 row["because"] += " (an open interval: the agreement is weak)"
         out.append(row)
     return out
-
-
-def ci_text(ci, fmt: str = "{:.4g}") -> str:
-    """[lo, hi], "> lo", "< hi", "unbounded", or "—" (no interval)."""
-    if not ci:
-        return "—"
-    lo, hi = ci
-    if lo is None or hi is None:
-        return "unbounded" if lo is hi else ("> " + fmt.format(lo) if hi is None else "< " + fmt.format(hi))
-    return f"[{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
 def summary_lines(iso: dict) -> list[str]:

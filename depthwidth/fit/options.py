@@ -25,8 +25,7 @@ from depthwidth.fit.holdout import parse_holdout
 from depthwidth.fit.isoflop import AXES as ISOFLOP_AXES
 from depthwidth.fit.laws import LAW_NAMES, Law, get_law, label, parse_pins
 from depthwidth.fit.tuning import MODES as TUNED_MODES
-from depthwidth.fit.userlaw import is_law_file, is_user, load_law
-from depthwidth.fit.verdicts import law_of_label
+from depthwidth.fit.userlaw import is_law_file, is_user, law_of_label, load_law
 
 APPROACHES = ("3", "isoflop")  # 3: the law fitted to every point; isoflop: approach 2 beside it
 DCRIT_FORMS = ("log", "power")

@@ -6,11 +6,13 @@ comparison, hold-out, sensitivity, isoFLOP, planted truth, tuning, …) stay the
 kept in order under ``sections``.  ``Verdicts`` are every line and flag a reader prints about the
 fit — the fitted law's label, each parameter's flags, the optima and D_crit values outside the
 meaningful range, the verdict lines under the fit (the D_crit ladder first, fit/identify.py), the
-optima's caveat, the planted-truth line, what each analysis' table says (its lines, the cells it
-marks) — decided once when the fit is made (``decide``) and stored in fit.json as ``verdicts``.
-``dw report`` and ``dw fit``'s tables (report/) read them as stored and decide none again.  A
-fit.json written before ``verdicts`` existed, or under older rules (``version``), is still read:
-its verdicts are decided when it is loaded, by the same rules (``with_verdicts``).
+optima's caveat, the planted-truth line, what the loss-vs-depth figure draws (which law, solid or
+dashed, and why) and the line said when the claim is not identified, what each analysis' table
+says (its lines, the cells it marks) — decided once when the fit is made (``decide``) and stored
+in fit.json as ``verdicts``.  ``dw report`` and ``dw fit``'s tables (report/) read them as stored
+and decide none again.  A fit.json written before ``verdicts`` existed, or under older rules
+(``version``), is still read: its verdicts are decided when it is loaded, by the same rules
+(``Rules``, the old-file path).
 
 Standard library only at import (``dw status`` reads a fit without the fit engine).
 """
@@ -21,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 SCHEMA = "dw.fit/1"
-VERDICTS_VERSION = 2  # 2: what each analysis' table says (``analyses``)
+VERDICTS_VERSION = 3  # 2: what each analysis' table says (``analyses``); 3: ``figure``, ``truth_line``
 
 
 @dataclass
@@ -43,6 +45,13 @@ class Verdicts:
     """One warning when the optima derive from a claim the fit does not identify, else None."""
     planted: str | None = None
     """A simulated store's fit against its planted world, in one line, else None."""
+    figure: dict | None = None
+    """What a figure draws of the fit, as its verdict allows (fit/verdicts.py ``drawn``): {fit: {law,
+    options, params}, style: solid | dashed, label, line: why (or None), alternative: {fit, label} to
+    draw dashed beside, or None}; None without fitted parameters."""
+    truth_line: str | None = None
+    """The one line said when the fit's claim is not identified (the law the held-out comparison
+    prefers, drawn instead, or else the verdict), else None."""
     analyses: dict[str, dict] = field(default_factory=dict)
     """What each analysis' table says beyond its section's numbers, by section (fit/analyses/):
     ``lines`` under it (hold-out, isoFLOP, sensitivity) and, for sensitivity, ``not_identified``:
@@ -69,7 +78,8 @@ class Rules:
     """The verdicts of a fit document, each decided by its rule (fit/verdicts.py, an analysis' own
     ``verdicts``) when it is read (``rules["notes"]``, as a stored ``Verdicts.to_json()`` is): when
     ``dw fit`` makes the fit, and for a document that does not store them (a fit.json written
-    before they were, one made by hand)."""
+    before they were, one made by hand, one under older rules): the old-file path, the one place a
+    reader of fit.json has a verdict decided."""
 
     def __init__(self, doc: dict):
         self._doc = doc
@@ -126,6 +136,20 @@ class Rules:
         from depthwidth.fit.analyses.planted import summary_line
 
         return summary_line(self._doc["planted"]) if self._doc.get("planted") else None
+
+    @property
+    def figure(self) -> dict | None:
+        import json
+
+        from depthwidth.fit.verdicts import drawn
+
+        return json.loads(json.dumps(drawn(self._doc)))  # as fit.json holds it (lists, not tuples)
+
+    @property
+    def truth_line(self) -> str | None:
+        from depthwidth.fit.verdicts import truth_line
+
+        return truth_line(self._doc)
 
     @property
     def analyses(self) -> dict:

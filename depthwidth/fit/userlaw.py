@@ -76,7 +76,7 @@ import numpy as np
 
 from depthwidth.core.errors import BadInput, bad, did_you_mean
 from depthwidth.fit import expr
-from depthwidth.fit.laws import LAW_NAMES, Law
+from depthwidth.fit.laws import LAW_NAMES, Law, get_law
 from depthwidth.fit.terms import Param
 
 KEYS = ("name", "formula", "outputs", "columns", "define", "params", "objective")
@@ -161,6 +161,22 @@ class Formula:
             if self.raw:
                 return {k: np.broadcast_to(d, shape) for k, d in g.items()}
             return {k: np.broadcast_to(d / f, shape) for k, d in g.items()}
+
+
+def law_of_label(lab: str, options: dict | None = None) -> Law:
+    """The law a fit.json or a compare row names, rebuilt to be evaluated: ``chinchilla``,
+    ``width-depth``, ``depth-delusion[log+E]`` … with its options (a user-defined law from the
+    normalised law its options hold).  The one place a stored law becomes a ``Law`` again: ``dw
+    fit``'s verdicts, predictions and designs, and the report's fitted curves."""
+    if options and "user" in options:
+        return load_law(options["user"])
+    if options:
+        return get_law(
+            lab.split("[", 1)[0], dcrit=options.get("dcrit", "log"), irreducible=bool(options.get("irreducible", False))
+        )
+    name, _, rest = lab.partition("[")
+    form = rest.rstrip("]")
+    return get_law(name, dcrit=form.split("+")[0] or "log", irreducible=form.endswith("+E"))
 
 
 def load_law(spec) -> Law:

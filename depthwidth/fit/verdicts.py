@@ -32,12 +32,13 @@ it is another law's, and so is a same-family form that ranks first.  A
 fit.json written before the per-run errors (``loro_runs``) prefers no law.  The
 compare rows of fit.json carry each law's fitted ``params`` and ``options``;
 older documents name the options only in the label, e.g.
-``depth-delusion[power+E]``, which ``law_of_label`` parses.
+``depth-delusion[power+E]``, which fit/userlaw.py's ``law_of_label`` parses.
 
 Every verdict is decided here (the ladder in identify.py), at fit time
-(``identification``, ``dcrit_warnings``) or from a fit.json (``flags``, ``preferred``,
-``truth_line``, ``identification_notes``, ``optima_caveat``): ``dw fit``, the
-report and the README's demo section only show them.
+(``identification``, ``dcrit_warnings``) or from a fit.json (``flags``, ``preferred``, ``drawn``,
+``truth_line``, ``identification_notes``, ``optima_caveat``: what fit/result.py stores as
+fit.json's ``verdicts`` when ``dw fit`` makes the fit, and decides when an older one is read):
+``dw fit``, the report and the README's demo section only show them.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ import math
 import numpy as np
 
 from depthwidth.fit.identify import HEADS, LADDER, dcrit_ladder
-from depthwidth.fit.laws import Law, get_law, label
-from depthwidth.fit.userlaw import load_law
+from depthwidth.fit.laws import label
+from depthwidth.fit.userlaw import law_of_label
 
 CLAIMS = {"chinchilla": ("alpha", "beta"), "width-depth": ("a_w", "a_d")}
 CLAIM_COLUMNS = {"alpha": "params", "beta": "tokens", "a_w": "width", "a_d": "depth"}  # what each exponent scales
@@ -305,20 +306,6 @@ def loro_better(a: dict, b: dict, level: float = PREFER_LEVEL) -> dict | None:
         signs = np.random.default_rng(0).choice((-1.0, 1.0), size=(FLIP_DRAWS, n))
         p = float((1 + np.sum(signs @ d / n >= obs - 1e-15 * max(1.0, abs(obs)))) / (FLIP_DRAWS + 1))
     return {"better": bool(obs > 0 and p <= level), "p": p, "runs": n, "wins": int((d > 0).sum())}
-
-
-def law_of_label(lab: str, options: dict | None = None) -> Law:
-    """The law a compare row names: ``chinchilla``, ``width-depth``, ``depth-delusion[log+E]`` …
-    (a user-defined law is rebuilt from the normalised law its options hold)."""
-    if options and "user" in options:
-        return load_law(options["user"])
-    if options:
-        return get_law(
-            lab.split("[", 1)[0], dcrit=options.get("dcrit", "log"), irreducible=bool(options.get("irreducible", False))
-        )
-    name, _, rest = lab.partition("[")
-    form = rest.rstrip("]")
-    return get_law(name, dcrit=form.split("+")[0] or "log", irreducible=form.endswith("+E"))
 
 
 def fitted_label(doc: dict) -> str:

@@ -7,7 +7,7 @@ analysis added there adds its table here."""
 
 from __future__ import annotations
 
-from depthwidth.core.tables import Col, Table
+from depthwidth.core.tables import Col, Table, ci_text
 from depthwidth.report.document import verdicts
 
 NOT_IDENTIFIED = "not identified"
@@ -95,8 +95,6 @@ def holdout_tables(fit: dict) -> dict:
 
 def isoflop_tables(fit: dict) -> dict:
     """Approach 2: each compute budget's minimum x* with its interval, beside the law's."""
-    from depthwidth.fit.isoflop import ci_text  # formats an interval: "[lo, hi]", "> lo", "unbounded"
-
     iso = fit["isoflop"]
     rows = [
         {

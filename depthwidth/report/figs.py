@@ -16,7 +16,8 @@ import numpy as np
 
 from depthwidth.fit.count import COLUMN, n_column
 from depthwidth.fit.papers import DD_TAU_EXPONENT
-from depthwidth.fit.verdicts import drawn, law_of_label
+from depthwidth.fit.gradient_persistence import record_at
+from depthwidth.fit.userlaw import law_of_label
 from depthwidth.report import downstream, inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
 from depthwidth.report.document import SHAPE_LABEL, SHAPES, verdicts
@@ -121,7 +122,8 @@ def _plain_ticks(ax):
 
 
 def _law(fit):
-    return law_of_label(verdicts(fit)["label"], fit.get("options"))  # a user-defined law too
+    """The law of a fit document, or of the figure record's {law, options, params}, to evaluate."""
+    return law_of_label(fit["law"], fit.get("options"))  # a user-defined law too
 
 
 def _convention(fit) -> str:
@@ -146,11 +148,12 @@ def _predict(fit, rows: dict, convention: str | None = None) -> np.ndarray:
 
 def loss_vs_depth(plt, data, rep, out):
     """Measured loss vs depth with the fitted law; when its claim is not identified and ``--compare``
-    prefers another law on held-out error, that law solid and the fitted one dashed (fit/verdicts.py)."""
+    prefers another law on held-out error, that law solid and the fitted one dashed (fit.json's
+    ``verdicts.figure``, decided by dw fit: fit/verdicts.py ``drawn``)."""
     grid = [r for r in rep["tables"]["loss_grid"].rows if r["loss"] is not None]
     if not grid:
         return "no finished uniform runs"
-    draw = drawn(data.fit)  # what the fit's verdict allows to be drawn (fit/verdicts.py)
+    draw = verdicts(data.fit)["figure"] if data.fit else None  # what the fit's verdict allows to be drawn
     main = draw["fit"] if draw else None
     alt = (draw or {}).get("alternative")
     conv = _convention(data.fit)  # a compared law was fitted on the same N (fit/compare.py)
@@ -221,17 +224,6 @@ def loss_vs_depth(plt, data, rep, out):
     return _save(plt, fig, out, "loss_vs_depth.png", title, cap)
 
 
-def _profile_record(probes, step=1000):
-    rec = [
-        p
-        for p in probes
-        if isinstance(p, dict) and isinstance(p.get("grad_norm"), dict) and p["grad_norm"].get("block")
-    ]
-    if not rec:
-        return None
-    return min(rec, key=lambda p: (abs(float(p.get("step", 0)) - step), float(p.get("step", 0))))
-
-
 def _tau_fit(g):
     """(tau, log-intercept at the top layer) of log g = a - d/tau, d = distance below the top."""
     g = np.asarray(g, float)
@@ -248,7 +240,7 @@ def _profiles(data):
     for pr in _healthy(data.probes):
         if pr.get("shape") not in (None, "uniform") or not pr.get("width"):
             continue
-        rec = _profile_record(pr.get("probes") or [])
+        rec = record_at(pr.get("probes") or [], 1000)
         if rec is None or len(rec["grad_norm"]["block"]) < 2:
             continue
         tau, a = _tau_fit(rec["grad_norm"]["block"])

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from depthwidth.fit.isoflop import ci_text
+from depthwidth.core.tables import ci_text
 
 
 def draw(plt, iso: dict):

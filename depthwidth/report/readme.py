@@ -25,7 +25,6 @@ from depthwidth.fit.papers import DD_FIT
 from depthwidth.core.atomic import write_text
 from depthwidth.core.store import runs_root
 from depthwidth.core.errors import BadInput, DwError
-from depthwidth.fit.verdicts import drawn, truth_line, verdict_line
 from depthwidth.report.load import load
 from depthwidth.core.tables import Table
 from depthwidth.report.document import verdicts
@@ -81,18 +80,19 @@ def section(
                 "points / runs; its intervals and warnings are in the report.",
                 "",
             ]
-    line = truth_line(fit)
+    said = verdicts(fit) if fit else {}  # decided by dw fit (fit.json's verdicts)
+    line = said.get("truth_line")
     if line:  # the claim is not identified: say so, and which law the figure draws (report/rests.py)
         out += [f"**{line[0].upper() + line[1:]}.**", ""]
     if planted and planted.get("planted"):
-        v = verdict_line(planted.get("identification"))
+        v = (verdicts(planted)["notes"] or [None])[0]  # the D_crit ladder's line
         out += [
             f"Is that the grid or the data? `dw simulate demo --name demo-planted` writes the same 16 runs with "
             f"losses planted from the depth-delusion law near the paper's fit, and its fit answers: {v}; "
             f"{verdicts(planted)['planted']}.",
             "",
         ]
-    draw = drawn(fit)
+    draw = said.get("figure")
     alt = f"Loss vs depth per width, with {draw['label']}" if draw else "Loss vs depth per width"
     if draw and draw.get("alternative"):
         alt += f", {draw['alternative']['label']} dashed"
