@@ -121,7 +121,8 @@ def replicates_record(fr, theta: np.ndarray, noise: dict) -> dict:
 
 def ensemble_of(fit: dict) -> Ensemble:
     """The ensemble a fit.json document holds (its ``replicates``); BadInput when it has none."""
-    from depthwidth.fit.verdicts import fitted_label, law_of_label
+    from depthwidth.fit.userlaw import law_of_label
+    from depthwidth.fit.verdicts import fitted_label
 
     rep = fit.get("replicates")
     if not rep or not rep.get("theta"):
