@@ -112,9 +112,20 @@ def test_a_killed_local_worker_leaves_lost_runs_that_retry_resubmits(tmp_path):
     p = run_dw("sweep", "tiny", "launcher=local", "launcher.workers=1", "--json", env=env)
     assert p.returncode == 0, p.stderr
     sub = next((tmp_path / "runs" / "tiny" / "jobs").iterdir())
-    wait_for(lambda: status(env)["counts"]["running"] == 1, 60, "a running run")
-    w = json.loads((sub / "worker-0.json").read_text())
-    os.kill(w["pid"], signal.SIGKILL)  # the worker this test started
+    pid = wait_for(lambda: (store.read_json(sub / "worker-0.json") or {}).get("pid"), 60, "the worker")
+
+    # Kill it while it trains: look at its tasks only while it is frozen (SIGSTOP), so it cannot finish
+    # both runs between the look and the kill (under load a `dw status` call outlasted both runs).
+    def training() -> bool:
+        os.kill(pid, signal.SIGSTOP)
+        if any((store.read_json(t) or {}).get("state") == "running" for t in sub.glob("task-*.json")):
+            return True
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.05)
+        return False
+
+    wait_for(training, 60, "a run in training")
+    os.kill(pid, signal.SIGKILL)  # the worker this test started, frozen while it trains
     st = wait_for(
         lambda: (s := status(env))["counts"]["running"] + s["counts"]["pending"] == 0 and s, 30, "no live job"
     )
