@@ -32,6 +32,14 @@ SAME_AS_HYDRA = [
     ["run.dir=x${model.depth}"],
     ["run.dir=${oc.env:HOME}"],
     ["model.width=3 2", "run.dir='a b'", "model.widths=null", "optim.betas=[0.8,0.9]", "train.budgets=[1e6,2e6]"],
+    # a mapping for a group or a section merges its keys in (was refused: "bad value for config group")
+    ["model={depth:3}"],
+    ["model=vwt", "model={depth:3,widths:[1,2]}"],
+    ["model={depth:3}", "model=vwt"],  # into the option chosen, whatever the order
+    ["train={steps:5}", "run={dir:/tmp/q}"],
+    ["+model={depth:3,newkey:1}", "++train={steps:5}", "model={}", "+model={}"],
+    ["model={depth:{a:1}}"],  # one level: depth becomes the mapping, as Hydra merges it
+    ["+model.widths=[1,2]", "+model.newkey={a:1}"],  # + on a null setting, + of a mapping: Hydra's adds
 ]
 
 
@@ -60,12 +68,57 @@ def test_every_override_form_composes_as_hydra_does(overrides):
         (["~train.budgets"], "train.budgets is a setting with a default"),
         (["~launcher"], "a run has every group; choose another option instead (launcher=OPTION)"),
         (["~data"], "a run has every group"),
+        (["~train"], "a run has every section; set its keys instead (train.KEY=VALUE)"),
+        (["~probe"], "a run has every section"),
+        (["train=5"], "bad value for config section train: 5 (allowed: train.KEY=VALUE or train={KEY: VALUE}"),
+        (["model={nosuch:3}"], "unknown config key 'model.nosuch'"),  # Hydra: "Could not override 'model'"
+        (["model@x=vwt"], "bad value for override: 'model@x=vwt' (allowed: model=VALUE with no package (@x)"),
+        (["~model@x"], "no package (@x)"),
+        (["model.depth@x=3"], "no package (@x)"),
+        (["+model.depth=3"], "model.depth exists: model.depth=3 sets it, ++model.depth=3 adds or sets it"),
+        (["+train.steps=5"], "'+train.steps=5' (allowed: train.steps exists"),
+        (["++model=vwt"], "'++model=vwt' (allowed: model=vwt; force-add of config groups is not supported)"),
+        (["nosuch=1"], "unknown config group 'nosuch' (groups: data, "),  # no stray ": ("
+        (["model/vwt=x"], "(did you mean model? groups: data, launcher, model, optim, tracker; e.g. model=vwt, "),
     ],
 )
 def test_what_hydra_refused_is_refused_in_one_line(overrides, said):
     with pytest.raises(BadInput) as e:
         compose(overrides)
     assert said in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [["model@x=vwt"], ["+model.depth=3"], ["++model=vwt"], ["train=5"], ["~train"], ["nosuch=1"], ["model/vwt=x"]],
+)
+def test_hydra_refused_it_too(overrides):
+    """Each form refused above, Hydra refused as well, or (train=5, ~train) composed a config with
+    no train settings, which the trainer could not run."""
+    if overrides[0] in ("train=5", "~train"):
+        assert not isinstance(hydra_compose(overrides).get("train"), dict)
+        return
+    with pytest.raises(Exception):
+        hydra_compose(overrides)
+
+
+def test_a_mapping_for_a_group_is_the_same_in_a_sweep():
+    """dw sweep composes what dw train does: a mapping on a sweep's command line or as a sweep
+    file's group value sets its keys."""
+    want = compose(["model=vwt", "model.depth=3", "train.steps=5"])
+    assert compose_parts(*parse_cli_overrides(["model={depth:3}", "model=vwt", "train={steps:5}"])) == want
+    assert compose_parts({"model": "vwt", "train": {"steps": 5}}, {"model.depth": 3}) == want
+    groups = {"model": {"depth": 3}}
+    assert compose_parts(groups, {}) == compose(["model.depth=3"]) and groups == {"model": {"depth": 3}}
+    with pytest.raises(BadInput, match="no package"):
+        parse_cli_overrides(["model@x=vwt"])
+
+
+def test_the_run_config_s_type_hints_resolve():
+    import typing
+
+    hints = typing.get_type_hints(RunConfig)
+    assert hints["train"] is schema.Train and hints["model"] is schema.Model
 
 
 def test_a_sweeps_command_line_takes_no_deletion_and_no_sweep():
@@ -122,3 +175,26 @@ def test_dw_train_s_composition_imports_no_hydra_compose():
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+
+
+BAD_FORMS = ["model@x=vwt", "+model.depth=3", "++model=vwt", "~train", "model/vwt=x", "nosuch=1", "train=5"]
+
+
+@pytest.mark.parametrize("arg", BAD_FORMS)
+def test_dw_config_show_refuses_in_one_line(arg, capsys):
+    """A deletion (``~train``: no '=') is an override too, not a group's name to show."""
+    from tests.helpers import dw_in_process
+
+    code, out, err = dw_in_process(capsys, "config", "show", arg)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "unknown config group '~train'" not in err
+
+
+def test_dw_train_refuses_in_one_line(tmp_path):
+    from tests.helpers import assert_bad_input, run_dw
+
+    env = {"DW_RUNS": str(tmp_path / "runs")}
+    for i, arg in enumerate(("model@x=vwt", "+model.depth=3", "train=5")):
+        line = assert_bad_input(run_dw("train", arg, "tracker=none", f"run.dir={tmp_path / str(i)}", env=env))
+        assert arg in line or "train: 5" in line

@@ -41,8 +41,8 @@ def show_cmd(
     """
     from depthwidth.config import docs
 
-    names = [a for a in args or [] if "=" not in a]
-    overrides = [a for a in args or [] if "=" in a]
+    overrides = [a for a in args or [] if "=" in a or a.startswith("~")]  # ~KEY: a deletion
+    names = [a for a in args or [] if a not in overrides]
     if len(names) > 1:
         raise bad("name", " ".join(names), "one group or setting, then GROUP=PRESET or KEY=VALUE overrides")
     name = names[0] if names else None

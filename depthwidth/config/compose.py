@@ -15,9 +15,14 @@ preset chains, all dw needs of Hydra's composition, and a dry run of 10,000 runs
 afford a Hydra compose per run; two composers kept equal by a test was the price.  Hydra's
 override *parser* stays (the grammar is Hydra's), and its compose is the oracle in the
 tests (tests/hydra_oracle.py: every preset and shipped sweep run, every override form).
+As Hydra, ``GROUP={k: v}`` (``model={depth: 3}``, ``train={steps: 5}``) sets the mapping's keys
+(``model.depth=3``; ``+``/``++`` add them), ``+KEY=VALUE`` is refused where KEY holds a value,
+``++GROUP=OPTION`` and a package (``model@x=vwt``) are refused, all in dw's one-line words.
 Unlike Hydra, ``GROUP=null`` is refused in dw's words, ``+GROUP=OPTION`` is a choice,
-``hydra.*`` keys are unknown, and a mapping merges into an empty mapping setting
-(``launcher.additional={exclude: n1}``, which Hydra's struct mode refused).
+``hydra.*`` keys are unknown, a key without a dot that is no group (``+x=1``, ``++x=1``,
+``train=5``) is refused, ``~train``/``~GROUP`` and ``~GROUP.SETTING`` of the schema are refused,
+and a mapping merges into an empty mapping setting (``launcher.additional={exclude: n1}``,
+which Hydra's struct mode refused).
 No Hydra or torch import here.
 """
 
@@ -30,8 +35,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from depthwidth.config.node import Node, RunConfig, nodes, plain
-from depthwidth.config.overrides import ANY, DELETE, split_overrides
-from depthwidth.config.schema import ALL_GROUPS, base_nodes, field_map, schema_of
+from depthwidth.config.overrides import ANY, DELETE, fmt_value, groups_and_keys, mapping_keys
+from depthwidth.config.schema import ALL_GROUPS, ROOT, base_nodes, field_map, schema_of
 from depthwidth.core.errors import BadInput, bad, did_you_mean
 
 _BESIDE = Path(__file__).resolve().parents[2] / "conf"
@@ -109,7 +114,7 @@ def compose(overrides: Sequence[str] = ()) -> RunConfig:
     """conf/config.yaml with ``overrides`` (Hydra's override grammar: ``model=vwt``,
     ``model.depth=4``, ``+KEY=VALUE`` adds, ``~KEY`` deletes what the schema lacks) -> the resolved ``RunConfig``;
     bad overrides -> BadInput."""
-    return compose_parts(*split_overrides(overrides))
+    return compose_parts(*groups_and_keys(overrides))
 
 
 # ---------------------------------------------------------------------------
@@ -154,10 +159,11 @@ def _base(groups: tuple) -> Any:
             continue
         cfg = OmegaConf.merge(cfg, OmegaConf.create({g: load_group(g, opt)}))
     for g, opt in chosen.items():
-        raise BadInput(
-            f"unknown config group {g!r}: {did_you_mean(g, in_defaults)}(groups: "
-            f"{', '.join(sorted(in_defaults))}; config keys need a dot, e.g. {g}.key=value)"
-        )
+        if g in ROOT:  # train=5: a section of settings, chosen as if it were a group
+            raise bad(f"config section {g}", opt, f"{g}.KEY=VALUE or {g}={{KEY: VALUE}}; a section has no options")
+        how = f"config keys need a dot, e.g. {g}.key=value" if g.isidentifier() else "e.g. model=vwt, model.depth=4"
+        names = ", ".join(sorted(in_defaults))
+        raise BadInput(f"unknown config group {g!r} ({did_you_mean(g, in_defaults)}groups: {names}; {how})")
     OmegaConf.set_struct(cfg, True)
     _BASE[key] = cfg
     return cfg
@@ -169,14 +175,19 @@ _INTERP = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")
 
 
 def compose_parts(groups: dict, keys: dict) -> RunConfig:
-    """Resolved config for group choices + key overrides (``split_overrides``' parts; raises BadInput).
+    """Resolved config for group choices + key overrides (``groups_and_keys``' parts; raises BadInput).
 
     Works on plain dicts (a deep copy of an OmegaConf node costs more than the whole rest of a
     run's dry-run), copied from the cached base's Nodes (``_copy``); plain ``${a.b}``
     interpolations are resolved here (where the base holds one, and in the overridden values:
     nothing else can hold one), anything fancier goes through OmegaConf.  Keys apply in order:
-    ``+KEY`` may add, ``~KEY`` deletes (value ANY, or the value it must hold)."""
+    ``+KEY`` adds (refused where KEY holds a value, as Hydra), ``++KEY`` adds or sets, ``~KEY``
+    deletes (value ANY, or the value it must hold).  A mapping as a group's option (a sweep file's
+    ``model: {depth: 3}``) sets its keys, as ``model={depth: 3}`` on a command line does."""
     from omegaconf import OmegaConf
+
+    if any(v.__class__ is not str for v in groups.values()):
+        groups, keys = _mapping_groups(groups, keys)
 
     try:
         bkey = (os.environ.get("DW_CONF"), tuple(sorted(groups.items())))  # conf_dir() without its Path
@@ -193,7 +204,7 @@ def compose_parts(groups: dict, keys: dict) -> RunConfig:
         if k.startswith(DELETE):
             _delete(cfg, k[len(DELETE) :], v)
             continue
-        add = k.startswith("+")
+        k0, add = k, k.startswith("+")
         k = k.lstrip("+")
         *parents, leaf = k.split(".")
         node = cfg
@@ -203,6 +214,9 @@ def compose_parts(groups: dict, keys: dict) -> RunConfig:
             node = node.setdefault(p, Node())
         if not isinstance(node, dict) or (leaf not in node and not add):
             raise unknown_key(k, json.loads(text))
+        if add and node.get(leaf) is not None and not k0.startswith("++") and not isinstance(v, (dict, list)):
+            said = fmt_value(v)  # Hydra's "Could not append to config. An item is already at ..."
+            raise bad("override", f"{k0}={said}", f"{k} exists: {k}={said} sets it, ++{k}={said} adds or sets it")
         scalar = v.__class__ in _SCALARS
         if not scalar:  # a copy in JSON's types (a scalar is immutable and stays itself)
             v = json.loads(json.dumps(v), object_pairs_hook=Node)
@@ -229,11 +243,25 @@ def _delete(cfg: dict, key: str, value: Any) -> None:
         raise BadInput(
             f"bad override: Could not delete from config. The value of '{key}' is {node[leaf]} and not {value}."
         )
+    if not parents and leaf in ROOT:
+        raise bad("override", f"~{key}", f"a run has every section; set its keys instead ({key}.KEY=VALUE)")
     if not parents and leaf in ALL_GROUPS:
         raise bad("override", f"~{key}", f"a run has every group; choose another option instead ({key}=OPTION)")
     if len(parents) == 1 and parents[0] in ALL_GROUPS and leaf in field_map(schema_of(parents[0], node)):
         raise bad("override", f"~{key}", f"{key} is a setting with a default; set it instead ({key}=VALUE)")
     del node[leaf]
+
+
+def _mapping_groups(groups: dict, keys: dict) -> tuple[dict, dict]:
+    """(groups, keys) with each mapping chosen as a group's option (``model: {depth: 3}``, ``+model``)
+    moved to the keys it sets (``mapping_keys``), before the other keys, as Hydra merged it."""
+    chosen, mapped = {}, {}
+    for g, v in groups.items():
+        if isinstance(v, dict):
+            mapped.update(mapping_keys(g.lstrip("+"), v, force_add=g.startswith("+")))
+        else:
+            chosen[g] = v
+    return chosen, {**mapped, **keys}
 
 
 def _copy(x: Any, cls=Node) -> Any:

@@ -25,7 +25,7 @@ def rows(group: str) -> list[dict]:
     default, type, allowed, doc.  An unknown group: BadInput with the closest name."""
     if group not in ALL_GROUPS:
         raise BadInput(
-            f"unknown config group {group!r}: {did_you_mean(group, ALL_GROUPS)}(groups: {', '.join(ALL_GROUPS)})"
+            f"unknown config group {group!r} ({did_you_mean(group, ALL_GROUPS)}groups: {', '.join(ALL_GROUPS)})"
         )
     classes = {None: GROUPS[group]} if group in GROUPS else VARIANTS[group]
     out = []

@@ -1,24 +1,27 @@
 """The one type a composed config has downstream: ``RunConfig``, a plain, resolved mapping
-with attribute access (``cfg.train.seq_len``) whose groups hold exactly their schema
-dataclass's fields (config/schema.py; config/check.py checks them, a golden test pins it).
+with attribute access (``cfg.train.seq_len``) whose groups hold their schema dataclass's
+fields (config/schema.py; a golden test pins the presets') and any key a ``+KEY`` added:
+config/check.py names such a key in train, optim, probe, run, launcher and tracker; model
+and data are checked where they are read (``model.resolve.from_config``,
+``data.source.make_source``), which do not look for keys they do not read, so
+``+model.foo=1`` composes, prepares and has a run id.
 
 The composer (``compose.compose``, ``compose.compose_parts``) gives a ``RunConfig`` of
 ``Node`` groups, and so does a run directory's ``config.yaml`` read back
-(``run_config``), so no code below ``config/`` handles OmegaConf's DictConfig.
+(``run_config``), so code below ``config/`` takes plain mappings, not OmegaConf's DictConfig
+(a few places still convert to and from OmegaConf: see docs/architecture.md).
 Why a typed mapping and not the dataclasses themselves: a run's config is hashed
 (run ids), written (config.yaml, W&B) and shared between a sweep's runs as the
-mapping it is, byte for byte as before, and ``+KEY`` may add a key the schema lacks
-for ``config/check.py`` to name; ``RunConfig.typed(group)`` gives a group as its
-dataclass once checked.  No Hydra, OmegaConf or torch here.
+mapping it is, byte for byte as before, and ``+KEY`` may add a key the schema lacks;
+``RunConfig.typed(group)`` gives a group as its dataclass.  No Hydra, OmegaConf or torch here.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Mapping, Union
+from typing import Any, Mapping, Union
 
-if TYPE_CHECKING:  # annotations only: the schema's dataclasses name what each group holds
-    from depthwidth.config import schema
+from depthwidth.config import schema  # the annotations: what each group holds (get_type_hints reads them)
 
 
 class Node(dict):
@@ -37,7 +40,8 @@ class Node(dict):
 
 
 class RunConfig(Node):
-    """A resolved run config: each group a ``Node`` holding its schema dataclass's fields."""
+    """A resolved run config: each group a ``Node`` holding its schema dataclass's fields (and any
+    key a ``+KEY`` added: see the module's doc)."""
 
     __slots__ = ()
 
@@ -55,8 +59,9 @@ class RunConfig(Node):
         return plain(self)
 
     def typed(self, group: str):
-        """``group`` as its schema dataclass (``cfg.typed("model").depth``): a copy, for a checked
-        config (a key the schema lacks is a TypeError here; config/check.py names it first)."""
+        """``group`` as its schema dataclass (``cfg.typed("model").depth``): a copy.  A key the
+        schema lacks is a TypeError here: config/check.py names it first in the groups it checks
+        (``check.CHECKED``), not in model or data (a ``+model.foo`` passes check)."""
         from depthwidth.config.schema import schema_of
 
         node = self[group]

@@ -1,7 +1,7 @@
 """Override strings: read in Hydra's override grammar, written back in it.
 
 ``parse_overrides`` is Hydra's override *parser* (its lexer and value types, not its
-composition: config/compose.py composes); ``split_overrides`` turns the parsed
+composition: config/compose.py composes); ``groups_and_keys`` turns the parsed
 overrides into what the one composer takes (group choices, key overrides, ``+`` adds
 and ``~`` deletions in order); ``fmt_value``/``override_list`` write a run's values
 back as override strings (a test round-trips them through the parser), so every
@@ -87,17 +87,23 @@ def parse_overrides(overrides: Sequence[str]) -> list:
     return out
 
 
-def split_overrides(overrides: Sequence[str], *, deletions: bool = True) -> tuple[dict, dict]:
+def groups_and_keys(overrides: Sequence[str], *, deletions: bool = True) -> tuple[dict, dict]:
     """``key=value`` strings -> (groups, keys) for config/compose.py, values parsed as Hydra parses
     them: a key without a dot chooses a group's option (``model=vwt``; ``+model=vwt`` too), a dotted
-    key sets a value (``+KEY``/``++KEY``: may add it), ``~KEY`` or ``~KEY=VALUE`` deletes it (keys
-    ``~KEY``, value ANY or VALUE; ``deletions=False``: refused).  A sweep (``a=1,2``, ``range(..)``)
-    is refused: one command line is one run."""
+    key sets a value (``+KEY``: adds it, refused by the composer where it holds a value already, as
+    Hydra; ``++KEY``: adds or sets it), ``~KEY`` or ``~KEY=VALUE`` deletes it (keys ``~KEY``, value
+    ANY or VALUE; ``deletions=False``: refused).  A mapping for a key without a dot
+    (``model={depth: 3}``, ``train={steps: 5}``) sets each of its keys, as Hydra merged it
+    (``model.depth=3``; with ``+`` or ``++``: ``++model.depth=3``).  Refused in one line: a sweep
+    (``a=1,2``, ``range(..)``: one command line is one run), a package (``model@x=vwt``: dw's groups
+    have none) and ``++GROUP=OPTION`` (Hydra: force-add of config groups is not supported)."""
     groups, keys = {}, {}
     if not overrides:
         return groups, keys
     for o in parse_overrides(overrides):
         key = o.key_or_group
+        if o.package is not None:
+            raise bad("override", o.input_line, f"{key}=VALUE with no package (@{o.package}): dw's groups have none")
         if o.is_sweep_override():
             raise bad("override", o.input_line, "key=value (a sweep of values goes in a sweep file: dw sweep)")
         if o.is_delete():
@@ -106,16 +112,28 @@ def split_overrides(overrides: Sequence[str], *, deletions: bool = True) -> tupl
             keys[DELETE + key] = ANY if o.value() is None and "=" not in o.input_line else _plain(o.value())
             continue
         v = _plain(o.value())
+        add = "++" if o.is_force_add() else "+" if o.is_add() else ""
         if "." in key:
-            keys[("+" if o.is_add() or o.is_force_add() else "") + key] = v
+            keys[add + key] = v
+        elif isinstance(v, dict):  # Hydra's merge of a mapping into a group or section: key by key
+            keys.update(mapping_keys(key, v, force_add=bool(add)))
+        elif add == "++":
+            raise bad("override", o.input_line, f"{key}={fmt_value(v)}; force-add of config groups is not supported")
         else:
             groups[key] = v
     return groups, keys
 
 
+def mapping_keys(name: str, mapping: dict, *, force_add: bool = False) -> dict:
+    """``name={k: v, ...}`` as the key overrides it stands for: ``{name.k: v, ...}`` (``++name.k``
+    with ``force_add``: Hydra's ``+name={..}`` and ``++name={..}`` merge keys in, new or not)."""
+    add = "++" if force_add else ""
+    return {f"{add}{name}.{k}": v for k, v in mapping.items()}
+
+
 def parse_cli_overrides(overrides: Sequence[str]) -> tuple[dict, dict]:
     """A sweep's or a launcher's command-line overrides -> (groups, keys); no deletions."""
-    return split_overrides(overrides, deletions=False)
+    return groups_and_keys(overrides, deletions=False)
 
 
 def _plain(v: Any) -> Any:

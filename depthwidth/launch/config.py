@@ -3,7 +3,7 @@
 ``split_overrides`` separates a sweep's launcher overrides (``launcher=X``,
 ``launcher.K=V``, ``pack=N``) from the run overrides; ``launcher_config``
 merges them onto the chosen launcher's preset (``compose.load_group``: the
-same chain, down to the schema's defaults, that both composers use) and validates the result against
+same chain, down to the schema's defaults, that the composer uses) and validates the result against
 the typed schema (config/schema.py), the same check ``dw train`` applies to
 the composed ``launcher`` group.  ``target_device`` says where the runs will
 train (cuda | cpu), which decides ``train.precision=auto``.
@@ -55,7 +55,7 @@ def launcher_config(
         raise bad("override", next(iter(groups)), "launcher=NAME, launcher.KEY=VALUE or pack=N")
     if name not in LAUNCHERS:
         raise bad("launcher", name, "|".join(LAUNCHERS))
-    cfg = OmegaConf.to_container(load_group("launcher", name), resolve=True)  # the composers' own chain
+    cfg = OmegaConf.to_container(load_group("launcher", name), resolve=True)  # the composer's own chain
     preset = (defaults or {}).get(name) or {}
     if not isinstance(preset, dict):
         raise bad(f"sweep file launcher.{name}", preset, "a mapping of launcher keys")
