@@ -229,3 +229,25 @@ def test_a_large_sweep_renders_every_row(tmp_path, monkeypatch):
     assert p.returncode == 0, p.stderr
     body = [ln for ln in p.stdout.splitlines() if ln.startswith("│ run")]
     assert len(body) == 250 and "│ failed " in body[7] and "big: 250 runs — 249 done, 1 failed" in p.stdout
+
+
+def test_the_controller_wins_where_accounting_lags_it(monkeypatch):
+    """sacct (slurmdbd) hears of a start or a requeue after slurmctld does: a task sacct still calls
+    PENDING that squeue shows RUNNING is running (CI: `dw status` said pending of a run training at a
+    gate); a task squeue no longer holds keeps sacct's record; one squeue call, for those arrays only."""
+    calls = []
+
+    def fake(cmd, timeout=None, text=True):
+        calls.append(cmd[0])
+        out = {
+            "sacct": "7_0|PENDING\n7_1|COMPLETED\n7_2|REQUEUED\n8_0|RUNNING\n",
+            "squeue": "7_0|RUNNING\n",
+        }[cmd[0]]
+        if cmd[0] == "squeue":
+            assert cmd[cmd.index("-j") + 1] == "7,9"  # 7: PENDING and REQUEUED; 9: not in sacct yet; not 8
+        return subprocess.CompletedProcess(cmd, 0, out, "")
+
+    monkeypatch.setattr(slurm, "_call", fake)
+    got = slurm.slurm_states(["7_0", "7_1", "7_2", "8_0", "9_0"])
+    assert got == {"7_0": "RUNNING", "7_1": "COMPLETED", "7_2": "REQUEUED", "8_0": "RUNNING"}
+    assert calls == ["sacct", "squeue"]

@@ -371,9 +371,14 @@ def slurm_states(job_ids: Iterable[str]) -> dict[str, str]:
     if p.returncode != 0:
         raise SchedulerUnknown(f"sacct failed: {' '.join(p.stderr.split())[:300] or f'exit {p.returncode}'}")
     out = _parse(p.stdout)
-    missing = sorted({j.split("_")[0] for j in job_ids if j and j not in out})
-    if missing:  # accounting lags the controller: a job sbatch just accepted may not be in sacct yet
-        out = {**_squeue(missing), **out}
+    # Accounting lags the controller (slurmctld tells slurmdbd of a start or a requeue when it gets to
+    # it): a job sbatch just accepted may not be in sacct yet, and one sacct still calls PENDING or
+    # REQUEUED may be running.  The controller's view wins for the jobs it holds: one squeue call for
+    # the arrays of those jobs (a finished job is no longer in squeue: sacct's record stands).
+    ask = {j.split("_")[0] for j in job_ids if j and j not in out}
+    ask |= {j.split("_")[0] for j, st in out.items() if SLURM_STATES.get(st) in ("pending", "preempted")}
+    if ask:
+        out.update(_squeue(sorted(ask)))
     return out
 
 
