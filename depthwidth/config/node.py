@@ -62,10 +62,8 @@ class RunConfig(Node):
         """``group`` as its schema dataclass (``cfg.typed("model").depth``): a copy.  A key the
         schema lacks is a TypeError here: config/check.py names it first in the groups it checks
         (``check.CHECKED``), not in model or data (a ``+model.foo`` passes check)."""
-        from depthwidth.config.schema import schema_of
-
         node = self[group]
-        return schema_of(group, node)(**plain(node))
+        return schema.schema_of(group, node)(**plain(node))
 
 
 def run_config(x: Mapping) -> RunConfig:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from depthwidth.config.node import plain
 from depthwidth.core.errors import bad
 
 DELETE = "~"  # a key override's prefix for a deletion: {"~model.width": value or ANY}
@@ -109,9 +110,9 @@ def groups_and_keys(overrides: Sequence[str], *, deletions: bool = True) -> tupl
         if o.is_delete():
             if not deletions:
                 raise bad("override", o.input_line, "key=value (no deletions on a sweep's command line)")
-            keys[DELETE + key] = ANY if o.value() is None and "=" not in o.input_line else _plain(o.value())
+            keys[DELETE + key] = ANY if o.value() is None and "=" not in o.input_line else plain(o.value())
             continue
-        v = _plain(o.value())
+        v = plain(o.value())
         add = "++" if o.is_force_add() else "+" if o.is_add() else ""
         if "." in key:
             keys[add + key] = v
@@ -134,11 +135,3 @@ def mapping_keys(name: str, mapping: dict, *, force_add: bool = False) -> dict:
 def parse_cli_overrides(overrides: Sequence[str]) -> tuple[dict, dict]:
     """A sweep's or a launcher's command-line overrides -> (groups, keys); no deletions."""
     return groups_and_keys(overrides, deletions=False)
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return v
