@@ -201,6 +201,7 @@ def dw_design(law, spec: dict, g: dict, budgets, a, stats: dict) -> list[np.ndar
     or from the first run the RML ensemble) and target Region(the group's target rows)."""
     from depthwidth.fit.design_rounds import checkpoint_design, round_ensemble
     from depthwidth.fit.predict import Region
+    from depthwidth.fit.userlaw import outputs
 
     pool, cost, total = g["pool"], g["cost"], float(g["cost"].sum())
     cols = list(TASKS[a["task"]]["columns"])
@@ -234,6 +235,7 @@ def dw_design(law, spec: dict, g: dict, budgets, a, stats: dict) -> list[np.ndar
         len(law.params),
         ensemble,
         growth=a["refit_growth"],
+        outputs=max(1, len(outputs(law))),
         stats=st,
         cost_power=a["cost_power"],
     )
@@ -292,6 +294,7 @@ def one(job: dict) -> dict:
         s = score(law, groups, chosen, job["fit_starts"])
         spent = sum(float(g["cost"][c].sum()) / float(g["cost"].sum()) for g, c in zip(groups, chosen)) / len(groups)
         s.update(budget=b, runs=int(sum(len(c) for c in chosen)), spent=spent)
+        s["picks"] = [np.asarray(c).tolist() for c in chosen]  # per group: the pool rows fitted (refit offline)
         res.append(s)
     return {
         "task": job["task"],

@@ -167,7 +167,7 @@ def test_the_rounds_refit_every_output_and_spend_each_run_once(world):
         return e
 
     target = parse_target("beta", law)
-    out = checkpoint_design(pool, cost, limits, target, len(law.params), ensemble, stats=stats)
+    out = checkpoint_design(pool, cost, limits, target, len(law.params), ensemble, outputs=2, stats=stats)
     assert stats["fallbacks"] == 0, stats["fallback_reasons"]
     for picks, limit in zip(out, limits):
         assert len(set(picks)) == len(picks) and cost[picks].sum() <= limit * (1 + 1e-12)

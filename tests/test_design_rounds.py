@@ -16,6 +16,7 @@ from depthwidth.fit.design_rounds import (
     rml_ensemble,
     round_ensemble,
 )
+from depthwidth.core.errors import BadInput
 from depthwidth.fit.laws import get_law
 from depthwidth.fit.predict import Region, design
 
@@ -138,3 +139,16 @@ def test_dw_suggest_designs_from_a_store_with_fewer_runs_than_parameters(tmp_pat
     doc = json.loads(out)
     assert doc["from"].startswith("rml (3 runs)") and doc["runs"], doc["from"]
     assert any("fewer than the" in n and "RML ensemble" in n for n in doc["notes"]), doc["notes"]
+
+
+def test_the_initial_design_counts_the_points_a_run_of_several_outputs_measures():
+    """2.5 measured points a parameter: a 6-parameter law's seed is 15 runs of one output, 5 runs of
+    three outputs (it had been 15 runs, 45 points, whatever a run measured)."""
+    cost = np.arange(1.0, 41.0)
+    one = initial_runs(cost, 1e9, 6)
+    three = initial_runs(cost, 1e9, 6, outputs=3)
+    assert one == list(range(15)) and three == list(range(5))
+    assert initial_runs(cost, 1e9, 9) == list(range(22))  # int(22.5): unchanged for one output
+    assert initial_runs(cost, 1e9, 9, outputs=2) == list(range(11))  # int(11.25): 22 points
+    with pytest.raises(BadInput, match="bad value for outputs: 0"):
+        initial_runs(cost, 1e9, 6, outputs=0)

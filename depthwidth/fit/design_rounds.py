@@ -2,7 +2,8 @@
 benchmarks/bench_scalebench.py do when a budget is a sequence of checkpoints (1%, 5%, 10% of a pool).
 
 ``initial_runs``: the cheapest runs a design starts from (up to ``int(2.5·P)`` for a law of P
-parameters, as the V-optimal and MSPE designs of ScaleBench start), never more than
+parameters, as the V-optimal and MSPE designs of ScaleBench start; ``int(2.5·P / m)`` for a law
+whose run measures m outputs: 2.5 points a parameter either way), never more than
 ``INITIAL_SHARE`` of a checkpoint's budget: on a pool whose cheapest 2.5·P runs cost more than a
 checkpoint, the seed would otherwise be the whole design there.
 
@@ -48,15 +49,26 @@ class DesignFailed(Exception):
     """A round's ensemble could not be formed; the message is one line saying why."""
 
 
-def initial_runs(cost, limit: float, n_params: int, taken=None, seeded=None, share: float = INITIAL_SHARE) -> list[int]:
-    """The cheapest runs not yet ``taken``, in order of cost, up to ``int(2.5·n_params)`` initial runs
-    in all and ``share`` of ``limit`` (the checkpoint's budget) for them in all, counting those of
-    earlier checkpoints (``seeded``; default: every run ``taken``): the initial design never takes
-    more than that share of a checkpoint, whatever the pool's costs."""
+def initial_runs(
+    cost,
+    limit: float,
+    n_params: int,
+    taken=None,
+    seeded=None,
+    share: float = INITIAL_SHARE,
+    outputs: int = 1,
+) -> list[int]:
+    """The cheapest runs not yet ``taken``, in order of cost, up to 2.5 measured points per parameter
+    (``int(2.5·n_params / outputs)`` initial runs, a run of a law of several outputs measuring
+    ``outputs`` points) in all and ``share`` of ``limit`` (the checkpoint's budget) for them in all,
+    counting those of earlier checkpoints (``seeded``; default: every run ``taken``): the initial
+    design never takes more than that share of a checkpoint, whatever the pool's costs."""
     cost = np.asarray(cost, dtype=float)
     taken = np.zeros(len(cost), dtype=bool) if taken is None else np.asarray(taken, dtype=bool)
     seeded = list(np.flatnonzero(taken)) if seeded is None else list(seeded)
-    n_max = int(INITIAL_PER_PARAM * n_params)
+    if outputs < 1:
+        raise BadInput(f"bad value for outputs: {outputs!r} (allowed: the points one run measures, at least 1)")
+    n_max = max(1, int(INITIAL_PER_PARAM * n_params / outputs))
     n, spent = len(seeded), float(cost[seeded].sum()) if seeded else 0.0
     out = []
     for i in np.argsort(cost, kind="stable"):
@@ -191,11 +203,14 @@ def checkpoint_design(
     *,
     growth: float = REFIT_GROWTH,
     share: float = INITIAL_SHARE,
+    outputs: int = 1,
     stats: dict | None = None,
     **design_kw,
 ) -> list[np.ndarray]:
     """The runs a design picks among ``rows`` (a DataFrame of the law's columns) of ``cost``, one
     cumulative index array per checkpoint budget of ``limits`` (increasing, in cost units).
+    ``outputs``: the points one run measures (a law of several outputs: ``len(userlaw.outputs(law))``),
+    which the initial design's size counts (``initial_runs``).
 
     ``ensemble(order)``: the ensemble from the runs ``order`` picked so far (``round_ensemble``);
     DesignFailed, BadInput or WorkFailed from it, or a design with no pick, makes the round take the
@@ -212,7 +227,7 @@ def checkpoint_design(
     seeded: list[int] = []  # the initial runs, over every checkpoint
     spent, out = 0.0, []
     for limit in limits:
-        seed_runs = initial_runs(cost, limit, n_params, taken, seeded, share)
+        seed_runs = initial_runs(cost, limit, n_params, taken, seeded, share, outputs)
         for i in seed_runs:
             taken[i] = True
             order.append(i)
