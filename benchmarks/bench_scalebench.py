@@ -144,51 +144,54 @@ def r2(y: np.ndarray, p: np.ndarray) -> float:
     return float(np.clip(v, -1.0, 1.0)) if math.isfinite(v) else -1.0
 
 
-def fit_predict(law, rows, target, starts: int):
-    """(predicted target losses, fit seconds), or (None, reason) where dw's engine gives no fit.  With
-    fewer runs than parameters (at least one) the prediction is the median over the RML ensemble's
-    replicates (fit/design_rounds.rml_ensemble: the law's start grid as the prior, each replicate
-    fitted to the runs), where the engine refuses a fit."""
+def fit_predict(law, rows, target, starts: int, pool=None):
+    """(predicted target losses, fit seconds, whether the fit was local), or (None, reason, False) where
+    dw's engine gives no fit: dw's fit made for the target (fit/target_fit.fit_for_target, the pool
+    setting the distances' scale).  With fewer runs than parameters (at least one) the prediction is
+    the median over the RML ensemble's replicates (fit/design_rounds.rml_ensemble: the law's start
+    grid as the prior, each replicate fitted to the runs), where the engine refuses a fit."""
     from depthwidth.core.errors import BadInput, WorkFailed
     from depthwidth.fit.design_rounds import DesignFailed, rml_ensemble
-    from depthwidth.fit.engine import fit_law
+    from depthwidth.fit.target_fit import fit_for_target
 
     if len(rows) < len(law.params):
         if not len(rows):
-            return None, "no runs"
+            return None, "no runs", False
         t0 = time.perf_counter()
         try:
             ens = rml_ensemble(law, rows.reset_index(drop=True))
         except (DesignFailed, BadInput, WorkFailed) as e:
-            return None, str(e)[:80]
+            return None, str(e)[:80], False
         with np.errstate(all="ignore"):
             p = law.to_loss(np.nanmedian(law.evaluate(ens.theta, law.data(target)), axis=0))
         if not np.isfinite(p).all():
-            return None, "non-finite prediction (RML)"
-        return p, time.perf_counter() - t0
+            return None, "non-finite prediction (RML)", False
+        return p, time.perf_counter() - t0, False
+    t0 = time.perf_counter()
     try:
-        fr = fit_law(rows.reset_index(drop=True), law, max_starts=starts)
+        tf = fit_for_target(rows.reset_index(drop=True), law, target, candidates=pool, max_starts=starts)
     except (BadInput, WorkFailed) as e:
-        return None, str(e)[:80]
-    p = np.exp(law.evaluate(fr.theta[None, :], law.data(target))[0])
+        return None, str(e)[:80], False
+    p = law.to_loss(law.evaluate(tf.fit.theta[None, :], law.data(target))[0])
     if not np.isfinite(p).all():
-        return None, "non-finite prediction"
-    return p, fr.seconds
+        return None, "non-finite prediction", False
+    return p, time.perf_counter() - t0, tf.local
 
 
 def score(law, groups: list[dict], chosen: list[np.ndarray], starts: int) -> dict:
     """Fit each group on its chosen runs; the pooled, clipped R² over the groups with a fit."""
-    ys, ps, secs, fails = [], [], 0.0, []
+    ys, ps, secs, fails, local = [], [], 0.0, [], 0
     for g, idx in zip(groups, chosen):
-        p, info = fit_predict(law, g["pool"].iloc[idx], g["target"], starts)
+        p, info, was_local = fit_predict(law, g["pool"].iloc[idx], g["target"], starts, g["pool"])
         if p is None:
             fails.append(info)
             continue
         secs += info
+        local += int(was_local)
         ys.append(g["target"]["loss"].to_numpy(dtype=float))
         ps.append(p)
     value = r2(np.concatenate(ys), np.concatenate(ps)) if ys else -1.0
-    return {"r2": value, "fit_seconds": secs, "no_fit": fails}
+    return {"r2": value, "fit_seconds": secs, "no_fit": fails, "local_fits": local}
 
 
 def _affordable(cost: np.ndarray, taken: np.ndarray, room: float) -> np.ndarray:

@@ -97,6 +97,24 @@ def test_zero_weights_equal_fitting_the_subset():
     assert full_w["F"][0] == pytest.approx(direct["F"][0], rel=1e-9)
 
 
+def test_fit_law_weights_a_row_as_its_loss_counts_and_refuses_bad_weights():
+    """fit_law(weights=): unit weights are the unweighted fit to the digit; zero weights are the fit
+    of the other rows; the quality numbers stay those of every row; bad weights are bad input."""
+    law = get_law("chinchilla")
+    df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.01, seed=2)
+    keep = np.arange(len(df)) % 3 != 0
+    plain = fit_law(df, law, max_starts=200)
+    ones = fit_law(df, law, max_starts=200, weights=np.ones(len(df)))
+    assert np.array_equal(plain.theta, ones.theta) and plain.objective == ones.objective
+    zero = fit_law(df, law, max_starts=200, weights=keep.astype(float))
+    sub = fit_law(df[keep].reset_index(drop=True), law, max_starts=200)
+    assert np.allclose(zero.theta, sub.theta, atol=1e-4) and zero.objective == pytest.approx(sub.objective, rel=1e-6)
+    assert zero.n == len(df) and zero.r2 != sub.r2  # R² over every row, not the weighted ones
+    for bad in (np.ones(3), -np.ones(len(df)), np.zeros(len(df)), np.full(len(df), np.nan)):
+        with pytest.raises(BadInput, match="bad value for weights"):
+            fit_law(df, law, max_starts=10, weights=bad)
+
+
 def test_pinned_parameters_stay_fixed():
     law = get_law("chinchilla")
     df = planted_table(law, PLANTED["chinchilla"], kind="chinchilla", noise=0.003)

@@ -80,10 +80,14 @@ def fit_law(
     polish_top: int = 4,
     seed: int = 0,
     max_iter: int = 200,
+    weights=None,
 ) -> FitResult:
     """Fit ``law`` to ``table`` (columns: loss + the law's columns; optional ``run``).
 
     ``starts``: internal start vectors (S, P) instead of the law's grid.
+    ``weights``: None, or one non-negative weight per row multiplying its Huber loss in the
+    objective (a fit weighted towards a target: fit/target_fit.py); the quality numbers (R², RMSE)
+    stay unweighted.
     With more than ``grid_points`` points the grid search runs on a fixed-seed
     subsample and its best optima are refined on all points.
     """
@@ -97,14 +101,23 @@ def fit_law(
         )
     y = fitted_target(table, law)
     pb = Problem(law, law.data(table), y, delta, pins)
+    w = None
+    if weights is not None:
+        w = np.asarray(weights, dtype=float)
+        if w.shape != (n,) or not np.isfinite(w).all() or (w < 0).any() or not (w > 0).any():
+            raise BadInput(
+                f"bad value for weights: shape {w.shape} (allowed: {n} finite, non-negative weights, one a row, "
+                "not all zero)"
+            )
     grid = law.grid(max_starts=max_starts, seed=seed) if starts is None else np.atleast_2d(starts)
     g0 = pb.reduce(grid)
     smooth = SEARCH_SMOOTH if has_hinge(law) else 0.0
 
-    search_pb = pb
+    search_pb, search_w = pb, w
     if n > grid_points:
         sub = np.sort(np.random.default_rng(seed).choice(n, grid_points, replace=False))
         search_pb = pb.subset(sub)
+        search_w = None if w is None else w[sub]
     # float32 halves the search's cost; a user law that overflows it is searched in float64
     dtype = search_dtype(search_pb, g0, seed) if is_user(law) else np.float32
     lm = dict(smooth=smooth, xtol=SEARCH_XTOL, ftol=SEARCH_FTOL, dtype=dtype)
@@ -114,8 +127,9 @@ def fit_law(
         # rough shape of the objective, so they use a fixed subsample of points.
         # Every start then converges on the search points themselves.
         few = np.sort(np.random.default_rng(seed + 1).choice(search_pb.n, COARSE_POINTS, replace=False))
-        g1 = batched_lm(search_pb.subset(few), g0, max_iter=COARSE_ITERS, **lm)["theta"]
-    res = batched_lm(search_pb, g1, max_iter=max_iter, **lm)
+        few_w = None if search_w is None else search_w[few]
+        g1 = batched_lm(search_pb.subset(few), g0, weights=few_w, max_iter=COARSE_ITERS, **lm)["theta"]
+    res = batched_lm(search_pb, g1, weights=search_w, max_iter=max_iter, **lm)
     F1 = res["F"]
     finite = np.isfinite(F1)
     if not finite.any():
@@ -125,13 +139,13 @@ def fit_law(
     cand = _distinct(res["theta"], F1, max(polish_top, 4))
     cands = res["theta"][cand]
     # Refine candidates on the full, exact problem in float64.
-    ref = batched_lm(pb, cands, max_iter=max_iter * 2, smooth=0.0, threads=1)
+    ref = batched_lm(pb, cands, weights=w, max_iter=max_iter * 2, smooth=0.0, threads=1)
     cands, Fc = ref["theta"], ref["F"]
     order = np.argsort(Fc)
     best_t, best_F = None, np.inf
     polished: list[tuple[np.ndarray, float]] = []
     for i in order[:polish_top]:
-        x, Fx, _ = polish(pb, cands[i])
+        x, Fx, _ = polish(pb, cands[i], w)
         if Fc[i] < Fx:
             x, Fx = cands[i], float(Fc[i])
         polished.append((x, Fx))

@@ -387,12 +387,25 @@ def _joint(ens: Ensemble, target, rows) -> tuple[np.ndarray, np.ndarray, int]:
     return T, Y, int(ok.sum())
 
 
-def _run_columns(ens: Ensemble) -> list[str]:
-    """The columns the law reads that describe a run: all of them but a multi-output law's output
+def run_columns(law: Law) -> list[str]:
+    """The columns ``law`` reads that describe a run: all of them but a multi-output law's output
     indicators (a run's outputs share its configuration, and the law's misfit there)."""
-    if not outputs_of(ens):
-        return list(ens.law.columns)
-    return [c for c in ens.law.columns if c.partition("=")[0] != OUTPUT]
+    if not outputs(law):
+        return list(law.columns)
+    return [c for c in law.columns if c.partition("=")[0] != OUTPUT]
+
+
+def _run_columns(ens: Ensemble) -> list[str]:
+    return run_columns(ens.law)
+
+
+def law_coords(law: Law, X: dict) -> np.ndarray:
+    """(n, d) the run columns of ``X`` (``law.data`` of a table), each on a log scale where all its
+    values are positive: the space in which the law's misfit is correlated (``misfit_kernel``)."""
+    cols = [np.asarray(X[c], dtype=float) for c in run_columns(law)]
+    if not cols:
+        return np.zeros((len(X["_zero"]), 0))
+    return np.column_stack([np.log(c) if (c > 0).all() else c for c in cols])
 
 
 def _configs(ens: Ensemble, rows) -> np.ndarray:
@@ -410,11 +423,7 @@ MISFIT_LENGTH = 1.0  # the misfit's correlation length, in standard deviations o
 
 def _coords(ens: Ensemble, rows) -> np.ndarray:
     """(n, d) the law's input columns of ``rows``, each on a log scale where it is positive."""
-    X = ens.law.data(_table(ens, rows))
-    cols = [np.asarray(X[c], dtype=float) for c in _run_columns(ens)]
-    if not cols:
-        return np.zeros((len(X["_zero"]), 0))
-    return np.column_stack([np.log(c) if (c > 0).all() else c for c in cols])
+    return law_coords(ens.law, ens.law.data(_table(ens, rows)))
 
 
 def misfit_kernel(ens: Ensemble, rows, extra=None, length: float = MISFIT_LENGTH):

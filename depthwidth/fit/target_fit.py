@@ -1,0 +1,149 @@
+"""A fit made for a target: the law fitted with its runs weighted towards the configurations it must
+predict, where the runs show a misfit that makes distance matter and are plentiful enough to spare.
+
+Why.  A law that is wrong the same way at neighbouring configurations (the misfit the design's
+kernel models, ``predict.misfit_kernel``: a Kennedy-O'Hagan discrepancy) is fitted by least squares
+to the average of that misfit over wherever the runs are.  When most runs lie far from the target
+(cheap small runs, and a target beyond the largest), the prediction there carries the far runs'
+misfit as a bias: on ScaleBench's farseer task dw's fit of all 404 runs scores R² +0.92 on the target
+region, fitted on the runs near the target +0.96 to +0.97 (docs/design.md).  Weighing runs by
+nearness, rather than dropping the far ones, keeps their information on the parameters the near
+runs do not pin.
+
+The rule (one for every law and task; measured, not tuned per task: docs/design.md):
+
+1. **Distance**: each run's Euclidean distance to the nearest target row in the log of the law's
+   run columns, in standard deviations of the candidates' (``candidates``, default the runs): the
+   coordinates of the design's misfit kernel.
+2. **Plentiful runs only**: the fit stays plain with fewer than ``PLAIN_PER_PARAM`` = 10 runs a free
+   parameter (the classic events-per-variable floor of a regression, Peduzzi et al. 1996): below it
+   the variance a local fit adds outweighs the bias it removes.
+3. **A misfit shown by the runs**: the plain fit's log residuals r are tested for a misfit shared by
+   neighbours, r ~ N(0, v((1 - l)I + lK)) with K the misfit kernel's correlation among the runs,
+   against l = 0, by likelihood ratio at 5% (critical value 2.71: l tested on its boundary).  An
+   exact law leaves uncorrelated residuals and a plain fit.
+4. **Weights**: w_i = exp(-d_i^2 / 2h^2) with h the narrowest width keeping ``LOCAL_PER_PARAM`` = 5
+   effective runs (sum w)^2 / sum w^2 a free parameter (the relaxed floor of Vittinghoff and
+   McCulloch 2007), fitted by ``engine.fit_law(weights=)``.
+
+Public: ``fit_for_target`` (-> ``TargetFit``).  Used by ``benchmarks/bench_scalebench.py`` for every
+method's checkpoint fits (dw's design and random picks alike).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from depthwidth.fit.laws import Law
+from depthwidth.fit.predict import MISFIT_LENGTH, law_coords
+from depthwidth.fit.solver import FitResult
+
+PLAIN_PER_PARAM = 10.0  # runs a free parameter below which the fit stays plain
+LOCAL_PER_PARAM = 5.0  # effective runs a free parameter the local fit keeps
+MISFIT_LR_CRITICAL = 2.71  # 5%: half chi2(0), half chi2(1), a variance share tested on its boundary
+SHARE_GRID = np.linspace(0.0, 0.99, 100)  # the misfit share l the likelihood is maximised over
+
+
+@dataclass
+class TargetFit:
+    """The fit a target's prediction uses, and why it is plain or local."""
+
+    fit: FitResult  # the fit to predict with (weighted where ``local``)
+    plain: FitResult  # the unweighted fit (the same object where not ``local``)
+    local: bool
+    why: str  # one line: why plain, or the local fit's width and effective runs
+    misfit_lr: float | None = None  # likelihood ratio of a shared misfit (None: not tested)
+    misfit_share: float | None = None  # its estimated share of the residuals' variance
+    width: float | None = None  # h, in candidates' standard deviations
+    n_effective: float | None = None
+
+
+def misfit_test(resid: np.ndarray, corr: np.ndarray) -> tuple[float, float]:
+    """(likelihood ratio, estimated share l): residuals ~ N(0, v((1 - l)I + l corr)), v profiled out,
+    l on ``SHARE_GRID``, against l = 0."""
+    n = len(resid)
+    eye = np.eye(n)
+    best, best_l, ll0 = -np.inf, 0.0, None
+    for share in SHARE_GRID:
+        try:
+            L = np.linalg.cholesky(share * corr + (1.0 - share) * eye + 1e-9 * eye)
+        except np.linalg.LinAlgError:
+            continue
+        a = np.linalg.solve(L, resid)
+        ll = -0.5 * n * np.log(max(float(a @ a) / n, 1e-300)) - float(np.log(np.diag(L)).sum())
+        if share == 0.0:
+            ll0 = ll
+        if ll > best:
+            best, best_l = ll, float(share)
+    return (2.0 * (best - ll0) if ll0 is not None else 0.0), best_l
+
+
+def local_weights(d: np.ndarray, need: float) -> tuple[np.ndarray, float, float] | None:
+    """(weights exp(-d^2 / 2h^2), h, effective runs) for the narrowest h keeping ``need`` effective
+    runs; None where even equal weights keep fewer."""
+
+    def n_eff(h: float) -> float:
+        w = np.exp(-0.5 * (d / h) ** 2)
+        return float(w.sum() ** 2 / (w**2).sum())
+
+    lo, hi = 1e-3, 1e3
+    if len(d) < need or n_eff(hi) < need:
+        return None
+    for _ in range(60):  # bisection on a log scale: the effective count grows with h
+        mid = (lo * hi) ** 0.5
+        lo, hi = (lo, mid) if n_eff(mid) >= need else (mid, hi)
+    return np.exp(-0.5 * (d / hi) ** 2), hi, n_eff(hi)
+
+
+def fit_for_target(table, law: Law, target, *, candidates=None, **fit_kw) -> TargetFit:
+    """The fit of ``law`` to ``table`` (a run table: loss and the law's columns) made for predicting the
+    rows ``target`` (a table of the law's columns), by the module's rule.  ``candidates``: the rows whose
+    spread sets the distance's scale (a design's pool; default ``table``'s runs).  ``fit_kw`` go to
+    ``engine.fit_law`` (both fits)."""
+    import pandas as pd
+
+    from depthwidth.fit.engine import fit_law
+
+    table = pd.DataFrame(table).reset_index(drop=True)
+    plain = fit_law(table, law, **fit_kw)
+    k = len(law.params) - len(fit_kw.get("pins") or {})
+    n = len(table)
+    if n < PLAIN_PER_PARAM * k:
+        return TargetFit(plain, plain, False, f"plain: {n} runs, fewer than {PLAIN_PER_PARAM:g} a free parameter ({k})")
+
+    def coords(rows) -> np.ndarray:
+        df = pd.DataFrame(rows).reset_index(drop=True)
+        if "loss" not in df:
+            df["loss"] = 1.0  # law.data sizes its arrays by it
+        return law_coords(law, law.data(df))
+
+    x_runs, x_target = coords(table), coords(target)
+    x_scale = x_runs if candidates is None else coords(candidates)
+    sd = x_scale.std(axis=0)
+    use = np.isfinite(sd) & (sd > 0)
+    if not use.any() or not len(x_target):
+        return TargetFit(plain, plain, False, "plain: no run column varies, or no target row")
+    u_runs = x_runs[:, use] / (MISFIT_LENGTH * sd[use])
+    u_target = x_target[:, use] / (MISFIT_LENGTH * sd[use])
+
+    y = np.log(table["loss"].to_numpy(float)) if law.objective == "log" else table["loss"].to_numpy(float)
+    resid = y - law.evaluate(plain.theta[None, :], law.data(table))[0]
+    corr = np.exp(-0.5 * ((u_runs[:, None, :] - u_runs[None, :, :]) ** 2).sum(axis=2))
+    lr, share = misfit_test(resid, corr) if np.isfinite(resid).all() else (0.0, 0.0)
+    if not lr > MISFIT_LR_CRITICAL:
+        return TargetFit(
+            plain, plain, False, f"plain: no misfit shared by neighbouring runs (LR {lr:.2f} <= 2.71)", lr, share
+        )
+    d = np.sqrt(((u_runs[:, None, :] - u_target[None, :, :]) ** 2).sum(axis=2)).min(axis=1) * MISFIT_LENGTH
+    got = local_weights(d, LOCAL_PER_PARAM * k)
+    if got is None:
+        return TargetFit(plain, plain, False, "plain: the runs keep too few effective runs to weigh", lr, share)
+    w, h, n_eff = got
+    fr = fit_law(table, law, weights=w, **fit_kw)
+    why = (
+        f"local: a misfit shared by neighbouring runs (share {share:.2f}, LR {lr:.1f}); runs weighted by "
+        f"nearness to the target, width {h:.2f} sd, {n_eff:.0f} effective runs of {n}"
+    )
+    return TargetFit(fr, plain, True, why, lr, share, h, n_eff)

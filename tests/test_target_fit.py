@@ -1,0 +1,65 @@
+"""fit/target_fit.py: the fit made for a target is local only where the runs show a misfit shared by
+neighbours and are plentiful, and there it predicts the target better than the plain fit."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from depthwidth.fit.engine import fit_law
+from depthwidth.fit.target_fit import LOCAL_PER_PARAM, PLAIN_PER_PARAM, fit_for_target
+from depthwidth.fit.userlaw import load_law
+
+LAW = {
+    "formula": "E + A*N**(-a)",
+    "columns": {"N": "N"},
+    "params": {"E": {"bounds": [0.5, 3.0]}, "A": {"bounds": [1.0, 100.0], "log": True}, "a": {"bounds": [0.05, 1.0]}},
+}
+TARGET = pd.DataFrame({"N": [3e9, 1e10]})  # beyond the largest run, as a design's target region is
+
+
+def _truth(N, misfit):
+    """The law's own form plus, where ``misfit`` > 0, a bend in log N it cannot follow."""
+    return 1.5 + 20 * N**-0.3 + misfit * (np.log10(N) - 7.0) ** 2
+
+
+def _world(misfit, seed, n_far=60, n_near=20):
+    """Most runs small and cheap (1e6-1e8), a few nearer the target (1e8-1e9), 0.2% noise."""
+    rng = np.random.default_rng(seed)
+    lnN = np.concatenate([rng.uniform(np.log(1e6), np.log(1e8), n_far), rng.uniform(np.log(1e8), np.log(1e9), n_near)])
+    N = np.exp(lnN)
+    return pd.DataFrame({"N": N, "loss": _truth(N, misfit) * np.exp(rng.normal(0, 0.002, len(N)))})
+
+
+def _errors(law, theta, misfit):
+    X = law.data(TARGET.assign(loss=1.0))
+    return np.abs(law.to_loss(law.evaluate(theta[None, :], X)[0]) - _truth(TARGET["N"].to_numpy(), misfit))
+
+
+def test_a_misfit_shared_by_neighbours_makes_the_fit_local_and_it_predicts_the_target_better():
+    law = load_law(LAW)
+    tf = fit_for_target(_world(0.01, seed=0), law, TARGET, max_starts=64)
+    assert tf.local and tf.misfit_lr > 2.71 and tf.misfit_share > 0.5
+    assert tf.n_effective == pytest.approx(LOCAL_PER_PARAM * 3, rel=1e-3)  # the narrowest width keeping 5 a parameter
+    assert "local: a misfit shared by neighbouring runs" in tf.why and "effective runs of 80" in tf.why
+    plain, local = _errors(law, tf.plain.theta, 0.01), _errors(law, tf.fit.theta, 0.01)
+    assert (local < 0.7 * plain).all(), (plain, local)  # 0.029/0.053 -> 0.012/0.033 at seed 0
+
+
+def test_an_exact_law_keeps_the_plain_fit_and_rarely_tests_local():
+    """The local/plain choice is a 5% test: on 20 worlds where the law is exact it goes local at most
+    3 times (binomial(20, 0.05) exceeds 3 with probability 1.6%), and the plain fit is fit_law's own."""
+    law = load_law(LAW)
+    first = fit_for_target(_world(0.0, seed=0), law, TARGET, max_starts=64)
+    assert not first.local and first.why.startswith("plain: no misfit shared by neighbouring runs")
+    assert first.fit is first.plain
+    assert np.array_equal(first.fit.theta, fit_law(_world(0.0, seed=0), law, max_starts=64).theta)
+    local = sum(fit_for_target(_world(0.0, seed=s), law, TARGET, max_starts=32).local for s in range(20))
+    assert local <= 3
+
+
+def test_few_runs_a_parameter_keep_the_plain_fit():
+    law = load_law(LAW)
+    few = int(PLAIN_PER_PARAM * 3) - 1
+    tf = fit_for_target(_world(0.01, seed=1, n_far=few - 10, n_near=10), law, TARGET, max_starts=32)
+    assert not tf.local and tf.why == f"plain: {few} runs, fewer than 10 a free parameter (3)"
+    assert tf.misfit_lr is None
