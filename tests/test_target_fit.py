@@ -63,3 +63,43 @@ def test_few_runs_a_parameter_keep_the_plain_fit():
     tf = fit_for_target(_world(0.01, seed=1, n_far=few - 10, n_near=10), law, TARGET, max_starts=32)
     assert not tf.local and tf.why == f"plain: {few} runs, fewer than 10 a free parameter (3)"
     assert tf.misfit_lr is None
+
+
+def test_a_raw_objective_and_a_law_of_two_outputs_are_fitted_as_dw_fit_fits_them():
+    """objective: raw (negative losses): a bent line goes local; two outputs side by side: both fitted,
+    one row per run and output (140 points of 70 runs), plain where the law is exact."""
+    rng = np.random.default_rng(0)
+    raw = load_law(
+        {
+            "formula": "a + b*x",
+            "columns": {"x": "x"},
+            "objective": "raw",
+            "params": {"a": {"bounds": [-5, 5]}, "b": {"bounds": [-5, 5]}},
+        }
+    )
+    x = np.linspace(1, 10, 40)
+    line = pd.DataFrame({"x": x, "loss": -1 + 0.5 * x + 0.05 * (x - 5) ** 2 + rng.normal(0, 0.01, 40)})
+    assert fit_for_target(line, raw, pd.DataFrame({"x": [12.0]}), max_starts=16).local
+    two = load_law(
+        {
+            "outputs": {"code": "E1 + A*(N/1e5)**(-alpha)", "math": "E2 + B*(N/1e5)**(-alpha)"},
+            "columns": {"N": "params"},
+            "params": {
+                "E1": {"bounds": [0.5, 4]},
+                "E2": {"bounds": [0.5, 4]},
+                "A": {"bounds": [0.1, 5]},
+                "B": {"bounds": [0.1, 5]},
+                "alpha": {"bounds": [0, 2]},
+            },
+        }
+    )
+    n = np.exp(rng.uniform(np.log(1e5), np.log(1e7), 70))
+    wide = pd.DataFrame(
+        {
+            "params": n,
+            "code": (2.0 + (n / 1e5) ** -0.3) * np.exp(rng.normal(0, 0.003, 70)),
+            "math": (1.5 + 0.8 * (n / 1e5) ** -0.3) * np.exp(rng.normal(0, 0.003, 70)),
+        }
+    )
+    tf = fit_for_target(wide, two, pd.DataFrame({"params": [1e8]}), max_starts=32)
+    assert not tf.local and tf.fit.n == 140

@@ -98,15 +98,20 @@ def local_weights(d: np.ndarray, need: float) -> tuple[np.ndarray, float, float]
 
 
 def fit_for_target(table, law: Law, target, *, candidates=None, **fit_kw) -> TargetFit:
-    """The fit of ``law`` to ``table`` (a run table: loss and the law's columns) made for predicting the
-    rows ``target`` (a table of the law's columns), by the module's rule.  ``candidates``: the rows whose
+    """The fit of ``law`` to ``table`` (a run table: loss and the law's columns; a law of several outputs:
+    a run's outputs side by side or in the long form, fitted as dw fit fits them) made for predicting
+    the rows ``target`` (a table of the law's run columns), by the module's rule.  ``candidates``: the rows whose
     spread sets the distance's scale (a design's pool; default ``table``'s runs).  ``fit_kw`` go to
     ``engine.fit_law`` (both fits)."""
     import pandas as pd
 
     from depthwidth.fit.engine import fit_law
+    from depthwidth.fit.userlaw import OUTPUT, long_table, outputs
 
+    outs = outputs(law)
     table = pd.DataFrame(table).reset_index(drop=True)
+    if outs:  # a run's outputs side by side -> one row per run and output, as dw fit fits them
+        table = long_table(table, law).reset_index(drop=True)
     plain = fit_law(table, law, **fit_kw)
     k = len(law.params) - len(fit_kw.get("pins") or {})
     n = len(table)
@@ -117,6 +122,8 @@ def fit_for_target(table, law: Law, target, *, candidates=None, **fit_kw) -> Tar
         df = pd.DataFrame(rows).reset_index(drop=True)
         if "loss" not in df:
             df["loss"] = 1.0  # law.data sizes its arrays by it
+        if outs and OUTPUT not in df:
+            df[OUTPUT] = outs[0]  # the run columns alone are read: any output will do
         return law_coords(law, law.data(df))
 
     x_runs, x_target = coords(table), coords(target)
