@@ -103,3 +103,39 @@ def test_a_raw_objective_and_a_law_of_two_outputs_are_fitted_as_dw_fit_fits_them
     )
     tf = fit_for_target(wide, two, pd.DataFrame({"params": [1e8]}), max_starts=32)
     assert not tf.local and tf.fit.n == 140
+
+
+def test_runs_and_target_share_one_scale_and_a_bad_target_is_bad_input():
+    """A column is logged for runs and target alike (a run at x = 0 keeps it linear for both); a
+    target row with a NaN or without a run column is one line naming the target."""
+    from depthwidth.core.errors import BadInput
+
+    law = load_law(
+        {
+            "formula": "a + b*x",
+            "columns": {"x": "x"},
+            "objective": "raw",
+            "params": {"a": {"bounds": [-5, 5]}, "b": {"bounds": [-5, 5]}},
+        }
+    )
+    rng = np.random.default_rng(1)
+    x = np.linspace(0, 10, 40)
+    line = pd.DataFrame({"x": x, "loss": -1 + 0.5 * x + 0.05 * (x - 5) ** 2 + rng.normal(0, 0.01, 40)})
+    tf = fit_for_target(line, law, pd.DataFrame({"x": [10.0]}), max_starts=16)
+    assert tf.local and tf.n_effective == pytest.approx(LOCAL_PER_PARAM * 2, rel=1e-3)
+    w = np.exp(-0.5 * ((x - 10.0) / (x.std() * tf.width)) ** 2)  # linear x: the runs' own scale
+    assert fit_law(line, law, max_starts=16, weights=w).objective == pytest.approx(tf.fit.objective, rel=1e-6)
+    for target, word in ((pd.DataFrame({"x": [np.nan]}), "not finite"), (pd.DataFrame({"y": [1.0]}), "no column x")):
+        with pytest.raises(BadInput, match=f"bad value for target: '.*{word}"):
+            fit_for_target(line, law, target, max_starts=16)
+
+
+def test_a_weighted_fit_of_many_rows_searches_where_the_weight_is():
+    """More rows than the search's subsample (600): the search draws rows by weight, so a fit whose
+    weight sits on 30 of 2,000 rows equals the fit of those 30 rows."""
+    law = load_law(LAW)
+    big = _world(0.0, seed=3, n_far=1970, n_near=30)
+    w = np.r_[np.zeros(1970), np.ones(30)]
+    weighted = fit_law(big, law, max_starts=64, weights=w)
+    alone = fit_law(big.iloc[1970:].reset_index(drop=True), law, max_starts=64)
+    assert np.allclose(weighted.theta, alone.theta, atol=1e-4)

@@ -115,7 +115,11 @@ def fit_law(
 
     search_pb, search_w = pb, w
     if n > grid_points:
-        sub = np.sort(np.random.default_rng(seed).choice(n, grid_points, replace=False))
+        rng = np.random.default_rng(seed)
+        if w is None:
+            sub = np.sort(rng.choice(n, grid_points, replace=False))
+        else:  # a weighted fit searches on rows drawn by weight: a uniform draw could hold none that count
+            sub = np.sort(rng.choice(n, min(grid_points, int((w > 0).sum())), replace=False, p=w / w.sum()))
         search_pb = pb.subset(sub)
         search_w = None if w is None else w[sub]
     # float32 halves the search's cost; a user law that overflows it is searched in float64

@@ -12,13 +12,16 @@ runs do not pin.
 
 The rule (one for every law and task; measured, not tuned per task: docs/design.md):
 
-1. **Distance**: each run's Euclidean distance to the nearest target row in the log of the law's
-   run columns, in standard deviations of the candidates' (``candidates``, default the runs): the
-   coordinates of the design's misfit kernel.
-2. **Plentiful runs only**: the fit stays plain with fewer than ``PLAIN_PER_PARAM`` = 10 runs a free
-   parameter (the classic events-per-variable floor of a regression, Peduzzi et al. 1996): below it
-   the variance a local fit adds outweighs the bias it removes.
-3. **A misfit shown by the runs**: the plain fit's log residuals r are tested for a misfit shared by
+1. **Distance**: each run's Euclidean distance to the nearest target row in the law's run columns
+   (each on a log scale where every run, target row and candidate is > 0), in standard deviations
+   of the candidates' (``candidates``, default the runs): the coordinates of the design's misfit
+   kernel.
+2. **Plentiful runs only**: the fit stays plain with fewer than ``PLAIN_PER_PARAM`` = 10 points a free
+   parameter (the classic events-per-variable floor of a regression, Peduzzi et al. 1996; a run of a
+   law of several outputs is as many points, as dw fit counts them): below it the variance a local
+   fit adds outweighs the bias it removes.
+3. **A misfit shown by the runs**: the plain fit's residuals r (on the scale it is fitted on: log
+   loss, or the loss itself for ``objective: raw``) are tested for a misfit shared by
    neighbours, r ~ N(0, v((1 - l)I + lK)) with K the misfit kernel's correlation among the runs,
    against l = 0, by likelihood ratio at 5% (critical value 2.71: l tested on its boundary).  An
    exact law leaves uncorrelated residuals and a plain fit.
@@ -37,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from depthwidth.fit.laws import Law
-from depthwidth.fit.predict import MISFIT_LENGTH, law_coords
+from depthwidth.core.errors import bad
+from depthwidth.fit.predict import MISFIT_LENGTH, law_coords, run_columns
 from depthwidth.fit.solver import FitResult
 
 PLAIN_PER_PARAM = 10.0  # runs a free parameter below which the fit stays plain
@@ -105,7 +109,7 @@ def fit_for_target(table, law: Law, target, *, candidates=None, **fit_kw) -> Tar
     ``engine.fit_law`` (both fits)."""
     import pandas as pd
 
-    from depthwidth.fit.engine import fit_law
+    from depthwidth.fit.engine import fit_law, fitted_target
     from depthwidth.fit.userlaw import OUTPUT, long_table, outputs
 
     outs = outputs(law)
@@ -118,25 +122,36 @@ def fit_for_target(table, law: Law, target, *, candidates=None, **fit_kw) -> Tar
     if n < PLAIN_PER_PARAM * k:
         return TargetFit(plain, plain, False, f"plain: {n} runs, fewer than {PLAIN_PER_PARAM:g} a free parameter ({k})")
 
-    def coords(rows) -> np.ndarray:
-        df = pd.DataFrame(rows).reset_index(drop=True)
-        if "loss" not in df:
-            df["loss"] = 1.0  # law.data sizes its arrays by it
-        if outs and OUTPUT not in df:
-            df[OUTPUT] = outs[0]  # the run columns alone are read: any output will do
-        return law_coords(law, law.data(df))
-
-    x_runs, x_target = coords(table), coords(target)
-    x_scale = x_runs if candidates is None else coords(candidates)
+    # one table of runs, target rows and candidates: each column on one scale (log where all are > 0)
+    cols = run_columns(law)
+    parts = [
+        pd.DataFrame(x).reset_index(drop=True) for x in (table, target, table if candidates is None else candidates)
+    ]
+    for name, part in zip(("runs", "target", "candidates"), parts):
+        missing = [c for c in cols if c not in part]
+        if missing:
+            raise bad(
+                "target" if name == "target" else name,
+                f"no column {missing[0]}",
+                "rows with every run column of the law",
+            )
+    both = pd.concat([part[cols] for part in parts], ignore_index=True)
+    both["loss"] = 1.0  # law.data sizes its arrays by it
+    if outs:
+        both[OUTPUT] = outs[0]  # the run columns alone are read: any output will do
+    x = law_coords(law, law.data(both))
+    n_t = len(parts[1])
+    x_runs, x_target, x_scale = x[:n], x[n : n + n_t], x[n + n_t :]
+    if not np.isfinite(x_target).all():
+        raise bad("target", "a row with a value that is not finite", "finite values of the law's run columns")
     sd = x_scale.std(axis=0)
-    use = np.isfinite(sd) & (sd > 0)
-    if not use.any() or not len(x_target):
+    use = np.isfinite(sd) & (sd > 0) & np.isfinite(x_runs).all(axis=0)
+    if not use.any() or not n_t:
         return TargetFit(plain, plain, False, "plain: no run column varies, or no target row")
     u_runs = x_runs[:, use] / (MISFIT_LENGTH * sd[use])
     u_target = x_target[:, use] / (MISFIT_LENGTH * sd[use])
 
-    y = np.log(table["loss"].to_numpy(float)) if law.objective == "log" else table["loss"].to_numpy(float)
-    resid = y - law.evaluate(plain.theta[None, :], law.data(table))[0]
+    resid = fitted_target(table, law) - law.evaluate(plain.theta[None, :], law.data(table))[0]
     corr = np.exp(-0.5 * ((u_runs[:, None, :] - u_runs[None, :, :]) ** 2).sum(axis=2))
     lr, share = misfit_test(resid, corr) if np.isfinite(resid).all() else (0.0, 0.0)
     if not lr > MISFIT_LR_CRITICAL:
