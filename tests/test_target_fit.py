@@ -61,7 +61,7 @@ def test_few_runs_a_parameter_keep_the_plain_fit():
     law = load_law(LAW)
     few = int(PLAIN_PER_PARAM * 3) - 1
     tf = fit_for_target(_world(0.01, seed=1, n_far=few - 10, n_near=10), law, TARGET, max_starts=32)
-    assert not tf.local and tf.why == f"plain: {few} runs, fewer than 10 a free parameter (3)"
+    assert not tf.local and tf.why == f"plain: {few} points, fewer than 10 a free parameter (3)"
     assert tf.misfit_lr is None
 
 

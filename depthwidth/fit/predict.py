@@ -395,10 +395,6 @@ def run_columns(law: Law) -> list[str]:
     return [c for c in law.columns if c.partition("=")[0] != OUTPUT]
 
 
-def _run_columns(ens: Ensemble) -> list[str]:
-    return run_columns(ens.law)
-
-
 def law_coords(law: Law, X: dict) -> np.ndarray:
     """(n, d) the run columns of ``X`` (``law.data`` of a table), each on a log scale where all its
     values are positive: the space in which the law's misfit is correlated (``misfit_kernel``)."""
@@ -412,7 +408,7 @@ def _configs(ens: Ensemble, rows) -> np.ndarray:
     """(M,) one code per distinct configuration of ``rows`` (equal values of every column the law
     reads; a multi-output law's outputs of one run are one configuration)."""
     X = ens.law.data(_table(ens, rows))
-    use = _run_columns(ens)
+    use = run_columns(ens.law)
     cols = np.column_stack([X[c] for c in use]) if use else np.zeros((len(X["_zero"]), 1))
     return np.unique(cols, axis=0, return_inverse=True)[1].reshape(-1)
 

@@ -39,12 +39,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from depthwidth.fit.laws import Law
 from depthwidth.core.errors import bad
+from depthwidth.fit.laws import Law
 from depthwidth.fit.predict import MISFIT_LENGTH, law_coords, run_columns
 from depthwidth.fit.solver import FitResult
 
-PLAIN_PER_PARAM = 10.0  # runs a free parameter below which the fit stays plain
+PLAIN_PER_PARAM = 10.0  # points (runs × outputs) a free parameter below which the fit stays plain
 LOCAL_PER_PARAM = 5.0  # effective runs a free parameter the local fit keeps
 MISFIT_LR_CRITICAL = 2.71  # 5%: half chi2(0), half chi2(1), a variance share tested on its boundary
 SHARE_GRID = np.linspace(0.0, 0.99, 100)  # the misfit share l the likelihood is maximised over
@@ -66,22 +66,16 @@ class TargetFit:
 
 def misfit_test(resid: np.ndarray, corr: np.ndarray) -> tuple[float, float]:
     """(likelihood ratio, estimated share l): residuals ~ N(0, v((1 - l)I + l corr)), v profiled out,
-    l on ``SHARE_GRID``, against l = 0."""
+    l on ``SHARE_GRID``, against l = 0.  One eigendecomposition of ``corr`` serves every l: the
+    covariance's eigenvalues are l·lambda + 1 - l on the same eigenvectors."""
     n = len(resid)
-    eye = np.eye(n)
-    best, best_l, ll0 = -np.inf, 0.0, None
-    for share in SHARE_GRID:
-        try:
-            L = np.linalg.cholesky(share * corr + (1.0 - share) * eye + 1e-9 * eye)
-        except np.linalg.LinAlgError:
-            continue
-        a = np.linalg.solve(L, resid)
-        ll = -0.5 * n * np.log(max(float(a @ a) / n, 1e-300)) - float(np.log(np.diag(L)).sum())
-        if share == 0.0:
-            ll0 = ll
-        if ll > best:
-            best, best_l = ll, float(share)
-    return (2.0 * (best - ll0) if ll0 is not None else 0.0), best_l
+    lam, Q = np.linalg.eigh(corr)
+    lam = np.clip(lam, 0.0, None)  # a correlation matrix: any negative eigenvalue is rounding
+    r2 = (Q.T @ resid) ** 2
+    eig = SHARE_GRID[:, None] * lam[None, :] + (1.0 - SHARE_GRID[:, None])  # (shares, n), >= 0.01
+    ll = -0.5 * n * np.log(np.maximum((r2 / eig).sum(axis=1) / n, 1e-300)) - 0.5 * np.log(eig).sum(axis=1)
+    best = int(np.argmax(ll))
+    return 2.0 * float(ll[best] - ll[0]), float(SHARE_GRID[best])
 
 
 def local_weights(d: np.ndarray, need: float) -> tuple[np.ndarray, float, float] | None:
@@ -120,7 +114,9 @@ def fit_for_target(table, law: Law, target, *, candidates=None, **fit_kw) -> Tar
     k = len(law.params) - len(fit_kw.get("pins") or {})
     n = len(table)
     if n < PLAIN_PER_PARAM * k:
-        return TargetFit(plain, plain, False, f"plain: {n} runs, fewer than {PLAIN_PER_PARAM:g} a free parameter ({k})")
+        return TargetFit(
+            plain, plain, False, f"plain: {n} points, fewer than {PLAIN_PER_PARAM:g} a free parameter ({k})"
+        )
 
     # one table of runs, target rows and candidates: each column on one scale (log where all are > 0)
     cols = run_columns(law)
@@ -148,17 +144,17 @@ def fit_for_target(table, law: Law, target, *, candidates=None, **fit_kw) -> Tar
     use = np.isfinite(sd) & (sd > 0) & np.isfinite(x_runs).all(axis=0)
     if not use.any() or not n_t:
         return TargetFit(plain, plain, False, "plain: no run column varies, or no target row")
-    u_runs = x_runs[:, use] / (MISFIT_LENGTH * sd[use])
-    u_target = x_target[:, use] / (MISFIT_LENGTH * sd[use])
+    z_runs, z_target = x_runs[:, use] / sd[use], x_target[:, use] / sd[use]  # in candidates' sd
 
     resid = fitted_target(table, law) - law.evaluate(plain.theta[None, :], law.data(table))[0]
-    corr = np.exp(-0.5 * ((u_runs[:, None, :] - u_runs[None, :, :]) ** 2).sum(axis=2))
+    d2 = ((z_runs[:, None, :] - z_runs[None, :, :]) ** 2).sum(axis=2)
+    corr = np.exp(-0.5 * d2 / MISFIT_LENGTH**2)  # the misfit kernel's correlation (predict.misfit_kernel)
     lr, share = misfit_test(resid, corr) if np.isfinite(resid).all() else (0.0, 0.0)
     if not lr > MISFIT_LR_CRITICAL:
         return TargetFit(
             plain, plain, False, f"plain: no misfit shared by neighbouring runs (LR {lr:.2f} <= 2.71)", lr, share
         )
-    d = np.sqrt(((u_runs[:, None, :] - u_target[None, :, :]) ** 2).sum(axis=2)).min(axis=1) * MISFIT_LENGTH
+    d = np.sqrt(((z_runs[:, None, :] - z_target[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
     got = local_weights(d, LOCAL_PER_PARAM * k)
     if got is None:
         return TargetFit(plain, plain, False, "plain: the runs keep too few effective runs to weigh", lr, share)
