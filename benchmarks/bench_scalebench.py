@@ -194,6 +194,27 @@ def score(law, groups: list[dict], chosen: list[np.ndarray], starts: int) -> dic
     return {"r2": value, "fit_seconds": secs, "no_fit": fails, "local_fits": local}
 
 
+def _near_quarter(law, g: dict) -> np.ndarray:
+    """(pool,) whether each pool run is among the quarter nearest the target region: Euclidean distance
+    to the nearest target row in the law's run columns (log where positive), in the pool's sd."""
+    import pandas as pd
+
+    from depthwidth.fit.predict import law_coords, run_columns
+    from depthwidth.fit.userlaw import OUTPUT, outputs
+
+    cols = run_columns(law)
+    both = pd.concat([g["pool"][cols], g["target"][cols]], ignore_index=True).assign(loss=1.0)
+    if outputs(law):
+        both[OUTPUT] = outputs(law)[0]  # the run columns alone are read
+    x = law_coords(law, law.data(both))
+    xp, xt = x[: len(g["pool"])], x[len(g["pool"]) :]
+    sd = xp.std(axis=0)
+    use = np.isfinite(sd) & (sd > 0)
+    z, zt = xp[:, use] / sd[use], xt[:, use] / sd[use]
+    d = np.sqrt(((z[:, None, :] - zt[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
+    return d <= np.quantile(d, 0.25)
+
+
 def _affordable(cost: np.ndarray, taken: np.ndarray, room: float) -> np.ndarray:
     return np.flatnonzero(~taken & (cost <= room * (1 + 1e-12)))
 
@@ -229,6 +250,14 @@ def dw_design(law, spec: dict, g: dict, budgets, a, stats: dict) -> list[np.ndar
             stats["rml_reasons"][key] = stats["rml_reasons"].get(key, 0) + 1
         return ens
 
+    def weigh(order, ens):  # the weight the checkpoint's fit made for the target gives each pool run
+        if not a["weigh"] or not order:  # (the rule's own floor keeps it plain below 10 points a parameter)
+            return None
+        from depthwidth.fit.target_fit import locality
+
+        loc = locality(pool.iloc[order], law, ens.point, g["target"], candidates=pool, extra=pool)
+        return loc.extra_weights
+
     st: dict = {}
     out = checkpoint_design(
         pool[cols],
@@ -241,8 +270,10 @@ def dw_design(law, spec: dict, g: dict, budgets, a, stats: dict) -> list[np.ndar
         outputs=max(1, len(outputs(law))),
         stats=st,
         cost_power=a["cost_power"],
+        weigh=weigh,
     )
     stats["fallbacks"] += st["fallbacks"]
+    stats["weighted_rounds"] = stats.get("weighted_rounds", 0) + st["weighted_rounds"]
     for k, v in st["fallback_reasons"].items():
         stats["fallback_reasons"][k] = stats["fallback_reasons"].get(k, 0) + v
     stats["initial_share_max"] = max(stats["initial_share_max"], max(st["initial_spent"], default=0.0))
@@ -292,9 +323,14 @@ def one(job: dict) -> dict:
     else:
         per_group = [dw_design(law, spec, g, budgets, job, stats) for g in groups]
         chosen_per = [[pg[c] for pg in per_group] for c in range(len(budgets))]
+    near = [_near_quarter(law, g) for g in groups]
     res = []
     for b, chosen in zip(budgets, chosen_per):
         s = score(law, groups, chosen, job["fit_starts"])
+        paid = sum(float(g["cost"][c].sum()) for g, c in zip(groups, chosen))
+        s["near"] = (
+            sum(float(g["cost"][c][q[c]].sum()) for g, c, q in zip(groups, chosen, near)) / paid if paid else 0.0
+        )
         spent = sum(float(g["cost"][c].sum()) / float(g["cost"].sum()) for g, c in zip(groups, chosen)) / len(groups)
         s.update(budget=b, runs=int(sum(len(c) for c in chosen)), spent=spent)
         s["picks"] = [np.asarray(c).tolist() for c in chosen]  # per group: the pool rows fitted (refit offline)
@@ -330,9 +366,11 @@ def summarize(results: list[dict], tasks, budgets) -> dict:
                     "spent": float(np.mean([r["checkpoints"][i]["spent"] for r in mine])),
                     "no_fit": int(sum(len(r["checkpoints"][i]["no_fit"]) for r in mine)),
                     "fits": int(sum(len(r["checkpoints"][i]["no_fit"]) == 0 for r in mine)),
+                    "near": float(np.mean([r["checkpoints"][i].get("near", np.nan) for r in mine])),
                 }
             if m == "dw" and mine:
-                st = {k: sum(r["stats"][k] for r in mine) for k in ("refits", "refit_seconds", "fallbacks", "rml")}
+                keys = ("refits", "refit_seconds", "fallbacks", "rml", "weighted_rounds")
+                st = {k: sum(r["stats"].get(k, 0) for r in mine) for k in keys}
                 for k in ("fallback_reasons", "rml_reasons"):
                     st[k] = {}
                     for r in mine:
@@ -417,6 +455,11 @@ def main() -> int:
     ap.add_argument("--design-starts", type=int, default=64, help="max_starts of the design's refits")
     ap.add_argument("--refit-growth", type=float, default=0.5, help="picks per refit: this fraction of the runs in")
     ap.add_argument("--cost-power", type=float, default=1.0, help="rank by value / cost^p (1: dw's design)")
+    ap.add_argument(
+        "--no-weigh",
+        action="store_true",
+        help="value every candidate at full weight (before 2026-12-05: not as the target fit will weigh it)",
+    )
     ap.add_argument("--no-all-data", action="store_true", help="skip the All Data row")
     ap.add_argument("--json", default=None, help="also write every result to this file")
     ap.add_argument(
@@ -443,6 +486,7 @@ def main() -> int:
         "design_starts": a.design_starts,
         "refit_growth": a.refit_growth,
         "cost_power": a.cost_power,
+        "weigh": not a.no_weigh,
     }
     jobs = []
     for t in tasks:
@@ -478,13 +522,24 @@ def main() -> int:
         if st:
             print(
                 f"dw design: {st['refits']} ensembles ({st['refit_seconds']:.0f} s), {st['rml']} of them RML "
-                f"(the fit's bootstrap not used), {st['fallbacks']} round(s) fell back to the cheapest runs; "
+                f"(the fit's bootstrap not used), {st['weighted_rounds']} weighted as the target fit weighs runs, "
+                f"{st['fallbacks']} round(s) fell back to the cheapest runs; "
                 f"initial runs at most {st['initial_share_max']:.0%} of a checkpoint; {st['seconds']:.0f} s in all"
             )
             for why, n in sorted(st["rml_reasons"].items(), key=lambda x: -x[1]):
                 print(f"  RML x{n}: {why}")
             for why, n in sorted(st["fallback_reasons"].items(), key=lambda x: -x[1]):
                 print(f"  fallback x{n}: {why}")
+        near = {
+            m: "/".join(
+                f"{s[t]['budgets'][str(b)][m]['near']:.0%}" for b in budgets if m in s[t]["budgets"].get(str(b), {})
+            )
+            for m in METHODS
+        }
+        print(
+            "share of the spend on the pool's quarter nearest the target: "
+            + ", ".join(f"{m} {v}" for m, v in near.items() if v)
+        )
         nofit = {m: sum(v.get(m, {}).get("no_fit", 0) for v in s[t]["budgets"].values()) for m in METHODS}
         print(f"group fits refused (fewer runs than parameters, or failed): random {nofit['random']}, dw {nofit['dw']}")
         for line in s[t]["short"]:

@@ -104,6 +104,57 @@ def test_a_failed_ensemble_round_says_why_in_one_line_and_is_counted():
     assert "raise B" in reason and "\n" not in reason
 
 
+def test_a_cheap_candidate_the_target_fit_will_ignore_is_worth_nothing():
+    """design(weights=): a candidate weighted w teaches what w of a run does.  Unit weights are the
+    unweighted design to the digit; the cheapest far run (1/1000 of the others' cost), first by value
+    per cost unweighted, is never picked at weight 0 (the fit made for the target would ignore it);
+    weights not one in [0, 1] a candidate are one line of bad input."""
+    pool, cost, target = _pool(3)
+    ens = round_ensemble(LAW, pool.iloc[:12].reset_index(drop=True), bootstrap=30, max_starts=32)[0]
+    region = Region(rows=tuple(target.to_dict("records")))
+    rows = pool[["params", "tokens"]].iloc[12:].reset_index(drop=True)
+    c = cost[12:].copy()
+    far = int(np.argmin(rows["params"] * rows["tokens"]))
+    c[far] = 1e-3
+    plain = design(ens, region, rows, c, k=3)
+    assert plain.picks[0] == far
+    same = design(ens, region, rows, c, k=3, weights=np.ones(len(rows)))
+    assert same.picks == plain.picks and np.allclose(same.width_after, plain.width_after, rtol=1e-12)
+    w = np.ones(len(rows))
+    w[far] = 0.0
+    weighed = design(ens, region, rows, c, k=3, weights=w)
+    assert far not in weighed.picks and weighed.value[far] == 0.0 and len(weighed.picks) == 3
+    with pytest.raises(BadInput, match="bad value for weights: 3 of them"):
+        design(ens, region, rows, c, k=3, weights=np.ones(3))
+
+
+def test_checkpoint_rounds_pass_the_target_fits_weights_to_the_design():
+    """checkpoint_design(weigh=): each round's weights reach the design (unit weights: the same picks
+    as none) and weighted rounds are counted; a pool run of weight 0 is never picked by a design."""
+    pool, cost, target = _pool(4)
+    total = float(cost.sum())
+    region = Region(rows=tuple(target.to_dict("records")))
+
+    def ens(order):
+        return round_ensemble(LAW, pool.iloc[order].reset_index(drop=True), bootstrap=30, max_starts=32)[0]
+
+    def run(weigh):
+        stats: dict = {}
+        out = checkpoint_design(
+            pool[["params", "tokens"]], cost, [0.8 * total], region, 5, ens, stats=stats, weigh=weigh
+        )
+        return out[0], stats
+
+    none, st0 = run(None)
+    ones, st1 = run(lambda order, e: np.ones(len(pool)))
+    assert list(ones) == list(none) and st0["weighted_rounds"] == 0 and st1["weighted_rounds"] == st1["rounds"] > 0
+    banned = int(np.setdiff1d(none, none[:12])[0])  # the design's first pick after the initial runs
+    w = np.ones(len(pool))
+    w[banned] = 0.0
+    some, _ = run(lambda order, e: w)
+    assert banned not in some
+
+
 @pytest.mark.parametrize("share", [0.25, 0.5])
 def test_initial_runs_count_what_earlier_checkpoints_took(share):
     cost = np.array([1.0, 1.0, 2.0, 2.0, 3.0, 10.0])

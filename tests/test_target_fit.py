@@ -139,3 +139,62 @@ def test_a_weighted_fit_of_many_rows_searches_where_the_weight_is():
     weighted = fit_law(big, law, max_starts=64, weights=w)
     alone = fit_law(big.iloc[1970:].reset_index(drop=True), law, max_starts=64)
     assert np.allclose(weighted.theta, alone.theta, atol=1e-4)
+
+
+def test_locality_weighs_further_rows_with_the_runs_own_kernel():
+    """``locality``'s weights for further rows (a design's candidates) are the runs' own where the rows
+    are the runs, and none where the fit stays plain."""
+    from depthwidth.fit.target_fit import locality
+
+    law = load_law(LAW)
+    runs = _world(0.01, seed=0)
+    plain = fit_law(runs, law, max_starts=64)
+    loc = locality(runs, law, plain.theta, TARGET, extra=runs)
+    assert loc.local and np.allclose(loc.extra_weights, loc.weights, rtol=1e-12)
+    assert loc.weights.argmax() == runs["N"].to_numpy().argmax()  # the run nearest the target weighs most
+    exact = _world(0.0, seed=0)
+    assert locality(exact, law, fit_law(exact, law, max_starts=64).theta, TARGET, extra=exact).extra_weights is None
+
+
+def test_the_hold_out_reports_the_fit_made_for_the_held_out_runs():
+    """dw fit --holdout: where the fitted runs show a misfit the fit made for the held-out (largest)
+    runs is local, said in a second line, with smaller errors on them than the plain fit's; an exact
+    law keeps one line and the plain fit's errors."""
+    from depthwidth.fit.holdout import holdout, summary_lines
+
+    law = load_law({**LAW, "columns": {"N": "params"}})
+
+    def table(misfit):
+        w = _world(misfit, seed=0, n_far=60, n_near=25).rename(columns={"N": "params"})
+        return w.assign(tokens=20 * w["params"], run=[f"r{i}" for i in range(len(w))])
+
+    bent = holdout(table(0.01), law, k=5, bootstrap_n=0, max_starts=64)
+    t = bent["for_target"]
+    assert t["local"] and t["rmse"] < 0.7 * bent["rmse"], (t, bent["rmse"])
+    lines = summary_lines(bent)
+    assert len(lines) == 2 and lines[1].startswith("the fit made for the held-out runs (local: ")
+    exact = holdout(table(0.0), law, k=5, bootstrap_n=0, max_starts=64)
+    assert not exact["for_target"]["local"] and exact["for_target"]["rmse"] == pytest.approx(exact["rmse"], rel=1e-9)
+    assert len(summary_lines(exact)) == 1
+
+
+def test_dw_fit_holdout_prints_the_fit_made_for_the_held_out_runs(tmp_path):
+    """The fit made for a target from the command line: dw fit --holdout on a table whose law bends
+    prints its second line and column, and fit.json keeps it."""
+    import json
+
+    import yaml
+
+    from tests.helpers import dw
+
+    w = _world(0.01, seed=0, n_far=60, n_near=25).rename(columns={"N": "params"})
+    w.assign(tokens=20 * w["params"], run=[f"r{i}" for i in range(len(w))]).to_csv(tmp_path / "t.csv", index=False)
+    (tmp_path / "law.yaml").write_text(yaml.safe_dump({**LAW, "name": "bent", "columns": {"N": "params"}}))
+    out = tmp_path / "fit.json"
+    args = ("fit", "--runs", str(tmp_path / "t.csv"), "--law", str(tmp_path / "law.yaml"), "--holdout", "largest:5")
+    p = dw(*args, "--bootstrap", "20", "--max-starts", "64", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "the fit made for the held-out runs (local: a misfit shared by neighbouring runs" in p.stdout, p.stdout
+    assert "made for them" in p.stdout
+    h = json.loads(out.read_text())["holdout"]
+    assert h["for_target"]["local"] and h["for_target"]["rmse"] < h["rmse"]

@@ -205,6 +205,7 @@ def checkpoint_design(
     share: float = INITIAL_SHARE,
     outputs: int = 1,
     stats: dict | None = None,
+    weigh: Callable[[list[int], Ensemble], np.ndarray | None] | None = None,
     **design_kw,
 ) -> list[np.ndarray]:
     """The runs a design picks among ``rows`` (a DataFrame of the law's columns) of ``cost``, one
@@ -215,13 +216,17 @@ def checkpoint_design(
     ``ensemble(order)``: the ensemble from the runs ``order`` picked so far (``round_ensemble``);
     DesignFailed, BadInput or WorkFailed from it, or a design with no pick, makes the round take the
     batch's cheapest affordable runs, counted in ``stats['fallbacks']`` with the reason in
-    ``stats['fallback_reasons']``.  ``design_kw`` go to ``fit/predict.design``."""
+    ``stats['fallback_reasons']``.  ``weigh(order, ensemble)``: the weight the fit of those runs will
+    give each of ``rows`` (``fit/target_fit.locality``'s ``extra_weights``), or None (unweighted);
+    the rounds it weighs are counted in ``stats['weighted_rounds']``.  ``design_kw`` go to
+    ``fit/predict.design``."""
     cost = np.asarray(cost, dtype=float)
     stats = {} if stats is None else stats
     stats.setdefault("fallbacks", 0)
     stats.setdefault("fallback_reasons", {})
     stats.setdefault("rounds", 0)
     stats.setdefault("initial_spent", [])
+    stats.setdefault("weighted_rounds", 0)
     taken = np.zeros(len(cost), dtype=bool)
     order: list[int] = []
     seeded: list[int] = []  # the initial runs, over every checkpoint
@@ -242,7 +247,10 @@ def checkpoint_design(
             picks, why = None, None
             try:
                 ens = ensemble(list(order))
-                d = design(ens, target, rows.iloc[free], cost[free], budget=limit - spent, k=k, **design_kw)
+                w = weigh(list(order), ens) if weigh is not None else None
+                stats["weighted_rounds"] += int(w is not None)
+                wf = None if w is None else np.asarray(w, dtype=float)[free]
+                d = design(ens, target, rows.iloc[free], cost[free], budget=limit - spent, k=k, weights=wf, **design_kw)
                 picks = [int(free[j]) for j in d.picks]
                 why = None if picks else "design(): no affordable candidate with a finite value"
             except (DesignFailed, BadInput, WorkFailed, np.linalg.LinAlgError) as e:

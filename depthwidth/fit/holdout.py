@@ -170,6 +170,7 @@ def holdout(
         "split": sp,
         "level": level,
         "law": law.name,
+        "for_target": _for_target(train, test, law, fr, pins=pins, delta=delta, seed=seed, max_starts=max_starts),
         "fitted_runs": fr.n_runs,
         "fitted_points": fr.n,
         "params": fr.params,
@@ -189,12 +190,37 @@ def holdout(
     }
 
 
-def summary_line(h: dict) -> str:
-    """One line for a terminal or a report."""
-    return (
+def _for_target(train, test, law, fr: FitResult, **fit_kw) -> dict:
+    """The fit made for the held-out runs (fit/target_fit.py: weighted towards them where the fitted
+    runs show a misfit shared by neighbours): whether it is local, why, and its errors on them (the
+    same as the plain fit's where it is plain)."""
+    from depthwidth.fit.target_fit import fit_for_target
+
+    tf = fit_for_target(train, law, test, plain=fr, **fit_kw)
+    L = np.asarray(test["loss"], dtype=float)
+    err = law.to_loss(law.evaluate(tf.fit.theta[None, :], law.data(test))[0]) - L
+    return {
+        "local": bool(tf.local),
+        "why": tf.why,
+        "rmse": float(math.sqrt(np.mean(err**2))),
+        "bias": float(np.mean(err)),
+        "max_abs_error": float(np.abs(err).max()),
+        "predicted": [float(x) for x in err + L],
+    }
+
+
+def summary_lines(h: dict) -> list[str]:
+    """One line for a terminal or a report; a second where the fit made for the held-out runs is local."""
+    lines = [
         f"hold-out ({h['split']['name']}): RMSE {h['rmse']:.3g} nats, bias {h['bias']:+.3g}, "
         f"{h['inside']}/{len(h['points'])} held-out losses inside their {100 * h['level']:.0f}% prediction intervals"
-    )
+    ]
+    t = h.get("for_target")
+    if t and t["local"]:  # fit.json before 2026-12-05 has none
+        lines.append(
+            f"the fit made for the held-out runs ({t['why']}): RMSE {t['rmse']:.3g} nats, bias {t['bias']:+.3g}"
+        )
+    return lines
 
 
 def _folds(n_runs: int, seed: int) -> list[np.ndarray]:

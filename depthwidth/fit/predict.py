@@ -531,6 +531,7 @@ def design(
     budget: float | None = None,
     k: int | None = None,
     cost_power: float = 1.0,
+    weights=None,
 ) -> Design:
     """Greedy choice among ``rows`` (candidates) by expected reduction of ``target``'s variance (the
     sum over a Region's numbers) per unit of ``cost ** cost_power``, until ``budget`` (sum of costs)
@@ -541,11 +542,20 @@ def design(
     A multi-output law's candidate is one run of one cost that reveals every output at once: its
     value is the target's variance reduction given all its outputs observed together (the Kalman
     update by the vector of its m log losses, their noise one run effect shared by the outputs plus
-    each output's own point noise: ``_noise_block``), and a pick is charged its cost once."""
+    each output's own point noise: ``_noise_block``), and a pick is charged its cost once.
+
+    ``weights``: None, or one weight in [0, 1] a candidate, the weight the fit that will use its loss
+    gives it (``fit/target_fit.locality``: a fit made for the target weighs runs by nearness to it):
+    a candidate of weight w teaches what a run of w times its information does (its noise variance
+    over w), so a far run the fit will all but ignore is worth all but nothing, however cheap."""
     if not (isinstance(cost_power, (int, float)) and 0 <= cost_power <= 1):
         raise bad("--cost-power", cost_power, "a number in [0, 1] (1: value per unit cost, 0: cost ignored)")
     cost = np.asarray(cost, dtype=float)
     rank = np.maximum(cost, 1e-12) ** cost_power
+    wt = np.ones(len(cost)) if weights is None else np.asarray(weights, dtype=float).reshape(-1)
+    if len(wt) != len(cost) or not (np.isfinite(wt).all() and (wt >= 0).all() and (wt <= 1).all()):
+        raise BadInput(f"bad value for weights: {len(wt)} of them (allowed: one in [0, 1] a candidate, {len(cost)})")
+    inv_w = 1.0 / np.maximum(wt, 1e-12)  # a candidate's noise variance, in units of an unweighted run's
     m = _per_run(ens, rows)  # outputs a run reveals (its columns of Y: run j's at j*m ... j*m + m - 1)
     outs = tuple(outputs_of(ens)) if m > 1 else ()
     long = run_rows(ens, rows)
@@ -595,20 +605,22 @@ def design(
     scale = width_now / sd_now if sd_now > 0 else 0.0  # interval width per standard deviation
 
     def drop(Cm, j):  # expected fall of the target's summed variance once candidate j is measured
+        if wt[j] == 0:  # the fit will not use its loss
+            return 0.0
         if m == 1:
-            return float((Cm[:K, K + j] ** 2).sum() / (Cm[K + j, K + j] + s2))
+            return float((Cm[:K, K + j] ** 2).sum() / (Cm[K + j, K + j] + s2 * inv_w[j]))
         b = K + j * m + np.arange(m)  # all its outputs together: trace(c S^-1 c')
         c = Cm[:K, b]
-        return float((c * (np.linalg.pinv(Cm[np.ix_(b, b)] + noise, hermitian=True) @ c.T).T).sum())
+        return float((c * (np.linalg.pinv(Cm[np.ix_(b, b)] + noise * inv_w[j], hermitian=True) @ c.T).T).sum())
 
     def condition(Cm, j):  # the covariance once candidate j's outputs are measured
         if m == 1:
             c = Cm[:, K + j].copy()
-            Cm -= np.outer(c, c) / (Cm[K + j, K + j] + s2)
+            Cm -= np.outer(c, c) / (Cm[K + j, K + j] + s2 * inv_w[j])
             return
         b = K + j * m + np.arange(m)
         c = Cm[:, b].copy()
-        Cm -= c @ np.linalg.pinv(Cm[np.ix_(b, b)] + noise, hermitian=True) @ c.T
+        Cm -= c @ np.linalg.pinv(Cm[np.ix_(b, b)] + noise * inv_w[j], hermitian=True) @ c.T
 
     def width(v):
         return scale * math.sqrt(max(v / K, 0.0))
@@ -621,7 +633,7 @@ def design(
     free = np.ones(M, dtype=bool)
     while free.any() and (k is None or len(picks) < k):
         gain = np.full(M, -np.inf)
-        for j in np.flatnonzero(free):
+        for j in np.flatnonzero(free & (wt > 0)):  # a run of weight 0 is not worth its cost
             if budget is None or spent + cost[j] <= budget * (1 + 1e-9):
                 gain[j] = drop(R, j) / rank[j]
         j = int(np.argmax(gain))

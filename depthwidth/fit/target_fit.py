@@ -95,73 +95,114 @@ def local_weights(d: np.ndarray, need: float) -> tuple[np.ndarray, float, float]
     return np.exp(-0.5 * (d / hi) ** 2), hi, n_eff(hi)
 
 
-def fit_for_target(table, law: Law, target, *, candidates=None, **fit_kw) -> TargetFit:
-    """The fit of ``law`` to ``table`` (a run table: loss and the law's columns; a law of several outputs:
-    a run's outputs side by side or in the long form, fitted as dw fit fits them) made for predicting
-    the rows ``target`` (a table of the law's run columns), by the module's rule.  ``candidates``: the rows whose
-    spread sets the distance's scale (a design's pool; default ``table``'s runs).  ``fit_kw`` go to
-    ``engine.fit_law`` (both fits)."""
+@dataclass
+class Locality:
+    """The module's rule applied to runs and a fit of them: whether a fit for the target is local, and
+    with what weights (for the runs, and for any further rows: a design's candidates)."""
+
+    local: bool
+    why: str  # one line: why plain, or the width and effective runs
+    misfit_lr: float | None = None
+    misfit_share: float | None = None
+    width: float | None = None  # h, in candidates' standard deviations
+    n_effective: float | None = None
+    weights: np.ndarray | None = None  # one a run (a point of the long form); None where plain
+    extra_weights: np.ndarray | None = None  # one a row of ``extra``; None where plain
+
+
+def _long(table, law):
     import pandas as pd
 
-    from depthwidth.fit.engine import fit_law, fitted_target
-    from depthwidth.fit.userlaw import OUTPUT, long_table, outputs
+    from depthwidth.fit.userlaw import long_table, outputs
+
+    table = pd.DataFrame(table).reset_index(drop=True)
+    return long_table(table, law).reset_index(drop=True) if outputs(law) else table
+
+
+def locality(table, law: Law, theta, target, *, candidates=None, extra=None, free: int | None = None) -> Locality:
+    """The rule (module doc) for ``table`` (runs, as ``fit_for_target`` takes them) fitted at ``theta``
+    (the plain fit's internal parameters), ``target`` rows and ``candidates`` (the distances' scale;
+    default the runs).  ``extra``: further rows (a design's candidates) weighted by the same kernel.
+    ``free``: the free parameters (default all of the law's)."""
+    import pandas as pd
+
+    from depthwidth.fit.engine import fitted_target
+    from depthwidth.fit.userlaw import OUTPUT, outputs
 
     outs = outputs(law)
-    table = pd.DataFrame(table).reset_index(drop=True)
-    if outs:  # a run's outputs side by side -> one row per run and output, as dw fit fits them
-        table = long_table(table, law).reset_index(drop=True)
-    plain = fit_law(table, law, **fit_kw)
-    k = len(law.params) - len(fit_kw.get("pins") or {})
+    table = _long(table, law)
+    k = len(law.params) if free is None else free
     n = len(table)
     if n < PLAIN_PER_PARAM * k:
-        return TargetFit(
-            plain, plain, False, f"plain: {n} points, fewer than {PLAIN_PER_PARAM:g} a free parameter ({k})"
-        )
+        return Locality(False, f"plain: {n} points, fewer than {PLAIN_PER_PARAM:g} a free parameter ({k})")
 
-    # one table of runs, target rows and candidates: each column on one scale (log where all are > 0)
+    # one table of runs, target rows, candidates and extra rows: each column on one scale (log where all are > 0)
     cols = run_columns(law)
-    parts = [
-        pd.DataFrame(x).reset_index(drop=True) for x in (table, target, table if candidates is None else candidates)
-    ]
-    for name, part in zip(("runs", "target", "candidates"), parts):
+    names = ("runs", "target", "candidates", "extra")
+    given = (table, target, table if candidates is None else candidates, () if extra is None else extra)
+    parts = [pd.DataFrame(x).reset_index(drop=True) for x in given]
+    for name, part in zip(names, parts):
         missing = [c for c in cols if c not in part]
-        if missing:
+        if missing and (name != "extra" or len(part)):
             raise bad(
                 "target" if name == "target" else name,
                 f"no column {missing[0]}",
                 "rows with every run column of the law",
             )
-    both = pd.concat([part[cols] for part in parts], ignore_index=True)
+    both = pd.concat([part[cols] for part in parts if len(part) or part.columns.size], ignore_index=True)
     both["loss"] = 1.0  # law.data sizes its arrays by it
     if outs:
         both[OUTPUT] = outs[0]  # the run columns alone are read: any output will do
     x = law_coords(law, law.data(both))
-    n_t = len(parts[1])
-    x_runs, x_target, x_scale = x[:n], x[n : n + n_t], x[n + n_t :]
+    n_t, n_c = len(parts[1]), len(parts[2])
+    x_runs, x_target, x_scale, x_extra = x[:n], x[n : n + n_t], x[n + n_t : n + n_t + n_c], x[n + n_t + n_c :]
     if not np.isfinite(x_target).all():
         raise bad("target", "a row with a value that is not finite", "finite values of the law's run columns")
     sd = x_scale.std(axis=0)
     use = np.isfinite(sd) & (sd > 0) & np.isfinite(x_runs).all(axis=0)
     if not use.any() or not n_t:
-        return TargetFit(plain, plain, False, "plain: no run column varies, or no target row")
+        return Locality(False, "plain: no run column varies, or no target row")
     z_runs, z_target = x_runs[:, use] / sd[use], x_target[:, use] / sd[use]  # in candidates' sd
 
-    resid = fitted_target(table, law) - law.evaluate(plain.theta[None, :], law.data(table))[0]
+    resid = fitted_target(table, law) - law.evaluate(np.asarray(theta, dtype=float)[None, :], law.data(table))[0]
     d2 = ((z_runs[:, None, :] - z_runs[None, :, :]) ** 2).sum(axis=2)
     corr = np.exp(-0.5 * d2 / MISFIT_LENGTH**2)  # the misfit kernel's correlation (predict.misfit_kernel)
     lr, share = misfit_test(resid, corr) if np.isfinite(resid).all() else (0.0, 0.0)
     if not lr > MISFIT_LR_CRITICAL:
-        return TargetFit(
-            plain, plain, False, f"plain: no misfit shared by neighbouring runs (LR {lr:.2f} <= 2.71)", lr, share
-        )
-    d = np.sqrt(((z_runs[:, None, :] - z_target[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
-    got = local_weights(d, LOCAL_PER_PARAM * k)
+        return Locality(False, f"plain: no misfit shared by neighbouring runs (LR {lr:.2f} <= 2.71)", lr, share)
+
+    def nearest(z):
+        return np.sqrt(((z[:, None, :] - z_target[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
+
+    got = local_weights(nearest(z_runs), LOCAL_PER_PARAM * k)
     if got is None:
-        return TargetFit(plain, plain, False, "plain: the runs keep too few effective runs to weigh", lr, share)
+        return Locality(False, "plain: the runs keep too few effective runs to weigh", lr, share)
     w, h, n_eff = got
-    fr = fit_law(table, law, weights=w, **fit_kw)
+    extra_w = None
+    if len(x_extra):
+        z_extra = np.where(np.isfinite(x_extra[:, use]), x_extra[:, use], np.inf) / sd[use]
+        extra_w = np.exp(-0.5 * (nearest(z_extra) / h) ** 2)
     why = (
         f"local: a misfit shared by neighbouring runs (share {share:.2f}, LR {lr:.1f}); runs weighted by "
         f"nearness to the target, width {h:.2f} sd, {n_eff:.0f} effective runs of {n}"
     )
-    return TargetFit(fr, plain, True, why, lr, share, h, n_eff)
+    return Locality(True, why, lr, share, h, n_eff, w, extra_w)
+
+
+def fit_for_target(table, law: Law, target, *, candidates=None, plain: FitResult | None = None, **fit_kw) -> TargetFit:
+    """The fit of ``law`` to ``table`` (a run table: loss and the law's columns; a law of several outputs:
+    a run's outputs side by side or in the long form, fitted as dw fit fits them) made for predicting
+    the rows ``target`` (a table of the law's run columns), by the module's rule (``locality``).
+    ``candidates``: the rows whose spread sets the distance's scale (a design's pool; default
+    ``table``'s runs).  ``plain``: the plain fit where the caller has it (``fit_law`` of ``table`` with
+    ``fit_kw``).  ``fit_kw`` go to ``engine.fit_law`` (both fits)."""
+    from depthwidth.fit.engine import fit_law
+
+    table = _long(table, law)
+    plain = fit_law(table, law, **fit_kw) if plain is None else plain
+    free = len(law.params) - len(fit_kw.get("pins") or {})
+    loc = locality(table, law, plain.theta, target, candidates=candidates, free=free)
+    if not loc.local:
+        return TargetFit(plain, plain, False, loc.why, loc.misfit_lr, loc.misfit_share)
+    fr = fit_law(table, law, weights=loc.weights, **fit_kw)
+    return TargetFit(fr, plain, True, loc.why, loc.misfit_lr, loc.misfit_share, loc.width, loc.n_effective)

@@ -88,6 +88,11 @@ def holdout_tables(fit: dict) -> dict:
         Col("pi_hi", f"{lvl} PI hi", "{:.4g}"),
         Col("inside", "inside"),
     ]
+    ft = h.get("for_target") or {}
+    if ft.get("local"):  # the fit made for the held-out runs (fit/target_fit.py) differs from the plain one
+        for row, v in zip(rows, ft["predicted"]):
+            row["for_target"] = v
+        cols.insert(5, Col("for_target", "made for them", "{:.4g}"))
     t = Table("fit_holdout", f"Hold-out: {h['split']['name']} predicted from the others", cols, rows)
     t.notes += said(fit, "holdout").get("lines") or []
     return {"fit_holdout": t}

@@ -26,7 +26,8 @@ def section(ctx) -> dict:
 
 
 def verdicts(fit: dict) -> dict:
-    """The line under the hold-out's table."""
-    from depthwidth.fit.holdout import summary_line
+    """The lines under the hold-out's table: the plain fit's errors and coverage, and the errors of the
+    fit made for the held-out runs where it is local (fit/target_fit.py)."""
+    from depthwidth.fit.holdout import summary_lines
 
-    return {"lines": [summary_line(fit["holdout"])]}
+    return {"lines": summary_lines(fit["holdout"])}
