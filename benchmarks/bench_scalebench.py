@@ -251,7 +251,9 @@ def dw_design(law, spec: dict, g: dict, budgets, a, stats: dict) -> list[np.ndar
         return ens
 
     def weigh(order, ens):  # the weight the checkpoint's fit made for the target gives each pool run
-        if not a["weigh"] or not order:  # (the rule's own floor keeps it plain below 10 points a parameter)
+        # The rule tests the plain fit's residuals: a fit's ensemble carries that fit (its point); an
+        # RML ensemble's best replicate is fitted to the losses plus a draw of noise, not to them.
+        if not a["weigh"] or not ens.from_fit:
             return None
         from depthwidth.fit.target_fit import locality
 
