@@ -544,10 +544,9 @@ def design(
     update by the vector of its m log losses, their noise one run effect shared by the outputs plus
     each output's own point noise: ``_noise_block``), and a pick is charged its cost once.
 
-    ``weights``: None, or one weight in [0, 1] a candidate, the weight the fit that will use its loss
-    gives it (``fit/target_fit.locality``: a fit made for the target weighs runs by nearness to it):
-    a candidate of weight w teaches what a run of w times its information does (its noise variance
-    over w), so a far run the fit will all but ignore is worth all but nothing, however cheap."""
+    ``weights``: None, or one in [0, 1] a candidate, the weight the fit using its loss gives it (the fit
+    made for a target: ``fit/target_fit.locality``): a candidate of weight w teaches w of a run (noise
+    variance over w), so a far run that fit all but ignores is worth all but nothing, however cheap."""
     if not (isinstance(cost_power, (int, float)) and 0 <= cost_power <= 1):
         raise bad("--cost-power", cost_power, "a number in [0, 1] (1: value per unit cost, 0: cost ignored)")
     cost = np.asarray(cost, dtype=float)
