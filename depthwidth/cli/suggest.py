@@ -50,7 +50,7 @@ def _render(doc: dict) -> None:
     c = wide_console()
     t = Table(
         title=escape(
-            f"dw suggest {doc['sweep']}: {len(doc['runs'])} runs for {doc['target_label']} "
+            f"dw suggest {doc['sweep']}: {len(doc['runs'])} {doc.get('unit', 'runs')} for {doc['target_label']} "
             f"({doc['spent_hours']:.3g} of {doc['budget_hours']:.3g} device-hours)"
         ),
         title_justify="left",

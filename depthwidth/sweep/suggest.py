@@ -9,7 +9,9 @@ is what limits the target, a second seed can teach more than a new shape); runs 
 store are not candidates.  ``--candidates "model.depth=4,8,16;model.width=512"``
 sets the values of settings (any config key, ``run.seed`` too) in every block.  Each candidate is
 composed and checked exactly as ``dw sweep`` would (run id, GPU-hours, memory plan); those that
-would be refused are left out and counted.
+would be refused are left out and counted.  A tuned sweep's candidate (``tune:``, fit/tuning.py)
+is a whole tuning group: its runs at every tuned value, its cost their sum, its loss the group's
+best, which is what ``dw fit --tuned`` fits (a run at one learning rate measures no point of the law).
 
 The choice itself is fit/predict.py's ``design`` (expected variance reduction from the ensemble; a
 multi-output law's candidate is one run, of one cost, that reveals every output: each pick carries
@@ -167,8 +169,8 @@ def candidate_doc(name: str, doc: dict, extra: dict[str, list]) -> dict:
         pts = points(name, {**top, "blocks": [blk]})
         values: dict[str, list] = {}
         for p in pts:
-            for k, v in p["keys"].items():
-                if k not in META and v not in values.setdefault(k, []):
+            for k, v in p["keys"].items():  # a tuned key is the group's own: ``tune:`` expands it again
+                if k not in META and k not in (p.get("tuned") or ()) and v not in values.setdefault(k, []):
                     values[k].append(v)
         axes = {k: sorted(v, key=str) for k, v in values.items() if len(v) > 1}
         if "model.depth" in axes and "model.depth" not in extra:
@@ -308,6 +310,42 @@ def rows_of(runs: list[Run]) -> list[dict]:
     ]
 
 
+def tuning_units(runs: list[Run]) -> list[list[Run]]:
+    """The candidates as units of what one measurement takes: on a tuned sweep each tuning group's
+    runs (those not in the store), else each run alone, in the runs' order."""
+    units: dict = {}
+    for r in runs:
+        units.setdefault(r.group or id(r), []).append(r)
+    return list(units.values())
+
+
+def _unit_pick(unit: list[Run]) -> Run:
+    """A picked unit as one entry: a run alone, or its tuning group (its id, its overrides without the
+    tuned keys, which the next file's ``tune:`` expands again)."""
+    r = unit[0]
+    if not r.group:
+        return r
+    from dataclasses import replace
+
+    tuned = set(r.tuned)
+    keys = {k: v for k, v in r.keys.items() if k not in tuned}
+    overrides = [o for o in r.overrides if o.split("=", 1)[0] not in tuned]
+    return replace(r, keys=keys, overrides=overrides, run_id=r.group)
+
+
+def _tuned_note(units: list[list[Run]]) -> str | None:
+    """One line saying that a candidate is a tuning group, or None on a sweep that does not tune."""
+    g = next((u for u in units if u[0].group), None)
+    if g is None:
+        return None
+    keys = ", ".join(sorted(g[0].tuned))
+    return (
+        f"a tuned sweep: each candidate is a tuning group (up to {max(len(u) for u in units)} runs, one a value "
+        f"of {keys}), its device-hours their sum (halving would stop some early) and its loss the group's best, "
+        "as dw fit --tuned fits it; run id is the group's"
+    )
+
+
 # -- dw suggest ------------------------------------------------------------------------------
 
 
@@ -332,6 +370,7 @@ class Suggestion:
             "target_label": t.label,
             "interval_now": d.width_now,
             "interval_after": _finite(d.width_after[-1] if d.width_after else d.width_now),
+            "unit": "tuning groups" if any(r.group for r in self.runs) else "runs",
             "budget_hours": self.budget,
             "spent_hours": d.spent,
             "candidates": len(d.cost),
@@ -441,19 +480,22 @@ def suggest(
             raise BadInput(
                 f"sweep {name}: no candidate runs inside the fit's --where {where}: widen them with --candidates"
             )
-    cost = np.array([r.figures["device_hours"] for r in runs])
+    units = tuning_units(runs)
+    if note := _tuned_note(units):
+        src.notes.append(note)
+    cost = np.array([sum(r.figures["device_hours"] for r in u) for u in units])
     cheapest = int(np.argmin(cost))
     if budget < cost[cheapest]:
-        r = runs[cheapest]
+        r = _unit_pick(units[cheapest])
         raise bad(
             "--budget",
             budget,
             f"at least the cheapest candidate's {cost[cheapest]:.3g} device-hours "
             f"({r.figures['depth']}L×{r.figures['width']}, {' '.join(r.overrides)})",
         )
-    rows = rows_of(runs)
+    rows = rows_of([u[0] for u in units])  # a group's runs share the law's inputs
     d = design(src.ensemble, tgt, rows, cost, budget=budget, cost_power=cost_power)
-    picked = [runs[j] for j in d.picks]
+    picked = [_unit_pick(units[j]) for j in d.picks]
     if not src.ensemble.from_fit:
         src.notes.append(PROMISE_NOTE)
     pred = _predictions(src.ensemble, [rows[j] for j in d.picks])
@@ -494,19 +536,21 @@ def write_next(name: str, s: Suggestion, out: Path | None = None) -> Path:
         blk = by_label.setdefault(r.label, {"runs": []})
         if r.label:
             blk["label"] = r.label
-        if r.launcher and doc.get("blocks"):  # the block's launcher settings (GPUs per node ...)
-            lab = next((b for b in doc["blocks"] if b.get("label") == r.label), {})
-            if lab.get("launcher"):
-                blk["launcher"] = lab["launcher"]
+        lab = next((b for b in doc.get("blocks") or () if b.get("label") == r.label), {})
+        if r.launcher and lab.get("launcher"):  # the block's launcher settings (GPUs per node ...)
+            blk["launcher"] = lab["launcher"]
+        if r.group and lab.get("tune", doc.get("tune")):  # a tuning group: its values expanded again
+            blk["tune"] = lab.get("tune", doc.get("tune"))
         blk["runs"].append(entry)
     next_doc = {
         "description": (
-            f"dw suggest {name}: {len(s.runs)} runs for {s.target.spec} within {s.budget:g} device-hours "
+            f"dw suggest {name}: {len(s.runs)} {'tuning groups' if any(r.group for r in s.runs) else 'runs'} "
+            f"for {s.target.spec} within {s.budget:g} device-hours "
             f"(from the {s.source.ensemble.source}); they join the store of {s.source.store}"
         ),
         "store": s.source.store,
         **base,
-        "blocks": [{k: b[k] for k in ("label", "launcher", "runs") if k in b} for b in by_label.values()],
+        "blocks": [{k: b[k] for k in ("label", "launcher", "tune", "runs") if k in b} for b in by_label.values()],
     }
     path = Path(out) if out else sweeps_dir() / f"{name.removesuffix('_next')}_next.yaml"
     write_text(path, yaml.safe_dump(next_doc, sort_keys=False, width=120))
