@@ -198,3 +198,20 @@ def test_dw_fit_holdout_prints_the_fit_made_for_the_held_out_runs(tmp_path):
     assert "made for them" in p.stdout
     h = json.loads(out.read_text())["holdout"]
     assert h["for_target"]["local"] and h["for_target"]["rmse"] < h["rmse"]
+
+
+def test_a_failed_fit_for_the_held_out_runs_leaves_the_hold_out_and_says_why(monkeypatch):
+    """The hold-out's own result stands where the weighted fit fails: plain errors, and why."""
+    from depthwidth.core.errors import WorkFailed
+    from depthwidth.fit import target_fit
+    from depthwidth.fit.holdout import holdout
+
+    def broken(*a, **k):
+        raise WorkFailed("no start converged")
+
+    monkeypatch.setattr(target_fit, "fit_for_target", broken)
+    law = load_law({**LAW, "columns": {"N": "params"}})
+    w = _world(0.01, seed=0).rename(columns={"N": "params"})
+    h = holdout(w.assign(tokens=20 * w["params"], run=[f"r{i}" for i in range(len(w))]), law, k=5, bootstrap_n=0)
+    assert not h["for_target"]["local"] and h["for_target"]["rmse"] == pytest.approx(h["rmse"], rel=1e-12)
+    assert h["for_target"]["why"] == "plain: the fit for the held-out runs failed (no start converged)"

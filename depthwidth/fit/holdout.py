@@ -193,15 +193,20 @@ def holdout(
 def _for_target(train, test, law, fr: FitResult, **fit_kw) -> dict:
     """The fit made for the held-out runs (fit/target_fit.py: weighted towards them where the fitted
     runs show a misfit shared by neighbours): whether it is local, why, and its errors on them (the
-    same as the plain fit's where it is plain)."""
+    same as the plain fit's where it is plain, or where the weighted fit fails: said in ``why``)."""
+    from depthwidth.core.errors import BadInput, WorkFailed
     from depthwidth.fit.target_fit import fit_for_target
 
-    tf = fit_for_target(train, law, test, plain=fr, **fit_kw)
+    try:
+        tf = fit_for_target(train, law, test, plain=fr, **fit_kw)
+        theta, local, why = tf.fit.theta, tf.local, tf.why
+    except (BadInput, WorkFailed) as e:  # the hold-out's own result stands without it
+        theta, local, why = fr.theta, False, f"plain: the fit for the held-out runs failed ({str(e).splitlines()[0]})"
     L = np.asarray(test["loss"], dtype=float)
-    err = law.to_loss(law.evaluate(tf.fit.theta[None, :], law.data(test))[0]) - L
+    err = law.to_loss(law.evaluate(theta[None, :], law.data(test))[0]) - L
     return {
-        "local": bool(tf.local),
-        "why": tf.why,
+        "local": bool(local),
+        "why": why,
         "rmse": float(math.sqrt(np.mean(err**2))),
         "bias": float(np.mean(err)),
         "max_abs_error": float(np.abs(err).max()),
