@@ -15,8 +15,8 @@ from tests.helpers import REPO, dw_in_process
 @pytest.fixture
 def tuned_store(tmp_path, monkeypatch):
     """depth_delusion_tuned (30 configurations × 5 learning rates) planted under chinchilla and fitted
-    (dw simulate plants no learning-rate optimum, so the fit is of every run; the candidates are what
-    the sweep file's tune: makes them)."""
+    (dw simulate records the tuning groups and plants a learning-rate optimum, so the fit is of each
+    group's best; the candidates are what the sweep file's tune: makes them)."""
     from depthwidth.simulate import simulate
 
     d = tmp_path / "sweeps"
@@ -27,7 +27,8 @@ def tuned_store(tmp_path, monkeypatch):
     (d / "t_init.yaml").write_text(yaml.safe_dump(doc))
     (d / "t.yaml").write_text(yaml.safe_dump({**doc, "store": "t-sim"}))
     simulate("t_init", name="t-sim", law="chinchilla", seed=1)
-    run_fit("t-sim", law="chinchilla", bootstrap=40, max_starts=300)
+    res = run_fit("t-sim", law="chinchilla", bootstrap=40, max_starts=300)
+    assert res["tuning"]["groups"] == 30  # a simulated tuned sweep is fitted as a tuned one
     return d
 
 

@@ -72,6 +72,14 @@ def render(res: dict) -> None:
     )
     if res.get("scaled"):
         c.print(esc(f"scaled: {res['scaled']['why']}"))
+    if res.get("tuning"):  # a tuned sweep: the planted learning-rate optimum (simulate/world.py LrWorld)
+        t = res["tuning"]
+        c.print(
+            esc(
+                f"tuned: {len(t['optima'])} tuning groups over {t['key']}; planted {t['formula']}; c {t['c']:g}, "
+                f"e {t['e']:g}, lr_mid {t['lr_mid']:.3g}, N_mid {t['N_mid']:.3g} (each group's lr*: world.json)"
+            )
+        )
     t = Table(title="planted truth (what dw fit should find)")
     t.add_column("number")
     t.add_column("planted", justify="right")

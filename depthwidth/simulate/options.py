@@ -40,6 +40,12 @@ SIMULATE_OPTIONS = (
         "token budgets per run: sweep (the runs' own) or fractions of each run's tokens, e.g. 0.25,0.5,1",
     ),
     Option("seed", 0, "seed of the noise"),
+    Option(
+        "lr_curvature",
+        0.04,
+        "tuned sweeps (tune: optim.lr): log-loss rise per decade² of lr away from the planted lr* (docs/tuning.md)",
+    ),
+    Option("lr_exponent", 0.25, "tuned sweeps: planted lr* ∝ N^-exponent (N: a run's total parameters)"),
     Option("replace", False, "rewrite an existing simulated store (never a trained one)"),
     Option("only", None, "glob on run id, label or an override, as for dw sweep"),
     Option("root", None, "run store root (default $DW_RUNS or ./runs)"),

@@ -23,7 +23,7 @@ from depthwidth.fit.derived import C_REF, derived_numbers
 from depthwidth.model.accounting import account
 from depthwidth.model.resolve import from_config
 from depthwidth.simulate.store import WORLD_FILE, WORLD_SCHEMA, check_target, run_record, write_store
-from depthwidth.simulate.world import Noise, World, gradient_profile, losses, world
+from depthwidth.simulate.world import LR_KEY, LrWorld, Noise, World, check_lr, gradient_profile, losses, world
 from depthwidth.sweep import plan
 from depthwidth.sweep.file import available
 from depthwidth.train.plan import check as check_run
@@ -84,6 +84,20 @@ def _plausible(w, L: np.ndarray, runs, set_values):
     return replace(w, values=values), L * f, {"factor": f, "vocab": vocab, "why": why}
 
 
+def _lr_world(runs, accs, curvature: float, exponent: float):
+    """(LrWorld, per-run loss factor, {group: planted lr*}) of a sweep that tunes optim.lr
+    (simulate/world.py); (None, None, {}) for any other, whose losses are left as they are."""
+    tuned = [i for i, r in enumerate(runs) if r.group and LR_KEY in r.tuned]
+    if not tuned:
+        return None, None, {}
+    lrs = np.array([float(runs[i].tuned[LR_KEY]) for i in tuned])
+    ns = np.array([float(accs[i]["params"]) for i in tuned])
+    lw = LrWorld.of(lrs, ns, curvature, exponent)
+    factor = np.ones(len(runs))
+    factor[tuned] = lw.factor(lrs, ns)
+    return lw, factor, {runs[i].group: float(lw.optimum(n)) for i, n in zip(tuned, ns)}
+
+
 def simulate(
     sweep: str,
     overrides=(),
@@ -101,6 +115,8 @@ def simulate(
     replace: bool = False,
     c_ref: float = C_REF,
     only: str | None = None,
+    lr_curvature: float = 0.04,
+    lr_exponent: float = 0.25,
 ) -> dict:
     """Write the planted store of sweep file ``sweep`` to ROOT/NAME (default ``SWEEP-sim``); its summary."""
     import pandas as pd
@@ -108,6 +124,7 @@ def simulate(
     t0 = time.perf_counter()
     w = world(law, dcrit=dcrit, irreducible=irreducible, set_values=set_values, n_convention=n_convention, noise=noise)
     fractions = parse_budgets(budgets)
+    check_lr(lr_curvature, lr_exponent)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise bad("--seed", seed, "an integer >= 0")
     name = check_name(name or f"{sweep}-sim", "--name")
@@ -156,9 +173,13 @@ def simulate(
     table = pd.DataFrame(rows)
     idx = np.asarray(idx)
     L = losses(w, {c: table[c].to_numpy() for c in ("params", "tokens", "depth", "width")}, idx, seed)
+    lr_w, lr_factor, optima = _lr_world(planned.runs, accs, lr_curvature, lr_exponent)
+    if lr_w is not None:  # a tuned sweep: the loss rises away from each group's planted lr*
+        L = L * lr_factor[idx]
     w, L, scaled = _plausible(w, L, planned.runs, set_values)
     rng = np.random.default_rng([seed, 1])
-    world_prov = {"simulated": True, "world": {**w.to_dict(), "seed": seed, "sweep": sweep}}
+    tuning = {} if lr_w is None else {"tuning": lr_w.to_dict()}
+    world_prov = {"simulated": True, "world": {**w.to_dict(), **tuning, "seed": seed, "sweep": sweep}}
     recs = []
     for i, r in enumerate(planned.runs):
         prof = gradient_profile(w, int(r.figures["depth"]), float(r.figures["width"]), rng)
@@ -191,6 +212,7 @@ def simulate(
         "points": int(len(table)),
         "truth": planted,
         "scaled": scaled,
+        **({"tuning": {**lr_w.to_dict(), "optima": optima}} if lr_w is not None else {}),
         "provenance": provenance.record(),
     }
     write_store(target, name, recs, doc)

@@ -7,7 +7,8 @@ run id, accounting, provenance) and ``summary.json`` (status ``done``, one
 budget per planted token budget), plus ``probes.jsonl`` with a planted gradient
 profile when the law has a D_crit.  Every provenance block carries
 ``simulated: true`` and the world (law, parameters, noise, seed); the store's
-``world.json`` adds the planted truth of every derived number.
+``world.json`` adds the planted truth of every derived number.  A tuned sweep's submit events
+carry each run's tuning ``group`` and ``tuned`` values, as a real submission's do (sweep/submission.py).
 
 The store is written in a temporary folder beside its place and renamed into
 it at the end, so it exists completely or not at all; replacing a store is
@@ -87,6 +88,7 @@ def write_store(target: Path, name: str, runs: list[dict], world_doc: dict) -> N
                     "tokens_total": r["summary"]["tokens_total"],
                     "params": r["summary"]["params"],
                     "index": r["index"],
+                    **({"group": r["group"], "tuned": r["tuned"]} if r.get("group") else {}),
                     "time": r["summary"]["provenance"]["time"],
                 }
             )
@@ -171,6 +173,8 @@ def run_record(
         "config": doc,
         "summary": summary,
         "probes": probes,
+        "group": r.group,
+        "tuned": r.tuned,
     }
 
 

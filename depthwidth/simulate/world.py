@@ -16,6 +16,13 @@ parameter count is its N (fit/count.py), and the noise:
 
 The default parameters are fit/prior.py's ``PUBLISHED`` (near the papers' own fits; their
 sources are stated there); ``--set NAME=VALUE`` overrides any parameter.
+
+A tuned sweep (sweep file ``tune: {optim.lr: ...}``) also plants a learning-rate optimum
+(``LrWorld``): a run at learning rate lr has the law's loss times
+exp(c·(log10(lr/lr*(N)))²), lr*(N) = lr_mid·(N/N_mid)^(−e), N the run's total parameter count,
+lr_mid and N_mid the geometric middles of the sweep's tuned learning rates and of its N range,
+c = ``lr_curvature`` (0.04: 1% loss at half a decade off, as tests/test_tuning.py plants) and
+e = ``lr_exponent`` (0.25).  So each group's best rate is the one nearest its lr* (ties aside).
 """
 
 from __future__ import annotations
@@ -76,6 +83,50 @@ class World:
             "n_convention": self.convention,
             "noise": {**asdict(self.noise), "point": self.noise.per_point},
         }
+
+
+LR_KEY = "optim.lr"  # the tuned setting a planted optimum is for
+
+
+@dataclass(frozen=True)
+class LrWorld:
+    """A tuned sweep's planted learning-rate optimum: log-loss penalty c·(log10(lr/lr*))²,
+    lr* = lr_mid·(N/N_mid)^(−exponent) (module docstring)."""
+
+    curvature: float
+    exponent: float
+    lr_mid: float
+    n_mid: float
+
+    @classmethod
+    def of(cls, lrs, ns, curvature: float = 0.04, exponent: float = 0.25) -> "LrWorld":
+        """Centred on the geometric middles of the tuned rates ``lrs`` and the sizes ``ns``."""
+        check_lr(curvature, exponent)
+        mid = lambda xs: math.sqrt(float(np.min(xs)) * float(np.max(xs)))  # noqa: E731
+        return cls(float(curvature), float(exponent), mid(lrs), mid(ns))
+
+    def optimum(self, n):
+        return self.lr_mid * (np.asarray(n, dtype=float) / self.n_mid) ** (-self.exponent)
+
+    def factor(self, lr, n):
+        """The loss factor exp(c·(log10(lr/lr*(N)))²) of runs at ``lr`` with N = ``n``."""
+        return np.exp(self.curvature * np.log10(np.asarray(lr, dtype=float) / self.optimum(n)) ** 2)
+
+    def to_dict(self) -> dict:
+        return {
+            "key": LR_KEY,
+            "formula": "loss × exp(c·(log10(lr/lr*))²), lr* = lr_mid·(N/N_mid)^(−e), N: total parameters",
+            "c": self.curvature,
+            "e": self.exponent,
+            "lr_mid": self.lr_mid,
+            "N_mid": self.n_mid,
+        }
+
+
+def check_lr(curvature, exponent) -> None:
+    for v, opt, what in ((curvature, "--lr-curvature", "a finite number >= 0"), (exponent, "--lr-exponent", "")):
+        if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and (v >= 0 or not what)):
+            raise bad(opt, v, what or "a finite number")
 
 
 def world(
