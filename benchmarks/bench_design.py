@@ -1,7 +1,7 @@
 """Does ``dw suggest`` reach the full grid's precision for less?  Rounds of design on planted worlds.
 
-Candidates are the ``depth_delusion`` sweep's own space (323 at one seed: per block, its depths and
-those between times its widths; GPU-hours from the dry run's cost model on 80 GiB GPUs; the same code
+Candidates are the ``depth_delusion`` sweep's own space (608 at one seed: per block, its depths and
+those between times its widths and those between; GPU-hours from the dry run's cost model on 80 GiB GPUs; the same code
 ``dw suggest`` uses);
 the full grid is its 30 runs (22,360 GPU-hours).  For each planted world (the depth-delusion law,
 log and power D_crit forms, D_crit moved by ``--shifts``, seed noise ``--noise``) and seed:

@@ -226,6 +226,17 @@ def test_default_candidates_lie_between_the_grids_depths_and_past_the_deepest():
     assert between_depths([6]) == [6, 9]
 
 
+def test_default_candidates_lie_between_the_grids_widths_on_its_step():
+    """#36 item 4: widths between the grid's, on the grid's own step (heads divide them as they divide
+    the grid's widths), none past the widest."""
+    from depthwidth.sweep.suggest import between_widths
+
+    assert between_widths([256, 512, 1024, 2048]) == [256, 384, 512, 704, 1024, 1472, 2048]
+    assert between_widths([32, 64, 128]) == [32, 64, 96, 128]  # step 32: sqrt(32*64) = 45 rounds to 32, in the grid
+    assert between_widths([48, 96]) == [48, 64, 96]  # step 16
+    assert between_widths([512]) == [512]
+
+
 def test_bad_targets_and_candidates_are_one_line_exit_2(sweeps, capsys):
     for args, word in (
         (("--target", "dcrit@abc"), "dcrit@abc"),

@@ -63,3 +63,28 @@ def test_the_interval_now_is_the_one_the_fit_reports_untrimmed():
     t = parse_target("alpha", LAW)
     d = design(ens, t, CAND, COST, k=2)
     assert d.width_now == np.float64(d.width_now) and abs(d.width_now / _width(ens, t) - 1) < 1e-9
+
+
+def test_a_promise_from_a_fit_among_the_default_candidates_is_what_the_refit_reports(monkeypatch, tmp_path):
+    """The default candidates take widths (and depths) between the grid's: on depth_delusion 608
+    candidates (323 without the widths), more to select among on the ensemble's noisy covariances.
+    bench_design.py --promise's draws at noise 0.01, seed 0 (2 forms × 3 shifts): round 1's promise,
+    from the fit of round 0's runs, against the refit's interval after its picks.  Measured over 96
+    draws (2026-12-05) the median realized / promised is 1.07 with widths between, 1.05 without (seed
+    noise 0.005 and 0.01; 1.08 and 1.07 at 0.01 and 0.0365); here the six draws' median (1.02) is met
+    within a factor of 1.25, and each draw within 2."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_design.py"
+    spec = importlib.util.spec_from_file_location("bench_design", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setenv("DW_RUNS", str(tmp_path))  # an empty store
+    sp = bench.space()
+    assert len(sp["cand"]) == 608 and {r["width"] for r in sp["cand"]} > {sp["cand"][i]["width"] for i in sp["grid"]}
+    job = dict(space=sp, noise=0.01, seed=0, target="dcrit@512", B=100, first=0.01, step=0.02)
+    rows = [bench.promise_draw({**job, "form": f, "shift": s}) for f in ("log", "power") for s in (0.7, 1.0, 1.4)]
+    ratios = [r["realized"] / r["promised"] for draw in rows for r in draw if r["from"] == "fit"]
+    assert len(ratios) == 6 and all(0.5 < q < 2 for q in ratios), ratios
+    assert 1 / 1.25 <= float(np.median(ratios)) <= 1.25, ratios

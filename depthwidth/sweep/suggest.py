@@ -175,6 +175,8 @@ def candidate_doc(name: str, doc: dict, extra: dict[str, list]) -> dict:
         axes = {k: sorted(v, key=str) for k, v in values.items() if len(v) > 1}
         if "model.depth" in axes and "model.depth" not in extra:
             axes["model.depth"] = between_depths(axes["model.depth"])
+        if "model.width" in axes and "model.width" not in extra:
+            axes["model.width"] = between_widths(axes["model.width"])
         axes.update(extra)
         nb = {k: v for k, v in blk.items() if k not in ("runs", "axes", "zip", "seeds")}
         fixed = {k: v[0] for k, v in values.items() if len(v) == 1 and k not in extra}
@@ -200,6 +202,22 @@ def between_depths(depths: list) -> list:
     ds = sorted({int(d) for d in depths})
     mids = {round(math.sqrt(a * b)) for a, b in zip(ds, ds[1:])}
     return sorted({*ds, *(m for m in mids if m not in ds), round(BEYOND * ds[-1])})
+
+
+WIDTH_STEP = 64  # a candidate width between the grid's is a multiple of this (or of the grid's own step)
+
+
+def between_widths(widths: list) -> list:
+    """The grid's widths and the geometric midpoint of each pair of neighbours, rounded to a multiple
+    of the grid's own step (the largest power of two dividing every width, at most ``WIDTH_STEP``), so
+    heads divide it as they divide the grid's; none past the widest (the memory plan's limit is the
+    grid's).  A width the model or the memory plan refuses is refused with the other candidates."""
+    ws = sorted({int(w) for w in widths})
+    step = WIDTH_STEP
+    while step > 1 and any(w % step for w in ws):
+        step //= 2
+    mids = {step * round(math.sqrt(a * b) / step) for a, b in zip(ws, ws[1:])}
+    return sorted({*ws, *(m for m in mids if ws[0] < m < ws[-1])})
 
 
 def candidates(
