@@ -14,6 +14,8 @@ is preferred only when its LORO error is lower by a paired test over runs
 
 from __future__ import annotations
 
+from depthwidth.fit.defaults import default
+
 import math
 
 
@@ -56,10 +58,10 @@ def compare_laws(
     *,
     irreducible: bool = False,
     pins: dict | None = None,
-    delta: float = 1e-3,
+    delta: float = default("delta"),
     seed: int = 0,
     fits: dict | None = None,
-    max_starts: int = 4500,
+    max_starts: int = default("max_starts"),
     holdout_k: int | None = None,
 ) -> dict:
     """Fit and score each law; ``fits`` may hold already-computed FitResults by label.

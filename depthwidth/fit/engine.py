@@ -29,6 +29,8 @@ Public: ``fit_law`` (numerics: solver.py; quality checks: checks.py).
 
 from __future__ import annotations
 
+from depthwidth.fit.defaults import default
+
 import math
 import time
 from typing import Mapping
@@ -75,7 +77,7 @@ def fit_law(
     pins: Mapping[str, float] | None = None,
     delta: float = DEFAULT_DELTA,
     starts: np.ndarray | None = None,
-    max_starts: int = 4500,
+    max_starts: int = default("max_starts"),
     grid_points: int = 600,
     polish_top: int = 4,
     seed: int = 0,

@@ -20,6 +20,8 @@ above 1/e are censored (D_crit > depth; reported as the depth).
 
 from __future__ import annotations
 
+from depthwidth.fit.defaults import default
+
 import math
 
 import numpy as np
@@ -75,7 +77,7 @@ def persistence(
     profiles: list[dict],
     step: int = 1000,
     B: int = 1000,
-    level: float = 0.95,
+    level: float = default("level"),
     seed: int = 0,
     law=None,
     law_values: dict | None = None,

@@ -36,6 +36,8 @@ penalty at all, shapes pooled under a shape-blind law, both D_crit forms, two no
 
 from __future__ import annotations
 
+from depthwidth.fit.defaults import default
+
 import math
 
 import numpy as np
@@ -135,7 +137,7 @@ def dcrit_ladder(
     support: dict | None,
     ci: dict | None,
     dci: dict | None,
-    level: float = 0.95,
+    level: float = default("level"),
     pooled: str | None = None,
     samples: dict | None = None,
 ) -> dict:

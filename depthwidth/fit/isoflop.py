@@ -38,6 +38,8 @@ its budget's centre C, the geometric mean of the budget's compute.
 
 from __future__ import annotations
 
+from depthwidth.fit.defaults import default
+
 import math
 
 import numpy as np
@@ -238,7 +240,7 @@ def isoflop(
     *,
     axis: str = "auto",
     B: int = 1000,
-    level: float = 0.95,
+    level: float = default("level"),
     seed: int = 0,
     tol: float = 0.25,
     law=None,

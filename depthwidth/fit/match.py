@@ -35,6 +35,8 @@ Public: ``flops_to_match`` (a ``Match``), ``final_points``, ``curve_law``,
 
 from __future__ import annotations
 
+from depthwidth.fit.defaults import default
+
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -330,7 +332,7 @@ def flops_to_match(
     *,
     baseline: str = BASELINE,
     bootstrap: int = 200,
-    level: float = 0.95,
+    level: float = default("level"),
     seed: int = 0,
     delta: float = DEFAULT_DELTA,
 ) -> Match:

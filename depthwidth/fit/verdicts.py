@@ -43,6 +43,8 @@ fit.json's ``verdicts`` when ``dw fit`` makes the fit, and decides when an older
 
 from __future__ import annotations
 
+from depthwidth.fit.defaults import default
+
 import math
 
 import numpy as np
@@ -213,7 +215,7 @@ def identification(
     derived: dict | None = None,
     support: dict | None = None,
     quantum: int | None = None,
-    level: float = 0.95,
+    level: float = default("level"),
     pooled: str | None = None,
     n_name: str = "params",
     samples: dict | None = None,
