@@ -5,7 +5,7 @@ Runs a ``dw`` command in this process under ``sys.setprofile`` and counts, for c
 entries into each module from another (a module entered 7 times to render one fit's tables), and
 the calls from report/ into fit/ (the bounce between stages a typed result removes: the report
 walks the fit's result and calls back into the fit for nothing; {} for ``fit`` since the analyses'
-lines and cells are stored in fit.json's verdicts and their tables live in report/analyses.py; for
+lines and cells are stored in fit.json's verdicts and each analysis module's ``tables`` renders them, not counted; for
 ``report`` no rule since the figure's record is stored too, and what is left evaluates the fitted
 law for the figures' curves, reads the probe record tau(W) was fitted to, and cleans numbers).  What runs
 while a module is imported (class bodies, the methods a dataclass makes, constants computed at
@@ -31,6 +31,12 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+# report/ -> fit/ calls that render, not decide: each analysis makes its own tables from its stored
+# section and verdicts (fit/analyses/__init__.py ``tables``), which report/ and dw fit show, in the
+# registry's order (``Entry.section``: a name)
+RENDERING = {"depthwidth.fit.analyses.tables", "depthwidth.fit.analyses.section"}
 
 
 def traced(argv: list[str]) -> dict:
@@ -62,7 +68,8 @@ def traced(argv: list[str]) -> dict:
             entries[mod] = entries.get(mod, 0) + 1
             if caller and caller.startswith("depthwidth.report") and mod.startswith("depthwidth.fit"):
                 key = f"{mod}.{frame.f_code.co_name}"
-                back[key] = back.get(key, 0) + 1
+                if key not in RENDERING:
+                    back[key] = back.get(key, 0) + 1
         stack.append(mod)
 
     out, err = io.StringIO(), io.StringIO()

@@ -1,5 +1,5 @@
 """The optional analyses of a fit: one module each (fit/analyses/), listed in one registry; dw fit
-runs them and the report shows their tables (report/analyses.py) without deciding anything again."""
+runs them, and dw fit and the report show each module's own tables without deciding anything again."""
 
 import sys
 import types
@@ -9,7 +9,6 @@ from depthwidth.fit import analyses
 from depthwidth.fit.defaults import FIT
 from depthwidth.fit.laws import get_law
 from depthwidth.fit.pipeline import run_fit
-from depthwidth.report import analyses as shown
 from tests.planted import PLANTED, planted_table
 
 
@@ -21,13 +20,12 @@ def test_every_registered_analysis_declares_its_section_options_and_tables():
         sections.add(m.SECTION)
         assert set(m.OPTIONS) <= set(FIT), (m.__name__, m.OPTIONS)  # its flags: fit/defaults.py
         assert callable(m.section) and (e.option is not None or callable(m.wanted))  # no option: wanted decides
-        assert callable(shown.TABLES[m.SECTION])  # its table: report/analyses.py
+        assert callable(m.tables)  # its tables: the module's own
     assert sections == {"compare", "holdout", "isoflop", "sensitivity", "downstream", "planted"}
-    assert list(shown.TABLES) == [e.section for e in analyses.REGISTRY]  # shown in the order a fit runs them
 
 
 def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys):
-    """A toy analysis registered by name, with its table beside the others' (report/analyses.py):
+    """A toy analysis registered by name, its tables its own:
     its section lands in fit.json, the line it decides in fit.json's verdicts, and its table in what
     dw fit prints and dw report shows, with no other change."""
     toy = types.ModuleType("tests._toy_analysis")
@@ -35,26 +33,22 @@ def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys)
     toy.wanted = lambda ctx: True
     toy.section = lambda ctx: {"runs": int(ctx.clean["run"].nunique())}
     toy.verdicts = lambda fit: {"lines": ["the toy says hello"]}
+    toy.tables = lambda fit: {
+        "fit_toy": Table(
+            "fit_toy",
+            "Toy",
+            [Col("runs", "runs")],
+            [fit["_toy_analysis"]],
+            analyses.said(fit, "_toy_analysis")["lines"],
+        )
+    }
     monkeypatch.setitem(sys.modules, "tests._toy_analysis", toy)
     monkeypatch.setattr(analyses, "REGISTRY", (*analyses.REGISTRY, analyses.Entry("tests._toy_analysis")))
-    monkeypatch.setitem(
-        shown.TABLES,
-        "_toy_analysis",
-        lambda fit: {
-            "fit_toy": Table(
-                "fit_toy",
-                "Toy",
-                [Col("runs", "runs")],
-                [fit["_toy_analysis"]],
-                shown.said(fit, "_toy_analysis")["lines"],
-            )
-        },
-    )
     df = planted_table(get_law("chinchilla"), PLANTED["chinchilla"], kind="chinchilla", noise=0.005)
     doc = run_fit(runs=df, law="chinchilla", bootstrap=0, max_starts=50, write=False)
     assert doc["_toy_analysis"] == {"runs": df["run"].nunique()}
     assert doc["verdicts"]["analyses"] == {"_toy_analysis": {"lines": ["the toy says hello"]}}  # decided by dw fit
-    assert shown.analysis_tables(doc)["fit_toy"].rows == [doc["_toy_analysis"]]
+    assert analyses.tables(doc)["fit_toy"].rows == [doc["_toy_analysis"]]
     from depthwidth.report.fit_view import fit_tables
 
     assert fit_tables(doc)["fit_toy"].notes == ["the toy says hello"]  # dw fit and dw report show it

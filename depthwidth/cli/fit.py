@@ -83,7 +83,7 @@ def render(res: dict) -> None:
     from rich.markup import escape as esc
 
     from depthwidth.report.fit_view import fit_tables
-    from depthwidth.report.optima import NOT_IDENTIFIED
+    from depthwidth.core.tables import NOT_IDENTIFIED
     from depthwidth.report.render import in_order, print_table
 
     c = console()

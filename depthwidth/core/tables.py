@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+NOT_IDENTIFIED = "not identified"  # a number a table cannot give (outside its meaningful range)
+
 
 @dataclass
 class Col:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from depthwidth.core.tables import Col, Table, ci_pair
 from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_TAU_EXPONENT, DD_TAU_R2
-from depthwidth.report.analyses import analysis_tables
+from depthwidth.fit.analyses import tables as analysis_tables
 from depthwidth.report.document import verdicts
 from depthwidth.report.optima import optimal_tables
 from depthwidth.report.papers import dcrit_tables

@@ -9,10 +9,9 @@ numbers are identified is decided when the fit is made (fit/verdicts.py's ``flag
 
 from __future__ import annotations
 
-from depthwidth.core.tables import Col, Table
+from depthwidth.core.tables import NOT_IDENTIFIED, Col, Table
 from depthwidth.report.document import verdicts
 
-NOT_IDENTIFIED = "not identified"
 LABELS = {"N_exponent": "N* ∝ C^x", "T_exponent": "T* ∝ C^y", "D_exponent": "D* ∝ C^a", "W_exponent": "W* ∝ C^b"}
 NOT_NUMBERS = ("ci", "constraint", "c_ref", "tie_break", "n_convention")  # compute_optimal's keys that are no row
 

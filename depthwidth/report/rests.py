@@ -5,7 +5,7 @@ truth (from fit.json); ``dw fit`` prints the same tables.  The verdicts are the 
 from __future__ import annotations
 
 from depthwidth.core.tables import Col, Table
-from depthwidth.report.analyses import TABLES, analysis_tables
+from depthwidth.fit import analyses
 from depthwidth.report.document import verdicts
 
 
@@ -28,7 +28,7 @@ def rest_tables(fit) -> dict:
     if not fit:
         return {}
     out = {}
-    out.update(analysis_tables(fit, ("planted",)))
+    out.update(analyses.tables(fit, ("planted",)))
     ident = fit.get("identification")
     if ident:
         rows = [
@@ -42,8 +42,8 @@ def rest_tables(fit) -> dict:
         )
         t.notes += verdicts(fit)["notes"]  # the verdicts (decided by dw fit: fit/result.py), then what the fit rests on
         out["fit_identification"] = t
-    # every other analysis (report/analyses.py), in the fit's registry order
-    out.update(analysis_tables(fit, tuple(s for s in TABLES if s not in PLACED)))
+    # every other analysis (fit/analyses/: each module's tables), in the fit's registry order
+    out.update(analyses.tables(fit, tuple(e.section for e in analyses.REGISTRY if e.section not in PLACED)))
     out.update(tuning_tables(fit.get("tuning")))
     return out
 

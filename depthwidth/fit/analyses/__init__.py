@@ -12,11 +12,13 @@ An analysis module declares
   sensitivity): the lines under its table and the cells it marks, decided with the fit's other
   verdicts (fit/result.py) and stored in fit.json's ``verdicts.analyses[SECTION]``.
 
+- ``tables(fit)``: its tables (core/tables.py ``Table``: data, rendered by report/ and cli/), from
+  its stored section and what the fit decided its table says (``said``), deciding nothing again.
+
 ``dw fit`` (pipeline.py) runs the ones asked for in ``REGISTRY``'s order (a line names the option
-that asks for it, so a fit imports only what it runs).  Its table is report/analyses.py's, which
-only shows the stored section and verdicts: the report never calls back into the fit to decide.
-Adding an analysis is one module here, one line in ``REGISTRY`` and its table in
-report/analyses.py.  Its statistics may live in a module of their own (fit/holdout.py,
+that asks for it, so a fit imports only what it runs); ``dw fit`` and ``dw report`` show their
+``tables`` in the same order.  Adding an analysis is one module here and one line in ``REGISTRY``.
+Its statistics may live in a module of their own (fit/holdout.py,
 fit/isoflop.py …) when other parts of dw use them too.
 
 Standard library at import: a module is imported when a fit or a report first needs it.
@@ -124,4 +126,25 @@ def verdicts(fit: dict) -> dict:
     for e in REGISTRY:
         if fit.get(e.section) and hasattr(m := e.module(), "verdicts"):
             out[e.section] = m.verdicts(fit)
+    return out
+
+
+def said(fit: dict, section: str) -> dict:
+    """What the fit decided ``section``'s table says ({lines, …}; empty when it says nothing more): as
+    fit.json's ``verdicts.analyses`` stores it, else (a document written before it did) decided now
+    by the analysis's own rule."""
+    stored = fit.get("verdicts")
+    if isinstance(stored, dict) and "analyses" in stored:
+        return (stored["analyses"] or {}).get(section) or {}
+    return verdicts(fit).get(section) or {}
+
+
+def tables(fit: dict, sections: tuple[str, ...] | None = None) -> dict:
+    """{key: Table} of every analysis section ``fit`` holds (of ``sections`` only, in that order, when
+    given), each its module's ``tables``; an analysis whose section is absent is not imported."""
+    entries = {e.section: e for e in REGISTRY}
+    out = {}
+    for name in entries if sections is None else sections:
+        if fit.get(name) and name in entries:
+            out.update(entries[name].module().tables(fit))
     return out

@@ -13,6 +13,8 @@ parameters mean something else), and says so.  The line said of it is fit.json's
 
 from __future__ import annotations
 
+from depthwidth.core.tables import Col, Table
+
 import json
 import math
 from pathlib import Path
@@ -136,3 +138,33 @@ def summary_line(p: dict) -> str:
         + (f"; missed: {', '.join(missed[:8])}" + (" …" if len(missed) > 8 else "") if missed else "")
         + (f"; {p['note']}" if p.get("note") else "")
     )
+
+
+def tables(fit: dict) -> dict:
+    """A simulated store's fit: each number beside the planted world's value, inside its interval or not."""
+    p = fit["planted"]
+    rows = [
+        {
+            "number": k,
+            "planted": v["planted"],
+            "estimate": v["estimate"],
+            "ci_lo": (v.get("ci") or [None, None])[0],
+            "ci_hi": (v.get("ci") or [None, None])[1],
+            "inside": {True: "yes", False: "NO", None: None}[v["covered"]],
+        }
+        for k, v in p["numbers"].items()
+    ]
+    cols = [
+        Col("number", "number"),
+        Col("planted", "planted", "{:.4g}"),
+        Col("estimate", "fitted", "{:.4g}"),
+        Col("ci_lo", "CI lo", "{:.4g}"),
+        Col("ci_hi", "CI hi", "{:.4g}"),
+        Col("inside", "inside"),
+    ]
+    t = Table(
+        "fit_planted", f"Planted truth ({p['world'].get('label')}, dw simulate): is it inside the interval?", cols, rows
+    )
+    stored = fit.get("verdicts")  # the line dw fit decided (fit/result.py), else this module's own rule now
+    t.notes.append(stored["planted"] if isinstance(stored, dict) and "planted" in stored else summary_line(p))
+    return {"fit_planted": t}

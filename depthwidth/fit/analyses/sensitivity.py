@@ -4,6 +4,9 @@ wide is flagged (the refits: fit/sensitivity.py)."""
 
 from __future__ import annotations
 
+from depthwidth.core.tables import NOT_IDENTIFIED, Col, Table
+from depthwidth.fit.analyses import said
+
 SECTION = "sensitivity"
 OPTIONS = ("sensitivity",)
 
@@ -48,3 +51,38 @@ def verdicts(fit: dict) -> dict:
         "lines": [summary_line(s), f"CI width: {WIDTH_NOTE}"],
         "not_identified": {k: cs for k, cs in below.items() if cs},
     }
+
+
+def tables(fit: dict) -> dict:
+    """Each number under each fitting choice; a value outside the meaningful range reads "not identified"."""
+    s = fit["sensitivity"]
+    says = said(fit, "sensitivity")
+    below = says.get("not_identified") or {}
+    fitted = [r for r in s["choices"] if "values" in r]
+    rows = []
+    for k, v in s["numbers"].items():
+        vals = {r["key"]: v["values"].get(r["key"]) for r in fitted}
+        rows.append(
+            {
+                "number": k,
+                **{c: NOT_IDENTIFIED if c in below.get(k, ()) else x for c, x in vals.items()},
+                "spread": v["spread"],
+                "ci_width": v.get("compared_width", v["ci_width"]),
+                "flagged": v["flagged"],
+                "farthest": v.get("farthest"),
+            }
+        )
+    cols = (
+        [Col("number", "number")]
+        + [Col(r["key"], r["short"], "{:.4g}") for r in fitted]
+        + [
+            Col("spread", "spread", "{:.4g}"),
+            Col("ci_width", "CI width", "{:.4g}"),
+            Col("flagged", "spread > CI"),
+            Col("farthest", "moved most by"),
+        ]
+    )
+    t = Table("fit_sensitivity", "Sensitivity: each number under each fitting choice", cols, rows)
+    t.notes += says.get("lines") or []
+    t.notes += [f"{r['short']}: skipped ({r['skipped']})" for r in s["choices"] if "skipped" in r]
+    return {"fit_sensitivity": t}
