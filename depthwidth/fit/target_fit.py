@@ -16,18 +16,22 @@ The rule (one for every law and task; measured, not tuned per task: docs/design.
    (each on a log scale where every run, target row and candidate is > 0), in standard deviations
    of the candidates' (``candidates``, default the runs): the coordinates of the design's misfit
    kernel.
-2. **Plentiful runs only**: the fit stays plain with fewer than ``PLAIN_PER_PARAM`` = 10 points a free
-   parameter (the classic events-per-variable floor of a regression, Peduzzi et al. 1996; a run of a
-   law of several outputs is as many points, as dw fit counts them): below it the variance a local
-   fit adds outweighs the bias it removes.
-3. **A misfit shown by the runs**: the plain fit's residuals r (on the scale it is fitted on: log
-   loss, or the loss itself for ``objective: raw``) are tested for a misfit shared by
-   neighbours, r ~ N(0, v((1 - l)I + lK)) with K the misfit kernel's correlation among the runs,
-   against l = 0, by likelihood ratio at 5% (critical value 2.71: l tested on its boundary).  An
-   exact law leaves uncorrelated residuals and a plain fit.
-4. **Weights**: w_i = exp(-d_i^2 / 2h^2) with h the narrowest width keeping ``LOCAL_PER_PARAM`` = 5
-   effective runs (sum w)^2 / sum w^2 a free parameter (the relaxed floor of Vittinghoff and
-   McCulloch 2007), fitted by ``engine.fit_law(weights=)``.
+2. **Plentiful runs only**: the fit stays plain with fewer than ``PLAIN_PER_PARAM`` = 10 units a free
+   parameter (the classic events-per-variable floor of a regression, Peduzzi et al. 1996): below it
+   the variance a local fit adds outweighs the bias it removes.  A unit (``units``) is a run: its
+   token budgets share one seed's noise, so they are one observation of a misfit, not several
+   (tested as separate points, an exact law went local in 22-37% of 40 tables of 60 runs x 4
+   budgets with 0.5-2% noise a run); each output of a run of a law of several outputs is its own, as
+   dw fit counts them; a table without ``run`` is a row a unit.
+3. **A misfit shown by the runs**: the plain fit's residuals (on the scale it is fitted on: log
+   loss, or the loss itself for ``objective: raw``), averaged over each unit's rows, r, are tested
+   for a misfit shared by neighbours, r ~ N(0, v((1 - l)I + lK)) with K the misfit kernel's
+   correlation among the units (at their rows' mean coordinates), against l = 0, by likelihood ratio
+   at 5% (critical value 2.71: l tested on its boundary).  An exact law leaves uncorrelated residuals
+   and a plain fit.
+4. **Weights**: w_i = exp(-d_i^2 / 2h^2) a row, with h the narrowest width keeping ``LOCAL_PER_PARAM``
+   = 5 effective units (sum w)^2 / sum w^2 a free parameter (a unit's w the mean of its rows'; the
+   relaxed floor of Vittinghoff and McCulloch 2007), fitted by ``engine.fit_law(weights=)``.
 
 Public: ``fit_for_target`` (-> ``TargetFit``).  Used by ``benchmarks/bench_scalebench.py`` for every
 method's checkpoint fits (dw's design and random picks alike).
@@ -78,21 +82,39 @@ def misfit_test(resid: np.ndarray, corr: np.ndarray) -> tuple[float, float]:
     return 2.0 * float(ll[best] - ll[0]), float(SHARE_GRID[best])
 
 
-def local_weights(d: np.ndarray, need: float) -> tuple[np.ndarray, float, float] | None:
+def local_weights(d: np.ndarray, need: float, unit: np.ndarray | None = None) -> tuple[np.ndarray, float, float] | None:
     """(weights exp(-d^2 / 2h^2), h, effective runs) for the narrowest h keeping ``need`` effective
-    runs; None where even equal weights keep fewer."""
+    runs; None where even equal weights keep fewer.  ``unit``: each row's run (codes 0..U-1; default
+    each row its own): the effective runs count runs, a run's weight the mean of its rows'."""
+    unit = np.arange(len(d)) if unit is None else np.asarray(unit)
+    size = np.bincount(unit)
 
     def n_eff(h: float) -> float:
-        w = np.exp(-0.5 * (d / h) ** 2)
-        return float(w.sum() ** 2 / (w**2).sum())
+        w = np.bincount(unit, weights=np.exp(-0.5 * (d / h) ** 2)) / size
+        s2 = float((w**2).sum())
+        return float(w.sum() ** 2 / s2) if s2 > 0 else 0.0
 
     lo, hi = 1e-3, 1e3
-    if len(d) < need or n_eff(hi) < need:
+    if len(size) < need or n_eff(hi) < need:
         return None
     for _ in range(60):  # bisection on a log scale: the effective count grows with h
         mid = (lo * hi) ** 0.5
         lo, hi = (lo, mid) if n_eff(mid) >= need else (mid, hi)
     return np.exp(-0.5 * (d / hi) ** 2), hi, n_eff(hi)
+
+
+def units(table) -> np.ndarray:
+    """Each row's unit of the misfit test and the counts (codes 0..U-1): a run's rows of one output
+    (its token budgets: one seed's noise, shared) are one unit, each output of a run its own, as a
+    law of several outputs counts them; a table without ``run`` is a row a unit."""
+    import pandas as pd
+
+    if "run" not in table:
+        return np.arange(len(table))
+    key = table["run"].astype(str)
+    if "output" in table:
+        key = key + "\x00" + table["output"].astype(str)
+    return pd.factorize(key)[0]
 
 
 @dataclass
@@ -133,8 +155,11 @@ def locality(table, law: Law, theta, target, *, candidates=None, extra=None, fre
     table = _long(table, law)
     k = len(law.params) if free is None else free
     n = len(table)
-    if n < PLAIN_PER_PARAM * k:
-        return Locality(False, f"plain: {n} points, fewer than {PLAIN_PER_PARAM:g} a free parameter ({k})")
+    unit = units(table)
+    n_u = int(unit.max()) + 1 if n else 0
+    what = "points" if n_u == n else "runs"  # a run's token budgets are one unit: its seed noise is shared
+    if n_u < PLAIN_PER_PARAM * k:
+        return Locality(False, f"plain: {n_u} {what}, fewer than {PLAIN_PER_PARAM:g} a free parameter ({k})")
 
     # one table of runs, target rows, candidates and extra rows: each column on one scale (log where all are > 0)
     cols = run_columns(law)
@@ -165,16 +190,19 @@ def locality(table, law: Law, theta, target, *, candidates=None, extra=None, fre
     z_runs, z_target = x_runs[:, use] / sd[use], x_target[:, use] / sd[use]  # in candidates' sd
 
     resid = fitted_target(table, law) - law.evaluate(np.asarray(theta, dtype=float)[None, :], law.data(table))[0]
-    d2 = ((z_runs[:, None, :] - z_runs[None, :, :]) ** 2).sum(axis=2)
+    size = np.bincount(unit)
+    z_unit = np.stack([np.bincount(unit, weights=z_runs[:, j]) / size for j in range(z_runs.shape[1])], axis=1)
+    r_unit = np.bincount(unit, weights=np.where(np.isfinite(resid), resid, np.nan)) / size  # a unit's mean residual
+    d2 = ((z_unit[:, None, :] - z_unit[None, :, :]) ** 2).sum(axis=2)
     corr = np.exp(-0.5 * d2 / MISFIT_LENGTH**2)  # the misfit kernel's correlation (predict.misfit_kernel)
-    lr, share = misfit_test(resid, corr) if np.isfinite(resid).all() else (0.0, 0.0)
+    lr, share = misfit_test(r_unit, corr) if np.isfinite(r_unit).all() else (0.0, 0.0)
     if not lr > MISFIT_LR_CRITICAL:
         return Locality(False, f"plain: no misfit shared by neighbouring runs (LR {lr:.2f} <= 2.71)", lr, share)
 
     def nearest(z):
         return np.sqrt(((z[:, None, :] - z_target[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
 
-    got = local_weights(nearest(z_runs), LOCAL_PER_PARAM * k)
+    got = local_weights(nearest(z_runs), LOCAL_PER_PARAM * k, unit)
     if got is None:
         return Locality(False, "plain: the runs keep too few effective runs to weigh", lr, share)
     w, h, n_eff = got
@@ -184,7 +212,7 @@ def locality(table, law: Law, theta, target, *, candidates=None, extra=None, fre
         extra_w = np.exp(-0.5 * (nearest(z_extra) / h) ** 2)
     why = (
         f"local: a misfit shared by neighbouring runs (share {share:.2f}, LR {lr:.1f}); runs weighted by "
-        f"nearness to the target, width {h:.2f} sd, {n_eff:.0f} effective runs of {n}"
+        f"nearness to the target, width {h:.2f} sd, {n_eff:.0f} effective runs of {n_u}"
     )
     return Locality(True, why, lr, share, h, n_eff, w, extra_w)
 
