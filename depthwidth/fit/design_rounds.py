@@ -244,14 +244,14 @@ def checkpoint_design(
             if not len(free):
                 break
             k = max(1, math.ceil(growth * len(order)))
-            picks, why = None, None
+            picks, why, wf = None, None, None
             try:
                 ens = ensemble(list(order))
                 w = weigh(list(order), ens) if weigh is not None else None
-                stats["weighted_rounds"] += int(w is not None)
                 wf = None if w is None else np.asarray(w, dtype=float)[free]
                 d = design(ens, target, rows.iloc[free], cost[free], budget=limit - spent, k=k, weights=wf, **design_kw)
                 picks = [int(free[j]) for j in d.picks]
+                stats["weighted_rounds"] += int(w is not None)  # a round the weights valued: one that designed
                 why = None if picks else "design(): no affordable candidate with a finite value"
             except (DesignFailed, BadInput, WorkFailed, np.linalg.LinAlgError) as e:
                 why = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -259,7 +259,9 @@ def checkpoint_design(
             if not picks:
                 stats["fallbacks"] += 1
                 stats["fallback_reasons"][why] = stats["fallback_reasons"].get(why, 0) + 1
-                picks = [int(i) for i in free[np.argsort(cost[free], kind="stable")[:k]]]
+                # the cheapest runs the fit would use: a weight-0 run is what the weights ruled out
+                pool = free if wf is None or not (wf > 0).any() else free[wf > 0]
+                picks = [int(i) for i in pool[np.argsort(cost[pool], kind="stable")[:k]]]
             for i in picks:  # within the checkpoint's budget, always
                 if spent + cost[i] > limit * (1 + 1e-12):
                     break

@@ -545,8 +545,8 @@ def design(
     each output's own point noise: ``_noise_block``), and a pick is charged its cost once.
 
     ``weights``: None, or one in [0, 1] a candidate, the weight the fit using its loss gives it (the fit
-    made for a target: ``fit/target_fit.locality``): a candidate of weight w teaches w of a run (noise
-    variance over w), so a far run that fit all but ignores is worth all but nothing, however cheap."""
+    made for a target: ``fit/target_fit.locality``): a candidate of weight w has its seed noise over w
+    (the weighted fit's view of it), so a run of weight 0 is worth nothing and one of small weight little."""
     if not (isinstance(cost_power, (int, float)) and 0 <= cost_power <= 1):
         raise bad("--cost-power", cost_power, "a number in [0, 1] (1: value per unit cost, 0: cost ignored)")
     cost = np.asarray(cost, dtype=float)
