@@ -551,10 +551,11 @@ def write_next(name: str, s: Suggestion, out: Path | None = None) -> Path:
             ref.update(predicted_loss=round(p["predicted_loss"], 5), pi=[round(x, 5) for x in p["pi"]])
         ref["target"] = s.target.spec
         entry = {**groups, **keys, "ref": ref}
-        blk = by_label.setdefault(r.label, {"runs": []})
+        blk = by_label.setdefault((r.label, bool(r.group)), {"runs": []})  # a tuned block's groups apart
         if r.label:
             blk["label"] = r.label
-        lab = next((b for b in doc.get("blocks") or () if b.get("label") == r.label), {})
+        same = [b for b in doc.get("blocks") or () if b.get("label") == r.label]  # unlabelled blocks share None
+        lab = next((b for b in same if bool(b.get("tune", doc.get("tune"))) == bool(r.group)), same[0] if same else {})
         if r.launcher and lab.get("launcher"):  # the block's launcher settings (GPUs per node ...)
             blk["launcher"] = lab["launcher"]
         if r.group and lab.get("tune", doc.get("tune")):  # a tuning group: its values expanded again
