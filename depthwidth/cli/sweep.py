@@ -46,7 +46,7 @@ def sweep_cmd(
     import time
 
     from depthwidth.launch.backend import backend
-    from depthwidth.sweep import submission as api
+    import depthwidth.sweep.submission as api
     from depthwidth.sweep.options import SweepOptions, then_actions
 
     t0 = time.perf_counter()
@@ -124,7 +124,7 @@ def _render_submission(sub, retry_failed: bool) -> None:
 
 def _render_dry(doc: dict, secs: float) -> None:
     """The dry run's table (sweep/dry_run.py), the lines below it, its warnings on stderr."""
-    from depthwidth.sweep import dry_run
+    import depthwidth.sweep.dry_run as dry_run
 
     c = wide_console()
     print_rows(c, dry_run.table(doc, doc["sweep"], doc["description"]))

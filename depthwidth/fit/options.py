@@ -134,7 +134,7 @@ class FitOptions:
             raise bad("--approach", self.approach, " | ".join(APPROACHES))
         if self.isoflop_axis not in ISOFLOP_AXES:
             raise bad("--isoflop-axis", self.isoflop_axis, " | ".join(ISOFLOP_AXES))
-        holdout_k = parse_holdout(self.holdout)
+        holdout_k = None if self.holdout is None else parse_holdout(self.holdout)  # fit/holdout.py only when asked
         law = self.make_law()
         n_conv = check_convention(self.n_convention, law.name)
         if self.resample not in RESAMPLE:

@@ -88,7 +88,8 @@ def run_fit(
         opts = replace(opts, where=[*opts.where_list, "shape=uniform"])
     if write and out is None and rt.sweep_dir is not None and not force:
         check_replace(rt.sweep_dir / "fit.json", opts)
-    check_metric(opts.metric, df.columns)  # --metric METRIC:TASK: a column dw eval wrote
+    if opts.metric is not None:
+        check_metric(opts.metric, df.columns)  # --metric METRIC:TASK: a column dw eval wrote
     untuned = df
     df, tuning, picks = _tuned(df, opts)
     check_columns(chk.law, df.columns, chk.n_convention)  # a user law's unknown symbol, named as its file has it
@@ -192,7 +193,8 @@ def _tuned(df, opts: FitOptions):
     """A tuned sweep's table: each group's best run (or its interpolated loss), fit.json's
     ``tuning`` section and the groups' picks; any other table unchanged (``--tuned`` on it is bad
     input)."""
-    found = tuning_picks(df, level=opts.level, seed=opts.seed)
+    # an untuned table (no tuning group) has nothing for fit/tuning.py to pick
+    found = tuning_picks(df, level=opts.level, seed=opts.seed) if "group" in df and df["group"].notna().any() else []
     if not found:
         if opts.tuned is not None:
             raise BadInput(f"bad value for --tuned: {opts.tuned} (allowed: only on a tuned sweep, sweep file tune:)")

@@ -101,6 +101,9 @@ class Backend(Protocol):
     def describe(self, job_ids: list[str]) -> str:
         """The submitted tasks in words: ``one job array of 30 tasks``, ``30 local tasks``."""
 
+    def waves(self, name: str, job_ids: list[str]) -> list[dict]:
+        """The submissions among ``job_ids`` that went in as waves (launch/slurm_waves.py); [] here."""
+
     def runs_followup(self, submitted: bool) -> bool:
         """Whether ``dw sweep`` runs the follow-up (--then) itself, now: no job or worker will."""
 
@@ -169,6 +172,9 @@ class _Here:
     def in_flight(self, name: str, job_ids: list[str], root=None) -> set[str]:
         local = task_states(name, root)
         return {j for j in job_ids if local.get(j) in IN_FLIGHT}
+
+    def waves(self, name: str, job_ids: list[str]) -> list[dict]:
+        return []  # no scheduler limit on queued jobs here
 
     def check(self, cfg: dict, need_scheduler: bool, check_gpus: bool) -> None:
         pass
@@ -334,6 +340,9 @@ class Slurm:
             f"{plural(sc['nodes'], 'node')}{gpus}; {when}, requeue restarts, queue waits and checkpoint "
             "writes included (calendar per run, below)"
         )
+
+    def waves(self, name: str, job_ids: list[str]) -> list[dict]:
+        return slurm_waves.waves_of(name, job_ids)
 
     def in_flight(self, name: str, job_ids: list[str], root=None) -> set[str]:
         raw = slurm.slurm_states(job_ids) if job_ids else {}  # SchedulerUnknown: the caller decides

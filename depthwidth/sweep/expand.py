@@ -104,7 +104,7 @@ def expand(
     its processes and ``gpu_memory`` are what the memory plan must fit."""
     doc = load_file(name) if doc is None else doc
     store_name = store_of(name, doc)
-    doc = with_blocks(name, doc)
+    doc = with_blocks(name, doc) if "isoflop" in doc else doc  # sweep/isoflop.py: an isoflop: key's blocks
     cli_groups, cli_keys = parse_cli_overrides(cli_overrides)
     for k in cli_keys:
         if k.lstrip("+") in RESERVED:

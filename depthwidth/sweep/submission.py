@@ -34,7 +34,6 @@ from depthwidth.launch.config import launcher_config, split_overrides, target_de
 from depthwidth.launch import followup
 from depthwidth.launch.backend import backend
 from depthwidth.launch.halving import release_decided
-from depthwidth.launch.slurm_waves import waves_of
 from depthwidth.launch.status import RETRYABLE, status
 from depthwidth.launch.submit import submit as launch_submit
 from depthwidth.sweep.expand import (
@@ -408,8 +407,8 @@ def _submit(
         )
     jobs = sorted({x["job_id"] for x in subs}, key=job_key)
     waves = []
-    if subs:  # SLURM submissions that went in as waves (a waves.json); none for debug and local
-        waves = waves_of(name, jobs)
+    if subs:  # SLURM submissions that went in as waves (a waves.json; none for debug and local)
+        waves = backend(lcfg["name"]).waves(name, jobs)
     return Submission(name, lcfg["name"], subs, jobs, skipped, notes=notes, waves=waves)
 
 

@@ -52,6 +52,8 @@ CANONICAL = ("params", "tokens", "loss", "depth", "width", "flops", "seed", "run
 def parse_columns(spec: str | None) -> dict[str, str]:
     """``"loss=final_loss,params=p"`` -> {canonical: source column}."""
     out: dict[str, str] = {}
+    if spec is None:
+        return out
     for k, v in key_values(spec, "--columns", "NAME=COLUMN pairs, e.g. loss=final_loss,params=params_active_precise"):
         if k not in CANONICAL:
             raise bad("--columns", k, ", ".join(CANONICAL))

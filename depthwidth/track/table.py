@@ -131,7 +131,7 @@ def run_table(sweep_dir: str | Path):
         points = [(b.get("tokens"), b.get("val_loss"), b.get("step")) for b in budgets if isinstance(b, dict)]
         if not points:
             points = [(s.get("tokens"), s.get("final_val_loss"), s.get("steps"))]
-        evals = evaldoc.columns(evaldoc.read(d))
+        evals = evaldoc.columns(evaldoc.read(d)) if (Path(d) / evaldoc.FILE).is_file() else {}  # most runs have none
         downstream.update(evals)
         for tokens, loss, step in points:
             t = _num(tokens)
