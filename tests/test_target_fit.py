@@ -203,7 +203,7 @@ def test_a_failed_fit_for_the_held_out_runs_leaves_the_hold_out_and_says_why(mon
     """The hold-out's own result stands where the weighted fit fails: plain errors, and why."""
     from depthwidth.core.errors import WorkFailed
     from depthwidth.fit import target_fit
-    from depthwidth.fit.holdout import holdout
+    from depthwidth.fit.holdout import holdout, summary_lines
 
     def broken(*a, **k):
         raise WorkFailed("no start converged")
@@ -214,6 +214,16 @@ def test_a_failed_fit_for_the_held_out_runs_leaves_the_hold_out_and_says_why(mon
     h = holdout(w.assign(tokens=20 * w["params"], run=[f"r{i}" for i in range(len(w))]), law, k=5, bootstrap_n=0)
     assert not h["for_target"]["local"] and h["for_target"]["rmse"] == pytest.approx(h["rmse"], rel=1e-12)
     assert h["for_target"]["why"] == "plain: the fit for the held-out runs failed (no start converged)"
+    assert summary_lines(h)[1] == (  # said where the terminal shows it, not only kept in fit.json
+        "the fit made for the held-out runs failed (no start converged): the plain fit's errors stand"
+    )
+
+    def empty(*a, **k):
+        raise np.linalg.LinAlgError()  # no message: its name stands for it
+
+    monkeypatch.setattr(target_fit, "fit_for_target", empty)
+    h = holdout(w.assign(tokens=20 * w["params"], run=[f"r{i}" for i in range(len(w))]), law, k=5, bootstrap_n=0)
+    assert h["for_target"]["why"] == "plain: the fit for the held-out runs failed (LinAlgError)"
 
 
 def test_a_runs_token_budgets_are_one_unit_of_the_misfit_test():

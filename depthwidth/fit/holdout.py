@@ -190,6 +190,9 @@ def holdout(
     }
 
 
+FAILED = "plain: the fit for the held-out runs failed"  # its why, where the weighted fit raised
+
+
 def _for_target(train, test, law, fr: FitResult, **fit_kw) -> dict:
     """The fit made for the held-out runs (fit/target_fit.py: weighted towards them where the fitted
     runs show a misfit shared by neighbours): whether it is local, why, and its errors on them (the
@@ -200,8 +203,9 @@ def _for_target(train, test, law, fr: FitResult, **fit_kw) -> dict:
     try:
         tf = fit_for_target(train, law, test, plain=fr, **fit_kw)
         theta, local, why = tf.fit.theta, tf.local, tf.why
-    except (BadInput, WorkFailed) as e:  # the hold-out's own result stands without it
-        theta, local, why = fr.theta, False, f"plain: the fit for the held-out runs failed ({str(e).splitlines()[0]})"
+    except (BadInput, WorkFailed, np.linalg.LinAlgError, MemoryError) as e:  # the hold-out's own result stands
+        said = (str(e).splitlines() or [type(e).__name__])[0]
+        theta, local, why = fr.theta, False, f"{FAILED} ({said})"
     L = np.asarray(test["loss"], dtype=float)
     err = law.to_loss(law.evaluate(theta[None, :], law.data(test))[0]) - L
     return {
@@ -224,6 +228,10 @@ def summary_lines(h: dict) -> list[str]:
     if t and t["local"]:  # fit.json before 2026-12-05 has none
         lines.append(
             f"the fit made for the held-out runs ({t['why']}): RMSE {t['rmse']:.3g} nats, bias {t['bias']:+.3g}"
+        )
+    elif t and str(t.get("why", "")).startswith(FAILED):  # said, not only kept in fit.json
+        lines.append(
+            f"the fit made for the held-out runs failed {t['why'][len(FAILED) :].strip()}: the plain fit's errors stand"
         )
     return lines
 
