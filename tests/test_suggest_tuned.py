@@ -58,3 +58,49 @@ def test_a_tuned_sweeps_candidates_are_whole_tuning_groups_and_the_next_file_tun
         rates = sorted(r.tuned["optim.lr"] for r in nxt.runs if r.group == g)
         assert len(rates) == 5 and rates[0] == pytest.approx(1e-4) and rates[-1] == pytest.approx(1e-3)
     assert {r.run_id for r in nxt.runs} <= {r.run_id for r in runs}  # the very runs the candidates were
+
+
+def test_the_next_file_keeps_a_tuned_blocks_groups_apart_from_an_untuned_blocks_runs(tmp_path, monkeypatch):
+    """Two unlabelled blocks, one tuned and one not: each picked group expands again into its own
+    runs, and each untuned pick stays the run it was (review of 2026-12-05: both blocks resolved to
+    the first, so the untuned picks took its tune: and new run ids)."""
+    from types import SimpleNamespace
+
+    from depthwidth.sweep.expand import expand
+    from depthwidth.sweep.file import load_file
+    from depthwidth.sweep.suggest import _unit_pick, candidates, tuning_units, write_next
+
+    d = tmp_path / "sweeps"
+    d.mkdir()
+    monkeypatch.setenv("DW_SWEEPS", str(d))
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
+    demo = yaml.safe_load((REPO / "sweeps" / "demo_tuned.yaml").read_text())
+    doc = {
+        "description": "two blocks, one tuned",
+        "groups": demo["groups"],
+        "fixed": demo["fixed"],
+        "blocks": [
+            {"axes": {"model.width": [32, 64]}, "tune": {"optim.lr": [1.0e-3, 1.0e-2]}},
+            {"axes": {"model.width": [48, 96]}},
+        ],
+    }
+    (d / "two.yaml").write_text(yaml.safe_dump(doc))
+    runs, _ = candidates("two")
+    picks = [_unit_pick(u) for u in tuning_units(runs)]
+    assert any(p.group for p in picks) and not all(p.group for p in picks)  # every candidate picked, both kinds
+    n = len(picks)
+    s = SimpleNamespace(
+        source=SimpleNamespace(doc=load_file("two"), store="two", ensemble=SimpleNamespace(source="prior published")),
+        target=SimpleNamespace(spec="alpha"),
+        runs=picks,
+        predicted={"loss": [3.0] * n, "pi": [[2.9] * n, [3.1] * n]},
+        budget=1.0,
+    )
+    write_next("two", s)
+    nxt = expand("two_next").runs
+    groups = {p.group for p in picks if p.group}
+    assert {r.group for r in nxt if r.group} == groups
+    assert {r.run_id for r in nxt} == {r.run_id for r in runs}  # the very runs the candidates were
+    for g in groups:  # each group its two tuned rates again
+        assert sorted(r.tuned["optim.lr"] for r in nxt if r.group == g) == pytest.approx([1e-3, 1e-2])
+    assert not any(r.tuned for r in nxt if not r.group)  # an untuned pick is not tuned
