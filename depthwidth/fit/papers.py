@@ -23,6 +23,8 @@ DD_LOSSES = {
     (64, 2816): (2.417, 6.38e9),
 }
 DD_KAPPA = 2.43  # D_crit ≈ kappa·ln W
+DD_POWER_C = 0.981  # the power form D_crit ≈ c·W^p: its scale (p = DD_TAU_EXPONENT)
+DD_VOCAB = 50257  # the paper's vocabulary (inferred, docs/science.md §1): its N_total (model/accounting.py)
 DD_TAU_EXPONENT = 0.44  # gradient persistence tau(W) ∝ W^0.44 ...
 DD_TAU_R2 = 0.98  # ... with R² 0.98
 DD_FIT = {"r2": 0.922, "rmse": 0.113, "alpha": 0.22, "alpha_ci": (-0.21, 0.65)}  # their law's fit, nats

@@ -38,8 +38,8 @@ import numpy as np
 
 from depthwidth.core.errors import bad
 from depthwidth.fit.laws import Law, label
-from depthwidth.model.accounting import n_12dw2
-from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_LOSSES, DD_TAU_EXPONENT
+from depthwidth.model.accounting import n_12dw2, n_12dw2_total
+from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_LOSSES, DD_POWER_C, DD_TAU_EXPONENT, DD_VOCAB
 
 _DD = {"A": 11.04, "alpha": 0.0837, "B": 32.21, "delta": 0.1552, "gamma": 0.7298, "mu": 0.3197}
 _DD_E = {"E": 1.0, "A": 23.77, "alpha": 0.1662, "B": 48.97, "delta": 0.1648, "gamma": 2.71, "mu": 0.4867}
@@ -52,11 +52,11 @@ PUBLISHED = {
         "delta": 0.1405,
         "gamma": 0.7298,
         "mu": 0.3197,
-        "c": 0.981,
+        "c": DD_POWER_C,
         "p": DD_TAU_EXPONENT,
     },
     "depth-delusion[log+E]": {**_DD_E, "kappa": DD_KAPPA},
-    "depth-delusion[power+E]": {**_DD_E, "c": 0.981, "p": DD_TAU_EXPONENT},
+    "depth-delusion[power+E]": {**_DD_E, "c": DD_POWER_C, "p": DD_TAU_EXPONENT},
     "chinchilla": {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
     "width-depth": {"E": 1.0, "A_w": 14.22, "a_w": 0.3757, "A_d": 1.354, "a_d": 1.577, "B": 43.03, "beta": 0.1613},
 }
@@ -80,14 +80,13 @@ NOISE = {  # a new run = the law + the misfit at its configuration + seed + poin
     "df_run": 1000,
     "df_point": 1000,
 }
-VOCAB = 50257  # the paper's vocabulary (inferred, docs/science.md §1): N_total = 12·D·W² + 2·V·W
 
 
 def published_table():
     """The published losses as a run table (N = 12·D·W², the law's own count; tokens as trained)."""
     rows = []
     for d, w, loss in PUBLISHED_LOSSES:
-        total = n_12dw2(d, w) + 2 * VOCAB * w
+        total = n_12dw2_total(d, w, DD_VOCAB)  # the paper's N_total: which budget it was trained at
         tokens = 6.4e9 if total < 1e9 else min(20 * total, 1.4e11)
         rows.append({"depth": d, "width": w, "params": n_12dw2(d, w), "tokens": tokens, "loss": loss})
     return rows

@@ -50,7 +50,7 @@ from depthwidth.model.spec import ModelSpec
 # -- the parameter-count conventions (one home: docs/science.md §2 and §4) -------------------------
 # exact: count_params / account below (every tensor of the built model; ``params`` total,
 # ``params_non_embedding`` without the embedding and the untied head);
-# 12·D·W²: the Depth-Delusion ansatz's own N (``n_12dw2``);
+# 12·D·W²: the Depth-Delusion ansatz's own N (``n_12dw2``), and its paper's total (``n_12dw2_total``);
 # vwt: the reference convention of Wu et al. (``vwt_params``).
 
 
@@ -58,6 +58,12 @@ def n_12dw2(depth, width):
     """N = 12·D·W² (attention 4W² + a GELU MLP at 4W, 8W², per layer; no embedding, norms or biases);
     broadcasts over numpy arrays."""
     return 12.0 * depth * width * width
+
+
+def n_12dw2_total(depth, width, vocab):
+    """The Depth-Delusion paper's total: 12·D·W² + 2·V·W (an untied token embedding and LM head of V
+    rows); broadcasts over numpy arrays."""
+    return n_12dw2(depth, width) + 2.0 * vocab * width
 
 
 DENSE_TERMS = (16.0, 0.0, 4.0)  # (K, G, D): Σ K·w² + Σ G·w − 3(w_1 − h)w_1 − D·w_L(w_L − h)

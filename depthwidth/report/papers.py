@@ -1,5 +1,5 @@
 """The papers' numbers beside the sweep's: D_crit at the sweep's widths (law, gradient profiles, the
-paper's 2.43·ln W), D_crit extrapolated to production models, and published losses of the
+paper's kappa·ln W), D_crit extrapolated to production models, and published losses of the
 configurations a sweep shares with the papers (docs/science.md §1)."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def dcrit_tables(fit: dict | None, widths=(), probes=()) -> dict:
         Col("ci_hi", "CI hi", "{:.3g}"),
         Col("profiles", "D_crit measured (1/e, profiles)", "{:.3g}"),
         Col("censored", "censored"),
-        Col("paper", "D_crit paper (2.43·ln W)", "{:.3g}"),
+        Col("paper", f"D_crit paper ({DD_KAPPA:g}·ln W)", "{:.3g}"),
     ]
     t = Table(
         "dcrit_widths",
@@ -90,7 +90,7 @@ def dcrit_tables(fit: dict | None, widths=(), probes=()) -> dict:
     mt = Table("dcrit_models", "D_crit extrapolated to production models", mcols, mrows)
     if not dc:
         mt.notes.append("measured column empty: the fit has no D_crit (dw fit NAME --law depth-delusion)")
-    mt.notes.append("paper: kappa = 2.43 from widths ≤ 6144; an extrapolation over two orders of magnitude")
+    mt.notes.append(f"paper: kappa = {DD_KAPPA:g} from widths ≤ 6144; an extrapolation over two orders of magnitude")
     return {"dcrit_widths": t, "dcrit_models": mt}
 
 
