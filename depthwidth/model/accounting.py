@@ -51,7 +51,7 @@ from depthwidth.model.spec import ModelSpec
 # exact: count_params / account below (every tensor of the built model; ``params`` total,
 # ``params_non_embedding`` without the embedding and the untied head);
 # 12·D·W²: the Depth-Delusion ansatz's own N (``n_12dw2``), and its paper's total (``n_12dw2_total``);
-# vwt: the reference convention of Wu et al. (``vwt_params``).
+# vwt: the reference convention of Wu et al. (``vwt_params``; an MoE's active count ``vwt_active_params``).
 
 
 def n_12dw2(depth, width):
@@ -98,6 +98,14 @@ def vwt_params(widths: Sequence[float], h: float, vocab: int, terms=DENSE_TERMS,
     if wL > h:
         p -= D * wL * (wL - h)
     return p
+
+
+def vwt_active_params(total: float, widths: Sequence[float], n_experts: int, expert_ratio: float, top_k: int) -> float:
+    """The reference convention's active count of an MoE (the paper's solve_hparams.compute_active_params):
+    its ``total`` (``vwt_params``) less the unrouted experts' share of Σ 3·E·r·w_i², the waste terms
+    left as they are."""
+    idle = (1 - top_k / n_experts) * sum(3 * n_experts * expert_ratio * w * w for w in widths)
+    return total - idle
 
 
 def _count(spec: ModelSpec, mlp_hidden: Callable[[int], float], classes=None) -> dict:

@@ -34,11 +34,11 @@ def figures(spec: ModelSpec, seq_len: int) -> dict:
     out["params_vwt"] = shapes.vwt_params(
         spec.widths, spec.embed_width, spec.vocab_size, terms, classes=spec.layer_classes()
     )
-    if spec.mlp == "moe":  # the paper's active count (solve_hparams.compute_active_params): the unrouted
-        # experts' share of Σ 3·E·r·w_i² taken from the convention's total, its waste terms left as they are
+    if spec.mlp == "moe":  # the paper's active count (model/accounting.py)
         r = spec.expert_hidden / spec.embed_width
-        idle = (1 - spec.top_k / spec.n_experts) * sum(3 * spec.n_experts * r * w * w for w in spec.widths)
-        out["params_vwt_active"] = out["params_vwt"] - idle
+        out["params_vwt_active"] = accounting.vwt_active_params(
+            out["params_vwt"], spec.widths, spec.n_experts, r, spec.top_k
+        )
     return out
 
 
