@@ -58,6 +58,13 @@ def test_a_tuned_sweeps_candidates_are_whole_tuning_groups_and_the_next_file_tun
         rates = sorted(r.tuned["optim.lr"] for r in nxt.runs if r.group == g)
         assert len(rates) == 5 and rates[0] == pytest.approx(1e-4) and rates[-1] == pytest.approx(1e-3)
     assert {r.run_id for r in nxt.runs} <= {r.run_id for r in runs}  # the very runs the candidates were
+    code, out, err = dw_in_process(capsys, "suggest", "t", "--budget", "1e5", "--target", "alpha", "--no-write")
+    assert code == 0, err  # the summary counts candidates as groups, and what the store holds as runs
+    said = (
+        f"{doc['candidates']} candidates (tuning groups); runs already in the store {doc['candidates_in_store']}, "
+        f"refused by the plan {doc['candidates_refused']})"
+    )
+    assert doc["candidates_in_store"] == 150 and said in " ".join(out.split())  # the 30 groups' 5 rates each
 
 
 def test_the_next_file_keeps_a_tuned_blocks_groups_apart_from_an_untuned_blocks_runs(tmp_path, monkeypatch):

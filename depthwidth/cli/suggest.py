@@ -87,9 +87,9 @@ def _render(doc: dict) -> None:
     c.print(
         escape(
             f"{doc['target_label']}: 95% interval {doc['interval_now']:.3g} wide now, expected "
-            f"{after} after these runs (from the {doc['from']}; {doc['candidates']} candidates, "
-            f"{doc.get('candidates_in_store', 0)} already in the store, {doc.get('candidates_refused', 0)} refused "
-            "by the plan)"
+            f"{after} after these runs (from the {doc['from']}; {doc['candidates']} candidates"
+            f"{' (tuning groups)' if doc.get('unit') == 'tuning groups' else ''}; runs already in the store "
+            f"{doc.get('candidates_in_store', 0)}, refused by the plan {doc.get('candidates_refused', 0)})"
         ),
         highlight=False,
         soft_wrap=True,
