@@ -39,7 +39,7 @@ import numpy as np
 
 from depthwidth.core.errors import BadInput, WorkFailed
 from depthwidth.fit.checks import quality_warnings
-from depthwidth.fit.laws import Law, has_hinge
+from depthwidth.fit.laws import Law, has_hinge, is_user
 from depthwidth.fit.solver import (
     COARSE_ITERS,
     COARSE_POINTS,
@@ -53,7 +53,6 @@ from depthwidth.fit.solver import (
     polish,
     search_dtype,
 )
-from depthwidth.fit.userlaw import is_user
 
 
 def _distinct(theta: np.ndarray, F: np.ndarray, k: int, tol: float = 1e-3) -> np.ndarray:

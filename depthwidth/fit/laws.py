@@ -340,6 +340,23 @@ _SPECS: dict[str, Callable[..., Law]] = {
 LAW_NAMES = tuple(_SPECS)
 
 
+def is_user(law: Law) -> bool:
+    """Whether a law is user-defined (fit/userlaw.py: a law file or mapping), not a built-in."""
+    return "user" in law.options
+
+
+def builtin_of_label(lab: str, options: dict | None = None) -> Law:
+    """A built-in law from its fit.json label (``depth-delusion[log+E]`` …) and options: the
+    built-in half of fit/userlaw.py's ``law_of_label``."""
+    if options:
+        return get_law(
+            lab.split("[", 1)[0], dcrit=options.get("dcrit", "log"), irreducible=bool(options.get("irreducible", False))
+        )
+    name, _, rest = lab.partition("[")
+    form = rest.rstrip("]")
+    return get_law(name, dcrit=form.split("+")[0] or "log", irreducible=form.endswith("+E"))
+
+
 def has_hinge(law: Law) -> bool:
     """Whether the law has the depth-delusion hinge max(0, D - D_crit)."""
     return "dcrit" in law.options

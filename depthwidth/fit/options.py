@@ -95,11 +95,11 @@ class FitOptions:
         """The law to fit; ``--dcrit`` and ``--irreducible`` shape depth-delusion only."""
         if isinstance(self.law, Law):
             return self.law
+        if isinstance(self.law, str) and self.law in LAW_NAMES:  # a built-in: no law file ends in .yaml
+            return get_law(self.law, dcrit=self.dcrit, irreducible=self.irreducible)
         if isinstance(self.law, dict) or is_law_file(self.law):
             return load_law(self.law)
-        if self.law not in LAW_NAMES:
-            raise bad("--law", self.law, " | ".join(LAW_NAMES) + " | a law file FILE.yaml (docs/user_laws.md)")
-        return get_law(self.law, dcrit=self.dcrit, irreducible=self.irreducible)
+        raise bad("--law", self.law, " | ".join(LAW_NAMES) + " | a law file FILE.yaml (docs/user_laws.md)")
 
     @property
     def label(self) -> str:

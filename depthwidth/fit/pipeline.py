@@ -35,7 +35,7 @@ from depthwidth.fit.holdout import split_largest
 from depthwidth.fit.intervals import underdetermined
 from depthwidth.fit.intervals import vet as vet_intervals
 from depthwidth.fit.isoflop import budgets as isoflop_budgets
-from depthwidth.fit.laws import get_law
+from depthwidth.fit.laws import get_law, is_user
 from depthwidth.fit.options import Checked, FitOptions
 from depthwidth.fit.predict import replicates_record
 from depthwidth.fit.result import FitDocument
@@ -47,7 +47,7 @@ from depthwidth.fit.tuning import line as tuning_line
 from depthwidth.fit.tuning import picks as tuning_picks
 from depthwidth.fit.tuning import section as tuning_section
 from depthwidth.fit.tuning import select as tuning_select
-from depthwidth.fit.userlaw import check_columns, is_user
+from depthwidth.fit.userlaw import check_columns
 from depthwidth.fit.userlaw import record as law_record
 from depthwidth.fit.verdicts import identification
 from depthwidth.track.run_source import RunSource
@@ -92,7 +92,8 @@ def run_fit(
         check_metric(opts.metric, df.columns)  # --metric METRIC:TASK: a column dw eval wrote
     untuned = df
     df, tuning, picks = _tuned(df, opts)
-    check_columns(chk.law, df.columns, chk.n_convention)  # a user law's unknown symbol, named as its file has it
+    if is_user(chk.law):
+        check_columns(chk.law, df.columns, chk.n_convention)  # a user law's unknown symbol, named as its file has it
     data_fp = table_fingerprint(df)  # the input table as given, before N is chosen
     df, n_conv, n_note = _count_as(df, chk, opts)
     going = unfinished(src.name, rt.sweep_dir, src.root) if rt.sweep_dir is not None else None

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from depthwidth.core.errors import BadInput, bad, key_values
+from depthwidth.fit.laws import is_user
 from depthwidth.fit.userlaw import long_table
 
 LOG_TAKEN = ("params", "tokens", "loss", "depth", "width")
@@ -92,7 +93,7 @@ def prepare(df, law):
     """
     import pandas as pd
 
-    df = long_table(df, law).copy()  # a multi-output law's table: one row per run and output
+    df = (long_table(df, law) if is_user(law) else df).copy()  # a multi-output law's table: one row per run and output
     notes: list[str] = []
     cols = set(map(str, df.columns))
     if "tokens" in law.columns and "tokens" not in cols and {"flops", "params"} <= cols:

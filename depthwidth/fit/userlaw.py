@@ -76,7 +76,7 @@ import numpy as np
 
 from depthwidth.core.errors import BadInput, bad, did_you_mean
 from depthwidth.fit import expr
-from depthwidth.fit.laws import LAW_NAMES, Law, get_law
+from depthwidth.fit.laws import LAW_NAMES, Law, builtin_of_label, is_user
 from depthwidth.fit.terms import Param
 
 KEYS = ("name", "formula", "outputs", "columns", "define", "params", "objective")
@@ -92,10 +92,6 @@ TARGET = "loss"  # what every law predicts: no formula reads it
 def is_law_file(value) -> bool:
     """Whether a ``--law`` value names a law file rather than a built-in law."""
     return isinstance(value, (str, os.PathLike)) and str(value).lower().endswith(SUFFIXES)
-
-
-def is_user(law: Law) -> bool:
-    return "user" in law.options
 
 
 @dataclass(frozen=True)
@@ -170,13 +166,7 @@ def law_of_label(lab: str, options: dict | None = None) -> Law:
     fit``'s verdicts, predictions and designs, and the report's fitted curves."""
     if options and "user" in options:
         return load_law(options["user"])
-    if options:
-        return get_law(
-            lab.split("[", 1)[0], dcrit=options.get("dcrit", "log"), irreducible=bool(options.get("irreducible", False))
-        )
-    name, _, rest = lab.partition("[")
-    form = rest.rstrip("]")
-    return get_law(name, dcrit=form.split("+")[0] or "log", irreducible=form.endswith("+E"))
+    return builtin_of_label(lab, options)
 
 
 def load_law(spec) -> Law:

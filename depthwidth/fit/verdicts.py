@@ -50,7 +50,7 @@ import math
 import numpy as np
 
 from depthwidth.fit.identify import HEADS, LADDER, dcrit_ladder
-from depthwidth.fit.laws import label
+from depthwidth.fit.laws import builtin_of_label, label
 from depthwidth.fit.userlaw import law_of_label
 
 CLAIMS = {"chinchilla": ("alpha", "beta"), "width-depth": ("a_w", "a_d")}
@@ -312,7 +312,8 @@ def loro_better(a: dict, b: dict, level: float = PREFER_LEVEL) -> dict | None:
 
 def fitted_label(doc: dict) -> str:
     """The fitted law's label (``depth-delusion[log]`` …) from a fit.json's law and options."""
-    return label(law_of_label(doc["law"], doc.get("options")))
+    opts = doc.get("options")
+    return label(law_of_label(doc["law"], opts) if opts and "user" in opts else builtin_of_label(doc["law"], opts))
 
 
 def preferred(doc: dict | None) -> dict | None:

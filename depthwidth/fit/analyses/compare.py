@@ -16,7 +16,7 @@ def wanted(ctx) -> bool:
 def section(ctx) -> dict:
     from depthwidth.fit.compare import compare_laws
     from depthwidth.fit.laws import label
-    from depthwidth.fit.userlaw import is_user
+    from depthwidth.fit.laws import is_user
 
     lw, chk = ctx.chk.law, ctx.chk
     names = chk.compare if lw.name in chk.compare else [lw if is_user(lw) else lw.name] + chk.compare
