@@ -95,13 +95,15 @@ def expand(
     mfu: float = DEFAULT_MFU,
     peak: float = DEFAULT_PEAK,
     cpu_peak: float = DEFAULT_CPU_PEAK,
+    costs: bool = True,
 ) -> Sweep:
     """The sweep's runs, composed, identified, validated and planned: of the file sweeps/NAME.yaml,
     or of ``doc``, a sweep document held in memory (``dw suggest``'s candidates).  File-level errors
     raise BadInput; per-run errors are kept in ``run.error`` (see ``check``).
     Each run's launcher is conf/launcher ← the sweep file's ``launcher`` defaults ←
     ``launcher_overrides``; its device (cpu | cuda) resolves ``train.precision=auto``,
-    its processes and ``gpu_memory`` are what the memory plan must fit."""
+    its processes and ``gpu_memory`` are what the memory plan must fit.  ``costs``: False leaves
+    out the dry run's cost figures (``validate``), which a submission does not record."""
     doc = load_file(name) if doc is None else doc
     store_name = store_of(name, doc)
     doc = with_blocks(name, doc) if "isoflop" in doc else doc  # sweep/isoflop.py: an isoflop: key's blocks
@@ -134,7 +136,18 @@ def expand(
             if cfg.train.get("precision") == "auto":
                 keys["train.precision"] = cfg.train.precision = precision_for("auto", run_device)
             texts = _share(cfg, pool)  # before the checks, which read the groups' texts it computes
-            _settle(r, cfg, run_device, pt.get("tuned"), texts, mfu=mfu, peak=peak, cpu_peak=cpu_peak, spec=spec)
+            _settle(
+                r,
+                cfg,
+                run_device,
+                pt.get("tuned"),
+                texts,
+                mfu=mfu,
+                peak=peak,
+                cpu_peak=cpu_peak,
+                spec=spec,
+                costs=costs,
+            )
             if pt.get("halving"):
                 r.halving = True
                 _check_halving(cfg, lcfg)
@@ -253,13 +266,15 @@ def validate(
     capacity: int | None = None,
     spec: Any = None,
     texts: dict | None = None,
+    costs: bool = True,
 ) -> dict:
     """Everything `dw train` would reject, short of touching the data (``train.plan.check``;
     ``check_data`` opens it), the memory plan on ``processes`` devices of ``capacity`` bytes
     (BadInput if it cannot fit), and the dry-run figures of the run (plan_costs.py: device-hours
     at ``mfu`` of ``peak`` per GPU or ``cpu_peak`` per CPU process, checkpoint bytes).  ``spec``
     and ``texts``: ``cfg.model`` resolved and its groups' fingerprints, where the caller holds them.
-    No torch."""
+    ``costs``: False leaves out the device-hours, evaluation FLOPs, events and checkpoint figures
+    (a submission records none of them).  No torch."""
     rp = check_run(cfg, processes=processes, spec=spec, texts=texts)
     spec, t = rp.spec, cfg.train
     mb = t.micro_batch_size
@@ -287,8 +302,17 @@ def validate(
     flops = f["flops_per_token"] * tokens
     steps_planned = planned_steps(rp.steps, rp.budgets)  # the trunk and every WSD decay branch
     flops_planned = f["flops_per_token"] * steps_planned * rp.tokens_per_step
-    ev = events(t, cfg.probe, rp.steps, rp.budgets)
-    flops_eval = eval_flops(ev["evals"], int(t.eval_batches), rp.tokens_per_step, f["flops_per_token"])
+    cost, ev = {}, None
+    if costs:
+        ev = events(t, cfg.probe, rp.steps, rp.budgets)
+        flops_eval = eval_flops(ev["evals"], int(t.eval_batches), rp.tokens_per_step, f["flops_per_token"])
+        cost = {
+            "flops_eval": flops_eval,
+            **hours(
+                flops_planned + flops_eval, device=device, processes=processes, mfu=mfu, peak=peak, cpu_peak=cpu_peak
+            ),
+            **checkpoint_figures(spec, steps=rp.steps, ckpt_every=int(t.ckpt_every), keep=int(t.keep_ckpts)),
+        }
     return {
         "depth": spec.depth,
         "width": int(cfg.model.width),
@@ -302,11 +326,9 @@ def validate(
         "flops": flops,
         "steps_planned": steps_planned,
         "flops_planned": flops_planned,
-        "flops_eval": flops_eval,
-        **hours(flops_planned + flops_eval, device=device, processes=processes, mfu=mfu, peak=peak, cpu_peak=cpu_peak),
-        **checkpoint_figures(spec, steps=rp.steps, ckpt_every=int(t.ckpt_every), keep=int(t.keep_ckpts)),
+        **cost,
         "tokens_per_step": rp.tokens_per_step,
-        "events": ev,
+        **({"events": ev} if costs else {}),
         "seed": int(cfg.run.seed),
         "precision": t.precision,
         "plan": lay.to_dict(),

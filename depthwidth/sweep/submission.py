@@ -140,6 +140,7 @@ def plan(
         mfu=mfu,
         peak=peak,
         cpu_peak=cpu_peak,
+        costs=dry_run,  # the dry run's figures: a submission records none of them
     )
     warnings = []
     if extend_tuning:  # one more value for each tuning group whose best is at an edge (sweep/tune.py)
