@@ -199,7 +199,7 @@ def _near_quarter(law, g: dict) -> np.ndarray:
     to the nearest target row in the law's run columns (log where positive), in the pool's sd."""
     import pandas as pd
 
-    from depthwidth.fit.predict import law_coords, run_columns
+    from depthwidth.fit.misfit import law_coords, run_columns
     from depthwidth.fit.userlaw import OUTPUT, outputs
 
     cols = run_columns(law)

@@ -56,6 +56,7 @@ from depthwidth.fit.boot import draw_noise
 from depthwidth.fit.count import CountModel, count_of
 from depthwidth.fit.derived import C_REF, derived_numbers
 from depthwidth.fit.laws import Law
+from depthwidth.fit.misfit import MISFIT_LENGTH, misfit_corr, run_columns
 from depthwidth.fit.userlaw import OUTPUT, outputs
 
 OPTIMA = ("W_exponent", "D_exponent", "N_exponent", "T_exponent", "D_opt", "W_opt", "N_opt")
@@ -387,23 +388,6 @@ def _joint(ens: Ensemble, target, rows) -> tuple[np.ndarray, np.ndarray, int]:
     return T, Y, int(ok.sum())
 
 
-def run_columns(law: Law) -> list[str]:
-    """The columns ``law`` reads that describe a run: all of them but a multi-output law's output
-    indicators (a run's outputs share its configuration, and the law's misfit there)."""
-    if not outputs(law):
-        return list(law.columns)
-    return [c for c in law.columns if c.partition("=")[0] != OUTPUT]
-
-
-def law_coords(law: Law, X: dict) -> np.ndarray:
-    """(n, d) the run columns of ``X`` (``law.data`` of a table), each on a log scale where all its
-    values are positive: the space in which the law's misfit is correlated (``misfit_kernel``)."""
-    cols = [np.asarray(X[c], dtype=float) for c in run_columns(law)]
-    if not cols:
-        return np.zeros((len(X["_zero"]), 0))
-    return np.column_stack([np.log(c) if (c > 0).all() else c for c in cols])
-
-
 def _configs(ens: Ensemble, rows) -> np.ndarray:
     """(M,) one code per distinct configuration of ``rows`` (equal values of every column the law
     reads; a multi-output law's outputs of one run are one configuration)."""
@@ -414,33 +398,15 @@ def _configs(ens: Ensemble, rows) -> np.ndarray:
 
 
 MIN_REPLICATES = 10  # replicates a design's covariance rests on
-MISFIT_LENGTH = 1.0  # the misfit's correlation length, in standard deviations of the candidates' log inputs
-
-
-def _coords(ens: Ensemble, rows) -> np.ndarray:
-    """(n, d) the law's input columns of ``rows``, each on a log scale where it is positive."""
-    return law_coords(ens.law, ens.law.data(_table(ens, rows)))
 
 
 def misfit_kernel(ens: Ensemble, rows, extra=None, length: float = MISFIT_LENGTH):
     """(corr among ``rows`` (M, M), corr of ``extra`` rows with them (K, M), among ``extra`` (K, K)):
-    the correlation of the law's misfit between configurations, exp(-d^2 / 2), d the distance of their
-    log inputs in units of ``length`` standard deviations of the candidates' (a Kennedy-O'Hagan
-    discrepancy: a law wrong at one configuration is wrong alike at its neighbours).  Identical
-    configurations (another seed) correlate 1."""
-    recs = rows.to_dict("records") if hasattr(rows, "to_dict") else [dict(r) for r in rows]
+    the law's misfit correlated between configurations (fit/misfit.py ``misfit_corr``), each column's
+    scale and spread the candidates' (``rows``) alone, whatever ``extra`` holds."""
+    x = ens.law.data(_table(ens, rows))
     ext = [dict(r) for r in (extra or ())]
-    x = _coords(ens, recs + ext)
-    xc, xe = x[: len(recs)], x[len(recs) :]
-    sd = xc.std(axis=0) if len(xc) > 1 else np.zeros(x.shape[1])
-    use = np.isfinite(sd) & (sd > 0) & np.isfinite(x).all(axis=0)
-    xc, xe = xc[:, use] / (length * sd[use]), xe[:, use] / (length * sd[use])
-
-    def corr(a, b):
-        d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=2)
-        return np.exp(-0.5 * d2)
-
-    return corr(xc, xc), corr(xe, xc), corr(xe, xe)
+    return misfit_corr(ens.law, x, ens.law.data(_table(ens, ext)) if ext else None, length)
 
 
 DATA_ONLY_DRAWS = 64  # replicates the promise from a prior is averaged over

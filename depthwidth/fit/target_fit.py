@@ -45,7 +45,7 @@ import numpy as np
 
 from depthwidth.core.errors import bad
 from depthwidth.fit.laws import Law
-from depthwidth.fit.predict import MISFIT_LENGTH, law_coords, run_columns
+from depthwidth.fit.misfit import MISFIT_LENGTH, law_coords, run_columns
 from depthwidth.fit.solver import FitResult
 
 PLAIN_PER_PARAM = 10.0  # points (runs × outputs) a free parameter below which the fit stays plain
