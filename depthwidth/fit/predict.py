@@ -489,6 +489,40 @@ def _whitener(ens: Ensemble, n0: int, n_picks: int) -> np.ndarray:
     return W
 
 
+def _weights(weights, n: int) -> np.ndarray:
+    """``design``'s ``weights`` as an array (None: every candidate 1); BadInput otherwise, in one line
+    naming the argument (a library argument: no flag), the first bad value and what is allowed."""
+    if weights is None:
+        return np.ones(n)
+    said = None
+    try:
+        w = np.asarray(weights, dtype=float)
+    except (TypeError, ValueError):
+        flat = list(np.ravel(np.asarray(weights, dtype=object)))
+        i = next(i for i, x in enumerate(flat) if _float_or_none(x) is None)
+        said, w = f"weights[{i}] = {flat[i]!r} (not a number)", np.ones(n)
+    if said is None and w.ndim != 1:
+        said = f"an array of shape {w.shape} for {n} candidates"
+    elif said is None and len(w) != n:
+        said = f"{len(w)} weights for {n} candidates"
+    elif said is None and not (np.isfinite(w) & (w >= 0) & (w <= 1)).all():
+        i = int(np.flatnonzero(~(np.isfinite(w) & (w >= 0) & (w <= 1)))[0])
+        said = f"weights[{i}] = {w[i]:g}"
+    if said is not None:
+        raise BadInput(
+            f"bad value for design(weights=): {said} (allowed: one number in [0, 1] per candidate, {n} of them: "
+            "the weight the fit gives its loss)"
+        )
+    return w
+
+
+def _float_or_none(x) -> float | None:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
 def design(
     ens: Ensemble,
     target,
@@ -517,9 +551,7 @@ def design(
         raise bad("--cost-power", cost_power, "a number in [0, 1] (1: value per unit cost, 0: cost ignored)")
     cost = np.asarray(cost, dtype=float)
     rank = np.maximum(cost, 1e-12) ** cost_power
-    wt = np.ones(len(cost)) if weights is None else np.asarray(weights, dtype=float).reshape(-1)
-    if len(wt) != len(cost) or not (np.isfinite(wt).all() and (wt >= 0).all() and (wt <= 1).all()):
-        raise BadInput(f"bad value for weights: {len(wt)} of them (allowed: one in [0, 1] a candidate, {len(cost)})")
+    wt = _weights(weights, len(cost))
     inv_w = 1.0 / np.maximum(wt, 1e-12)  # a candidate's noise variance, in units of an unweighted run's
     m = _per_run(ens, rows)  # outputs a run reveals (its columns of Y: run j's at j*m ... j*m + m - 1)
     outs = tuple(outputs_of(ens)) if m > 1 else ()
