@@ -111,3 +111,61 @@ def test_the_next_file_keeps_a_tuned_blocks_groups_apart_from_an_untuned_blocks_
     for g in groups:  # each group its two tuned rates again
         assert sorted(r.tuned["optim.lr"] for r in nxt if r.group == g) == pytest.approx([1e-3, 1e-2])
     assert not any(r.tuned for r in nxt if not r.group)  # an untuned pick is not tuned
+
+
+@pytest.fixture
+def begun_store(tmp_path, monkeypatch):
+    """depth_delusion_tuned planted at 3 of its 5 learning rates (the first, middle and last) and
+    fitted: every group of the file is begun, its other 2 rates not in the store (a tune: grid widened
+    after the first runs)."""
+    from depthwidth.simulate import simulate
+    from depthwidth.sweep.expand import expand
+
+    d = tmp_path / "sweeps"
+    d.mkdir()
+    monkeypatch.setenv("DW_SWEEPS", str(d))
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
+    doc = yaml.safe_load((REPO / "sweeps" / "depth_delusion_tuned.yaml").read_text())
+    (d / "t.yaml").write_text(yaml.safe_dump({**doc, "store": "t-sim"}))
+    rates = sorted({r.tuned["optim.lr"] for r in expand("t").runs})
+    assert len(rates) == 5
+    tune = {**doc["tune"], "optim.lr": [rates[0], rates[2], rates[4]]}
+    (d / "t_init.yaml").write_text(yaml.safe_dump({**doc, "tune": tune}))
+    simulate("t_init", name="t-sim", law="chinchilla", seed=1)
+    res = run_fit("t-sim", law="chinchilla", bootstrap=40, max_starts=300)
+    assert res["tuning"]["groups"] == 30  # the fit has every group's best so far (of 3 rates)
+    return d
+
+
+def test_a_tuning_group_the_store_has_begun_is_not_proposed_as_a_new_point_and_is_said_apart(begun_store, capsys):
+    """A group with some of its rates in the store: dw fit --tuned already fits its best so far, so its
+    missing runs would complete a point the fit has, not add one (review of 2026-12-05: such a group
+    was a candidate priced at its missing runs alone and valued as a new point of the law)."""
+    from depthwidth.sweep.expand import expand
+    from depthwidth.sweep.suggest import candidates
+
+    runs, counts = candidates("t")
+    begun = {r.group for r in expand("t_init").runs}
+    missing = [
+        r
+        for r in expand("t").runs
+        if r.group in begun and r.tuned["optim.lr"] not in {x.tuned["optim.lr"] for x in expand("t_init").runs}
+    ]
+    assert len(begun) == 30 and len(missing) == 60
+    assert not {r.group for r in runs} & begun  # no candidate completes a begun group
+    assert counts["in_store"] == 90
+    assert counts["partial_groups"] == {
+        "groups": 30,
+        "runs": 60,
+        "hours": pytest.approx(sum(r.figures["device_hours"] for r in missing), rel=1e-9),
+    }
+    code, out, err = dw_in_process(capsys, "suggest", "t", "--budget", "1e5", "--target", "alpha", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["runs"] and not {p["run_id"] for p in doc["runs"]} & begun
+    assert doc["candidates_partial_groups"]["groups"] == 30
+    code, out, err = dw_in_process(capsys, "suggest", "t", "--budget", "1e5", "--target", "alpha", "--no-write")
+    assert code == 0, err
+    said = [ln for ln in out.splitlines() if "tuning groups the store has begun" in ln]
+    assert len(said) == 1 and said[0].startswith("note: 30 tuning groups the store has begun are not candidates")
+    assert "their other 60 runs" in said[0] and "best so far" in said[0]

@@ -12,6 +12,8 @@ composed and checked exactly as ``dw sweep`` would (run id, GPU-hours, memory pl
 would be refused are left out and counted.  A tuned sweep's candidate (``tune:``, fit/tuning.py)
 is a whole tuning group: its runs at every tuned value, its cost their sum, its loss the group's
 best, which is what ``dw fit --tuned`` fits (a run at one learning rate measures no point of the law).
+A group the store has begun is not a candidate: the fit has its best so far, so the rest of its runs
+would complete a point the fit has, not add one; such groups are counted apart (``partial_groups``).
 
 The choice itself is fit/predict.py's ``design`` (expected variance reduction from the ensemble; a
 multi-output law's candidate is one run, of one cost, that reveals every output: each pick carries
@@ -252,6 +254,14 @@ def candidates(
     other = [r for r in ok if key.get(id(r)) in precisions]
     good = [r for r in ok if r.run_id not in have and key.get(id(r)) not in precisions]
     counts = {"refused": len(sw.bad), "in_store": len(same) + len(other)}
+    # a tuning group the store has begun: dw fit --tuned fits its best so far, so the rest of its runs
+    # complete a point the fit has (or will have) and add none: not a candidate, counted apart
+    begun = {r.group for r in (*same, *other) if r.group}
+    rest = [r for r in good if r.group in begun]
+    if rest:
+        good = [r for r in good if r.group not in begun]
+        hours = sum(r.figures["device_hours"] for r in rest)
+        counts["partial_groups"] = {"groups": len({r.group for r in rest}), "runs": len(rest), "hours": hours}
     if other:
         theirs = sorted({precisions[key[id(r)]] for r in other})
         counts["other_precision"] = {
@@ -361,6 +371,16 @@ def _tuned_note(units: list[list[Run]]) -> str | None:
         f"a tuned sweep: each candidate is a tuning group (up to {max(len(u) for u in units)} runs, one a value "
         f"of {keys}), its device-hours their sum (halving would stop some early) and its loss the group's best, "
         "as dw fit --tuned fits it; run id is the group's"
+    )
+
+
+def partial_note(part: dict) -> str:
+    """The one line on the tuning groups the store has begun (``candidates``' ``partial_groups``)."""
+    return (
+        f"{part['groups']} tuning groups the store has begun are not candidates (their other {part['runs']} runs, "
+        f"{part['hours']:.3g} device-hours, would complete them): dw fit --tuned fits each group's best so far, so "
+        "they would complete a point the fit has, not add one, and the design values new points; dw sweep of the "
+        "file that listed them runs the rest"
     )
 
 
@@ -476,9 +496,11 @@ def suggest(
     tgt = parse_target(target, src.ensemble.law) if target else default_target(src)
     runs, counts = candidates(name, extra, overrides, src.doc, **plan)
     if not runs:
+        begun = (counts.get("partial_groups") or {}).get("runs", 0)
+        more = f", {begun} completing tuning groups it has begun" if begun else ""
         raise BadInput(
             f"sweep {name}: no candidate runs left ({counts['in_store']} already in the store, "
-            f"{counts['refused']} refused by the plan): widen them with --candidates"
+            f"{counts['refused']} refused by the plan{more}): widen them with --candidates"
         )
     if counts.get("other_precision"):
         o = counts["other_precision"]
@@ -486,6 +508,8 @@ def suggest(
             f"{o['runs']} candidates are in the store at another precision ({', '.join(o['store'])} there, "
             f"{', '.join(o['here'])} with this launcher): the same configurations, not proposed again"
         )
+    if part := counts.get("partial_groups"):
+        src.notes.append(partial_note(part))
     runs, outside = _within_fit(runs, src.fit)
     if outside:
         counts["outside_fit"] = outside
