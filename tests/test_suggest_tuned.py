@@ -169,3 +169,60 @@ def test_a_tuning_group_the_store_has_begun_is_not_proposed_as_a_new_point_and_i
     said = [ln for ln in out.splitlines() if "tuning groups the store has begun" in ln]
     assert len(said) == 1 and said[0].startswith("note: 30 tuning groups the store has begun are not candidates")
     assert "their other 60 runs" in said[0] and "best so far" in said[0]
+
+
+def test_a_tuned_dry_run_values_each_tuning_group_as_one_unit(tmp_path, monkeypatch, capsys):
+    """The dry run's value/h and CI after on a tuned sweep are each group's: its runs' device-hours
+    together and one point of the law, the same on each of its runs (review of 2026-12-05: each run at
+    one learning rate was valued alone, as if it measured a point of the law at a fifth of the cost)."""
+    import numpy as np
+
+    from depthwidth.fit.laws import get_law
+    from depthwidth.fit.predict import design, parse_target
+    from depthwidth.fit.prior import prior
+
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
+    args = ("sweep", "depth_delusion_tuned", "--dry-run", "--no-data-check", "--prior", "published")
+    code, out, err = dw_in_process(capsys, *args, "--target", "dcrit@1024", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = [r for r in doc["runs"] if r.get("prediction")]
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(r["group"], []).append(r)
+    assert len(groups) == 30 and all(len(g) == 5 for g in groups.values())
+    law = get_law("depth-delusion")
+    one = [members[0] for members in groups.values()]
+    cost = np.array([sum(r["device_hours"] for r in members) for members in groups.values()])
+    table = [{k: r[k] for k in ("depth", "width", "params", "params_non_embedding", "tokens")} for r in one]
+    d = design(prior(law, "published"), parse_target("dcrit@1024", law), table, cost, k=0)
+    got = np.array([r["prediction"]["value_per_hour"] for r in one])
+    assert np.allclose(got, d.value, rtol=1e-9)  # the group's value at the group's cost
+    assert np.allclose([r["prediction"]["interval_after"] for r in one], d.width_alone, rtol=1e-9)
+    for g, members in groups.items():
+        figures = {(r["prediction"]["value_per_hour"], r["prediction"]["interval_after"]) for r in members}
+        assert len(figures) == 1, g  # every run of a group shows the group's figures
+        assert all(r["prediction"]["value_of"] == g for r in members)
+    assert any(
+        n.startswith("a tuned sweep: CI after and value/h are each tuning group's") for n in doc["prediction"]["notes"]
+    )
+    code, out, err = dw_in_process(capsys, *args, "--target", "dcrit@1024")
+    assert code == 0, err
+    assert "note: a tuned sweep: CI after and value/h are each tuning group's" in " ".join(out.split())
+
+
+def test_a_tuned_dry_run_values_no_group_the_store_has_begun(begun_store):
+    """A group with some rates measured: the fit has its best so far, and its other runs are not
+    valued as a new point (as dw suggest does not propose them); the note says how many."""
+    from depthwidth.sweep.dry_run import dry_run_predictions
+    from depthwidth.sweep.expand import expand
+
+    cols = ("depth", "width", "params", "params_non_embedding", "tokens", "device_hours")
+    rows = [{"run_id": r.run_id, "group": r.group, **{k: r.figures[k] for k in cols}} for r in expand("t").runs]
+    pred = dry_run_predictions(
+        "t", rows, None, "alpha"
+    )  # what dw sweep t --dry-run shows (a simulated store it refuses)
+    assert len(rows) == 150 and sum(r["prediction"]["measured"] is not None for r in rows) == 90
+    assert all(r["prediction"]["value_per_hour"] is None and r["prediction"]["interval_after"] is None for r in rows)
+    note = next(n for n in pred["notes"] if n.startswith("a tuned sweep"))
+    assert "30 groups begun (some runs measured) are not valued" in note and "their other 60 runs" in note

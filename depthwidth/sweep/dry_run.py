@@ -23,7 +23,6 @@ def document(name: str, overrides: list[str], o: SweepOptions) -> dict:
     from depthwidth.sweep import probe as probes
     from depthwidth.sweep import submission as api
     from depthwidth.sweep.expand import dry_run_rows
-    from depthwidth.sweep.suggest import dry_run_predictions
 
     data = "warn" if o.no_data_check else "refuse"
     p = api.plan(
@@ -218,3 +217,100 @@ def footer(doc: dict, secs: float) -> list[str]:
         + "; ckpt GiB: the checkpoints a run keeps"
     )
     return out
+
+
+# -- the dry run's predictions ----------------------------------------------------------------
+
+
+def dry_run_predictions(name: str, rows: list[dict], prior: str | None, target: str | None) -> dict | None:
+    """Per planned row: predicted final loss and its prediction interval, the measured loss of a
+    finished run, and the value of running it (expected shrink of the target's interval per
+    device-hour); None when the sweep has no fit and no ``prior`` was asked for.  On a tuned sweep the
+    value is each tuning group's, shown on each of its runs not yet measured (``dry_units``)."""
+    import numpy as np
+
+    from depthwidth.core.errors import BadInput
+    from depthwidth.fit.predict import design, parse_target, predict, predict_outputs
+    from depthwidth.sweep.suggest import default_target, ensemble_for, measured_losses, predicted_fields
+
+    try:
+        src = ensemble_for(name, prior, first=False)
+    except BadInput:
+        if prior is not None:
+            raise
+        return None
+    tgt = parse_target(target, src.ensemble.law) if target else default_target(src)
+    ok = [i for i, r in enumerate(rows) if not r.get("error") and r.get("params")]
+    table = [{k: rows[i][k] for k in ("depth", "width", "params", "params_non_embedding", "tokens")} for i in ok]
+    per = predict_outputs(src.ensemble, table)  # a multi-output law: every output of each run
+    pred = next(iter(per.values())) if per else predict(src.ensemble, table)
+    measured = measured_losses(src.store)
+    units, begun = dry_units(rows, ok, measured)  # a tuning group is one unit: the law's point is its best
+    cost = np.array([sum(rows[ok[n]]["device_hours"] for n in (todo or members)) for members, todo in units])
+    d = design(src.ensemble, tgt, [table[members[0]] for members, _ in units], cost, k=0)
+    value: dict[int, tuple] = {}
+    for u, (members, todo) in enumerate(units):
+        if todo and members[0] not in begun:
+            value.update({n: (float(d.value[u]), float(d.width_alone[u]), rows[ok[n]].get("group")) for n in todo})
+    for n, i in enumerate(ok):
+        r = rows[i]
+        done = measured.get(r["run_id"])
+        v, after, group = value.get(n, (None, None, None))
+        r["prediction"] = {
+            "loss": float(pred["loss"][n]),
+            "pi": [float(pred["pi"][0][n]), float(pred["pi"][1][n])],
+            "measured": done,
+            "value_per_hour": v,
+            "interval_after": after,
+            **({"value_of": group} if group else {}),  # the figures are its tuning group's
+        }
+        if per:
+            r["prediction"]["outputs"] = predicted_fields({"outputs": per}, n)["outputs"]
+    notes = list(src.notes)
+    if any(rows[i].get("group") for i in ok):
+        notes.append(dry_tuned_note(units, begun))
+    if per:
+        notes.append(
+            f"the {src.ensemble.law.name} law has {len(per)} outputs ({', '.join(per)}): the predicted loss shown "
+            f"is {next(iter(per))}'s, --json has every output's; a run's value counts all of them at its one cost"
+        )
+    return {
+        "from": src.ensemble.source,
+        "target": tgt.spec,
+        "target_label": tgt.label,
+        "interval_now": d.width_now,
+        "level": src.ensemble.level,
+        "notes": notes,
+    }
+
+
+def dry_units(rows: list[dict], ok: list[int], measured: dict) -> tuple[list[tuple[list, list]], set]:
+    """The dry run's planned rows ``ok`` (indices into ``rows``) as units of one measurement: per unit
+    (its positions in ``ok``, those not measured yet), a tuning group's rows together, else each row
+    alone; and the first position of each group begun (some of its runs measured: the fit has its best
+    so far, the rest would complete that point, not add one)."""
+    units: dict = {}
+    for n, i in enumerate(ok):
+        units.setdefault(rows[i].get("group") or ("run", n), []).append(n)
+    out, begun = [], set()
+    for key, members in units.items():
+        todo = [n for n in members if rows[ok[n]]["run_id"] not in measured]
+        if isinstance(key, str) and todo and len(todo) < len(members):
+            begun.add(members[0])
+        out.append((members, todo))
+    return out, begun
+
+
+def dry_tuned_note(units: list, begun: set) -> str:
+    """The dry run's one line on a tuned sweep's values: each group's, and the groups begun."""
+    line = (
+        "a tuned sweep: CI after and value/h are each tuning group's (its runs not yet measured together, their "
+        "device-hours summed, its loss the group's best, as dw fit --tuned fits it), shown on each of those runs"
+    )
+    if begun:
+        left = sum(len(todo) for members, todo in units if members[0] in begun)
+        line += (
+            f"; {len(begun)} groups begun (some runs measured) are not valued: the fit has each one's best so far, "
+            f"and their other {left} runs would complete it, not add a point"
+        )
+    return line

@@ -1,5 +1,6 @@
-"""``dw suggest`` and the dry run's predictions: which runs of a sweep's space would shrink the
-target's interval most per GPU-hour, from the sweep's fit (or a published prior before it has one).
+"""``dw suggest``: which runs of a sweep's space would shrink the target's interval most per GPU-hour,
+from the sweep's fit (or a published prior before it has one); the dry run's value of each planned
+run is sweep/dry_run.py's ``dry_run_predictions``, from the same ensemble and design.
 
 Candidates are the sweep's own space: per block, every combination of the values its runs take
 on each setting that varies among them (a grid of 16 listed (depth, width) pairs becomes the
@@ -82,7 +83,7 @@ def ensemble_for(name: str, prior: str | None = None, law: str = "depth-delusion
     if fit is not None:
         return Source(name, doc, st, ensemble_of(fit), fit)
     said = []
-    measured = _measured(st) if prior is None else {}
+    measured = measured_losses(st) if prior is None else {}
     if prior is None and first and not measured:  # no runs yet: a first design from the papers
         prior, said = "published", [f"sweep {st} has no finished runs yet: a first design from the published prior"]
     if prior is None and measured and len(measured) < len(get_law(law).params):
@@ -425,7 +426,7 @@ class Suggestion:
                     "seed": r.figures["seed"],
                     "label": r.label,
                     "hours": float(d.cost[j]),
-                    **_predicted(self.predicted, i),
+                    **predicted_fields(self.predicted, i),
                     "interval_after": _finite(d.width_after[i]),
                 }
                 for i, (j, r) in enumerate(zip(d.picks, self.runs))
@@ -443,7 +444,7 @@ def _predictions(ens: Ensemble, rows: list[dict]) -> dict:
     return {"loss": None, "pi": None, "outputs": per} if per else predict(ens, rows)
 
 
-def _predicted(pred: dict, i: int) -> dict:
+def predicted_fields(pred: dict, i: int) -> dict:
     """Pick ``i``'s predicted_loss and pi (and a multi-output law's per output)."""
     if pred.get("outputs"):
         outs = {
@@ -565,7 +566,7 @@ def write_next(name: str, s: Suggestion, out: Path | None = None) -> Path:
     for i, r in enumerate(s.runs):
         keys = {k: v for k, v in r.keys.items() if not k.startswith("tracker.")}
         groups = {g: v for g, v in r.groups.items() if (doc.get("groups") or {}).get(g) != v}
-        p = _predicted(s.predicted, i)
+        p = predicted_fields(s.predicted, i)
         ref = {"source": "suggested"}
         if p.get("outputs"):  # a multi-output law: what the run is predicted to reveal, each output
             ref["predicted"] = {
@@ -600,56 +601,7 @@ def write_next(name: str, s: Suggestion, out: Path | None = None) -> Path:
     return path
 
 
-# -- the dry run's predictions ----------------------------------------------------------------
-
-
-def dry_run_predictions(name: str, rows: list[dict], prior: str | None, target: str | None) -> dict | None:
-    """Per planned row: predicted final loss and its prediction interval, the measured loss of a
-    finished run, and the value of running it (expected shrink of the target's interval per
-    device-hour); None when the sweep has no fit and no ``prior`` was asked for."""
-    try:
-        src = ensemble_for(name, prior, first=False)
-    except BadInput:
-        if prior is not None:
-            raise
-        return None
-    tgt = parse_target(target, src.ensemble.law) if target else default_target(src)
-    ok = [i for i, r in enumerate(rows) if not r.get("error") and r.get("params")]
-    table = [{k: rows[i][k] for k in ("depth", "width", "params", "params_non_embedding", "tokens")} for i in ok]
-    per = predict_outputs(src.ensemble, table)  # a multi-output law: every output of each run
-    pred = next(iter(per.values())) if per else predict(src.ensemble, table)
-    measured = _measured(src.store)
-    cost = np.array([rows[i]["device_hours"] for i in ok])
-    d = design(src.ensemble, tgt, table, cost, k=0)
-    for n, i in enumerate(ok):
-        r = rows[i]
-        done = measured.get(r["run_id"])
-        r["prediction"] = {
-            "loss": float(pred["loss"][n]),
-            "pi": [float(pred["pi"][0][n]), float(pred["pi"][1][n])],
-            "measured": done,
-            "value_per_hour": None if done is not None else float(d.value[n]),
-            "interval_after": None if done is not None else float(d.width_alone[n]),
-        }
-        if per:
-            r["prediction"]["outputs"] = _predicted({"outputs": per}, n)["outputs"]
-    notes = list(src.notes)
-    if per:
-        notes.append(
-            f"the {src.ensemble.law.name} law has {len(per)} outputs ({', '.join(per)}): the predicted loss shown "
-            f"is {next(iter(per))}'s, --json has every output's; a run's value counts all of them at its one cost"
-        )
-    return {
-        "from": src.ensemble.source,
-        "target": tgt.spec,
-        "target_label": tgt.label,
-        "interval_now": d.width_now,
-        "level": src.ensemble.level,
-        "notes": notes,
-    }
-
-
-def _measured(st: str) -> dict[str, float]:
+def measured_losses(st: str) -> dict[str, float]:
     """Final measured loss per finished run id of the store."""
     if not store.manifest_path(st).exists():
         return {}
