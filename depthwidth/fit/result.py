@@ -9,10 +9,11 @@ meaningful range, the verdict lines under the fit (the D_crit ladder first, fit/
 optima's caveat, the planted-truth line, what the loss-vs-depth figure draws (which law, solid or
 dashed, and why) and the line said when the claim is not identified, what each analysis' table
 says (its lines, the cells it marks) — decided once when the fit is made (``decide``) and stored
-in fit.json as ``verdicts``.  ``dw report`` and ``dw fit``'s tables (report/) read them as stored
-and decide none again.  A fit.json written before ``verdicts`` existed, or under older rules
-(``version``), is still read: its verdicts are decided when it is loaded, by the same rules
-(``Rules``, the old-file path).
+in fit.json as ``verdicts``.  ``dw fit`` (fit/pipeline.py ``fit_document``) returns a FitDocument and
+``dw report`` reads fit.json into one (report/load.py); their tables (report/, each analysis'
+``tables``) walk it, reading its verdicts as stored and deciding none again.  A fit.json written
+before ``verdicts`` existed, or under older rules (``version``), is still read: its verdicts are
+decided when it is loaded, by the same rules (``Rules``, the old-file path).
 
 Standard library only at import (``dw status`` reads a fit without the fit engine).
 """
@@ -227,6 +228,8 @@ class FitDocument:
     isoflop, planted, tuning, replicates, downstream, gradient_persistence …)."""
     schema: str = SCHEMA
     """The document's schema (``dw.fit/1``)."""
+    written: str | None = field(default=None, compare=False)
+    """Where ``dw fit`` wrote it (None: not written); not part of fit.json."""
 
     @classmethod
     def from_json(cls, doc: dict) -> FitDocument:
@@ -242,13 +245,18 @@ class FitDocument:
         """The fit.json document: every field under its own key, the sections after the fit's own."""
         out: dict = {"schema": self.schema}
         for f in fields(self):
-            if f.name in ("schema", "sections", "verdicts", "seconds"):
+            if f.name in ("schema", "sections", "verdicts", "seconds", "written"):
                 continue
             out[f.name] = getattr(self, f.name)
         out.update(self.sections)
         out["verdicts"] = self.verdicts.to_json() if self.verdicts else None
         out["seconds"] = self.seconds
         return out
+
+    def as_dict(self) -> dict:
+        """``to_json()`` and, when it was written, where (``written``, last): what ``run_fit`` returns
+        and ``dw fit --json`` prints."""
+        return {**self.to_json(), **({"written": self.written} if self.written else {})}
 
 
 def with_verdicts(doc: dict) -> dict:
