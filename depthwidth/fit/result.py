@@ -77,24 +77,13 @@ class Verdicts:
 
 class Rules:
     """The verdicts of a fit document, each decided by its rule (fit/verdicts.py, an analysis' own
-    ``verdicts``) when it is read (``rules["notes"]``, as a stored ``Verdicts.to_json()`` is): when
-    ``dw fit`` makes the fit, and for a document that does not store them (a fit.json written
-    before they were, one made by hand, one under older rules): the old-file path, the one place a
-    reader of fit.json has a verdict decided."""
+    ``verdicts``) when it is read (``rules.notes``; ``Verdicts.decide`` reads them all): when ``dw fit``
+    makes the fit, and for a document that does not store them (a fit.json written before they
+    were, one made by hand, one under older rules) when ``FitDocument.from_json`` reads it: the
+    old-file path, the one place a reader of fit.json has a verdict decided."""
 
     def __init__(self, doc: dict):
         self._doc = doc
-
-    def __getitem__(self, name: str):
-        if name not in {f.name for f in fields(Verdicts)}:
-            raise KeyError(name)
-        return VERDICTS_VERSION if name == "version" else getattr(self, name)
-
-    def get(self, name: str, default=None):
-        try:
-            return self[name]
-        except KeyError:
-            return default
 
     @property
     def label(self) -> str:
