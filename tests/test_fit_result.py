@@ -91,3 +91,25 @@ def test_the_readme_says_the_stored_lines(fitted, tmp_path, monkeypatch):
     text = section(build(load("demo-sim", root=str(root))), "fig.png", None, fit=FitDocument.from_json(edited))
     assert "**As stored: the claim not identified.**" in text
     assert "![Loss vs depth per width, with the law as stored](fig.png)" in text
+
+
+def test_dw_fit_returns_the_typed_result_and_the_report_loads_one(fitted, tmp_path):
+    """``fit_document`` is what ``dw fit`` prints (``run_fit``: the same as a dict, ``written`` last);
+    fit.json is its ``to_json``, and ``dw report`` reads it back into a FitDocument, every field equal."""
+    from depthwidth.fit.pipeline import fit_document
+    from depthwidth.report.load import load
+
+    root, doc = fitted
+    assert list(doc)[-1] == "written" and doc["written"] == str(root / "demo-sim" / "fit.json")
+    out = tmp_path / "fit.json"
+    typed = fit_document("demo-sim", root=str(root), law="depth-delusion", bootstrap=20, out=out)
+    assert isinstance(typed, FitDocument) and typed.written == str(out)
+    assert json.loads(out.read_text()) == typed.to_json() and "written" not in typed.to_json()
+    assert typed.as_dict() == {**typed.to_json(), "written": str(out)}
+    differ = {"seconds", "provenance", "written"}  # a second fit: its time, wall clock and file differ
+    assert {k: v for k, v in typed.as_dict().items() if k not in differ} == {
+        k: v for k, v in doc.items() if k not in differ
+    }
+    data = load("demo-sim", root=str(root), fit_path=out)
+    assert isinstance(data.fit, FitDocument) and data.fit == typed  # every field (written: not compared)
+    assert data.fit.verdicts.notes == doc["verdicts"]["notes"]  # read as stored
