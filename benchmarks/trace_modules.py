@@ -6,8 +6,9 @@ entries into each module from another (a module entered 7 times to render one fi
 the calls from report/ into fit/ (the bounce between stages a typed result removes: the report
 walks the fit's result and calls back into the fit for nothing; {} for ``fit`` since the analyses'
 lines and cells are stored in fit.json's verdicts and each analysis module's ``tables`` renders them, not counted; for
-``report`` no rule since the figure's record is stored too, and what is left evaluates the fitted
-law for the figures' curves, reads the probe record tau(W) was fitted to, and cleans numbers).  What runs
+``report`` no rule since the figure's record is stored too, and what is left reads fit.json into
+fit/result.py's ``FitDocument`` once (``from_json``: its stored verdicts, none decided), evaluates the
+fitted law for the figures' curves, reads the probe record tau(W) was fitted to, and cleans numbers).  What runs
 while a module is imported (class bodies, the methods a dataclass makes, constants computed at
 import) is not counted: a module imported for a name only is not "executed".
 

@@ -9,6 +9,7 @@ from depthwidth.fit import analyses
 from depthwidth.fit.defaults import FIT
 from depthwidth.fit.laws import get_law
 from depthwidth.fit.pipeline import run_fit
+from depthwidth.fit.result import FitDocument
 from tests.planted import PLANTED, planted_table
 
 
@@ -38,7 +39,7 @@ def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys)
             "fit_toy",
             "Toy",
             [Col("runs", "runs")],
-            [fit["_toy_analysis"]],
+            [fit.sections["_toy_analysis"]],
             analyses.said(fit, "_toy_analysis")["lines"],
         )
     }
@@ -48,12 +49,13 @@ def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys)
     doc = run_fit(runs=df, law="chinchilla", bootstrap=0, max_starts=50, write=False)
     assert doc["_toy_analysis"] == {"runs": df["run"].nunique()}
     assert doc["verdicts"]["analyses"] == {"_toy_analysis": {"lines": ["the toy says hello"]}}  # decided by dw fit
-    assert analyses.tables(doc)["fit_toy"].rows == [doc["_toy_analysis"]]
+    typed = FitDocument.from_json(doc)  # what dw fit prints and dw report reads
+    assert analyses.tables(typed)["fit_toy"].rows == [doc["_toy_analysis"]]
     from depthwidth.report.fit_view import fit_tables
 
-    assert fit_tables(doc)["fit_toy"].notes == ["the toy says hello"]  # dw fit and dw report show it
+    assert fit_tables(typed)["fit_toy"].notes == ["the toy says hello"]  # dw fit and dw report show it
     from depthwidth.cli.fit import render
 
-    render(doc)
+    render(typed)
     assert "the toy says hello" in capsys.readouterr().out
     assert "compare" not in doc and "holdout" not in doc  # the others ran only where asked for

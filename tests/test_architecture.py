@@ -81,7 +81,7 @@ def test_no_module_imports_another_modules_private_names():
 def test_the_report_imports_no_rule_of_the_fit():
     """report/ walks the fit's result (#35): it imports nothing from the modules where verdicts are
     decided (fit/verdicts.py, fit/identify.py); a fit.json without them is decided by fit/result.py's
-    ``Rules``, the old-file path, which report/document.py's ``verdicts`` hands it to."""
+    ``Rules``, the old-file path, when report/load.py reads it (``FitDocument.from_json``)."""
     rules = ("depthwidth.fit.verdicts", "depthwidth.fit.identify")
     offenders = []
     for path, mod in _modules():

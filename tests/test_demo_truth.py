@@ -16,6 +16,7 @@ import pytest
 
 from depthwidth.fit.verdicts import meaningful_dcrit, meaningful_optimum
 from depthwidth.fit.userlaw import law_of_label
+from depthwidth.fit.result import FitDocument
 from depthwidth.fit.verdicts import preferred
 from tests import report_store as rs
 from tests.planted import PLANTED
@@ -154,7 +155,7 @@ def test_not_identified_draws_the_preferred_law_solid_and_depth_delusion_dashed(
     solid = [ln for ln in curves if ln.get_linestyle() == "-"]
     dashed = [ln for ln in curves if ln.get_linestyle() == "--"]
     assert [list(a.get_ydata()) != list(b.get_ydata()) for a, b in zip(solid, dashed)] == [True, True]
-    line = preferred(data.fit)["line"]
+    line = preferred(data.fit.to_json())["line"]
     assert line.startswith(
         "D_crit not identified: the held-out comparison prefers width-depth (leave-one-run-out RMSE 0.0947 vs 0.143"
         " nats for depth-delusion[log], lower on 14 of 14 runs, paired test p = 6.1e-05"
@@ -169,7 +170,7 @@ def test_not_identified_draws_the_preferred_law_solid_and_depth_delusion_dashed(
 
 def test_identified_keeps_the_fitted_law_alone(store, tmp_path, monkeypatch):
     data, rep = _report(store, _doc(identified=True))
-    assert preferred(data.fit) is None
+    assert preferred(data.fit.to_json()) is None
     kept, _ax, curves, legend = _figure(monkeypatch, tmp_path, data, rep)
     assert [ln.get_linestyle() for ln in curves] == ["-", "-"]
     assert "the fitted depth-delusion[log] law" in legend and not any("preferred" in t for t in legend)
@@ -183,7 +184,7 @@ def test_not_identified_without_a_better_law_draws_the_fitted_law_dashed(store, 
     """Not identified, and no other law has a lower held-out error than depth-delusion: the fitted law
     is drawn dashed, as a curve its verdict does not vouch for (#34)."""
     data, rep = _report(store, _doc(identified=False, wd_loro=0.2))
-    assert preferred(data.fit) is None
+    assert preferred(data.fit.to_json()) is None
     kept, _ax, curves, legend = _figure(monkeypatch, tmp_path, data, rep)
     assert [ln.get_linestyle() for ln in curves] == ["--", "--"]
     assert "the fitted depth-delusion[log] law (its claim not identified)" in legend
@@ -194,7 +195,7 @@ def test_report_says_it_in_one_line_and_optima_read_not_identified(store):
     from depthwidth.report.render import render_markdown
 
     data, rep = _report(store, _doc(identified=False))
-    line = preferred(data.fit)["line"]
+    line = preferred(data.fit.to_json())["line"]
     md = render_markdown(rep)
     assert md.count(f"- {line}") == 1
     opt = {r["quantity"]: r for r in rep["tables"]["fit_optimal"].rows}
@@ -266,7 +267,7 @@ def test_readme_demo_section_says_it_in_one_line(store):
 
     data, rep = _report(store, _doc(identified=False))
     text = section(rep, "docs/demo.png", None, fit=data.fit)
-    line = preferred(data.fit)["line"]
+    line = preferred(data.fit.to_json())["line"]
     assert text.count(line[1:]) == 1 and f"**D{line[1:]}.**" in text
     assert (
         "![Loss vs depth per width, with width-depth (held-out preferred), depth-delusion[log] (alternative) "
@@ -294,7 +295,7 @@ def test_dw_fit_prints_dcrit_below_one_layer_and_the_preferred_law(capsys):
     for r in res["compare"]["laws"]:
         r.update(k=len(r["params"]), r2=0.9, rmse=0.1, aic=-200.0, bic=-190.0)
     res["compare"]["best"].update(aic="width-depth", bic="width-depth")
-    render(res)
+    render(FitDocument.from_json(res))
     out = capsys.readouterr().out
     rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") >= 5}
     assert "not identified" in rows["32"] and "0.17" not in rows["32"] and "2.5" in rows["64"]  # the D_crit table
@@ -320,7 +321,7 @@ def test_dw_fit_sensitivity_table_reads_not_identified_below_one_layer(capsys):
         },
         "flagged": [],
     }
-    render({"sensitivity": s})
+    render(FitDocument.from_json({"law": "", "params": {}, "sensitivity": s}))  # its section alone
     row = next(line for line in capsys.readouterr().out.splitlines() if "compute_optimal.D_opt" in line)
     assert "not identified" in row and "0.54" not in row
 

@@ -278,7 +278,7 @@ def _production_models_dw_fit_cannot_reach_are_one_line(res):
     from rich.console import Console
 
     from depthwidth.cli import fit as cli_fit
-    from depthwidth.fit.result import with_verdicts
+    from depthwidth.fit.result import FitDocument, with_verdicts
 
     for m in ("GPT-3", "PaLM-540B"):
         res["identification"]["dcrit_range"][f"dcrit[{m}]"] = {"identified": False}
@@ -287,7 +287,7 @@ def _production_models_dw_fit_cannot_reach_are_one_line(res):
     real = cli_fit.console
     cli_fit.console = lambda *a, **k: Console(file=buf, width=200)
     try:
-        cli_fit.render(res)
+        cli_fit.render(FitDocument.from_json(res))
     finally:
         cli_fit.console = real
     out = " ".join(buf.getvalue().split())
@@ -378,9 +378,12 @@ def test_status_knows_a_pending_runs_shape_from_its_submission(tmp_path):
 
 
 def test_optima_derived_from_an_unidentified_claim_say_so():
+    from depthwidth.fit.result import FitDocument
     from depthwidth.report.optima import optimal_tables
 
     fit = {
+        "law": "",
+        "params": {},
         "derived": {
             "compute_optimal": {
                 "N_exponent": 0.008,
@@ -390,16 +393,19 @@ def test_optima_derived_from_an_unidentified_claim_say_so():
                 "constraint": "C = 6NT",
             }
         },
-        "identification": {
+        "identification": {  # read whole when the document is (every verdict decided): what every fit has
+            "runs": 8,
+            "points": 8,
+            "ranges": {},
             "optimum": {},
             "dcrit_range": {},
             "claim": {"parameter": "alpha and beta", "identified": False, "because": "x"},
         },
     }
-    t = optimal_tables({}, fit)["fit_optimal"]
+    t = optimal_tables({}, FitDocument.from_json(fit))["fit_optimal"]  # its verdicts decided when read
     assert t.notes[0] == (
         "warning: derived from alpha and beta, which the fit does not identify (x): these optima "
         "are not identified either"
     )
     fit["identification"]["claim"]["identified"] = True
-    assert not optimal_tables({}, fit)["fit_optimal"].notes
+    assert not optimal_tables({}, FitDocument.from_json(fit))["fit_optimal"].notes

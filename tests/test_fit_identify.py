@@ -104,13 +104,13 @@ def test_every_law_states_a_claim(law):
 
 def test_cli_prints_an_optimum_below_one_layer_as_not_identified(capsys):
     from depthwidth.cli.fit import render
-    from depthwidth.fit.result import with_verdicts
+    from depthwidth.fit.result import FitDocument, with_verdicts
 
     df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.005, seed=2)
     res = _fit(df)
     res["derived"]["compute_optimal"]["D_opt"] = 0.54  # what the demo's fit reported
     res["identification"]["optimum"] = meaningful_optimum(res["derived"])
-    render(with_verdicts(res))  # decided again, as dw fit decides them
+    render(FitDocument.from_json(with_verdicts(res)))  # decided again, as dw fit decides them
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "D_opt at C" in line)
     assert "not identified" in row and "0.54" not in row

@@ -33,7 +33,10 @@ def _shown(iso: dict) -> str:
     from depthwidth.report.render import print_table
 
     c = Console(record=True, width=250)
-    t = fit_tables({"isoflop": iso})["fit_isoflop"]  # the table dw fit and dw report both print
+    from depthwidth.fit.result import FitDocument
+
+    doc = FitDocument.from_json({"law": "", "params": {}, "isoflop": iso})  # its section alone
+    t = fit_tables(doc)["fit_isoflop"]  # the table dw fit and dw report both print
     print_table(t, c)
     return c.export_text() + "\n".join(" | ".join(r) for r in t.display()[1]) + "\n".join(t.notes)
 

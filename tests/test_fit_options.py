@@ -5,7 +5,7 @@ import pytest
 from depthwidth.core.errors import BadInput
 from depthwidth.fit.laws import get_law
 from depthwidth.fit.options import FitOptions
-from depthwidth.fit.pipeline import run_fit
+from depthwidth.fit.pipeline import fit_document, run_fit
 from depthwidth.track.run_source import RunSource
 from tests import report_store as rs
 from tests.planted import PLANTED, planted_table
@@ -84,7 +84,7 @@ def test_dw_fit_prints_the_reports_compute_optimal_table(capsys):
     from depthwidth.cli.fit import render
     from depthwidth.report.optima import optimal_table
 
-    res = run_fit(runs=_table(), law="chinchilla", bootstrap=0, max_starts=50, write=False)
+    res = fit_document(runs=_table(), law="chinchilla", bootstrap=0, max_starts=50, write=False)
     render(res)
     out = " ".join(capsys.readouterr().out.split())  # a title wider than its table wraps
     assert optimal_table(res).title in out and "N* ∝ C^x" in out
@@ -95,7 +95,7 @@ def test_dw_fit_prints_the_reports_tables_of_the_fit_and_nothing_of_its_own(caps
     from depthwidth.cli.fit import render
     from depthwidth.report.fit_view import fit_tables
 
-    res = run_fit(runs=_table(), law="chinchilla", bootstrap=20, max_starts=50, pins="alpha=0.34", write=False)
+    res = fit_document(runs=_table(), law="chinchilla", bootstrap=20, max_starts=50, pins="alpha=0.34", write=False)
     render(res)
     out = " ".join(capsys.readouterr().out.split())
     T = fit_tables(res)

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from depthwidth.fit.result import FitDocument, Verdicts, with_verdicts
-from depthwidth.report.document import verdicts
 from tests.helpers import dw_in_process
 
 
@@ -42,7 +41,8 @@ def test_dw_fit_stores_the_verdicts_its_rules_decide(fitted):
     # a fit.json written before verdicts were stored: decided when read, by the same rules
     old = FitDocument.from_json(bare)
     assert old.verdicts.to_json() == stored
-    assert verdicts(bare)["notes"] == stored["notes"] and verdicts(doc)["notes"] == stored["notes"]  # the report's
+    read = FitDocument.from_json  # what the report reads (report/load.py)
+    assert read(bare).verdicts.notes == stored["notes"] and read(doc).verdicts.notes == stored["notes"]
 
 
 def test_the_report_prints_the_stored_verdicts_and_decides_none(fitted, tmp_path, capsys, monkeypatch):
@@ -73,7 +73,8 @@ def test_what_the_figure_draws_is_decided_at_fit_time_and_read_back(fitted):
     assert stored["figure"] == json.loads(json.dumps(drawn(bare))) and stored["truth_line"] == truth_line(bare)
     assert stored["figure"]["style"] in ("solid", "dashed") and stored["version"] == VERDICTS_VERSION == 3
     older = {**doc, "verdicts": {k: v for k, v in stored.items() if k not in ("figure", "truth_line")} | {"version": 2}}
-    assert verdicts(older)["figure"] == stored["figure"] and verdicts(older)["truth_line"] == stored["truth_line"]
+    read = FitDocument.from_json(older).verdicts  # what the report reads (report/load.py)
+    assert read.figure == stored["figure"] and read.truth_line == stored["truth_line"]
     assert FitDocument.from_json(older).verdicts.to_json() == stored
 
 
@@ -87,6 +88,28 @@ def test_the_readme_says_the_stored_lines(fitted, tmp_path, monkeypatch):
     edited = with_verdicts(doc)
     edited["verdicts"]["truth_line"] = "as stored: the claim not identified"
     edited["verdicts"]["figure"]["label"] = "the law as stored"
-    text = section(build(load("demo-sim", root=str(root))), "fig.png", None, fit=edited)
+    text = section(build(load("demo-sim", root=str(root))), "fig.png", None, fit=FitDocument.from_json(edited))
     assert "**As stored: the claim not identified.**" in text
     assert "![Loss vs depth per width, with the law as stored](fig.png)" in text
+
+
+def test_dw_fit_returns_the_typed_result_and_the_report_loads_one(fitted, tmp_path):
+    """``fit_document`` is what ``dw fit`` prints (``run_fit``: the same as a dict, ``written`` last);
+    fit.json is its ``to_json``, and ``dw report`` reads it back into a FitDocument, every field equal."""
+    from depthwidth.fit.pipeline import fit_document
+    from depthwidth.report.load import load
+
+    root, doc = fitted
+    assert list(doc)[-1] == "written" and doc["written"] == str(root / "demo-sim" / "fit.json")
+    out = tmp_path / "fit.json"
+    typed = fit_document("demo-sim", root=str(root), law="depth-delusion", bootstrap=20, out=out)
+    assert isinstance(typed, FitDocument) and typed.written == str(out)
+    assert json.loads(out.read_text()) == typed.to_json() and "written" not in typed.to_json()
+    assert typed.as_dict() == {**typed.to_json(), "written": str(out)}
+    differ = {"seconds", "provenance", "written"}  # a second fit: its time, wall clock and file differ
+    assert {k: v for k, v in typed.as_dict().items() if k not in differ} == {
+        k: v for k, v in doc.items() if k not in differ
+    }
+    data = load("demo-sim", root=str(root), fit_path=out)
+    assert isinstance(data.fit, FitDocument) and data.fit == typed  # every field (written: not compared)
+    assert data.fit.verdicts.notes == doc["verdicts"]["notes"]  # read as stored

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -11,6 +11,9 @@ from depthwidth.cli.options import taken, with_options
 from depthwidth.cli.render import console, emit_json
 from depthwidth.fit.defaults import FIT_OPTIONS  # every option of dw fit: one home (fit/defaults.py)
 from depthwidth.track.run_source import SOURCE_OPTIONS
+
+if TYPE_CHECKING:
+    from depthwidth.fit.result import FitDocument
 
 
 @with_options(SOURCE_OPTIONS, FIT_OPTIONS)  # --runs ... --group (track/run_source.py), --law ... (fit/defaults.py)
@@ -68,17 +71,22 @@ def fit_cmd(
         res = run_match(src, options=opts, out=out, write=not no_write)
         emit_json(res) if as_json else render_match(res)
         return
-    from depthwidth.fit.pipeline import run_fit
+    from depthwidth.fit.pipeline import fit_document, run_fit
+    from depthwidth.fit.tuning import LR_LAW
 
-    res = run_fit(src, options=opts, out=out, write=not no_write, force=force)
-    emit_json(res) if as_json else render(res)
+    if opts.law == LR_LAW:  # learning-rate laws: lr_fit.json, not a fit document
+        res = run_fit(src, options=opts, out=out, write=not no_write, force=force)
+        emit_json(res) if as_json else render_lr(res)
+        return
+    doc = fit_document(src, options=opts, out=out, write=not no_write, force=force)
+    emit_json(doc.as_dict()) if as_json else render(doc)
 
 
 # what ``dw fit`` prints of report/fit_view.py's tables, in the report's order (report/render.py ORDER)
 DCRIT_KEYS = ("dcrit_widths", "dcrit_models")
 
 
-def render(res: dict) -> None:
+def render(doc: FitDocument) -> None:
     """The fit's tables, the ones ``dw report`` shows for it (report/fit_view.py), in the terminal."""
     from rich.markup import escape as esc
 
@@ -86,13 +94,11 @@ def render(res: dict) -> None:
     from depthwidth.core.tables import NOT_IDENTIFIED
     from depthwidth.report.render import in_order, print_table
 
-    c = console()
-    if not c.is_terminal:  # piped output: do not squeeze the tables into 80 columns
-        c.width = max(c.width, 120)
-    for line in res.get("underdetermined") or []:  # before any number (fit/intervals.py)
+    c = _console(120)
+    for line in doc.underdetermined:  # before any number (fit/intervals.py)
         c.print(f"[bold yellow]before the numbers:[/bold yellow] {esc(line)}")
-    T = fit_tables(res)
-    if "dcrit" not in (res.get("derived") or {}):  # a law without D_crit: the paper's column alone says nothing
+    T = fit_tables(doc)
+    if "dcrit" not in doc.derived:  # a law without D_crit: the paper's column alone says nothing
         for k in DCRIT_KEYS:
             T.pop(k, None)
     elif "dcrit_models" in T:  # production models this grid cannot reach: named in the table's note, no rows
@@ -101,8 +107,29 @@ def render(res: dict) -> None:
         T["fit"].notes = [n for n in T["fit"].notes if not n.startswith("before the numbers: ")]
     for k in in_order(T):  # why an optimum is not identified is said once, in the identification table's notes
         print_table(T[k], c, skip=("note",) if k == "fit_optimal" else ())
+    if doc.written:
+        c.print(esc(f"wrote {doc.written}"))
+
+
+def render_lr(res: dict) -> None:
+    """``dw fit --law lr``: the learning-rate laws' table (lr_fit.json), in the terminal."""
+    from rich.markup import escape as esc
+
+    from depthwidth.report.render import print_table
+    from depthwidth.report.rests import lr_tables
+
+    c = _console(120)
+    for t in lr_tables(res).values():
+        print_table(t, c)
     if res.get("written"):
         c.print(esc(f"wrote {res['written']}"))
+
+
+def _console(width: int):
+    c = console()
+    if not c.is_terminal:  # piped output: do not squeeze the tables into so few columns
+        c.width = max(c.width, width)
+    return c
 
 
 def render_match(res: dict) -> None:
@@ -112,9 +139,7 @@ def render_match(res: dict) -> None:
     from depthwidth.report.matching import match_tables
     from depthwidth.report.render import print_table
 
-    c = console()
-    if not c.is_terminal:
-        c.width = max(c.width, 200)  # 15 columns: do not wrap the intervals
+    c = _console(200)  # 15 columns: do not wrap the intervals
     for t in match_tables(res, "dw fit --match").values():
         print_table(t, c)
     if res.get("written"):

@@ -1,9 +1,10 @@
 """``dw fit`` end to end, one named step each: check, load, count, clean, fit, intervals, derive,
 the optional sections, write.
 
-``run_fit(...)`` returns the JSON document (stable keys ``law, n, params{},
-ci{}, r2, rmse, objective, excluded[], derived{}`` plus more) and, for a
-sweep, writes it to ``ROOT/NAME/fit.json`` (atomically) for ``dw report``.
+``fit_document(...)`` returns the typed result (fit/result.py ``FitDocument``: ``law, n, params{},
+ci{}, r2, rmse, objective, excluded[], derived{}`` plus more, the analyses under ``sections``) and,
+for a sweep, writes it to ``ROOT/NAME/fit.json`` (atomically) for ``dw report``; ``run_fit(...)``
+returns the same document as a plain dict (the library's ``fit()``).
 Every option is a field of ``FitOptions`` (options.py); all argument checks
 happen before anything is read or written.
 """
@@ -67,7 +68,9 @@ def run_fit(
     **settings,
 ) -> dict:
     """``dw fit``: the fit.json document of the runs named by ``name`` (a sweep, or a ``RunSource``)
-    or by the source keywords (``runs=FILE``, ``root=``, ``source="wandb"``: track/run_source.py).
+    or by the source keywords (``runs=FILE``, ``root=``, ``source="wandb"``: track/run_source.py),
+    as a plain dict (``fit_document(...).as_dict()``: ``written`` says where it went); ``--law lr``:
+    the lr_fit.json document.
 
     ``options`` is a ``FitOptions``; its fields may also be given as keywords (``law="depth-delusion",
     bootstrap=1000``), which override it.  ``write``: to ``out``, else ROOT/NAME/fit.json for a sweep;
@@ -78,6 +81,18 @@ def run_fit(
     opts = replace(options or FitOptions(), **settings)
     if opts.law == LR_LAW:  # learning-rate laws of a tuned sweep: another kind of fit (tuning.py)
         return _lr_fit(src, opts, out, write, t0)
+    return fit_document(src, options=opts, out=out, write=write, force=force).as_dict()
+
+
+def fit_document(name=None, *, options=None, out=None, write=True, force=False, **settings) -> FitDocument:
+    """``run_fit``'s fit (its arguments) as the typed result (fit/result.py ``FitDocument``), what
+    ``dw fit`` prints and ``dw report`` walks; written (to_json: fit.json) as ``run_fit`` writes it,
+    ``written`` says where.  ``--law lr`` makes no fit document (``run_fit`` returns its lr_fit.json)."""
+    t0 = time.perf_counter()
+    src = RunSource.take(name, settings)
+    opts = replace(options or FitOptions(), **settings)
+    if opts.law == LR_LAW:
+        raise BadInput("--law lr writes lr_fit.json, not a fit document: run_fit(law='lr')")
     chk = opts.checked()
     check_out(out)
 
@@ -155,8 +170,10 @@ def run_fit(
     ctx = Context(clean, fr, chk, opts, iv, res, rt.sweep_dir, widths, count, n_conv, point)
     res.update(run_analyses(ctx))  # --compare, --holdout, --approach isoflop, ... (fit/analyses/)
     res["seconds"] = round(time.perf_counter() - t0, 3)
-    res = FitDocument.from_json(jsonable(res)).to_json()  # its verdicts decided here, once (fit/result.py)
-    return write_document(res, out, rt.sweep_dir, "fit.json") if write else res
+    doc = FitDocument.from_json(jsonable(res))  # its verdicts decided here, once (fit/result.py)
+    if write:
+        doc.written = write_document(doc.to_json(), out, rt.sweep_dir, "fit.json").get("written")
+    return doc
 
 
 def _lr_fit(src, opts: FitOptions, out, write: bool, t0: float) -> dict:

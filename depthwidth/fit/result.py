@@ -9,10 +9,11 @@ meaningful range, the verdict lines under the fit (the D_crit ladder first, fit/
 optima's caveat, the planted-truth line, what the loss-vs-depth figure draws (which law, solid or
 dashed, and why) and the line said when the claim is not identified, what each analysis' table
 says (its lines, the cells it marks) — decided once when the fit is made (``decide``) and stored
-in fit.json as ``verdicts``.  ``dw report`` and ``dw fit``'s tables (report/) read them as stored
-and decide none again.  A fit.json written before ``verdicts`` existed, or under older rules
-(``version``), is still read: its verdicts are decided when it is loaded, by the same rules
-(``Rules``, the old-file path).
+in fit.json as ``verdicts``.  ``dw fit`` (fit/pipeline.py ``fit_document``) returns a FitDocument and
+``dw report`` reads fit.json into one (report/load.py); their tables (report/, each analysis'
+``tables``) walk it, reading its verdicts as stored and deciding none again.  A fit.json written
+before ``verdicts`` existed, or under older rules (``version``), is still read: its verdicts are
+decided when it is loaded, by the same rules (``Rules``, the old-file path).
 
 Standard library only at import (``dw status`` reads a fit without the fit engine).
 """
@@ -76,24 +77,13 @@ class Verdicts:
 
 class Rules:
     """The verdicts of a fit document, each decided by its rule (fit/verdicts.py, an analysis' own
-    ``verdicts``) when it is read (``rules["notes"]``, as a stored ``Verdicts.to_json()`` is): when
-    ``dw fit`` makes the fit, and for a document that does not store them (a fit.json written
-    before they were, one made by hand, one under older rules): the old-file path, the one place a
-    reader of fit.json has a verdict decided."""
+    ``verdicts``) when it is read (``rules.notes``; ``Verdicts.decide`` reads them all): when ``dw fit``
+    makes the fit, and for a document that does not store them (a fit.json written before they
+    were, one made by hand, one under older rules) when ``FitDocument.from_json`` reads it: the
+    old-file path, the one place a reader of fit.json has a verdict decided."""
 
     def __init__(self, doc: dict):
         self._doc = doc
-
-    def __getitem__(self, name: str):
-        if name not in {f.name for f in fields(Verdicts)}:
-            raise KeyError(name)
-        return VERDICTS_VERSION if name == "version" else getattr(self, name)
-
-    def get(self, name: str, default=None):
-        try:
-            return self[name]
-        except KeyError:
-            return default
 
     @property
     def label(self) -> str:
@@ -227,6 +217,8 @@ class FitDocument:
     isoflop, planted, tuning, replicates, downstream, gradient_persistence …)."""
     schema: str = SCHEMA
     """The document's schema (``dw.fit/1``)."""
+    written: str | None = field(default=None, compare=False)
+    """Where ``dw fit`` wrote it (None: not written); not part of fit.json."""
 
     @classmethod
     def from_json(cls, doc: dict) -> FitDocument:
@@ -242,13 +234,18 @@ class FitDocument:
         """The fit.json document: every field under its own key, the sections after the fit's own."""
         out: dict = {"schema": self.schema}
         for f in fields(self):
-            if f.name in ("schema", "sections", "verdicts", "seconds"):
+            if f.name in ("schema", "sections", "verdicts", "seconds", "written"):
                 continue
             out[f.name] = getattr(self, f.name)
         out.update(self.sections)
         out["verdicts"] = self.verdicts.to_json() if self.verdicts else None
         out["seconds"] = self.seconds
         return out
+
+    def as_dict(self) -> dict:
+        """``to_json()`` and, when it was written, where (``written``, last): what ``run_fit`` returns
+        and ``dw fit --json`` prints."""
+        return {**self.to_json(), **({"written": self.written} if self.written else {})}
 
 
 def with_verdicts(doc: dict) -> dict:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from depthwidth.fit.papers import DD_LOSSES
-from depthwidth.fit.result import VERDICTS_VERSION, Rules
+from depthwidth.fit.result import FitDocument
 
 SCHEMA = "dw.report/1"
 
@@ -34,17 +34,6 @@ SHAPE_LABEL = {
 
 
 DONE = ("done",)
-
-
-def verdicts(fit: dict):
-    """The verdicts ``fit`` stores (fit.json's ``verdicts``: every line and flag printed about it,
-    decided by ``dw fit``, fit/result.py), read as stored.  A document without them under the
-    current rules (a fit.json written before they were, one made by hand) has each decided by its
-    rule when read (fit/result.py ``Rules``), as ``dw fit`` would have decided it."""
-    v = fit.get("verdicts")
-    if isinstance(v, dict) and v.get("version") == VERDICTS_VERSION:
-        return v
-    return Rules(fit)
 
 
 def num(x):
@@ -74,7 +63,7 @@ class Data:
     source: dict
     runs: list[dict]  # one per run: run, depth, width, shape, seed, state, loss, tokens, params, ...
     points: list[dict]  # every (run, budget) point with a finite loss
-    fit: dict | None
+    fit: FitDocument | None  # fit.json, typed (fit/result.py; its verdicts as dw fit decided them)
     probes: list[dict]
     notes: list[str] = field(default_factory=list)
     analyses: list[dict] = field(default_factory=list)  # report.inside.read_analyses: runs' analysis.json

@@ -20,7 +20,8 @@ from depthwidth.fit.gradient_persistence import record_at
 from depthwidth.fit.userlaw import law_of_label
 from depthwidth.report import downstream, inside_figs, isofigs
 from depthwidth.report.matching import flops_match_curves
-from depthwidth.report.document import SHAPE_LABEL, SHAPES, verdicts
+from depthwidth.fit.result import FitDocument
+from depthwidth.report.document import SHAPE_LABEL, SHAPES
 
 DPI = 150
 WIDTH_IN = 6.4
@@ -121,26 +122,32 @@ def _plain_ticks(ax):
 # ---------------------------------------------------------------------------- fitted law
 
 
-def _law(fit):
-    """The law of a fit document, or of the figure record's {law, options, params}, to evaluate."""
-    return law_of_label(fit["law"], fit.get("options"))  # a user-defined law too
+def _law(rec: dict):
+    """The law of a figure record ({law, options, params}: fit.json's ``verdicts.figure``, ``_record``), to evaluate."""
+    return law_of_label(rec["law"], rec.get("options"))  # a user-defined law too
 
 
-def _convention(fit) -> str:
+def _record(fit: FitDocument) -> dict:
+    """The fitted law of ``fit`` as a figure record: {law, options, params}."""
+    return {"law": fit.law, "options": fit.options, "params": fit.params}
+
+
+def _convention(fit: FitDocument | None) -> str:
     """The N the fit read (fit.json before --n-convention: the total)."""
-    return ((fit or {}).get("n_convention") or {}).get("name") or "total"
+    return (fit.n_convention.get("name") if fit is not None else None) or "total"
 
 
-def _predict(fit, rows: dict, convention: str | None = None) -> np.ndarray:
-    """The law's loss at ``rows`` (columns as the run table has them: ``params`` the total), its N
-    taken in the convention the fit was made in (``convention``: the main fit's, for a compared law)."""
-    law = _law(fit)
+def _predict(rec: dict, rows: dict, convention: str) -> np.ndarray:
+    """The law of figure record ``rec``: its loss at ``rows`` (columns as the run table has them:
+    ``params`` the total), its N taken in the convention the fit was made in (``convention``: the
+    main fit's, for a compared law too)."""
+    law = _law(rec)
     n = len(next(iter(rows.values())))
     table = {c: np.asarray(rows[c], dtype=float) for c in law.columns if c in rows}
     if "params" in law.columns:
-        table["params"] = n_column(rows, convention or _convention(fit))
+        table["params"] = n_column(rows, convention)
     table["loss"] = np.zeros(n)
-    return law.predict(fit["params"], table)
+    return law.predict(rec["params"], table)
 
 
 # ---------------------------------------------------------------------------- figures
@@ -153,7 +160,7 @@ def loss_vs_depth(plt, data, rep, out):
     grid = [r for r in rep["tables"]["loss_grid"].rows if r["loss"] is not None]
     if not grid:
         return "no finished uniform runs"
-    draw = verdicts(data.fit)["figure"] if data.fit else None  # what the fit's verdict allows to be drawn
+    draw = data.fit.verdicts.figure if data.fit else None  # what the fit's verdict allows to be drawn
     main = draw["fit"] if draw else None
     alt = (draw or {}).get("alternative")
     conv = _convention(data.fit)  # a compared law was fitted on the same N (fit/compare.py)
@@ -212,7 +219,7 @@ def loss_vs_depth(plt, data, rep, out):
         )
     else:
         cap = "points: measured (± sd over seeds); " + (
-            f"the fitted {data.fit['law']} law could not be drawn" if data.fit else "no fit.json, so no fitted curves"
+            f"the fitted {data.fit.law} law could not be drawn" if data.fit else "no fit.json, so no fitted curves"
         )
     if missing:
         cap += "; no fitted curve for " + "; ".join(f"W = {w} ({why})" for w, why in missing.items())
@@ -308,7 +315,7 @@ def grad_profiles(plt, data, rep, out):
 def tau_points(data) -> list[dict]:
     """The (run, width, tau) points of the τ(W) figure: with a fit.json, exactly the runs its
     τ(W) law was fitted on (``dw fit --where`` and all); without one, every healthy uniform profile."""
-    gp = ((data.fit or {}).get("derived") or {}).get("gradient_persistence")
+    gp = data.fit.derived.get("gradient_persistence") if data.fit else None
     runs = gp.get("runs") if gp and gp.get("tau_law") else None
     pts = runs if runs is not None else _profiles(data)
     return [
@@ -325,7 +332,7 @@ def tau_vs_width(plt, data, rep, out):
         return "finite τ at fewer than two widths"
     W = np.array([p["width"] for p in prof], float)
     tau = np.array([p["tau"] for p in prof], float)
-    gp = (((data.fit or {}).get("derived") or {}).get("gradient_persistence") or {}).get("tau_law")
+    gp = ((data.fit.derived.get("gradient_persistence") if data.fit else None) or {}).get("tau_law")
     pexp, k = np.polyfit(np.log(W), np.log(tau), 1)
     ci = None
     if gp and gp.get("p") is not None:  # the fit's own law and interval, over the same points
@@ -462,13 +469,14 @@ def loss_vs_flops(plt, data, rep, out):
 def fit_residuals(plt, data, rep, out):
     if not data.fit:
         return "no fit.json"
-    law = _law(data.fit)
+    rec = _record(data.fit)
+    law = _law(rec)
     done = {r["run"] for r in data.runs if r["state"] == "done"}
     pts = [p for p in data.points if p["run"] in done and all(p.get(c) for c in law.columns)]
     if not pts:
         return "no finished points with the law's columns"
     cols = {c: [p.get(c) for p in pts] for c in (*law.columns, "params_non_embedding")}
-    pred = _predict(data.fit, cols)
+    pred = _predict(rec, cols, _convention(data.fit))
     y = np.array([p["loss"] for p in pts])
     res = y - pred
     W = np.array([p["width"] or 0 for p in pts])
@@ -490,7 +498,7 @@ def fit_residuals(plt, data, rep, out):
     a2.set_xlabel("depth L (layers)")
     a1.legend(loc="best", fontsize=7)
     rmse = float(np.sqrt(np.mean(res**2)))
-    title = f"Fit residuals ({data.fit['law']}, RMSE {rmse:.3g} nats)"
+    title = f"Fit residuals ({data.fit.law}, RMSE {rmse:.3g} nats)"
     fig.suptitle(title, fontsize=10.5)
     return _save(
         plt,
@@ -504,7 +512,7 @@ def fit_residuals(plt, data, rep, out):
 
 
 def isoflop_profiles(plt, data, rep, out):
-    iso = (data.fit or {}).get("isoflop")
+    iso = data.fit.sections.get("isoflop") if data.fit else None
     if not iso:
         return "no isoflop in fit.json (dw fit NAME --approach isoflop)"
     return _save(

@@ -9,20 +9,19 @@ from __future__ import annotations
 from depthwidth.core.tables import Col, Table, ci_pair
 from depthwidth.fit.papers import DD_FIT, DD_KAPPA, DD_TAU_EXPONENT, DD_TAU_R2
 from depthwidth.fit.analyses import tables as analysis_tables
-from depthwidth.report.document import verdicts
+from depthwidth.fit.result import FitDocument
 from depthwidth.report.optima import optimal_tables
 from depthwidth.report.papers import dcrit_tables
-from depthwidth.report.rests import fit_notes, lr_tables, rest_tables
+from depthwidth.report.rests import fit_notes, rest_tables
 
 EXCLUDED_SHOWN = 20  # excluded runs named in the fit table's notes; the rest counted
 
 
-def fit_tables(fit: dict | None, widths=(), probes=()) -> dict[str, Table]:
-    """{key: Table} of ``fit``; ``widths`` and ``probes`` (a sweep's) add rows to the D_crit tables."""
+def fit_tables(fit: FitDocument | None, widths=(), probes=()) -> dict[str, Table]:
+    """{key: Table} of ``fit`` (None: the D_crit tables from ``probes`` alone; a document without a
+    fitted law: its sections' tables); ``widths`` and ``probes`` (a sweep's) add rows to the D_crit tables."""
     T = {}
-    if fit and fit.get("law") == "lr":  # dw fit --law lr: learning-rate laws, nothing else
-        return lr_tables(fit)
-    if fit and "law" in fit:
+    if fit is not None and fit.law:
         T["fit"] = parameter_table(fit)
         T.update(analysis_tables(fit, ("compare",)))
     T.update(rest_tables(fit))
@@ -31,15 +30,15 @@ def fit_tables(fit: dict | None, widths=(), probes=()) -> dict[str, Table]:
     return T
 
 
-def parameter_table(fit: dict) -> Table:
+def parameter_table(fit: FitDocument) -> Table:
     """The law's parameters with their intervals, the paper's values for the Depth Delusion law,
     goodness of fit and gradient persistence's exponent."""
-    dd = fit.get("law") == "depth-delusion"
+    dd = fit.law == "depth-delusion"
     paper = {"alpha": DD_FIT["alpha"], "kappa": DD_KAPPA} if dd else {}
-    flags = verdicts(fit)["parameters"]
+    flags = fit.verdicts.parameters
     rows = []
-    for k, v in (fit.get("params") or {}).items():
-        lo, hi = ci_pair((fit.get("ci") or {}).get(k))
+    for k, v in fit.params.items():
+        lo, hi = ci_pair(fit.ci.get(k))
         rows.append(
             {
                 "quantity": k,
@@ -50,10 +49,10 @@ def parameter_table(fit: dict) -> Table:
                 "flags": ", ".join(flags.get(k, [])) or None,
             }
         )
-    rows.append({"quantity": "R²", "measured": fit.get("r2"), "paper": DD_FIT["r2"] if dd else None})
-    rows.append({"quantity": "RMSE (nats)", "measured": fit.get("rmse"), "paper": DD_FIT["rmse"] if dd else None})
-    rows.append({"quantity": "points / runs", "measured": f"{fit.get('n')} / {fit.get('n_runs')}"})
-    gp = (fit.get("derived") or {}).get("gradient_persistence") or {}
+    rows.append({"quantity": "R²", "measured": fit.r2, "paper": DD_FIT["r2"] if dd else None})
+    rows.append({"quantity": "RMSE (nats)", "measured": fit.rmse, "paper": DD_FIT["rmse"] if dd else None})
+    rows.append({"quantity": "points / runs", "measured": f"{fit.n} / {fit.n_runs}"})
+    gp = fit.derived.get("gradient_persistence") or {}
     if tl := gp.get("tau_law"):
         lo, hi = ci_pair(tl.get("p_ci"))
         rows.append(
@@ -66,7 +65,7 @@ def parameter_table(fit: dict) -> Table:
             }
         )
         rows.append({"quantity": "τ(W) fit R²", "measured": tl.get("r2"), "paper": DD_TAU_R2})
-    b = fit.get("bootstrap") or {}
+    b = fit.bootstrap
     lvl = f"{100 * b.get('level', 0.95):.0f}%"
     cols = [
         Col("quantity", "quantity"),
@@ -77,20 +76,20 @@ def parameter_table(fit: dict) -> Table:
     if dd:
         cols.append(Col("paper", "paper", "{:.4g}"))
     cols.append(Col("flags", "flags"))
-    t = Table("fit", f"Fit: {fit.get('law')} — {fit.get('formula', '')}", cols, rows)
+    t = Table("fit", f"Fit: {fit.law} — {fit.formula}", cols, rows)
     t.notes.append(
-        f"the fit shown: {verdicts(fit)['label']} of {', '.join(fit.get('where') or []) or 'every run'}, "
-        f"N = {(fit.get('n_convention') or {}).get('name', 'total')}, made "
-        f"{(fit.get('provenance') or {}).get('time', 'at an unknown time')} (its fit.json; a fit of another law "
+        f"the fit shown: {fit.verdicts.label} of {', '.join(fit.where) or 'every run'}, "
+        f"N = {fit.n_convention.get('name', 'total')}, made "
+        f"{fit.provenance.get('time', 'at an unknown time')} (its fit.json; a fit of another law "
         "or filter replaces it only with dw fit --force)"
     )
-    if s := fit.get("starts"):
+    if s := fit.starts:
         t.notes.append(
             f"starts: {s['converged']}/{s['total']} converged, {s['in_best_basin']} in the best basin; Huber "
-            f"objective {fit.get('objective'):.6g}"
+            f"objective {fit.objective:.6g}"
         )
     t.notes += fit_notes(fit)
-    if ex := fit.get("excluded"):
+    if ex := fit.excluded:
         named = "; ".join(f"{e['run']} ({e['points']} pts, {e['reason']})" for e in ex[:EXCLUDED_SHOWN])
         t.notes.append(
             f"excluded: {named}" + (f" and {len(ex) - EXCLUDED_SHOWN} more" if len(ex) > EXCLUDED_SHOWN else "")

@@ -14,6 +14,7 @@ from pathlib import Path
 from depthwidth.core import store
 from depthwidth.core.atomic import read_jsonl
 from depthwidth.core.errors import BadInput, bad
+from depthwidth.fit.result import FitDocument
 from depthwidth.launch.halving import groups as halving_groups
 from depthwidth.launch.status import status
 from depthwidth.report.downstream import read_evals
@@ -69,6 +70,7 @@ def load(name=None, *, fit_path=None, **source) -> Data:
             raise bad("--fit", str(fit_path), f"a readable fit.json ({type(e).__name__})") from None
         if not isinstance(fit, dict) or "params" not in fit or "law" not in fit:
             raise bad("--fit", str(fit_path), "a fit.json written by dw fit (keys law, params)")
+        fit = FitDocument.from_json(fit)  # read once, typed; an older one's verdicts decided here (fit/result.py)
         d.source["fit"] = str(fit_path)
     d.fit = fit
     d.tuned = tuned_picks(rt.df)

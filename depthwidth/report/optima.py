@@ -9,25 +9,25 @@ numbers are identified is decided when the fit is made (fit/verdicts.py's ``flag
 
 from __future__ import annotations
 
+from depthwidth.fit.result import FitDocument
 from depthwidth.core.tables import NOT_IDENTIFIED, Col, Table
-from depthwidth.report.document import verdicts
 
 LABELS = {"N_exponent": "N* ∝ C^x", "T_exponent": "T* ∝ C^y", "D_exponent": "D* ∝ C^a", "W_exponent": "W* ∝ C^b"}
 NOT_NUMBERS = ("ci", "constraint", "c_ref", "tie_break", "n_convention")  # compute_optimal's keys that are no row
 
 
-def optimal_tables(T: dict, fit: dict | None) -> dict:
+def optimal_tables(T: dict, fit: FitDocument | None) -> dict:
     """Mark the D_crit tables in ``T`` in place; return {"fit_optimal": Table} when the fit has optima."""
-    if not fit:
+    if fit is None:
         return {}
     mark_dcrit(T, fit)
     t = optimal_table(fit)
     return {"fit_optimal": t} if t is not None else {}
 
 
-def mark_dcrit(T: dict, fit: dict) -> None:
+def mark_dcrit(T: dict, fit: FitDocument) -> None:
     """The rows of the D_crit tables in ``T`` whose D_crit is below one layer read "not identified"."""
-    dcr = verdicts(fit)["dcrit_range"]
+    dcr = fit.verdicts.dcrit_range
 
     def bad(key):
         return not dcr.get(key, {}).get("identified", True)
@@ -51,12 +51,12 @@ def mark_dcrit(T: dict, fit: dict) -> None:
         )
 
 
-def optimal_table(fit: dict) -> Table | None:
+def optimal_table(fit: FitDocument) -> Table | None:
     """The compute-optimal allocation derived from the law, or None when the fit has none."""
-    co = (fit.get("derived") or {}).get("compute_optimal")
+    co = fit.derived.get("compute_optimal")
     if not co:
         return None
-    opt = verdicts(fit)["optimum"]
+    opt = fit.verdicts.optimum
     rows = []
     for k, v in co.items():
         if k in NOT_NUMBERS or not isinstance(v, (int, float)):
@@ -82,6 +82,6 @@ def optimal_table(fit: dict) -> Table | None:
     t = Table("fit_optimal", f"Compute-optimal allocation derived from the law ({co.get('constraint')})", cols, rows)
     if co.get("tie_break"):
         t.notes.append(f"tie-break: {co['tie_break']}")
-    if (caveat := verdicts(fit)["optima_caveat"]) is not None:
+    if (caveat := fit.verdicts.optima_caveat) is not None:
         t.notes.insert(0, caveat)
     return t

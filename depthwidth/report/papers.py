@@ -5,19 +5,19 @@ configurations a sweep shares with the papers (docs/science.md §1)."""
 from __future__ import annotations
 
 import math
-
+from depthwidth.fit.result import FitDocument
 from depthwidth.core.tables import Col, Table, ci_pair
 from depthwidth.fit.papers import DD_DCRIT, DD_KAPPA
 from depthwidth.report.document import DONE, is_uniform, paper_loss
 
 
-def dcrit_tables(fit: dict | None, widths=(), probes=()) -> dict:
+def dcrit_tables(fit: FitDocument | None, widths=(), probes=()) -> dict:
     """{"dcrit_widths", "dcrit_models"}: D_crit from the law (and 1/e gradient profiles) at the sweep's
     ``widths`` and the fit's, and extrapolated to production models, beside the paper's.  ``probes``
     (the runs' probes.jsonl records) give the profiles' D_crit when the fit carries none."""
-    fit = fit or {}
-    dc = (fit.get("derived") or {}).get("dcrit") or {}
-    gp = ((fit.get("derived") or {}).get("gradient_persistence") or {}).get("dcrit_by_width") or {}
+    derived = fit.derived if fit is not None else {}
+    dc = derived.get("dcrit") or {}
+    gp = (derived.get("gradient_persistence") or {}).get("dcrit_by_width") or {}
     prof = gp or _profile_dcrit(probes)
     widths = sorted(set(widths) | {int(w) for w in (dc.get("widths") or {})} | {int(w) for w in prof})
     rows = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from depthwidth.core.provenance import mixed
 from depthwidth.core.tables import Col, Table
+from depthwidth.fit.result import FitDocument
 
 
 def _key(p: dict) -> tuple:
@@ -25,7 +26,7 @@ def _key(p: dict) -> tuple:
     )
 
 
-def provenance_table(runs: list[dict], fit: dict | None) -> tuple[Table, list[str]]:
+def provenance_table(runs: list[dict], fit: FitDocument | None) -> tuple[Table, list[str]]:
     """(table: one row per distinct provenance, with the number of runs; warnings)."""
     recs = [r.get("provenance") for r in runs if isinstance(r.get("provenance"), dict)]
     groups: dict = {}
@@ -66,8 +67,8 @@ def provenance_table(runs: list[dict], fit: dict | None) -> tuple[Table, list[st
     missing = len(runs) - len(recs)
     if missing:
         t.notes.append(f"{missing} of {len(runs)} runs record no provenance (older dw or no summary yet)")
-    if fit and isinstance(fit.get("provenance"), dict):
-        fp = fit["provenance"]
+    if fit is not None and fit.provenance:  # a fit.json without provenance (made by hand): none
+        fp = fit.provenance
         g = fp.get("git") or {}
         t.notes.append(
             f"fit.json: dw {fp.get('dw')}, commit {(g.get('commit') or 'unknown')[:12]}"

@@ -27,7 +27,7 @@ from depthwidth.core.store import runs_root
 from depthwidth.core.errors import BadInput, DwError
 from depthwidth.report.load import load
 from depthwidth.core.tables import Table
-from depthwidth.report.document import verdicts
+from depthwidth.fit.result import FitDocument
 from depthwidth.report.render import md_table
 from depthwidth.report.tables import build
 
@@ -40,11 +40,11 @@ def section(
     figure_rel: str,
     seconds: str | None,
     entropy_rel: str | None = None,
-    fit: dict | None = None,
-    planted: dict | None = None,
+    fit: FitDocument | None = None,
+    planted: FitDocument | None = None,
 ) -> str:
-    """The demo section; ``fit``: the fit.json document, for the one line on what it does not identify;
-    ``planted``: the fit.json of the demo grid planted by ``dw simulate`` (make demo's last step)."""
+    """The demo section; ``fit``: the fit (its fit.json), for the one line on what it does not identify;
+    ``planted``: the fit of the demo grid planted by ``dw simulate`` (make demo's last step)."""
     T = rep["tables"]
     out = ["    make demo", ""]
     st = ", ".join(f"{n} {k}" for k, n in sorted(rep["states"].items()))
@@ -80,19 +80,19 @@ def section(
                 "points / runs; its intervals and warnings are in the report.",
                 "",
             ]
-    said = verdicts(fit) if fit else {}  # decided by dw fit (fit.json's verdicts)
-    line = said.get("truth_line")
+    said = fit.verdicts if fit else None  # decided by dw fit (fit.json's verdicts)
+    line = said.truth_line if said else None
     if line:  # the claim is not identified: say so, and which law the figure draws (report/rests.py)
         out += [f"**{line[0].upper() + line[1:]}.**", ""]
-    if planted and planted.get("planted"):
-        v = (verdicts(planted)["notes"] or [None])[0]  # the D_crit ladder's line
+    if planted and planted.sections.get("planted"):
+        v = (planted.verdicts.notes or [None])[0]  # the D_crit ladder's line
         out += [
             f"Is that the grid or the data? `dw simulate demo --name demo-planted` writes the same 16 runs with "
             f"losses planted from the depth-delusion law near the paper's fit, and its fit answers: {v}; "
-            f"{verdicts(planted)['planted']}.",
+            f"{planted.verdicts.planted}.",
             "",
         ]
-    draw = said.get("figure")
+    draw = said.figure if said else None
     alt = f"Loss vs depth per width, with {draw['label']}" if draw else "Loss vs depth per width"
     if draw and draw.get("alternative"):
         alt += f", {draw['alternative']['label']} dashed"
@@ -157,7 +157,7 @@ def main(argv=None) -> int:
         planted = None
         pf = runs_root() / f"{a.sweep}-planted" / "fit.json"
         if pf.is_file():
-            planted = json.loads(pf.read_text(encoding="utf-8"))
+            planted = FitDocument.from_json(json.loads(pf.read_text(encoding="utf-8")))
         rewrite(a.readme, section(rep, rel, secs, ent_rel, fit=data.fit, planted=planted))
     except DwError as e:
         sys.stderr.write(f"report_readme: error: {' '.join(str(e).split())}\n")

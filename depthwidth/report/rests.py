@@ -4,32 +4,32 @@ truth (from fit.json); ``dw fit`` prints the same tables.  The verdicts are the 
 
 from __future__ import annotations
 
+from depthwidth.fit.result import FitDocument
 from depthwidth.core.tables import Col, Table
 from depthwidth.fit import analyses
-from depthwidth.report.document import verdicts
 
 
-def fit_notes(fit) -> list[str]:
+def fit_notes(fit: FitDocument) -> list[str]:
     """The fit table's notes: what is said before the numbers, withheld and flagged intervals, warnings."""
-    under = fit.get("underdetermined") or []
+    under = fit.underdetermined
     out = [f"before the numbers: {w}" for w in under]
-    out += [f"interval withheld: {k}: {why}" for k, why in (fit.get("ci_withheld") or {}).items()][:8]
-    flagged = fit.get("ci_flagged") or {}
+    out += [f"interval withheld: {k}: {why}" for k, why in fit.ci_withheld.items()][:8]
+    flagged = fit.ci_flagged
     if flagged:
         out.append(f"intervals flagged ({', '.join(list(flagged)[:8])}): {next(iter(flagged.values()))}")
-    return out + [f"warning: {w}" for w in (fit.get("warnings") or []) if w not in under][:12]
+    return out + [f"warning: {w}" for w in fit.warnings if w not in under][:12]
 
 
 PLACED = ("compare", "planted")  # shown beside the parameters (fit_view.py) and before the identification
 
 
-def rest_tables(fit) -> dict:
+def rest_tables(fit: FitDocument | None) -> dict:
     """{key: Table} for the sections of ``fit`` that are present."""
-    if not fit:
+    if fit is None:
         return {}
     out = {}
     out.update(analyses.tables(fit, ("planted",)))
-    ident = fit.get("identification")
+    ident = fit.identification
     if ident:
         rows = [
             {"column": c, "min": v[0] if v else None, "max": v[1] if v else None} for c, v in ident["ranges"].items()
@@ -40,11 +40,11 @@ def rest_tables(fit) -> dict:
             [Col("column", "column"), Col("min", "min", "{:.4g}"), Col("max", "max", "{:.4g}")],
             rows,
         )
-        t.notes += verdicts(fit)["notes"]  # the verdicts (decided by dw fit: fit/result.py), then what the fit rests on
+        t.notes += fit.verdicts.notes  # the verdicts (decided by dw fit: fit/result.py), then what the fit rests on
         out["fit_identification"] = t
     # every other analysis (fit/analyses/: each module's tables), in the fit's registry order
     out.update(analyses.tables(fit, tuple(e.section for e in analyses.REGISTRY if e.section not in PLACED)))
-    out.update(tuning_tables(fit.get("tuning")))
+    out.update(tuning_tables(fit.sections.get("tuning")))
     return out
 
 

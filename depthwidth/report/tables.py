@@ -27,6 +27,7 @@ from depthwidth.report.document import (
 from depthwidth.report.downstream import table as downstream_table
 from depthwidth.report.inside import tables as inside_tables
 from depthwidth.report.matching import tables as match_tables
+from depthwidth.fit.result import FitDocument
 from depthwidth.report.fit_view import fit_tables
 from depthwidth.report.papers import paper_table
 from depthwidth.report.provenance import provenance_table
@@ -512,13 +513,13 @@ def _shapes(runs) -> Table:
     return t
 
 
-def ended_after(data, fit) -> str | None:
+def ended_after(data, fit: FitDocument) -> str | None:
     """A warning when runs of the sweep ended after the fit shown was made (its fit.json is older
     than their summary.json): the report's tables have them, the fit does not."""
     import datetime as dt
     import os
 
-    made, d = (fit.get("provenance") or {}).get("time"), data.source.get("dir")
+    made, d = fit.provenance.get("time"), data.source.get("dir")
     try:
         t = dt.datetime.strptime(made, "%Y-%m-%dT%H:%M:%S%z").timestamp()
     except (TypeError, ValueError):

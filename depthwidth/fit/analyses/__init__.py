@@ -12,8 +12,9 @@ An analysis module declares
   sensitivity): the lines under its table and the cells it marks, decided with the fit's other
   verdicts (fit/result.py) and stored in fit.json's ``verdicts.analyses[SECTION]``.
 
-- ``tables(fit)``: its tables (core/tables.py ``Table``: data, rendered by report/ and cli/), from
-  its stored section and what the fit decided its table says (``said``), deciding nothing again.
+- ``tables(fit)``: its tables (core/tables.py ``Table``: data, rendered by report/ and cli/) of the
+  typed fit (fit/result.py ``FitDocument``): from its section (``fit.sections[SECTION]``) and what the
+  fit decided its table says (``said(fit, SECTION)``: ``fit.verdicts.analyses``), deciding nothing again.
 
 ``dw fit`` (pipeline.py) runs the ones asked for in ``REGISTRY``'s order (a line names the option
 that asks for it, so a fit imports only what it runs); ``dw fit`` and ``dw report`` show their
@@ -129,22 +130,20 @@ def verdicts(fit: dict) -> dict:
     return out
 
 
-def said(fit: dict, section: str) -> dict:
-    """What the fit decided ``section``'s table says ({lines, …}; empty when it says nothing more): as
-    fit.json's ``verdicts.analyses`` stores it, else (a document written before it did) decided now
-    by the analysis's own rule."""
-    stored = fit.get("verdicts")
-    if isinstance(stored, dict) and "analyses" in stored:
-        return (stored["analyses"] or {}).get(section) or {}
-    return verdicts(fit).get(section) or {}
+def said(fit, section: str) -> dict:
+    """What the fit decided ``section``'s table says ({lines, …}; empty when it says nothing more), as
+    its verdicts hold it (fit.json's ``verdicts.analyses``; a document read without them has them
+    decided when read: fit/result.py)."""
+    return (fit.verdicts.analyses if fit.verdicts else {}).get(section) or {}
 
 
-def tables(fit: dict, sections: tuple[str, ...] | None = None) -> dict:
+def tables(fit, sections: tuple[str, ...] | None = None) -> dict:
     """{key: Table} of every analysis section ``fit`` holds (of ``sections`` only, in that order, when
-    given), each its module's ``tables``; an analysis whose section is absent is not imported."""
+    given), each its module's ``tables(fit)``; an analysis whose section is absent is not imported.
+    ``fit``: the typed fit (fit/result.py ``FitDocument``)."""
     entries = {e.section: e for e in REGISTRY}
     out = {}
     for name in entries if sections is None else sections:
-        if fit.get(name) and name in entries:
+        if fit.sections.get(name) and name in entries:
             out.update(entries[name].module().tables(fit))
     return out

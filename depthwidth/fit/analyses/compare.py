@@ -34,9 +34,9 @@ def section(ctx) -> dict:
     return cmp
 
 
-def tables(fit: dict) -> dict:
+def tables(fit) -> dict:
     """The laws ``--compare`` fitted, by in-sample and held-out error."""
-    cmp = fit.get("compare")
+    cmp = fit.sections.get("compare")
     if not cmp or not cmp.get("laws"):
         return {}
     best = cmp.get("best") or {}

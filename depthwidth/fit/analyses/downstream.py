@@ -17,10 +17,10 @@ def section(ctx) -> dict:
     return downstream(ctx.clean, o.metric, o.bootstrap, o.level, o.seed, ctx.shared.get("holdout"))
 
 
-def tables(fit: dict) -> dict:
+def tables(fit) -> dict:
     """The loss-to-metric sigmoid (step 2) and, with a hold-out, both steps' predictions of the
     held-out runs' metric."""
-    d = fit.get("downstream")
+    d = fit.sections.get("downstream")
     if not d:
         return {}
     out = {}

@@ -36,9 +36,9 @@ def verdicts(fit: dict) -> dict:
     return {"lines": summary_lines(fit["holdout"])}
 
 
-def tables(fit: dict) -> dict:
+def tables(fit) -> dict:
     """The held-out runs, each predicted from the others with its prediction interval."""
-    h = fit["holdout"]
+    h = fit.sections["holdout"]
     rows = [
         {
             "run": p["run"],

@@ -36,9 +36,9 @@ def verdicts(fit: dict) -> dict:
     return {"lines": summary_lines(fit["isoflop"])}
 
 
-def tables(fit: dict) -> dict:
+def tables(fit) -> dict:
     """Approach 2: each compute budget's minimum x* with its interval, beside the law's."""
-    iso = fit["isoflop"]
+    iso = fit.sections["isoflop"]
     rows = [
         {
             "C": b["C"],

@@ -140,9 +140,9 @@ def summary_line(p: dict) -> str:
     )
 
 
-def tables(fit: dict) -> dict:
+def tables(fit) -> dict:
     """A simulated store's fit: each number beside the planted world's value, inside its interval or not."""
-    p = fit["planted"]
+    p = fit.sections["planted"]
     rows = [
         {
             "number": k,
@@ -165,6 +165,5 @@ def tables(fit: dict) -> dict:
     t = Table(
         "fit_planted", f"Planted truth ({p['world'].get('label')}, dw simulate): is it inside the interval?", cols, rows
     )
-    stored = fit.get("verdicts")  # the line dw fit decided (fit/result.py), else this module's own rule now
-    t.notes.append(stored["planted"] if isinstance(stored, dict) and "planted" in stored else summary_line(p))
+    t.notes.append(fit.verdicts.planted)  # the line dw fit decided (fit/result.py ``Rules.planted``)
     return {"fit_planted": t}

@@ -53,9 +53,9 @@ def verdicts(fit: dict) -> dict:
     }
 
 
-def tables(fit: dict) -> dict:
+def tables(fit) -> dict:
     """Each number under each fitting choice; a value outside the meaningful range reads "not identified"."""
-    s = fit["sensitivity"]
+    s = fit.sections["sensitivity"]
     says = said(fit, "sensitivity")
     below = says.get("not_identified") or {}
     fitted = [r for r in s["choices"] if "values" in r]
