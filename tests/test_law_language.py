@@ -509,3 +509,31 @@ def test_predictions_from_a_raw_fit_are_on_the_targets_scale():
     assert truth[1] < 0 and p["loss"][1] < 0  # a negative prediction, with intervals around it
     for i, y in enumerate(truth):
         assert p["ci"][0, i] < p["loss"][i] < p["ci"][1, i] and p["pi"][0, i] < y < p["pi"][1, i], (i, y, p)
+
+
+def test_a_parameter_without_log_is_fitted_through_its_log_where_its_bounds_span_three_decades():
+    def law(spec_a: dict) -> dict:
+        return {
+            "formula": "E + A*N**(-alpha)",
+            "columns": {"N": "params"},
+            "params": {"E": {"bounds": [0.5, 4]}, "A": spec_a, "alpha": {"bounds": [0.05, 2]}},
+        }
+
+    auto = load_law(law({"bounds": [1e-3, 1e9]}))
+    written = load_law(law({"bounds": [1e-3, 1e9], "log": True}))
+    linear = load_law(law({"bounds": [1e-3, 1e9], "log": False}))
+    a = {p.name: p for p in auto.params}
+    # the same law as log: true written out: internal bounds, geometric quartile starts, the fit
+    assert a["A"].log and np.array_equal(auto.lo, written.lo) and np.array_equal(auto.grid(), written.grid())
+    assert np.allclose(np.exp(a["A"].grid), [10 ** (-3 + 12 * q) for q in (0.25, 0.5, 0.75)])
+    t = raw_table()
+    t["loss"] = 1.7 + 410.0 * t["params"].to_numpy() ** -0.3
+    fa, fw = fit_law(t, auto), fit_law(t, written)
+    assert np.array_equal(fa.theta, fw.theta) and fa.r2 == fw.r2
+    # log: false is kept; two decades, a bound <= 0 or an exponent's range stay linear
+    assert not {p.name: p for p in linear.params}["A"].log
+    assert not a["E"].log and not a["alpha"].log
+    for b in ([0.1, 10], [0.0, 1e9], [-1e3, 1e6]):
+        assert not {p.name: p for p in load_law(law({"bounds": b})).params}["A"].log
+    # what was decided is recorded with the law, as fit.json holds it
+    assert auto.options["user"]["params"]["A"]["log"] is True

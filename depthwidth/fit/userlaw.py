@@ -83,6 +83,11 @@ KEYS = ("name", "formula", "outputs", "columns", "define", "params", "objective"
 OUTPUT = "output"  # a multi-output law's long table: the column naming each row's output
 OBJECTIVES = ("log", "raw")  # objective: the scale the law is fitted on (log L, or L itself)
 PARAM_KEYS = ("bounds", "start", "log")
+LOG_SPAN = 1e3
+"""Without ``log:``, a parameter whose bounds are positive and span this factor or more (three
+decades) is fitted through its logarithm: a scale whose magnitude the bounds leave open by decades,
+where linear quartile starts would all sit in the top decade (on [1e-3, 1e9]: 2.5e8, 5e8, 7.5e8)
+and geometric ones cover every part of the range alike.  ``log: false`` keeps it linear."""
 SUFFIXES = (".yaml", ".yml")
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 QUARTILES = (0.25, 0.5, 0.75)  # default starts: these fractions of the bounds
@@ -352,7 +357,7 @@ def _params(spec, where: str) -> tuple[list[Param], dict]:
     """The parameters, and their spec in natural units as written (defaults filled in).  A key
     ``NAME[LO..HI]`` declares the indexed parameters NAME[LO] ... NAME[HI], one spec for all."""
     if not isinstance(spec, dict) or not spec:
-        raise bad(f"{where} params", spec, "a mapping NAME: {bounds: [lo, hi], start: [values], log: false}")
+        raise bad(f"{where} params", spec, "a mapping NAME: {bounds: [lo, hi], start: [values], log: true|false}")
     out, natural = [], {}
     seen: set[str] = set()
     for key, p in spec.items():
@@ -366,8 +371,8 @@ def _params(spec, where: str) -> tuple[list[Param], dict]:
             raise BadInput(
                 f"{what}: unknown key {k!r}: {did_you_mean(k, PARAM_KEYS)}(allowed: {', '.join(PARAM_KEYS)})"
             )
-        log = p.get("log", False)
-        if not isinstance(log, bool):
+        log = p.get("log")
+        if log is not None and not isinstance(log, bool):
             raise bad(f"{what}.log", log, "true | false")
         b = p["bounds"]
         if not (isinstance(b, (list, tuple)) and len(b) == 2):
@@ -375,6 +380,8 @@ def _params(spec, where: str) -> tuple[list[Param], dict]:
         lo, hi = (_number(f"{what}.bounds", x) for x in b)
         if not lo < hi:
             raise bad(f"{what}.bounds", b, "[lo, hi] with lo < hi")
+        if log is None:
+            log = lo > 0 and hi >= LOG_SPAN * lo
         if log and not lo > 0:
             raise bad(f"{what}.bounds", b, "bounds > 0 with log: true (fitted through its logarithm)")
         start = p.get("start")
