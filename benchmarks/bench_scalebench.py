@@ -35,10 +35,21 @@ law of the task × seeds.
   and counts a fallback, with its reason, printed.  ``--cost-power p`` ranks by value / cost^p
   instead (the paper's V-opt: p = 0.3); the default 1 is dw's own design.
 
+The check (``shortfalls``, issue #36's target), printed after the tables beside a row of the mean over
+the tasks (``task_means``: each task's mean weighted alike, the paper's methods' means of their
+published figures): at every budget on each task dw's mean at least the paper's V-opt and at least
+the ``random`` picks fitted by dw's engine ("random (dw's fit)"), and the mean over the tasks at
+least the paper's MSPE.  The paper's figures have 2 decimals: dw's mean equal to one at 2 decimals is
+met, and printed as a tie; against its own random picks the comparison is exact.  A missing row
+(a method not run) is a shortfall.  ``--rows`` keeps every job's result (``.gz``: compressed), and a
+rerun on a complete file only prints: ``benchmarks/results/scalebench_rows.jsonl.gz`` is the run
+behind README.md's table.
+
 BLAS is held to one thread (set before numpy loads): scipy's L-BFGS-B polish inside dw's engine runs
 ~7x slower on a 2-core machine with OpenBLAS's default threads (a farseer fit: 15.8 s -> 2.4 s).
 
     python benchmarks/bench_scalebench.py --workers 2                  # 3 tasks, 5 seeds, 1/5/10%
+    python benchmarks/bench_scalebench.py --rows benchmarks/results/scalebench_rows.jsonl.gz  # its table
     python benchmarks/bench_scalebench.py --tasks parallel --seeds 2 --laws sl_1,sl_9
 """
 
@@ -50,6 +61,7 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 import argparse  # noqa: E402
+import gzip  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
@@ -386,25 +398,65 @@ def summarize(results: list[dict], tasks, budgets) -> dict:
             v = np.array([r["checkpoints"][0]["r2"] for r in alld])
             row["all_data"] = {"mean": float(v.mean()), "std": float(v.std()), "n": int(len(v))}
             row["all_data_per_law"] = {r["law"]: r["checkpoints"][0]["r2"] for r in alld}
-        row["short"] = shortfalls(t, row, budgets)
         out[t] = row
     return out
 
 
-def shortfalls(task: str, row: dict, budgets) -> list[str]:
-    """The issue's target: at 5% and 10% at least V-opt's mean, at 1% at least Random's."""
-    lines = []
+def task_means(summary: dict, budgets) -> dict:
+    """The mean over the tasks run at each budget (each task's mean weighted alike), as README.md's row:
+    dw's design and random picks (dw's fit) from ``summary``, the paper's methods from PUBLISHED (the
+    mean of its 2-decimal figures).  A budget some task lacks a row for has no mean of that method."""
+    out: dict = {}
     for b in budgets:
-        pub = PUBLISHED[task].get(b)
-        got = row["budgets"].get(str(b), {}).get("dw")
-        if pub is None or got is None:
-            continue
-        ref = "Random" if b < 0.05 else "V-opt"
-        want = pub[ref][0]
-        if got["mean"] < want:
-            lines.append(
-                f"{task} {b:.0%}: dw {got['mean']:+.3f} < paper {ref} {want:+.2f} (short by {want - got['mean']:.3f})"
-            )
+        cell: dict = {}
+        for m in METHODS:
+            got = [summary[t]["budgets"].get(str(b), {}).get(m) for t in summary]
+            if got and all(g is not None for g in got):
+                cell[m] = float(np.mean([g["mean"] for g in got]))
+        for pm in PAPER_METHODS:
+            pub = [PUBLISHED[t].get(b, {}).get(pm) for t in summary]
+            if pub and all(x is not None for x in pub):
+                cell[pm] = float(np.mean([x[0] for x in pub]))
+        out[str(b)] = cell
+    return out
+
+
+def shortfalls(summary: dict, budgets, ties: list[str] | None = None) -> list[str]:
+    """Issue #36's targets, each a line where missed: at every budget on each task dw's mean at least
+    the paper's V-opt and at least dw's own random picks fitted by dw's engine ("random (dw's fit)");
+    the mean over the tasks run (``task_means``) at least the paper's MSPE at every budget.
+
+    The paper's figures have 2 decimals, so dw's mean is compared with them at 2 decimals: equal
+    there is met, and said in ``ties`` (dw +0.987 against V-opt's +0.99 is a tie, +0.984 is short);
+    dw against its random picks is exact (both measured here; equal only where both are clipped at
+    -1), an exact tie is said there too.  A budget the paper does not report has only the random
+    target; a row missing (a method not run) is a shortfall: the target is then not shown met."""
+    lines: list[str] = []
+    ties = [] if ties is None else ties
+
+    def against(where: str, got: float | None, ref: float | None, name: str, exact: bool) -> None:
+        if got is None or ref is None:
+            lines.append(f"{where}: no {'dw design' if got is None else name} row to check (run every method)")
+            return
+        a, r = (got, ref) if exact else (round(got, 2), round(ref, 2))
+        if a < r:
+            lines.append(f"{where}: dw {got:+.3f} < {name} {ref:+.3f} (short by {ref - got:.3f})")
+        elif a == r:
+            ties.append(f"{where}: dw {got:+.3f} = {name} {ref:+.3f}" + ("" if exact else " at 2 decimals (met)"))
+
+    for t, row in summary.items():
+        for b in budgets:
+            here = row["budgets"].get(str(b), {})
+            got = here.get("dw", {}).get("mean")
+            pub = PUBLISHED[t].get(b)
+            if pub is not None:
+                against(f"{t} {b:.0%}", got, pub["V-opt"][0], "paper V-opt", exact=False)
+            against(f"{t} {b:.0%}", got, here.get("random", {}).get("mean"), "random (dw's fit)", exact=True)
+    means = task_means(summary, budgets)
+    for b in budgets:
+        if all(PUBLISHED[t].get(b) is not None for t in summary):
+            m = means[str(b)]
+            against(f"mean of {len(summary)} task(s) {b:.0%}", m.get("dw"), m.get("MSPE"), "paper MSPE", exact=False)
     return lines
 
 
@@ -436,9 +488,35 @@ def table(task: str, row: dict, budgets, seeds: int) -> str:
     return "\n".join(lines)
 
 
+def mean_table(summary: dict, budgets) -> str:
+    """``task_means`` as a table: dw's rows beside the paper's methods' means."""
+    means = task_means(summary, budgets)
+    heads = [f"{b:.0%}" for b in budgets]
+    lines = [
+        f"mean of the {len(summary)} task(s) run ({', '.join(summary)}; each task's mean weighted alike)",
+        "| method | " + " | ".join(heads) + " |",
+        "|---|" + "---:|" * len(heads),
+    ]
+    names = [("random", "random (dw's fit)"), ("dw", "dw design (dw's fit)")] + [
+        (p, f"paper: {p}") for p in PAPER_METHODS
+    ]
+    for key, name in names:
+        cells = [f"{means[str(b)][key]:+.3f}" if key in means[str(b)] else "—" for b in budgets]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """The results a ``--rows`` file holds (gzip-compressed where its name ends in .gz)."""
+    p = Path(path)
+    with gzip.open(p, "rt") if p.suffix == ".gz" else p.open() as fh:
+        text = fh.read()
+    return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+
 def _keep(result: dict, rows: str | None) -> dict:
-    if rows:
-        with open(rows, "a") as fh:
+    if rows:  # a .gz file grows by one gzip member a result (gzip reads the members appended)
+        with gzip.open(rows, "at") if rows.endswith(".gz") else open(rows, "a") as fh:
             fh.write(json.dumps(result, default=float) + "\n")
     return result
 
@@ -465,7 +543,9 @@ def main() -> int:
     ap.add_argument("--no-all-data", action="store_true", help="skip the All Data row")
     ap.add_argument("--json", default=None, help="also write every result to this file")
     ap.add_argument(
-        "--rows", default=None, help="append each job's result to this JSONL file as it ends; a rerun skips those"
+        "--rows",
+        default=None,
+        help="append each job's result to this JSONL file as it ends (.gz: compressed); a rerun skips those",
     )
     a = ap.parse_args()
     tasks = [t for t in a.tasks.split(",") if t]
@@ -505,7 +585,7 @@ def main() -> int:
     if a.rows:
         rows_path = Path(a.rows)
         if rows_path.exists():
-            results = [json.loads(x) for x in rows_path.read_text().splitlines() if x.strip()]
+            results = read_rows(rows_path)
         have = {(r["task"], r["law"], r["method"], r["seed"]) for r in results}
         jobs = [j for j in jobs if (j["task"], Path(j["law"]).stem, j["method"], j["seed"]) not in have]
     if a.workers > 1:
@@ -544,11 +624,28 @@ def main() -> int:
         )
         nofit = {m: sum(v.get(m, {}).get("no_fit", 0) for v in s[t]["budgets"].values()) for m in METHODS}
         print(f"group fits refused (fewer runs than parameters, or failed): random {nofit['random']}, dw {nofit['dw']}")
-        for line in s[t]["short"]:
-            print("short: " + line)
         print()
+    print(mean_table(s, budgets))
+    ties: list[str] = []
+    short = shortfalls(s, budgets, ties)
+    for line in short:
+        print("short: " + line)
+    for line in ties:
+        print("tie: " + line)
+    print(
+        "check (issue #36: each task ≥ V-opt and ≥ random (dw's fit), the mean ≥ MSPE, at every budget): "
+        + (f"{len(short)} shortfall(s)" if short else f"met ({len(ties)} tie(s))")
+    )
     print(f"{len(jobs)} jobs in {wall:.0f} s on {a.workers} worker(s)")
-    doc = {"bench": "scalebench", "summary": s, "args": vars(a), "seconds": round(wall, 1)}
+    doc = {
+        "bench": "scalebench",
+        "summary": s,
+        "means": task_means(s, budgets),
+        "short": short,
+        "ties": ties,
+        "args": vars(a),
+        "seconds": round(wall, 1),
+    }
     if a.json:
         Path(a.json).write_text(json.dumps({**doc, "results": results}, default=float))
     print(json.dumps(doc, default=float))

@@ -23,7 +23,6 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
 from collections import defaultdict  # noqa: E402
@@ -61,7 +60,7 @@ def main() -> int:
     ap.add_argument("--fit-starts", type=int, default=256)
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
-    recs = [json.loads(x) for x in Path(a.rows).read_text().splitlines() if x.strip()]
+    recs = sb.read_rows(a.rows)
     if not recs or "picks" not in recs[0]["checkpoints"][0]:
         print(f"bench_target_fit: {a.rows} holds no picks (rows of bench_scalebench.py from 2026-12-05 on keep them)")
         return 2
