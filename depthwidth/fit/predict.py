@@ -241,6 +241,7 @@ class Target:
     width: float | None = None
     c_ref: float = C_REF
     rows: tuple = ()  # a gap's two rows (the shape's, the uniform model's), as (column, value) pairs
+    log: bool = False  # a positive scale (a depth, an optimum): its covariance taken on log T (_joint)
 
     def values(self, ens: Ensemble, theta: np.ndarray) -> np.ndarray:
         """(B,) the target at each internal parameter vector (nan where it is undefined)."""
@@ -281,13 +282,13 @@ def parse_target(spec: str, law: Law) -> Target:
         w = _number(at, s, "dcrit@WIDTH, e.g. dcrit@512")
         if w < 1:
             raise bad("--target", s, "dcrit@WIDTH with WIDTH >= 1")
-        return Target(s, f"D_crit(W={w:g})", f"dcrit[W={int(w)}]", width=float(int(w)))
+        return Target(s, f"D_crit(W={w:g})", f"dcrit[W={int(w)}]", width=float(int(w)), log=True)
     if head.lower() == "gap":
         return _gap_target(s, at, law)
     if head == "optimum" or head in OPTIMA:
         c = _number(at, s, "optimum@C, e.g. optimum@1e21") if at else C_REF
         key = "D_opt" if head == "optimum" else head
-        return Target(s, f"{key} at C = {c:.0e}", f"compute_optimal.{key}", c_ref=c)
+        return Target(s, f"{key} at C = {c:.0e}", f"compute_optimal.{key}", c_ref=c, log=True)
     raise bad("--target", s, TARGETS_ALLOWED)
 
 
@@ -378,6 +379,9 @@ def _joint(ens: Ensemble, target, rows) -> tuple[np.ndarray, np.ndarray, int]:
     dropped: one replicate on a bound would otherwise set the covariance)."""
     T = target.values(ens, ens.theta)
     T = T.reshape(len(T), -1)
+    if getattr(target, "log", False):  # a scale whose replicates span a factor: Gaussian on log T, not on T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            T = np.where(T > 0, np.log(np.where(T > 0, T, 1.0)), np.nan)
     _, Y = log_predictions(ens, run_rows(ens, rows))
     ok = np.isfinite(T).all(axis=1) & np.isfinite(Y).all(axis=1)
     T, Y = T[ok], Y[ok]
