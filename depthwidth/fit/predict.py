@@ -492,6 +492,12 @@ def _whitener(ens: Ensemble, n0: int, n_picks: int) -> np.ndarray:
     return W
 
 
+def check_cost_power(x, name: str) -> None:
+    """BadInput naming ``name`` (a flag, or a library argument) unless ``x`` is a number in [0, 1]."""
+    if isinstance(x, bool) or not (isinstance(x, (int, float)) and 0 <= x <= 1):
+        raise bad(name, x, "a number in [0, 1] (1: value per unit cost, 0: cost ignored)")
+
+
 def design(
     ens: Ensemble,
     target,
@@ -516,8 +522,7 @@ def design(
     ``weights``: None, or one in [0, 1] a candidate, the weight the fit using its loss gives it (the fit
     made for a target: ``fit/target_fit.locality``): a candidate of weight w has its seed noise over w
     (the weighted fit's view of it), so a run of weight 0 is worth nothing and one of small weight little."""
-    if not (isinstance(cost_power, (int, float)) and 0 <= cost_power <= 1):
-        raise bad("--cost-power", cost_power, "a number in [0, 1] (1: value per unit cost, 0: cost ignored)")
+    check_cost_power(cost_power, "design(cost_power=)")  # dw suggest checks it first, naming --cost-power
     cost = np.asarray(cost, dtype=float)
     rank = np.maximum(cost, 1e-12) ** cost_power
     wt = design_weights(weights, len(cost))
@@ -530,7 +535,7 @@ def design(
         raise BadInput(
             f"cannot design for {target.spec}: {len(T)} of the fit's {len(ens.theta)} bootstrap replicates "
             f"define it, and a design needs at least {MIN_REPLICATES} (refit with more bootstrap replicates, "
-            "or choose another target)"
+            "run_fit(bootstrap=); or choose another target)"
         )
     K, M = T.shape[1], Y.shape[1] // m
     if len(cost) != M:  # one cost per run, whatever it reveals

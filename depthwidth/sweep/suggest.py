@@ -41,6 +41,7 @@ from depthwidth.fit.predict import (
     Design,
     Ensemble,
     Target,
+    check_cost_power,
     design,
     ensemble_of,
     parse_target,
@@ -491,6 +492,7 @@ def suggest(
         raise bad("--budget", budget, "GPU-hours > 0")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise bad("--rounds", rounds, "an integer >= 1")
+    check_cost_power(cost_power, "--cost-power")
     total, budget = budget, budget / rounds
     extra = parse_candidates(candidates_spec)
     src = ensemble_for(name, prior, law)
