@@ -218,8 +218,6 @@ def test_a_round_whose_fit_refuses_an_argument_names_the_argument_not_the_flag()
 def test_design_names_its_own_arguments_and_dw_suggest_its_flag(tmp_path, monkeypatch, capsys):
     """#36 audit: design() said "bad value for --cost-power" and "refit with more bootstrap replicates"
     to a Python caller; dw suggest --cost-power keeps naming its flag."""
-    import yaml
-
     from depthwidth.fit.predict import Ensemble, parse_target
     from depthwidth.fit.prior import prior
     from tests.helpers import dw_in_process
@@ -237,6 +235,15 @@ def test_design_names_its_own_arguments_and_dw_suggest_its_flag(tmp_path, monkey
 
     said = as_arguments("bad value for --max-starts: 0 (allowed: an integer >= 1; not --x)", "f")
     assert said == "bad value for f(max_starts=): 0 (allowed: an integer >= 1; not f(x=))"
+    _sweep_g(tmp_path, monkeypatch)
+    code, out, err = dw_in_process(capsys, "suggest", "g", "--budget", "1", "--cost-power", "1.5", "--no-write")
+    assert code == 2 and err.count("\n") == 1 and "bad value for --cost-power: 1.5" in err, err
+
+
+def _sweep_g(tmp_path, monkeypatch) -> None:
+    """A CPU-sized sweep file ``g`` (6 runs) in a fresh sweeps folder and store."""
+    import yaml
+
     d = tmp_path / "sweeps"
     d.mkdir()
     monkeypatch.setenv("DW_SWEEPS", str(d))
@@ -245,5 +252,16 @@ def test_design_names_its_own_arguments_and_dw_suggest_its_flag(tmp_path, monkey
     fixed = {"model.heads": 2, "model.quantum": 8, "train.seq_len": 32, "train.batch_size": 4, "train.steps": 20}
     doc = {"description": "g", "groups": {"model": "vwt", "data": "synthetic"}, "fixed": fixed, "axes": grid}
     (d / "g.yaml").write_text(yaml.safe_dump(doc))
-    code, out, err = dw_in_process(capsys, "suggest", "g", "--budget", "1", "--cost-power", "1.5", "--no-write")
-    assert code == 2 and err.count("\n") == 1 and "bad value for --cost-power: 1.5" in err, err
+
+
+def test_a_budget_below_the_cheapest_run_says_whose_hours_they_are(tmp_path, monkeypatch, capsys):
+    """#36 audit: dw suggest depth_delusion --budget 5 said the cheapest candidate costs "3.99e+03
+    device-hours": CPU-hours on this machine, no launcher named, and nothing said so."""
+    from tests.helpers import dw_in_process
+
+    _sweep_g(tmp_path, monkeypatch)
+    code, out, err = dw_in_process(capsys, "suggest", "g", "--budget", "1e-12", "--no-write")
+    assert code == 2 and err.count("\n") == 1 and "cheapest candidate's" in err, err
+    assert "no launcher named, so these are CPU-hours here (launcher=" in err and "launcher=slurm for GPU-hours" in err
+    code, out, err = dw_in_process(capsys, "suggest", "g", "launcher=slurm", "--budget", "1e-12", "--no-write")
+    assert code == 2 and err.count("\n") == 1 and "cheapest candidate's" in err and "no launcher named" not in err

@@ -532,11 +532,16 @@ def suggest(
     cheapest = int(np.argmin(cost))
     if budget < cost[cheapest]:
         r = _unit_pick(units[cheapest])
+        hint = ""  # no launcher=X: the hours are this machine's launcher's, on its device
+        if not any(o.split("=", 1)[0].lstrip("+") == "launcher" for o in overrides):
+            dev = "GPU" if (r.figures.get("plan") or {}).get("device") == "cuda" else "CPU"
+            hint = f"; no launcher named, so these are {dev}-hours here (launcher={r.launcher.get('name')}): "
+            hint += "launcher=slurm for GPU-hours"
         raise bad(
             "--budget",
             budget,
             f"at least the cheapest candidate's {cost[cheapest]:.3g} device-hours "
-            f"({r.figures['depth']}L×{r.figures['width']}, {' '.join(r.overrides)})",
+            f"({r.figures['depth']}L×{r.figures['width']}, {' '.join(r.overrides)}){hint}",
         )
     rows = rows_of([u[0] for u in units])  # a group's runs share the law's inputs
     d = design(src.ensemble, tgt, rows, cost, budget=budget, cost_power=cost_power)
