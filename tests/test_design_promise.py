@@ -88,3 +88,75 @@ def test_a_promise_from_a_fit_among_the_default_candidates_is_what_the_refit_rep
     ratios = [r["realized"] / r["promised"] for draw in rows for r in draw if r["from"] == "fit"]
     assert len(ratios) == 6 and all(0.5 < q < 2 for q in ratios), ratios
     assert 1 / 1.25 <= float(np.median(ratios)) <= 1.25, ratios
+
+
+def test_a_candidates_promise_alone_is_the_promise_of_picking_it_first():
+    """#36: ``width_alone`` (the dry run's "CI after") had been the ensemble's Kalman update even where
+    the promise is what the runs alone determine (a prior, an RML ensemble): the dry run promised
+    intervals dw suggest does not.  Now each candidate's is the one-pick promise, same machinery."""
+    from depthwidth.fit.design_rounds import rml_ensemble
+
+    truth = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 900.0, "beta": 0.28}
+    few = CAND.iloc[[0, 7, 56, 63]].reset_index(drop=True)  # 4 corners, fewer runs than the law's 5 parameters
+    few = few.assign(loss=LAW.predict(truth, few.assign(loss=1.0)), run=[f"r{i}" for i in range(4)])
+    t = parse_target("alpha", LAW)
+    for ens in (rml_ensemble(LAW, few), prior(LAW)):
+        d = design(ens, t, CAND, COST, k=0)
+        for j in (5, 8, 23, 40):  # 8, 23 and 40 determine alpha with the 4 runs, 5 does not
+            one = design(ens, t, CAND.iloc[[j]], COST[[j]], k=1).width_after[0]
+            assert d.width_alone[j] == one or abs(d.width_alone[j] / one - 1) < 1e-9, (ens.source, j)
+    assert np.isfinite(design(rml_ensemble(LAW, few), t, CAND, COST, k=0).width_alone[[8, 23, 40]]).all()
+    assert not np.isfinite(d.width_alone).any()  # the prior: one run alone never determines alpha
+
+
+def _one_pick(name: str, depth: int, width: int, prior_name):
+    """dw suggest's promise for the run ``depth``×``width`` (seed 42) picked alone."""
+    from depthwidth.sweep.suggest import suggest
+
+    spec = f"model.depth={depth};model.width={width};run.seed=42"
+    s = suggest(name, 1e9, "dcrit@64", candidates_spec=spec, prior=prior_name, write=False).to_dict()
+    assert len(s["runs"]) == 1 and (s["runs"][0]["depth"], s["runs"][0]["width"]) == (depth, width)
+    return s["runs"][0]["interval_after"]
+
+
+def test_the_dry_runs_ci_after_is_dw_suggests_promise_from_a_fit_and_from_the_prior(tmp_path, monkeypatch):
+    """#36: ``dw sweep depth_delusion --dry-run --prior published`` showed "CI after" 27.2-28.0 per run
+    (the prior's Kalman update) where dw suggest promised "—" for the same runs (a fit of one run
+    cannot locate D_crit).  Both now say what dw fit will report; from a fit, as before, the same numbers."""
+    import yaml
+
+    from depthwidth.simulate import simulate
+    from depthwidth.sweep.dry_run import dry_run_predictions
+    from depthwidth.sweep.expand import expand
+
+    d = tmp_path / "sweeps"
+    d.mkdir()
+    monkeypatch.setenv("DW_SWEEPS", str(d))
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
+    base = {
+        "description": "CPU-sized depth x width grid",
+        "groups": {"model": "vwt", "data": "synthetic"},
+        "fixed": {"model.heads": 2, "model.quantum": 8, "train.seq_len": 32, "train.batch_size": 4, "train.steps": 20},
+    }
+    (d / "g_init.yaml").write_text(
+        yaml.safe_dump({**base, "axes": {"model.width": [32, 64], "model.depth": [1, 2, 16]}})
+    )
+    (d / "h.yaml").write_text(
+        yaml.safe_dump({**base, "store": "g-sim", "axes": {"model.width": [64], "model.depth": [3, 6]}})
+    )
+    simulate("g_init", name="g-sim", law="depth-delusion", seed=0, budgets="0.5,1")
+    run_fit("g-sim", law="depth-delusion", bootstrap=100, max_starts=300)
+    cols = ("depth", "width", "params", "params_non_embedding", "tokens", "device_hours")
+    for prior_name in (None, "published"):
+        rows = [{"run_id": r.run_id, "group": r.group, **{k: r.figures[k] for k in cols}} for r in expand("h").runs]
+        pred = dry_run_predictions("h", rows, prior_name, "dcrit@64")
+        assert pred["from"] == ("fit" if prior_name is None else "prior published")
+        for r in rows:
+            after, promised = r["prediction"]["interval_after"], _one_pick("h", r["depth"], r["width"], prior_name)
+            assert r["prediction"]["value_per_hour"] is not None
+            if prior_name is None:
+                assert after is not None and abs(after / promised - 1) < 1e-9, (after, promised)
+            else:  # one run alone does not determine D_crit: not determined, in both
+                assert after is None and promised is None, (after, promised)
+        said = any(n.startswith("CI after is the interval dw fit will report") for n in pred["notes"])
+        assert said == (prior_name is not None)

@@ -203,3 +203,65 @@ def test_the_initial_design_counts_the_points_a_run_of_several_outputs_measures(
     assert initial_runs(cost, 1e9, 9, outputs=2) == list(range(11))  # int(11.25): 22 points
     with pytest.raises(BadInput, match="bad value for outputs: 0"):
         initial_runs(cost, 1e9, 6, outputs=0)
+
+
+def test_a_round_whose_fit_refuses_an_argument_names_the_argument_not_the_flag():
+    """#36 audit: run_fit's error had been forwarded as said for the command line ("run_fit failed
+    (bad value for --max-starts: 0 ...)") from a Python call that gave no flag."""
+    pool, cost, target = _pool(3)
+    for kw, said in ((dict(max_starts=0), "run_fit(max_starts=)"), (dict(bootstrap=-1), "run_fit(bootstrap=)")):
+        ens, why = round_ensemble(LAW, pool.iloc[:8].reset_index(drop=True), **{"bootstrap": 30, **kw})
+        assert why.startswith("run_fit failed (bad value for " + said) and "--" not in why and "\n" not in why, why
+        assert len(ens.theta) >= 10  # the round still has an ensemble (rml_ensemble instead)
+
+
+def test_design_names_its_own_arguments_and_dw_suggest_its_flag(tmp_path, monkeypatch, capsys):
+    """#36 audit: design() said "bad value for --cost-power" and "refit with more bootstrap replicates"
+    to a Python caller; dw suggest --cost-power keeps naming its flag."""
+    from depthwidth.fit.predict import Ensemble, parse_target
+    from depthwidth.fit.prior import prior
+    from tests.helpers import dw_in_process
+
+    pool, cost, target = _pool(4)
+    ens, rows, t = prior(LAW), pool[["params", "tokens"]], parse_target("alpha", LAW)
+    with pytest.raises(BadInput) as e:
+        design(ens, t, rows, cost, k=1, cost_power=1.5)
+    assert str(e.value).startswith("bad value for design(cost_power=): 1.5") and "--" not in str(e.value)
+    few = Ensemble(LAW, ens.point, ens.theta[:5], dict(ens.noise), source="fit")  # 5 replicates
+    with pytest.raises(BadInput) as e:
+        design(few, t, rows, cost, k=1)
+    assert "refit with more bootstrap replicates, run_fit(bootstrap=)" in str(e.value) and "--" not in str(e.value)
+    from depthwidth.core.errors import as_arguments
+
+    said = as_arguments("bad value for --max-starts: 0 (allowed: an integer >= 1; not --x)", "f")
+    assert said == "bad value for f(max_starts=): 0 (allowed: an integer >= 1; not f(x=))"
+    _sweep_g(tmp_path, monkeypatch)
+    code, out, err = dw_in_process(capsys, "suggest", "g", "--budget", "1", "--cost-power", "1.5", "--no-write")
+    assert code == 2 and err.count("\n") == 1 and "bad value for --cost-power: 1.5" in err, err
+
+
+def _sweep_g(tmp_path, monkeypatch) -> None:
+    """A CPU-sized sweep file ``g`` (6 runs) in a fresh sweeps folder and store."""
+    import yaml
+
+    d = tmp_path / "sweeps"
+    d.mkdir()
+    monkeypatch.setenv("DW_SWEEPS", str(d))
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
+    grid = {"model.width": [32, 64], "model.depth": [1, 2, 4]}
+    fixed = {"model.heads": 2, "model.quantum": 8, "train.seq_len": 32, "train.batch_size": 4, "train.steps": 20}
+    doc = {"description": "g", "groups": {"model": "vwt", "data": "synthetic"}, "fixed": fixed, "axes": grid}
+    (d / "g.yaml").write_text(yaml.safe_dump(doc))
+
+
+def test_a_budget_below_the_cheapest_run_says_whose_hours_they_are(tmp_path, monkeypatch, capsys):
+    """#36 audit: dw suggest depth_delusion --budget 5 said the cheapest candidate costs "3.99e+03
+    device-hours": CPU-hours on this machine, no launcher named, and nothing said so."""
+    from tests.helpers import dw_in_process
+
+    _sweep_g(tmp_path, monkeypatch)
+    code, out, err = dw_in_process(capsys, "suggest", "g", "--budget", "1e-12", "--no-write")
+    assert code == 2 and err.count("\n") == 1 and "cheapest candidate's" in err, err
+    assert "no launcher named, so these are CPU-hours here (launcher=" in err and "launcher=slurm for GPU-hours" in err
+    code, out, err = dw_in_process(capsys, "suggest", "g", "launcher=slurm", "--budget", "1e-12", "--no-write")
+    assert code == 2 and err.count("\n") == 1 and "cheapest candidate's" in err and "no launcher named" not in err

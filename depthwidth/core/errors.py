@@ -27,6 +27,14 @@ def bad(name: str, value, allowed: str) -> BadInput:
     return BadInput(f"bad value for {name}: {value!r} (allowed: {allowed})")
 
 
+def as_arguments(text: str, call: str) -> str:
+    """``text``, said for the command line, as said to a Python caller of ``call``: each flag
+    ``--x-y`` named as the argument ``call(x_y=)`` (a library function forwarding another's error)."""
+    import re
+
+    return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", lambda m: f"{call}({m.group(1).replace('-', '_')}=)", text)
+
+
 def did_you_mean(word: str, options) -> str:
     """``"did you mean X? "`` for the closest of ``options`` to a mistyped ``word`` (difflib's
     ratio >= 0.6, the one home of every "did you mean" dw prints), else ``""``."""

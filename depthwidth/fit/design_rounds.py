@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from depthwidth.core.errors import BadInput, WorkFailed
+from depthwidth.core.errors import BadInput, WorkFailed, as_arguments
 from depthwidth.fit.laws import Law
 from depthwidth.fit.predict import MIN_REPLICATES, Ensemble, design
 
@@ -189,7 +189,7 @@ def round_ensemble(
                 f"{MIN_REPLICATES} (raise bootstrap=; rml_ensemble instead)"
             )
         except (BadInput, WorkFailed) as e:
-            why = f"run_fit failed ({str(e).splitlines()[0][:120]}; rml_ensemble instead)"
+            why = f"run_fit failed ({as_arguments(str(e).splitlines()[0], 'run_fit')[:120]}; rml_ensemble instead)"
     return rml_ensemble(law, table, seed=seed), why
 
 

@@ -57,6 +57,7 @@ from depthwidth.fit.count import CountModel, count_of
 from depthwidth.fit.derived import C_REF, derived_numbers
 from depthwidth.fit.laws import Law
 from depthwidth.fit.misfit import MISFIT_LENGTH, misfit_corr, run_columns
+from depthwidth.fit.target_fit import design_weights
 from depthwidth.fit.userlaw import OUTPUT, outputs
 
 OPTIMA = ("W_exponent", "D_exponent", "N_exponent", "T_exponent", "D_opt", "W_opt", "N_opt")
@@ -416,15 +417,16 @@ def misfit_kernel(ens: Ensemble, rows, extra=None, length: float = MISFIT_LENGTH
 DATA_ONLY_DRAWS = 64  # replicates the promise from a prior is averaged over
 
 
-def _data_only_widths(ens: Ensemble, target, rows, picks: list[int]) -> list[float]:
-    """The target's interval width after each prefix of ``picks``, as a fit of the ensemble's own runs
-    (``ens.runs``; none for a prior) and those picks alone will report it: the refit's bootstrap
-    knows nothing of a prior, so a promise made from one must not lean on it.  Linear-Gaussian about
-    where the truth may be: at each of ``DATA_ONLY_DRAWS`` replicates (the point among them), the
-    Fisher information of the runs (the law's log-loss gradients by central differences, over a new
-    run's noise variance) gives Var(T) = g' F^-1 g, infinite where the runs leave a direction T
-    depends on undetermined; the promise is the median width over the replicates (a hinge the runs
-    do not reach at one replicate may be crossed at another)."""
+def _data_only_widths(ens: Ensemble, target, rows, picks: list[int], alone: bool = False) -> list[float]:
+    """The target's interval width after each prefix of ``picks`` (``alone``: after each pick alone, the
+    dry run's per-run promise), as a fit of the ensemble's own runs (``ens.runs``; none for a prior) and
+    those picks alone will report it: the refit's bootstrap knows nothing of a prior, so a promise made
+    from one must not lean on it.  Linear-Gaussian about where the truth may be: at each of
+    ``DATA_ONLY_DRAWS`` replicates (the point among them), the Fisher information of the runs (the law's
+    log-loss gradients by central differences, over a new run's noise covariance) gives Var(T) =
+    g' F^-1 g, infinite where the runs leave a direction T depends on undetermined; the promise is the
+    median width over the replicates (a hinge the runs do not reach at one replicate may be crossed at
+    another)."""
     from statistics import NormalDist
 
     law = ens.law
@@ -435,11 +437,10 @@ def _data_only_widths(ens: Ensemble, target, rows, picks: list[int]) -> list[flo
     mine = rows.iloc[list(picks)].to_dict("records") if hasattr(rows, "iloc") else [rows[j] for j in picks]
     m_out = _per_run(ens, mine)  # rows per pick: a multi-output law's run reveals every output
     X = law.data(_table(ens, [*(ens.runs or []), *run_rows(ens, mine)]))
-    n0, P = len(ens.runs or []), len(free)
-    z = NormalDist().inv_cdf(0.5 * (1 + ens.level))
-    s2 = max(ens.new_run_var, 1e-12)
-    W = _whitener(ens, n0, len(picks)) if m_out > 1 else None
-    widths = np.full((len(thetas), len(picks)), np.inf)
+    n0, P, S = len(ens.runs or []), len(free), len(mine)
+    z, s2 = NormalDist().inv_cdf(0.5 * (1 + ens.level)), max(ens.new_run_var, 1e-12)
+    W = _whitener(ens, n0, 1) if m_out > 1 else np.eye(n0 + 1) / math.sqrt(s2)  # the runs', a new run's block
+    widths = np.full((len(thetas), S), np.inf)
     for b, th0 in enumerate(thetas):
         h = 1e-5 * np.maximum(1.0, np.abs(th0[free]))
         TH = np.repeat(th0[None, :], 2 * P, axis=0)
@@ -452,19 +453,21 @@ def _data_only_widths(ens: Ensemble, target, rows, picks: list[int]) -> list[flo
             g = (tv[:P] - tv[P:]) / (2 * h[:, None])  # (P, K)
         if not (np.isfinite(J).all() and np.isfinite(g).all()):
             continue
-        gmax = max(float(np.abs(g).max()), 1e-300)
-        Jw = J @ W if W is not None else None  # whitened by each run's noise covariance (its outputs share it)
-        for m in range(1, len(picks) + 1):
-            if Jw is not None:
-                w, V = np.linalg.eigh(Jw[:, : n0 + m * m_out] @ Jw[:, : n0 + m * m_out].T)
-            else:
-                w, V = np.linalg.eigh(J[:, : n0 + m] @ J[:, : n0 + m].T / s2)
-            gv = V.T @ g  # (P, K): the target's gradient along the information's eigenvectors
-            tiny = w <= 1e-9 * max(float(w.max()), 1e-300)
-            if (np.abs(gv[tiny]) > 1e-6 * gmax).any():
-                continue
-            widths[b, m - 1] = 2 * z * math.sqrt(float((gv[~tiny] ** 2 / w[~tiny, None]).sum()) / g.shape[1])
+        J0 = J[:, :n0] @ W[:n0, :n0]  # whitened by each run's noise covariance (its outputs share it)
+        Jn = J[:, n0:].reshape(P, S, m_out) @ W[n0:, n0:]
+        G = np.einsum("psi,qsi->spq", Jn, Jn)  # (S, P, P): each pick's information
+        widths[b] = _info_widths(J0 @ J0.T + (G if alone else np.cumsum(G, axis=0)), g, z)
     return [float(x) for x in np.median(widths, axis=0)]
+
+
+def _info_widths(F: np.ndarray, g: np.ndarray, z: float) -> np.ndarray:
+    """(S,) 2z sqrt(g' F^-1 g / K) per information matrix F (S, P, P); inf where it leaves g (P, K) open."""
+    w, V = np.linalg.eigh(F)
+    gv = np.einsum("spq,pk->sqk", V, g)  # the target's gradient along each matrix's eigenvectors
+    tiny = w <= 1e-9 * np.maximum(w.max(axis=1, keepdims=True), 1e-300)
+    open_ = ((np.abs(gv) > 1e-6 * max(float(np.abs(g).max()), 1e-300)) & tiny[:, :, None]).any(axis=(1, 2))
+    q = (np.where(tiny[:, :, None], 0.0, gv**2) / np.where(tiny, 1.0, w)[:, :, None]).sum(axis=(1, 2))
+    return np.where(open_, np.inf, 2 * z * np.sqrt(q / g.shape[1]))
 
 
 def _noise_block(ens: Ensemble, m: int, total: float) -> np.ndarray:
@@ -493,38 +496,10 @@ def _whitener(ens: Ensemble, n0: int, n_picks: int) -> np.ndarray:
     return W
 
 
-def _weights(weights, n: int) -> np.ndarray:
-    """``design``'s ``weights`` as an array (None: every candidate 1); BadInput otherwise, in one line
-    naming the argument (a library argument: no flag), the first bad value and what is allowed."""
-    if weights is None:
-        return np.ones(n)
-    said = None
-    try:
-        w = np.asarray(weights, dtype=float)
-    except (TypeError, ValueError):
-        flat = list(np.ravel(np.asarray(weights, dtype=object)))
-        i = next(i for i, x in enumerate(flat) if _float_or_none(x) is None)
-        said, w = f"weights[{i}] = {flat[i]!r} (not a number)", np.ones(n)
-    if said is None and w.ndim != 1:
-        said = f"an array of shape {w.shape} for {n} candidates"
-    elif said is None and len(w) != n:
-        said = f"{len(w)} weights for {n} candidates"
-    elif said is None and not (np.isfinite(w) & (w >= 0) & (w <= 1)).all():
-        i = int(np.flatnonzero(~(np.isfinite(w) & (w >= 0) & (w <= 1)))[0])
-        said = f"weights[{i}] = {w[i]:g}"
-    if said is not None:
-        raise BadInput(
-            f"bad value for design(weights=): {said} (allowed: one number in [0, 1] per candidate, {n} of them: "
-            "the weight the fit gives its loss)"
-        )
-    return w
-
-
-def _float_or_none(x) -> float | None:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return None
+def check_cost_power(x, name: str) -> None:
+    """BadInput naming ``name`` (a flag, or a library argument) unless ``x`` is a number in [0, 1]."""
+    if isinstance(x, bool) or not (isinstance(x, (int, float)) and 0 <= x <= 1):
+        raise bad(name, x, "a number in [0, 1] (1: value per unit cost, 0: cost ignored)")
 
 
 def design(
@@ -551,11 +526,10 @@ def design(
     ``weights``: None, or one in [0, 1] a candidate, the weight the fit using its loss gives it (the fit
     made for a target: ``fit/target_fit.locality``): a candidate of weight w has its seed noise over w
     (the weighted fit's view of it), so a run of weight 0 is worth nothing and one of small weight little."""
-    if not (isinstance(cost_power, (int, float)) and 0 <= cost_power <= 1):
-        raise bad("--cost-power", cost_power, "a number in [0, 1] (1: value per unit cost, 0: cost ignored)")
+    check_cost_power(cost_power, "design(cost_power=)")  # dw suggest checks it first, naming --cost-power
     cost = np.asarray(cost, dtype=float)
     rank = np.maximum(cost, 1e-12) ** cost_power
-    wt = _weights(weights, len(cost))
+    wt = design_weights(weights, len(cost))
     inv_w = 1.0 / np.maximum(wt, 1e-12)  # a candidate's noise variance, in units of an unweighted run's
     m = _per_run(ens, rows)  # outputs a run reveals (its columns of Y: run j's at j*m ... j*m + m - 1)
     outs = tuple(outputs_of(ens)) if m > 1 else ()
@@ -565,7 +539,7 @@ def design(
         raise BadInput(
             f"cannot design for {target.spec}: {len(T)} of the fit's {len(ens.theta)} bootstrap replicates "
             f"define it, and a design needs at least {MIN_REPLICATES} (refit with more bootstrap replicates, "
-            "or choose another target)"
+            "run_fit(bootstrap=); or choose another target)"
         )
     K, M = T.shape[1], Y.shape[1] // m
     if len(cost) != M:  # one cost per run, whatever it reveals
@@ -647,6 +621,7 @@ def design(
             condition(Cm, j)
         var = float(np.trace(C[:K, :K]))
         widths.append(width(var))
-    if not ens.from_fit and picks:  # the refit forgets the prior: promise what the runs alone determine
-        widths = _data_only_widths(ens, target, rows, picks)
+    if not ens.from_fit:  # the refit forgets the prior: promise what the runs alone determine
+        width_alone = np.array(_data_only_widths(ens, target, rows, range(M), alone=True))
+        widths = _data_only_widths(ens, target, rows, picks) if picks else widths
     return Design(target, width_now, sd_now, picks, widths, value, width_alone, cost, used, outs)

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from depthwidth.core.errors import bad
+from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.laws import Law
 from depthwidth.fit.misfit import MISFIT_LENGTH, law_coords, run_columns
 from depthwidth.fit.solver import FitResult
@@ -234,3 +234,37 @@ def fit_for_target(table, law: Law, target, *, candidates=None, plain: FitResult
         return TargetFit(plain, plain, False, loc.why, loc.misfit_lr, loc.misfit_share)
     fr = fit_law(table, law, weights=loc.weights, **fit_kw)
     return TargetFit(fr, plain, True, loc.why, loc.misfit_lr, loc.misfit_share, loc.width, loc.n_effective)
+
+
+def design_weights(weights, n: int) -> np.ndarray:
+    """``design``'s ``weights`` as an array (None: every candidate 1); BadInput otherwise, in one line
+    naming the argument (a library argument: no flag), the first bad value and what is allowed."""
+    if weights is None:
+        return np.ones(n)
+    said = None
+    try:
+        w = np.asarray(weights, dtype=float)
+    except (TypeError, ValueError):
+        flat = list(np.ravel(np.asarray(weights, dtype=object)))
+        i = next(i for i, x in enumerate(flat) if float_or_none(x) is None)
+        said, w = f"weights[{i}] = {flat[i]!r} (not a number)", np.ones(n)
+    if said is None and w.ndim != 1:
+        said = f"an array of shape {w.shape} for {n} candidates"
+    elif said is None and len(w) != n:
+        said = f"{len(w)} weights for {n} candidates"
+    elif said is None and not (np.isfinite(w) & (w >= 0) & (w <= 1)).all():
+        i = int(np.flatnonzero(~(np.isfinite(w) & (w >= 0) & (w <= 1)))[0])
+        said = f"weights[{i}] = {w[i]:g}"
+    if said is not None:
+        raise BadInput(
+            f"bad value for design(weights=): {said} (allowed: one number in [0, 1] per candidate, {n} of them: "
+            "the weight the fit gives its loss)"
+        )
+    return w
+
+
+def float_or_none(x) -> float | None:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None

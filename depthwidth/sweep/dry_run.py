@@ -82,11 +82,11 @@ def si(x: float, unit: str = "") -> str:
 def _prediction_cells(p: dict | None) -> list[str]:
     if not p:
         return ["—"] * 4
-    after = p.get("interval_after")
+    after, valued = p.get("interval_after"), p.get("value_per_hour") is not None
     return [
         f"{p['loss']:.3f} [{p['pi'][0]:.3f}, {p['pi'][1]:.3f}]",
         "" if p.get("measured") is None else f"{p['measured']:.3f}",
-        "" if after is None else f"{after:.3g}",
+        ("—" if valued else "") if after is None else f"{after:.3g}",  # —: valued, but not determined
         "" if p.get("value_per_hour") is None else f"{p['value_per_hour']:.3g}",
     ]
 
@@ -251,7 +251,8 @@ def dry_run_predictions(name: str, rows: list[dict], prior: str | None, target: 
     value: dict[int, tuple] = {}
     for u, (members, todo) in enumerate(units):
         if todo and members[0] not in begun:
-            value.update({n: (float(d.value[u]), float(d.width_alone[u]), rows[ok[n]].get("group")) for n in todo})
+            after = float(d.width_alone[u]) if np.isfinite(d.width_alone[u]) else None  # None: not determined
+            value.update({n: (float(d.value[u]), after, rows[ok[n]].get("group")) for n in todo})
     for n, i in enumerate(ok):
         r = rows[i]
         done = measured.get(r["run_id"])
@@ -267,6 +268,8 @@ def dry_run_predictions(name: str, rows: list[dict], prior: str | None, target: 
         if per:
             r["prediction"]["outputs"] = predicted_fields({"outputs": per}, n)["outputs"]
     notes = list(src.notes)
+    if not src.ensemble.from_fit:  # the promise dw suggest makes of a run, not the prior's Kalman update
+        notes.append(DRY_PROMISE_NOTE)
     if any(rows[i].get("group") for i in ok):
         notes.append(dry_tuned_note(units, begun))
     if per:
@@ -282,6 +285,14 @@ def dry_run_predictions(name: str, rows: list[dict], prior: str | None, target: 
         "level": src.ensemble.level,
         "notes": notes,
     }
+
+
+DRY_PROMISE_NOTE = (
+    "CI after is the interval dw fit will report from that run and the store's runs alone, as dw suggest "
+    "promises it: a fit knows nothing of the prior, so it can be wider than the prior's now (—: they cannot "
+    "determine the target, as one run of a law of several parameters cannot; value/h still ranks what each run "
+    "teaches, as dw suggest ranks)"
+)
 
 
 def dry_units(rows: list[dict], ok: list[int], measured: dict) -> tuple[list[tuple[list, list]], set]:

@@ -41,6 +41,7 @@ from depthwidth.fit.predict import (
     Design,
     Ensemble,
     Target,
+    check_cost_power,
     design,
     ensemble_of,
     parse_target,
@@ -491,6 +492,7 @@ def suggest(
         raise bad("--budget", budget, "GPU-hours > 0")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise bad("--rounds", rounds, "an integer >= 1")
+    check_cost_power(cost_power, "--cost-power")
     total, budget = budget, budget / rounds
     extra = parse_candidates(candidates_spec)
     src = ensemble_for(name, prior, law)
@@ -530,11 +532,16 @@ def suggest(
     cheapest = int(np.argmin(cost))
     if budget < cost[cheapest]:
         r = _unit_pick(units[cheapest])
+        hint = ""  # no launcher=X: the hours are this machine's launcher's, on its device
+        if not any(o.split("=", 1)[0].lstrip("+") == "launcher" for o in overrides):
+            dev = "GPU" if (r.figures.get("plan") or {}).get("device") == "cuda" else "CPU"
+            hint = f"; no launcher named, so these are {dev}-hours here (launcher={r.launcher.get('name')}): "
+            hint += "launcher=slurm for GPU-hours"
         raise bad(
             "--budget",
             budget,
             f"at least the cheapest candidate's {cost[cheapest]:.3g} device-hours "
-            f"({r.figures['depth']}L×{r.figures['width']}, {' '.join(r.overrides)})",
+            f"({r.figures['depth']}L×{r.figures['width']}, {' '.join(r.overrides)}){hint}",
         )
     rows = rows_of([u[0] for u in units])  # a group's runs share the law's inputs
     d = design(src.ensemble, tgt, rows, cost, budget=budget, cost_power=cost_power)
