@@ -157,7 +157,10 @@ install_packages() {
 node_line() {
   # Layout as `slurmd -C` prints it, CPUs=nproc, RealMemory below free memory.
   local cpus layout free_mb mem
-  cpus="$(nproc)"
+  # nproc honours OMP_NUM_THREADS: a caller that limits its threads (a benchmark module the tests
+  # import sets it to 1) made it 1 on a 2-CPU machine, and slurmctld refused CPUs=1 against the
+  # 2 cores slurmd -C reports (the SLURM tests then skipped: cluster unavailable).
+  cpus="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
   layout="$(slurmd -C 2>/dev/null | head -n 1 | grep -o '\(Boards\|SocketsPerBoard\|CoresPerSocket\|ThreadsPerCore\)=[0-9]*' | tr '\n' ' ')"
   # With CR_Core a job takes whole cores: if the machine shows hyperthreads
   # (ThreadsPerCore>1) two one-CPU jobs could not run at once. Declare one
