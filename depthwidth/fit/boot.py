@@ -93,8 +93,7 @@ def noise_scales(fr: FitResult, table) -> dict:
     # passes exactly through as many points as it has free parameters, and those zeros (1e-9, not
     # 0.0) would set the median: with 9 runs and 7 parameters, 5 of 9 were ~0, every residual was
     # clipped to 4e-9 and the replicates, drawn at that noise, pinned D_crit to 1e-5 layers.
-    a = np.sort(np.abs(r))[min(k, len(r) - 1) :]
-    mad = 1.4826 * float(np.median(a)) if len(a) and np.median(a) > 0 else 0.0
+    mad = 1.4826 * float(np.median(np.sort(np.abs(r))[min(k, len(r) - 1) :]))
     if mad > 0:
         r = np.clip(r, -4 * mad, 4 * mad)
     n_b = np.bincount(codes, minlength=R).astype(float)

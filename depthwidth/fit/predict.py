@@ -381,8 +381,7 @@ def _joint(ens: Ensemble, target, rows) -> tuple[np.ndarray, np.ndarray, int]:
     T = target.values(ens, ens.theta)
     T = T.reshape(len(T), -1)
     if getattr(target, "log", False):  # a scale whose replicates span a factor: Gaussian on log T, not on T
-        with np.errstate(divide="ignore", invalid="ignore"):
-            T = np.where(T > 0, np.log(np.where(T > 0, T, 1.0)), np.nan)
+        T = np.where(T > 0, np.log(np.where(T > 0, T, 1.0)), np.nan)
     _, Y = log_predictions(ens, run_rows(ens, rows))
     ok = np.isfinite(T).all(axis=1) & np.isfinite(Y).all(axis=1)
     T, Y = T[ok], Y[ok]
