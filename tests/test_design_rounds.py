@@ -215,6 +215,31 @@ def test_a_round_whose_fit_refuses_an_argument_names_the_argument_not_the_flag()
         assert len(ens.theta) >= 10  # the round still has an ensemble (rml_ensemble instead)
 
 
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("refit: dw fit NAME --law LAW ...", "refit: dw fit NAME run_fit(law=) ..."),
+        ("(refit: dw fit NAME --law LAW)", "(refit: dw fit NAME run_fit(law=))"),
+        ("--law LAW.", "run_fit(law=)."),
+        ("--out FILE to write elsewhere", "run_fit(out=) to write elsewhere"),
+        ("a user law, --law FILE.yaml", "a user law, run_fit(law=)"),
+        ("map with --columns NAME=COLUMN)", "map with run_fit(columns=))"),
+        ("--metric METRIC:TASK: a column", "run_fit(metric=): a column"),
+        ("--budget H, --max-starts N", "run_fit(budget=), run_fit(max_starts=)"),
+        ("--law chinchilla or --law LAWS", "run_fit(law=) chinchilla or run_fit(law=)"),
+        ("--pin KEY=value", "run_fit(pin=) KEY=value"),
+        ("--pin LR=3e-4", "run_fit(pin=) LR=3e-4"),
+        ("--no-write Refit", "run_fit(no_write=) Refit"),
+    ],
+)
+def test_as_arguments_names_a_flag_and_drops_its_upper_case_metavar(text, said):
+    """#36: "--law LAW" was said "run_fit(law=) LAW", the value named twice; a value that is not all
+    metavar (a lower-case word, KEY=value, a sentence's next word) is the text's own and stays."""
+    from depthwidth.core.errors import as_arguments
+
+    assert as_arguments(text, "run_fit") == said
+
+
 def test_design_names_its_own_arguments_and_dw_suggest_its_flag(tmp_path, monkeypatch, capsys):
     """#36 audit: design() said "bad value for --cost-power" and "refit with more bootstrap replicates"
     to a Python caller; dw suggest --cost-power keeps naming its flag."""

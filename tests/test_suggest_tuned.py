@@ -113,11 +113,10 @@ def test_the_next_file_keeps_a_tuned_blocks_groups_apart_from_an_untuned_blocks_
     assert not any(r.tuned for r in nxt if not r.group)  # an untuned pick is not tuned
 
 
-@pytest.fixture
-def begun_store(tmp_path, monkeypatch):
+def _plant_begun(tmp_path, monkeypatch, leave_out: int = 0):
     """depth_delusion_tuned planted at 3 of its 5 learning rates (the first, middle and last) and
-    fitted: every group of the file is begun, its other 2 rates not in the store (a tune: grid widened
-    after the first runs)."""
+    fitted: every group of t_init is begun, its other 2 rates not in the store (a tune: grid widened
+    after the first runs); t_init leaves out the small block's first ``leave_out`` configurations."""
     from depthwidth.simulate import simulate
     from depthwidth.sweep.expand import expand
 
@@ -130,11 +129,19 @@ def begun_store(tmp_path, monkeypatch):
     rates = sorted({r.tuned["optim.lr"] for r in expand("t").runs})
     assert len(rates) == 5
     tune = {**doc["tune"], "optim.lr": [rates[0], rates[2], rates[4]]}
-    (d / "t_init.yaml").write_text(yaml.safe_dump({**doc, "tune": tune}))
+    small, *rest = doc["blocks"]
+    blocks = [{**small, "runs": small["runs"][leave_out:]}, *rest]
+    (d / "t_init.yaml").write_text(yaml.safe_dump({**doc, "tune": tune, "blocks": blocks}))
     simulate("t_init", name="t-sim", law="chinchilla", seed=1)
     res = run_fit("t-sim", law="chinchilla", bootstrap=40, max_starts=300)
-    assert res["tuning"]["groups"] == 30  # the fit has every group's best so far (of 3 rates)
+    assert res["tuning"]["groups"] == 30 - leave_out  # the fit has every group's best so far (of 3 rates)
     return d
+
+
+@pytest.fixture
+def begun_store(tmp_path, monkeypatch):
+    """``_plant_begun``: every group of the file begun."""
+    return _plant_begun(tmp_path, monkeypatch)
 
 
 def test_a_tuning_group_the_store_has_begun_is_not_proposed_as_a_new_point_and_is_said_apart(begun_store, capsys):
@@ -227,3 +234,56 @@ def test_a_tuned_dry_run_values_no_group_the_store_has_begun(begun_store):
     assert all(r["prediction"]["value_per_hour"] is None and r["prediction"]["interval_after"] is None for r in rows)
     note = next(n for n in pred["notes"] if n.startswith("a tuned sweep"))
     assert "30 groups begun (some runs measured) are not valued" in note and "their other 60 runs" in note
+
+
+def test_a_group_in_the_store_but_not_measured_is_begun_for_neither_dw_suggest_nor_the_dry_run(tmp_path, monkeypatch):
+    """#36 "unify": dw suggest counted a tuning group begun when any of its runs was in the store, the
+    dry run when one was measured, so a group whose one run was submitted (or running, or failed) was
+    left out of dw suggest's candidates as "a point the fit has" while the dry run valued it as a new
+    one.  dw fit --tuned fits each group's best measured run: such a group is no point of the fit
+    yet, and both now value it (sweep/suggest.py ``begun_groups``, the one rule)."""
+    from depthwidth.core import store
+    from depthwidth.launch.status import status
+    from depthwidth.sweep.dry_run import dry_run_predictions
+    from depthwidth.sweep.expand import expand
+    from depthwidth.sweep.suggest import begun_groups, candidates, measured_losses
+
+    assert begun_groups([("g", "a"), ("g", "b"), ("h", "c"), (None, "d")], {"b", "d"}) == {"g"}
+    _plant_begun(tmp_path, monkeypatch, leave_out=1)
+    plan = expand("t").runs
+    (g,) = {r.group for r in plan} - {r.group for r in expand("t_init").runs}  # 2L×256: none of it planted
+    sent = next(r for r in plan if r.group == g)  # its first rate: submitted, never measured
+    store.append_events(
+        "t-sim",
+        [
+            {
+                "event": "submit",
+                "run_id": sent.run_id,
+                "overrides": sent.overrides,
+                "run_dir": str(store.sweep_dir("t-sim") / sent.run_id),
+                "launcher": "simulate",
+                "job_id": "simulate-pending",
+                "index": sent.index,
+                "group": g,
+                "tuned": sent.tuned,
+            }
+        ],
+    )
+    assert sent.run_id in {r["run_id"] for r in status("t-sim")["runs"]}
+    assert sent.run_id not in measured_losses("t-sim")
+    runs, counts = candidates("t")
+    assert counts["in_store"] == 29 * 3 + 1
+    others = sorted(r.run_id for r in plan if r.group == g and r.run_id != sent.run_id)
+    assert len(others) == 4 and sorted(r.run_id for r in runs if r.group == g) == others  # a candidate group
+    assert counts["partial_groups"]["groups"] == 29 and counts["partial_groups"]["runs"] == 29 * 2
+    have = {r["run_id"] for r in status("t-sim")["runs"]}
+    begun_here = {r.group for r in plan if r.run_id not in have} - {r.group for r in runs}
+    cols = ("depth", "width", "params", "params_non_embedding", "tokens", "device_hours")
+    rows = [{"run_id": r.run_id, "group": r.group, **{k: r.figures[k] for k in cols}} for r in plan]
+    pred = dry_run_predictions("t", rows, None, "alpha")
+    mine = [r["prediction"] for r in rows if r["group"] == g]
+    assert len(mine) == 5 and all(p["value_per_hour"] is not None and p["value_of"] == g for p in mine)
+    begun_there = {r["group"] for r in rows if r["prediction"]["value_per_hour"] is None}
+    assert begun_here == begun_there and len(begun_here) == 29 and g not in begun_here  # the one rule
+    note = next(n for n in pred["notes"] if n.startswith("a tuned sweep"))
+    assert "29 groups begun (some runs measured) are not valued" in note and "their other 58 runs" in note

@@ -27,12 +27,19 @@ def bad(name: str, value, allowed: str) -> BadInput:
     return BadInput(f"bad value for {name}: {value!r} (allowed: {allowed})")
 
 
+# A flag's upper-case metavar (``LAW``, ``FILE.yaml``, ``NAME=COLUMN``, ``METRIC:TASK``): the argument
+# ``call(law=)`` names the value itself, so "run_fit(law=) LAW" would say it twice.  A value that is
+# not all metavar (``KEY=value``, ``LR=3e-4``) is an example, and stays.
+_FLAG = r"(?<![\w-])--([a-z][a-z0-9-]*)(?: [A-Z][A-Z0-9_]*(?:[=:][A-Z][A-Z0-9_]*|\.[a-z]+)*(?!\w|[=:.]\w))?"
+
+
 def as_arguments(text: str, call: str) -> str:
     """``text``, said for the command line, as said to a Python caller of ``call``: each flag
-    ``--x-y`` named as the argument ``call(x_y=)`` (a library function forwarding another's error)."""
+    ``--x-y`` (and its metavar, ``--x-y X``) named as the argument ``call(x_y=)`` (a library function
+    forwarding another's error)."""
     import re
 
-    return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", lambda m: f"{call}({m.group(1).replace('-', '_')}=)", text)
+    return re.sub(_FLAG, lambda m: f"{call}({m.group(1).replace('-', '_')}=)", text)
 
 
 def did_you_mean(word: str, options) -> str:

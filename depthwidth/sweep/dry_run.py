@@ -298,15 +298,18 @@ DRY_PROMISE_NOTE = (
 def dry_units(rows: list[dict], ok: list[int], measured: dict) -> tuple[list[tuple[list, list]], set]:
     """The dry run's planned rows ``ok`` (indices into ``rows``) as units of one measurement: per unit
     (its positions in ``ok``, those not measured yet), a tuning group's rows together, else each row
-    alone; and the first position of each group begun (some of its runs measured: the fit has its best
-    so far, the rest would complete that point, not add one)."""
+    alone; and the first position of each group begun and not yet complete (``begun_groups``, the rule
+    dw suggest keeps too: the fit has its best so far, the rest would complete that point, not add one)."""
+    from depthwidth.sweep.suggest import begun_groups
+
     units: dict = {}
     for n, i in enumerate(ok):
         units.setdefault(rows[i].get("group") or ("run", n), []).append(n)
+    groups = begun_groups(((rows[i].get("group"), rows[i]["run_id"]) for i in ok), measured)
     out, begun = [], set()
     for key, members in units.items():
         todo = [n for n in members if rows[ok[n]]["run_id"] not in measured]
-        if isinstance(key, str) and todo and len(todo) < len(members):
+        if todo and key in groups:
             begun.add(members[0])
         out.append((members, todo))
     return out, begun

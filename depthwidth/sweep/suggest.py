@@ -13,8 +13,9 @@ composed and checked exactly as ``dw sweep`` would (run id, GPU-hours, memory pl
 would be refused are left out and counted.  A tuned sweep's candidate (``tune:``, fit/tuning.py)
 is a whole tuning group: its runs at every tuned value, its cost their sum, its loss the group's
 best, which is what ``dw fit --tuned`` fits (a run at one learning rate measures no point of the law).
-A group the store has begun is not a candidate: the fit has its best so far, so the rest of its runs
-would complete a point the fit has, not add one; such groups are counted apart (``partial_groups``).
+A group the store has begun (``begun_groups``: one of its runs measured) is not a candidate: the fit
+has its best so far, so the rest of its runs would complete a point the fit has, not add one; such
+groups are counted apart (``partial_groups``).
 
 The choice itself is fit/predict.py's ``design`` (expected variance reduction from the ensemble; a
 multi-output law's candidate is one run, of one cost, that reveals every output: each pick carries
@@ -29,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Container, Iterable, Sequence
 
 import numpy as np
 
@@ -247,25 +248,27 @@ def candidates(
         check_gpus=False,
         **plan,
     )
-    have, precisions = _in_store(st)
+    have, held = _in_store(st)  # held: {config_key: (precision, run id)}
     ok = [r for r in sw.runs if not r.error]
     same = [r for r in ok if r.run_id in have]
     # the same configuration at another precision (the store simulated or trained with another
     # launcher): recognised by its key, not proposed again, and said once (cli/suggest.py)
-    key = {id(r): config_key(r.cfg) for r in ok if r.run_id not in have} if precisions else {}
-    other = [r for r in ok if key.get(id(r)) in precisions]
-    good = [r for r in ok if r.run_id not in have and key.get(id(r)) not in precisions]
+    key = {id(r): config_key(r.cfg) for r in ok if r.run_id not in have} if held else {}
+    other = [r for r in ok if key.get(id(r)) in held]
+    good = [r for r in ok if r.run_id not in have and key.get(id(r)) not in held]
     counts = {"refused": len(sw.bad), "in_store": len(same) + len(other)}
-    # a tuning group the store has begun: dw fit --tuned fits its best so far, so the rest of its runs
-    # complete a point the fit has (or will have) and add none: not a candidate, counted apart
-    begun = {r.group for r in (*same, *other) if r.group}
+    # a tuning group the store has begun: the rest of its runs complete a point the fit has and add
+    # none: not a candidate, counted apart.  Another precision's run is the store's under its own id.
+    stored = [(r.group, r.run_id) for r in same] + [(r.group, held[key[id(r)]][1]) for r in other]
+    tuned = [(g, rid) for g, rid in stored if g]  # an untuned sweep reads no run table for this
+    begun = begun_groups(tuned, measured_losses(st)) if tuned else set()
     rest = [r for r in good if r.group in begun]
     if rest:
         good = [r for r in good if r.group not in begun]
         hours = sum(r.figures["device_hours"] for r in rest)
         counts["partial_groups"] = {"groups": len({r.group for r in rest}), "runs": len(rest), "hours": hours}
     if other:
-        theirs = sorted({precisions[key[id(r)]] for r in other})
+        theirs = sorted({held[key[id(r)]][0] for r in other})
         counts["other_precision"] = {
             "runs": len(other),
             "store": theirs,
@@ -295,9 +298,18 @@ def _within_fit(runs: list[Run], fit: dict | None) -> tuple[list[Run], int]:
     return [runs[i] for i in keep], len(runs) - len(keep)
 
 
-def _in_store(st: str) -> tuple[set[str], dict[str, str]]:
-    """(run ids the store already has, in any state; {config_key: precision} of those whose config
-    it holds): a candidate never repeats one, whatever precision the command's launcher gives it."""
+def begun_groups(runs: Iterable[tuple[str | None, str]], measured: Container[str]) -> set[str]:
+    """The tuning groups of ``runs`` ((group, run id) pairs) the store has begun: those with a run
+    ``measured`` (``measured_losses``), the one rule of ``candidates`` and the dry run's ``dry_units``.
+    dw fit --tuned fits each group's best measured run, so such a group is a point the fit has and
+    its other runs would complete it; a run in the store not measured (submitted, running, failed)
+    gives the fit no point (a failed one never will), so its group is still a new point to value."""
+    return {g for g, rid in runs if g and rid in measured}
+
+
+def _in_store(st: str) -> tuple[set[str], dict[str, tuple[str, str]]]:
+    """(run ids the store already has, in any state; {config_key: (precision, run id)} of those whose
+    config it holds): a candidate never repeats one, whatever precision the command's launcher gives it."""
     if not store.manifest_path(st).exists():
         return set(), {}
     from depthwidth.config.node import nodes
@@ -309,7 +321,7 @@ def _in_store(st: str) -> tuple[set[str], dict[str, str]]:
         folder = store.run_folder(store.sweep_dir(st), rid)
         cfg = _config_of(folder) if folder is not None else None
         if cfg is not None:
-            keys[config_key(nodes(cfg))] = str((cfg.get("train") or {}).get("precision"))
+            keys[config_key(nodes(cfg))] = (str((cfg.get("train") or {}).get("precision")), rid)
     return ids, keys
 
 
