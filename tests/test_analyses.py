@@ -22,7 +22,7 @@ def test_every_registered_analysis_declares_its_section_options_and_tables():
         assert set(m.OPTIONS) <= set(FIT), (m.__name__, m.OPTIONS)  # its flags: fit/defaults.py
         assert callable(m.section) and (e.option is not None or callable(m.wanted))  # no option: wanted decides
         assert callable(m.tables)  # its tables: the module's own
-    assert sections == {"compare", "holdout", "isoflop", "sensitivity", "downstream", "planted"}
+    assert sections == {"compare", "holdout", "isoflop", "sensitivity", "downstream", "planted", "gradient_persistence"}
 
 
 def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys):

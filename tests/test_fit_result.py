@@ -113,3 +113,32 @@ def test_dw_fit_returns_the_typed_result_and_the_report_loads_one(fitted, tmp_pa
     data = load("demo-sim", root=str(root), fit_path=out)
     assert isinstance(data.fit, FitDocument) and data.fit == typed  # every field (written: not compared)
     assert data.fit.verdicts.notes == doc["verdicts"]["notes"]  # read as stored
+
+
+def test_a_fit_json_with_gradient_persistence_in_derived_is_read_as_its_section(fitted):
+    """fit.json written before gradient persistence was an analysis of its own kept it in ``derived``:
+    FitDocument.from_json (the one place) reads it as the section, and every table and the tau(W)
+    figure's points come out the same."""
+    from types import SimpleNamespace
+
+    from depthwidth.report.figs import tau_points
+    from depthwidth.report.fit_view import fit_tables
+
+    root, doc = fitted
+    new = {k: v for k, v in doc.items() if k != "written"}
+    gp = new["gradient_persistence"]
+    assert gp["tau_law"] and gp["dcrit_by_width"] and "gradient_persistence" not in new["derived"]
+    old = {k: v for k, v in new.items() if k != "gradient_persistence"}
+    old["derived"] = {**new["derived"], "gradient_persistence": gp}  # where dw fit wrote it before
+    for stored in (old, {k: v for k, v in old.items() if k != "verdicts"}):  # with its verdicts, and without
+        typed, was = FitDocument.from_json(new), FitDocument.from_json(stored)
+        assert was.sections["gradient_persistence"] == gp and was.derived == typed.derived
+        assert was.to_json() == typed.to_json()  # written back in the new form
+        widths = [int(w) for w in gp["dcrit_by_width"]]
+        a, b = fit_tables(typed, widths), fit_tables(was, widths)
+        assert list(a) == list(b)
+        for k in a:
+            assert (a[k].title, a[k].rows, a[k].notes) == (b[k].title, b[k].rows, b[k].notes), k
+        assert any(r["quantity"] == "τ(W) ∝ W^p: p" for r in b["fit"].rows)
+        assert all(r["censored"] is not None for r in b["dcrit_widths"].rows)  # the 1/e column: from the section
+        assert tau_points(SimpleNamespace(fit=was)) == tau_points(SimpleNamespace(fit=typed))

@@ -171,7 +171,7 @@ def test_dw_fit_sweep_end_to_end(tmp_path):
     lo, hi = res["ci"]["kappa"]
     assert lo <= res["params"]["kappa"] <= hi
     assert "seed_ci" not in res  # the seeds-only interval never covered: removed (#34)
-    gp = res["derived"]["gradient_persistence"]
+    gp = res["gradient_persistence"]
     assert gp["tau_law"]["p"] == pytest.approx(TAU_P, abs=0.05)
     assert gp["tau_law"]["r2"] > 0.95
     assert gp["tau_law"]["p_ci"][0] <= TAU_P <= gp["tau_law"]["p_ci"][1]

@@ -104,7 +104,7 @@ def test_gradient_profiles_give_the_planted_dcrit_by_the_1_over_e_rule(root):
     simulate("depth_delusion", name="dd-prof", root=root, seed=2)
     res = run_fit("dd-prof", root=root, law="depth-delusion", bootstrap=0, max_starts=500, write=False)
     truth = json.loads((root / "dd-prof" / "world.json").read_text())["truth"]
-    by_w = res["derived"]["gradient_persistence"]["dcrit_by_width"]
+    by_w = res["gradient_persistence"]["dcrit_by_width"]
     for w in ("256", "512", "2048"):
         assert by_w[w]["profiles"] == pytest.approx(truth[f"dcrit[W={w}]"], rel=0.08), w
 

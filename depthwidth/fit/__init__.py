@@ -23,7 +23,8 @@ Modules, in the order a fit uses them:
 - boot.py: bootstrap refits (seed noise or whole runs)
 - intervals.py: which intervals may be shown
 - derived.py: numbers derived from a law (D_crit, compute-optimal allocation)
-- gradient_persistence.py: tau(W) from the runs' gradient-norm profiles
+- gradient_persistence.py: tau(W) from the runs' gradient-norm profiles (the statistics; the analysis,
+  fit.json's ``gradient_persistence``: analyses/gradient_persistence.py)
 - verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima)
 - holdout.py: every held-out fit (fit small, predict large; LORO and extrapolation errors)
 - downstream.py: a downstream metric from loss in two steps (``--metric acc:TASK``: the loss law, then a sigmoid)

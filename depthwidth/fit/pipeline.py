@@ -31,7 +31,6 @@ from depthwidth.fit.downstream import check_metric
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.files import check_out, jsonable, read_input, sweep_quantum, table_fingerprint, unfinished
 from depthwidth.fit.files import beside_fit, write_document
-from depthwidth.fit.gradient_persistence import persistence
 from depthwidth.fit.holdout import split_largest
 from depthwidth.fit.intervals import underdetermined
 from depthwidth.fit.intervals import vet as vet_intervals
@@ -52,10 +51,8 @@ from depthwidth.fit.userlaw import check_columns
 from depthwidth.fit.userlaw import record as law_record
 from depthwidth.fit.verdicts import identification
 from depthwidth.track.run_source import RunSource
-from depthwidth.track.table import probe_profiles
 
 SCHEMA = "dw.fit/1"
-DROPPED = ("failed", "diverged")  # run statuses whose probe profiles tau(W) leaves out
 
 
 def run_fit(
@@ -124,8 +121,6 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
     iv = _intervals(fr, clean, chk, opts, point, widths, count)
     warnings += iv.warnings + _contains_zero(chk, opts.level, iv)
     derived = nest(point, iv.dci, chk.law, widths, opts.c_ref, count)
-    if rt.sweep_dir is not None:
-        warnings += _gradient_persistence(derived, df, rt.sweep_dir, fr, chk, opts, iv.samples)
 
     under = underdetermined(fr, clean)
     res = {
@@ -167,8 +162,8 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
     if is_user(chk.law):  # the law file as fitted, so the fit can be reproduced
         res["provenance"]["law"] = law_record(chk.law)
     res["identification"] = _identification(clean, fr, chk, opts, iv, res["derived"], rt.sweep_dir, n_conv, pooled)
-    ctx = Context(clean, fr, chk, opts, iv, res, rt.sweep_dir, widths, count, n_conv, point)
-    res.update(run_analyses(ctx))  # --compare, --holdout, --approach isoflop, ... (fit/analyses/)
+    ctx = Context(clean, fr, chk, opts, iv, res, rt.sweep_dir, widths, count, n_conv, point, table=df)
+    res.update(run_analyses(ctx))  # --compare, --holdout, gradient persistence, ... (fit/analyses/)
     res["seconds"] = round(time.perf_counter() - t0, 3)
     doc = FitDocument.from_json(jsonable(res))  # its verdicts decided here, once (fit/result.py)
     if write:
@@ -292,7 +287,7 @@ class Intervals:
     info: dict
     withheld: dict = field(default_factory=dict)
     flagged: dict = field(default_factory=dict)
-    samples: dict | None = None  # parameter replicates, for tau(W)'s law band
+    samples: dict | None = None  # parameter replicates, for the identification and tau(W)'s law band
     theta: np.ndarray | None = None  # converged replicates' parameter vectors, for approach 2
     warnings: list = field(default_factory=list)
 
@@ -353,29 +348,6 @@ def _contains_zero(chk: Checked, level: float, iv: Intervals) -> list[str]:
         if k.endswith("_exponent") and c is not None and c[0] <= 0 <= c[1]:
             out.append(f"{k}: {100 * level:.0f}% interval [{c[0]:.3g}, {c[1]:.3g}] contains 0")
     return out
-
-
-def _gradient_persistence(derived: dict, df, sweep_dir, fr, chk: Checked, opts: FitOptions, samples) -> list[str]:
-    """tau(W) from the runs this fit is about: those --where kept, less failed and diverged runs
-    (their last profiles are not training's) -- the runs the report's figure draws.  Adds
-    ``derived["gradient_persistence"]``; returns its warnings."""
-    kept = set(np.asarray(df["run"]).astype(str)) if "run" in df else set()
-    profs = [p for p in probe_profiles(sweep_dir) if p["run"] in kept and p.get("status") not in DROPPED]
-    if not profs:
-        return []
-    gp = persistence(
-        profs,
-        step=opts.probe_step,
-        B=opts.bootstrap,
-        level=opts.level,
-        seed=opts.seed,
-        law=chk.law,
-        law_values=fr.params,
-        law_samples=samples,
-    )
-    warnings = gp.pop("warnings", [])
-    derived["gradient_persistence"] = gp
-    return warnings
 
 
 def _identification(clean, fr, chk: Checked, opts: FitOptions, iv: Intervals, derived, sweep_dir, n_conv, pooled):

@@ -13,7 +13,8 @@ in fit.json as ``verdicts``.  ``dw fit`` (fit/pipeline.py ``fit_document``) retu
 ``dw report`` reads fit.json into one (report/load.py); their tables (report/, each analysis'
 ``tables``) walk it, reading its verdicts as stored and deciding none again.  A fit.json written
 before ``verdicts`` existed, or under older rules (``version``), is still read: its verdicts are
-decided when it is loaded, by the same rules (``Rules``, the old-file path).
+decided when it is loaded, by the same rules (``Rules``, the old-file path); one that kept gradient
+persistence inside ``derived`` has it read as its own section (``MOVED``).
 
 Standard library only at import (``dw status`` reads a fit without the fit engine).
 """
@@ -214,7 +215,8 @@ class FitDocument:
     """Wall time of the fit."""
     sections: dict[str, Any] = field(default_factory=dict)
     """The optional analyses, each its own section as written (compare, holdout, sensitivity,
-    isoflop, planted, tuning, replicates, downstream, gradient_persistence …)."""
+    isoflop, planted, tuning, replicates, downstream, gradient_persistence …; a fit.json written
+    before gradient_persistence was a section kept it in ``derived``, read here as the section)."""
     schema: str = SCHEMA
     """The document's schema (``dw.fit/1``)."""
     written: str | None = field(default=None, compare=False)
@@ -223,7 +225,9 @@ class FitDocument:
     @classmethod
     def from_json(cls, doc: dict) -> FitDocument:
         """A fit.json document as a FitDocument; one written before ``verdicts`` (or under older rules)
-        gets them decided now."""
+        gets them decided now, one written before gradient persistence was its own section has it
+        moved there (``_moved``)."""
+        doc = _moved(doc)
         names = {f.name for f in fields(cls)} - {"sections", "verdicts"}
         kw = {k: v for k, v in doc.items() if k in names}
         sections = {k: v for k, v in doc.items() if k not in names and k != "verdicts"}
@@ -251,6 +255,20 @@ class FitDocument:
 def with_verdicts(doc: dict) -> dict:
     """``doc`` with its ``verdicts`` decided (what ``dw fit`` writes; a document read without them)."""
     return {**doc, "verdicts": Verdicts.decide(doc).to_json()}
+
+
+MOVED = {"gradient_persistence": "derived"}
+"""Sections an older fit.json kept inside another field: {section: the field that held it}."""
+
+
+def _moved(doc: dict) -> dict:
+    """``doc`` with each section an older fit.json kept inside another field (``MOVED``: gradient
+    persistence in ``derived``) under its own key, as ``dw fit`` writes it now; else ``doc`` itself."""
+    for sec, holder in MOVED.items():
+        inner = doc.get(holder)
+        if isinstance(inner, dict) and sec in inner and sec not in doc:
+            doc = {**doc, holder: {k: v for k, v in inner.items() if k != sec}, sec: inner[sec]}
+    return doc
 
 
 def _stored(doc: dict) -> Verdicts | None:

@@ -315,7 +315,7 @@ def grad_profiles(plt, data, rep, out):
 def tau_points(data) -> list[dict]:
     """The (run, width, tau) points of the τ(W) figure: with a fit.json, exactly the runs its
     τ(W) law was fitted on (``dw fit --where`` and all); without one, every healthy uniform profile."""
-    gp = data.fit.derived.get("gradient_persistence") if data.fit else None
+    gp = data.fit.sections.get("gradient_persistence") if data.fit else None
     runs = gp.get("runs") if gp and gp.get("tau_law") else None
     pts = runs if runs is not None else _profiles(data)
     return [
@@ -332,7 +332,7 @@ def tau_vs_width(plt, data, rep, out):
         return "finite τ at fewer than two widths"
     W = np.array([p["width"] for p in prof], float)
     tau = np.array([p["tau"] for p in prof], float)
-    gp = ((data.fit.derived.get("gradient_persistence") if data.fit else None) or {}).get("tau_law")
+    gp = ((data.fit.sections.get("gradient_persistence") if data.fit else None) or {}).get("tau_law")
     pexp, k = np.polyfit(np.log(W), np.log(tau), 1)
     ci = None
     if gp and gp.get("p") is not None:  # the fit's own law and interval, over the same points

@@ -52,7 +52,7 @@ def parameter_table(fit: FitDocument) -> Table:
     rows.append({"quantity": "R²", "measured": fit.r2, "paper": DD_FIT["r2"] if dd else None})
     rows.append({"quantity": "RMSE (nats)", "measured": fit.rmse, "paper": DD_FIT["rmse"] if dd else None})
     rows.append({"quantity": "points / runs", "measured": f"{fit.n} / {fit.n_runs}"})
-    gp = fit.derived.get("gradient_persistence") or {}
+    gp = fit.sections.get("gradient_persistence") or {}
     if tl := gp.get("tau_law"):
         lo, hi = ci_pair(tl.get("p_ci"))
         rows.append(

@@ -15,9 +15,9 @@ def dcrit_tables(fit: FitDocument | None, widths=(), probes=()) -> dict:
     """{"dcrit_widths", "dcrit_models"}: D_crit from the law (and 1/e gradient profiles) at the sweep's
     ``widths`` and the fit's, and extrapolated to production models, beside the paper's.  ``probes``
     (the runs' probes.jsonl records) give the profiles' D_crit when the fit carries none."""
-    derived = fit.derived if fit is not None else {}
+    derived, sections = (fit.derived, fit.sections) if fit is not None else ({}, {})
     dc = derived.get("dcrit") or {}
-    gp = (derived.get("gradient_persistence") or {}).get("dcrit_by_width") or {}
+    gp = (sections.get("gradient_persistence") or {}).get("dcrit_by_width") or {}
     prof = gp or _profile_dcrit(probes)
     widths = sorted(set(widths) | {int(w) for w in (dc.get("widths") or {})} | {int(w) for w in prof})
     rows = []

@@ -7,7 +7,8 @@ An analysis module declares
 - ``wanted(ctx)``, only where its data decide (no option asks for it: planted) or decide further
   than the option (compare: the laws named, once parsed): whether this fit runs it;
 - ``section(ctx)``: computes its section from the fit at hand (``Context``); ``None`` when there is
-  nothing to say;
+  nothing to say; a warning about the fit joins the fit's own (``ctx.doc["warnings"]``: gradient
+  persistence);
 - ``verdicts(fit)``, where its table says more than its section's numbers (hold-out, isoFLOP,
   sensitivity): the lines under its table and the cells it marks, decided with the fit's other
   verdicts (fit/result.py) and stored in fit.json's ``verdicts.analyses[SECTION]``.
@@ -65,6 +66,7 @@ REGISTRY = (
     Entry("sensitivity", "sensitivity"),  # --sensitivity: each number under each fitting choice
     Entry("downstream", "metric"),  # --metric: a downstream metric from loss, in two steps
     Entry("planted"),  # a store dw simulate wrote: is the planted truth inside the intervals?
+    Entry("gradient_persistence"),  # a sweep's runs' probes.jsonl: tau(W) and D_crit by the 1/e rule
 )
 
 
@@ -98,6 +100,9 @@ class Context:
     """The derived numbers at the fitted parameters."""
     shared: dict = field(default_factory=dict)
     """What one analysis leaves for a later one (the hold-out's split for --metric's two steps)."""
+    table: object = None
+    """The runs this fit is about, before cleaning: the table as read, ``--where`` and the tuned picks
+    applied (failed runs still in it)."""
 
     @property
     def common(self) -> dict:
