@@ -22,7 +22,16 @@ def test_every_registered_analysis_declares_its_section_options_and_tables():
         assert set(m.OPTIONS) <= set(FIT), (m.__name__, m.OPTIONS)  # its flags: fit/defaults.py
         assert callable(m.section) and (e.option is not None or callable(m.wanted))  # no option: wanted decides
         assert callable(m.tables)  # its tables: the module's own
-    assert sections == {"compare", "holdout", "isoflop", "sensitivity", "downstream", "planted", "gradient_persistence"}
+    assert sections == {
+        "compare",
+        "holdout",
+        "isoflop",
+        "sensitivity",
+        "downstream",
+        "planted",
+        "gradient_persistence",
+        "match",
+    }
 
 
 def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys):
@@ -59,3 +68,42 @@ def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys)
     render(typed)
     assert "the toy says hello" in capsys.readouterr().out
     assert "compare" not in doc and "holdout" not in doc  # the others ran only where asked for
+
+
+def test_match_is_an_analysis_of_the_registry_whose_document_is_its_own(tmp_path, capsys):
+    """--match is one module of the registry (fit/analyses/match.py) whose document is its own
+    (match.json beside fit.json, instead of a law fit): run_fit(match=True) returns it, its body the
+    statistics' (fit/match.py flops_to_match) of the runs --where kept; no law fit runs it and
+    fit_document refuses it; dw fit --match prints the module's tables, its verdict line under them."""
+    import json
+
+    import pytest
+
+    from depthwidth.core.errors import BadInput
+    from depthwidth.fit.analyses import match
+    from depthwidth.fit.files import jsonable
+    from depthwidth.fit.match import flops_to_match
+    from depthwidth.fit.options import FitOptions
+    from depthwidth.fit.pipeline import fit_document
+    from tests.helpers import dw_in_process
+    from tests.planted import match_table
+
+    assert analyses.own(FitOptions()) is None and analyses.own(FitOptions(match=True)) is match
+    df = match_table(seed=3)
+    doc = run_fit(runs=df, match=True, bootstrap=30, seed=2, where=["seed=0"], write=False)
+    assert doc["schema"] == match.SCHEMA == "dw.match/1" and doc["where"] == ["seed=0"]
+    body = jsonable(flops_to_match(df[df["seed"] == 0], bootstrap=30, seed=2).to_dict())
+    assert json.dumps({k: doc[k] for k in body}) == json.dumps(body)  # key for key, in order
+    assert {"law", "params", "verdicts"}.isdisjoint(doc)  # not a law fit
+    with pytest.raises(BadInput, match="--match writes match.json, not a fit document"):
+        fit_document(runs=df, match=True, write=False)
+
+    T = match.tables(doc)
+    assert list(T) == ["flops_curves", "flops_match"] and len(T["flops_match"].rows) == len(doc["rows"])
+    (line,) = match.verdicts(doc)["lines"]
+    assert line.startswith("×unif < 1: the shape needs less than the uniform model")
+    assert f"dw fit --match; {line}" in T["flops_match"].notes
+    df.to_csv(tmp_path / "t.csv", index=False)
+    code, out, err = dw_in_process(capsys, "fit", "--runs", str(tmp_path / "t.csv"), "--match", "--bootstrap", "0")
+    assert code == 0, err
+    assert "FLOPs to match uniform" in out and "×unif < 1: the shape needs less than the uniform model" in out

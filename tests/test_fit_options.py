@@ -130,14 +130,13 @@ def test_every_fit_option_has_one_home_that_the_flags_the_dataclass_and_config_s
 
 
 def test_run_fit_match_and_report_take_one_source_object_or_its_keywords(tmp_path):
-    """The source's options are declared once (RunSource: SOURCE_OPTIONS); run_fit, run_match and
-    report.load take a RunSource or those keywords, not seven arguments each."""
+    """The source's options are declared once (RunSource: SOURCE_OPTIONS); run_fit (the match too:
+    match=True) and report.load take a RunSource or those keywords, not seven arguments each."""
     import inspect
 
     from depthwidth import report
-    from depthwidth.fit.match import run_match
 
-    for fn in (run_fit, run_match, report.load):
+    for fn in (run_fit, report.load):
         assert not {"runs", "columns", "root", "project", "group"} & set(inspect.signature(fn).parameters)
     df = _table()
     src = RunSource(runs=df)

@@ -19,13 +19,6 @@ if TYPE_CHECKING:
 @with_options(SOURCE_OPTIONS, FIT_OPTIONS)  # --runs ... --group (track/run_source.py), --law ... (fit/defaults.py)
 def fit_cmd(
     name: Optional[str] = typer.Argument(None, help="sweep name: every token-budget point of every run in ROOT/NAME"),
-    match: bool = typer.Option(
-        False,
-        "--match",
-        help="instead of a law fit: FLOPs to match uniform — fit L(C) = E + A·C^-alpha per width shape and give the "
-        "fraction of the uniform model's FLOPs (mean width, KV cache) each shape needs to reach its loss at "
-        "each size; a sweep writes ROOT/NAME/match.json (uses --bootstrap, --ci, --seed, --huber-delta, --where)",
-    ),
     out: Optional[Path] = typer.Option(
         None, "--out", help="write the result JSON here (a sweep writes ROOT/NAME/fit.json)"
     ),
@@ -65,18 +58,19 @@ def fit_cmd(
 
     src = RunSource.take(name, kw)
     opts = FitOptions(**taken((FIT_OPTIONS,), kw))
-    if match:
-        from depthwidth.fit.match import run_match
-
-        res = run_match(src, options=opts, out=out, write=not no_write)
-        emit_json(res) if as_json else render_match(res)
-        return
+    from depthwidth.fit.analyses import own
     from depthwidth.fit.pipeline import fit_document, run_fit
     from depthwidth.fit.tuning import LR_LAW
 
+    if (m := own(opts)) is not None:  # --match: an analysis that is a document of its own (match.json)
+        res = run_fit(src, options=opts, out=out, write=not no_write)
+        emit_json(res) if as_json else render_document(m.tables(res), res, 200)  # 15 columns: do not wrap
+        return
     if opts.law == LR_LAW:  # learning-rate laws: lr_fit.json, not a fit document
+        from depthwidth.report.rests import lr_tables
+
         res = run_fit(src, options=opts, out=out, write=not no_write, force=force)
-        emit_json(res) if as_json else render_lr(res)
+        emit_json(res) if as_json else render_document(lr_tables(res), res, 120)
         return
     doc = fit_document(src, options=opts, out=out, write=not no_write, force=force)
     emit_json(doc.as_dict()) if as_json else render(doc)
@@ -111,15 +105,15 @@ def render(doc: FitDocument) -> None:
         c.print(esc(f"wrote {doc.written}"))
 
 
-def render_lr(res: dict) -> None:
-    """``dw fit --law lr``: the learning-rate laws' table (lr_fit.json), in the terminal."""
+def render_document(tables: dict, res: dict, width: int) -> None:
+    """A document ``dw fit`` makes instead of a law fit (``--law lr``: lr_fit.json, ``--match``:
+    match.json): its tables, in the terminal."""
     from rich.markup import escape as esc
 
     from depthwidth.report.render import print_table
-    from depthwidth.report.rests import lr_tables
 
-    c = _console(120)
-    for t in lr_tables(res).values():
+    c = _console(width)
+    for t in tables.values():
         print_table(t, c)
     if res.get("written"):
         c.print(esc(f"wrote {res['written']}"))
@@ -130,17 +124,3 @@ def _console(width: int):
     if not c.is_terminal:  # piped output: do not squeeze the tables into so few columns
         c.width = max(c.width, width)
     return c
-
-
-def render_match(res: dict) -> None:
-    """The two tables ``dw report`` shows for FLOPs to match, in the terminal."""
-    from rich.markup import escape as esc
-
-    from depthwidth.report.matching import match_tables
-    from depthwidth.report.render import print_table
-
-    c = _console(200)  # 15 columns: do not wrap the intervals
-    for t in match_tables(res, "dw fit --match").values():
-        print_table(t, c)
-    if res.get("written"):
-        c.print(esc(f"wrote {res['written']}"))

@@ -34,7 +34,8 @@ Modules, in the order a fit uses them:
 - isoflop.py: approach 2, isoFLOP profiles (``--approach isoflop``)
 - planted.py: a fit of a simulated store against the world it was planted from
 - pipeline.py: the whole ``dw fit`` (``run_fit``), one named step each
-- match.py: FLOPs to match uniform (``flops_to_match``, ``dw fit --match``)
+- match.py: FLOPs to match uniform (``flops_to_match``: the statistics; the analysis, ``dw fit --match``'s
+  match.json: analyses/match.py)
 - predict.py: an ensemble of a fit's replicates: predicted losses with intervals, targets, the greedy design
 - prior.py: the papers' parameters (what ``dw simulate`` plants) and the prior ``dw suggest`` starts from
 - forecast.py + run_forecast.py: a running run's final loss from its own curve, beside the law's (``dw status``)

@@ -120,6 +120,14 @@ FIT_OPTIONS = (
         "law cannot tell the shapes apart); default: the uniform runs only",
         "true | false",
     ),
+    Option(
+        "match",
+        False,
+        "instead of a law fit: FLOPs to match uniform — fit L(C) = E + A·C^-alpha per width shape and give the "
+        "fraction of the uniform model's FLOPs (mean width, KV cache) each shape needs to reach its loss at "
+        "each size; a sweep writes ROOT/NAME/match.json (uses --bootstrap, --ci, --seed, --huber-delta, --where)",
+        "true | false",
+    ),
 )
 FIT = table(FIT_OPTIONS)
 

@@ -29,8 +29,8 @@ replicates left with fewer sizes than free parameters are dropped and counted;
 a shape with fewer than its free parameters + ``MIN_SPARE_RUNS`` runs gets no
 intervals (one warning line), as resampling so few runs is not calibrated.
 
-Public: ``flops_to_match`` (a ``Match``), ``final_points``, ``curve_law``,
-``run_match`` (the ``dw fit --match`` document, written to match.json).
+Public: ``flops_to_match`` (a ``Match``), ``final_points``, ``curve_law``.  The analysis (``dw fit
+--match``, match.json; its verdict lines and tables): fit/analyses/match.py.
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ from __future__ import annotations
 from depthwidth.fit.defaults import default
 
 import math
-import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -49,13 +48,10 @@ from depthwidth.fit.boot import percentile_ci, refit_many, run_weights
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.laws import Law
 from depthwidth.fit.solver import DEFAULT_DELTA
-from depthwidth.fit.files import beside_fit
 from depthwidth.fit.options import FitOptions
 from depthwidth.fit.table import EXCLUDED_STATUS
 from depthwidth.fit.terms import Const, Power, coef, expo, irreducible_param
-from depthwidth.track.run_source import RunSource
 
-SCHEMA = "dw.match/1"
 # A shape's run bootstrap needs this many runs beyond its curve's free parameters: with 4 runs (one a size) for
 # E, A, alpha the resampled curves pass through their points, and a × planted identical to uniform had an
 # interval excluding 1 in 45% of tables (5 runs: 7.5%, 6: 0%; benchmarks/bench_verdicts.py, kind match)
@@ -383,30 +379,3 @@ def flops_to_match(
 
 def _int(x):
     return int(x) if x is not None and math.isfinite(x) else None
-
-
-def run_match(
-    name: str | RunSource | None = None,
-    *,
-    options: FitOptions | None = None,
-    out=None,
-    write: bool = True,
-    **settings,
-) -> dict:
-    """``dw fit NAME --match``: the match document; a sweep writes it to ROOT/NAME/match.json (atomically).
-
-    The options are ``dw fit``'s (``FitOptions``, or its fields as keywords); the match reads
-    ``where``, ``bootstrap``, ``level``, ``seed`` and ``delta``.  match.json sits beside fit.json,
-    not inside it: the law fit may be of a filtered table (``--where shape=uniform``), the match
-    needs every shape.
-    """
-    t0 = time.perf_counter()
-    src = RunSource.take(name, settings)  # a sweep name, or the source keywords (track/run_source.py)
-    opts = replace(options or FitOptions(), **settings)
-
-    def body(df) -> dict:
-        return flops_to_match(
-            df, bootstrap=opts.bootstrap, level=opts.level, seed=opts.seed, delta=opts.delta
-        ).to_dict()
-
-    return beside_fit(src, opts, out, write, t0, SCHEMA, "match.json", body)

@@ -1,9 +1,9 @@
 """Every choice of a fit in one dataclass: ``FitOptions``, shared by ``dw fit``, ``dw fit --match``
 and the report.
 
-``dw fit`` builds one from its flags and passes it to ``run_fit`` (pipeline.py)
-or, with ``--match``, to ``run_match`` (match.py: it reads the sampling
-options, ``where``, ``bootstrap``, ``level``, ``seed``, ``delta``).  A fit.json
+``dw fit`` builds one from its flags and passes it to ``run_fit`` (pipeline.py;
+with ``--match`` it makes match.json instead of a law fit, fit/analyses/match.py:
+it reads the sampling options, ``where``, ``bootstrap``, ``level``, ``seed``, ``delta``).  A fit.json
 records the law's options and filter; ``FitOptions.of_document(doc)`` reads
 them back, so the report, ``--force`` and the preferred-law line name a fit
 the same way (``label``: ``chinchilla``, ``depth-delusion[log+E]`` …).
@@ -71,6 +71,7 @@ class FitOptions:
     metric: str | None = default("metric")  # downstream.py
     tuned: str | None = default("tuned")  # tuning.py; None: best
     pool_shapes: bool = default("pool_shapes")
+    match: bool = default("match")  # analyses/match.py: match.json instead of a law fit
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ import numpy as np
 from depthwidth.core import provenance
 from depthwidth.core.errors import BadInput
 from depthwidth.fit.analyses import Context
+from depthwidth.fit.analyses import own as own_document
 from depthwidth.fit.analyses import run_all as run_analyses
 from depthwidth.fit.boot import bootstrap as boot_fn
 from depthwidth.fit.boot import bound_hits, noise_scales, param_samples, percentile_ci
@@ -67,7 +68,8 @@ def run_fit(
     """``dw fit``: the fit.json document of the runs named by ``name`` (a sweep, or a ``RunSource``)
     or by the source keywords (``runs=FILE``, ``root=``, ``source="wandb"``: track/run_source.py),
     as a plain dict (``fit_document(...).as_dict()``: ``written`` says where it went); ``--law lr``:
-    the lr_fit.json document.
+    the lr_fit.json document; ``--match`` (``match=True``): the match.json document
+    (fit/analyses/match.py), neither a law fit.
 
     ``options`` is a ``FitOptions``; its fields may also be given as keywords (``law="depth-delusion",
     bootstrap=1000``), which override it.  ``write``: to ``out``, else ROOT/NAME/fit.json for a sweep;
@@ -76,6 +78,8 @@ def run_fit(
     t0 = time.perf_counter()
     src = RunSource.take(name, settings)
     opts = replace(options or FitOptions(), **settings)
+    if (m := own_document(opts)) is not None:  # --match: an analysis that is a document of its own
+        return _own(m, src, opts, out, write, t0)
     if opts.law == LR_LAW:  # learning-rate laws of a tuned sweep: another kind of fit (tuning.py)
         return _lr_fit(src, opts, out, write, t0)
     return fit_document(src, options=opts, out=out, write=write, force=force).as_dict()
@@ -88,6 +92,8 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
     t0 = time.perf_counter()
     src = RunSource.take(name, settings)
     opts = replace(options or FitOptions(), **settings)
+    if (m := own_document(opts)) is not None:
+        raise BadInput(f"--{m.SECTION} writes {m.DOCUMENT}, not a fit document: run_fit({m.SECTION}=True)")
     if opts.law == LR_LAW:
         raise BadInput("--law lr writes lr_fit.json, not a fit document: run_fit(law='lr')")
     chk = opts.checked()
@@ -169,6 +175,16 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
     if write:
         doc.written = write_document(doc.to_json(), out, rt.sweep_dir, "fit.json").get("written")
     return doc
+
+
+def _own(m, src, opts: FitOptions, out, write: bool, t0: float) -> dict:
+    """An analysis that is a document of its own (fit/analyses/, ``DOCUMENT``: ``--match``'s
+    match.json), made instead of a law fit from the runs ``--where`` keeps and written beside fit.json."""
+
+    def body(df) -> dict:
+        return m.section(Context(opts=opts, table=df))
+
+    return beside_fit(src, opts, out, write, t0, m.SCHEMA, m.DOCUMENT, body)
 
 
 def _lr_fit(src, opts: FitOptions, out, write: bool, t0: float) -> dict:

@@ -16,7 +16,8 @@ Modules, in the order a report is made:
 - papers.py: D_crit beside the papers' numbers, published losses of shared configurations
 - optima.py: the compute-optimal table; "not identified" outside the meaningful range
 - rests.py: what a fit rests on (identification, hold-out, isoFLOP, sensitivity, planted truth)
-- matching.py: FLOPs to match uniform, its tables and figure
+- matching.py: FLOPs to match uniform: where the report's match comes from (match.json or computed) and its
+  figure (its tables: fit/analyses/match.py)
 - router.py: the MoE router's load per layer
 - inside.py: the runs' analysis.json per shape, the papers' claims with verdicts
 - provenance.py: which code, versions, devices and precisions made the runs and the fit

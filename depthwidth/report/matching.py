@@ -1,4 +1,5 @@
-"""The report's "FLOPs to match uniform" section (fit/match.py) and its figure.
+"""Where the report's "FLOPs to match uniform" section comes from, and its figure (the analysis,
+its verdict lines and tables: fit/analyses/match.py; the statistics: fit/match.py).
 
 Where it comes from: ``ROOT/NAME/match.json`` when ``dw fit NAME --match``
 wrote one; otherwise it is computed here from the report's runs (each run's
@@ -10,29 +11,17 @@ is missing.  No torch here; matplotlib only inside the figure.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 
 from depthwidth.core.errors import BadInput, WorkFailed
-from depthwidth.fit.match import NEEDS, PAPER_MATCH, final_points, flops_to_match
-from depthwidth.core.tables import Col, Table
+from depthwidth.fit.analyses import match as analysis
+from depthwidth.fit.match import final_points, flops_to_match
 from depthwidth.report.document import DONE, Data, is_uniform
 from depthwidth.track.table import mean_width
 
-MATCH_FILE = "match.json"
 REPORT_BOOTSTRAP = 200
-
-
-CI = "[{0[0]:.3f}, {0[1]:.3f}]"  # a [lo, hi] row value shown in one cell
-
-
-def _ci(c):
-    """[lo, hi] for a row; an open upper end (replicates that never reach the loss) is inf."""
-    if not isinstance(c, (list, tuple)) or len(c) != 2 or c[0] is None:
-        return None
-    return [c[0], math.inf if c[1] is None else c[1]]
 
 
 def run_frame(data: Data):
@@ -66,7 +55,7 @@ def run_frame(data: Data):
 def load_match(data: Data) -> tuple[dict | None, str]:
     """(the match document or None, where it came from / why it is absent)."""
     d = data.source.get("dir")
-    f = Path(d) / MATCH_FILE if d else None
+    f = Path(d) / analysis.DOCUMENT if d else None
     if f is not None and f.is_file():
         try:
             m = json.loads(f.read_text(encoding="utf-8"))
@@ -106,113 +95,8 @@ def _say(counts: dict) -> str:
     return ", ".join(f"{s} {n}" for s, n in sorted(counts.items())) or "no"
 
 
-def match_tables(m: dict | None, origin: str) -> dict:
-    """{"flops_curves": Table, "flops_match": Table}: the fitted curves and the matched fractions."""
-    ccols = [
-        Col("shape", "shape"),
-        Col("sizes", "sizes"),
-        Col("runs", "runs"),
-        Col("E", "E", "{:.4g}"),
-        Col("E_ci", "E CI", CI.replace(".3f", ".4g")),
-        Col("A", "A", "{:.4g}"),
-        Col("alpha", "alpha", "{:.4g}"),
-        Col("alpha_ci", "alpha CI", CI.replace(".3f", ".4g")),
-        Col("r2", "R²", "{:.4f}"),
-        Col("flops_min", "C min", "{:.3g}"),
-        Col("flops_max", "C max", "{:.3g}"),
-    ]
-    mcols = [
-        Col("shape", "shape"),
-        Col("width", "h"),
-        Col("depth", "L"),
-        Col("flops_uniform", "C uniform", "{:.3g}"),
-        Col("loss_uniform_fit", "loss to reach", "{:.4f}"),
-        Col("flops_fraction", "FLOPs ×unif", "{:.3f}"),
-        Col("flops_fraction_ci", "CI", CI),
-        Col("mean_width_ratio", "mean width ×unif", "{:.3f}"),
-        Col("mean_width_ratio_ci", "CI", CI),
-        Col("kv_ratio", "KV ×unif", "{:.3f}"),
-        Col("kv_ratio_ci", "CI", CI),
-        Col("extrapolated", "extrap."),
-        Col("paper_flops", "paper FLOPs", "{:.3f}"),
-        Col("paper_mean_width", "paper width", "{:.3f}"),
-        Col("paper_kv", "paper KV", "{:.2f}"),
-    ]
-    ct = Table("flops_curves", "Loss vs training FLOPs per shape: L(C) = E + A·(C/C_ref)^-alpha", ccols)
-    mt = Table(
-        "flops_match",
-        "FLOPs to match uniform: compute, mean width and KV cache each shape needs to reach the uniform model's loss",
-        mcols,
-    )
-    p = PAPER_MATCH
-    mt.notes.append(
-        f"paper (Wu et al.): the × model reaches the {p['baseline']} loss {p['loss']} with "
-        f"{100 * p['flops_fraction']:.1f}% of its FLOPs and {100 * p['mean_width_ratio']:.1f}% of its "
-        "mean width (−15% KV cache); shown beside the × row at the largest uniform size"
-    )
-    if m is None:
-        note = origin if NEEDS in origin else f"no FLOPs-to-match: {origin}"
-        ct.notes.append(note)
-        mt.notes.append(note)
-        return {"flops_curves": ct, "flops_match": mt}
-    lvl = (m.get("bootstrap") or {}).get("level", 0.95)
-    for c in m["curves"]:
-        ct.rows.append(
-            {
-                "shape": c["shape"],
-                "sizes": c["sizes"],
-                "runs": c["runs"],
-                "formula": c["formula"],
-                "E": c["params"]["E"],
-                "E_ci": _ci(c["ci"].get("E")),
-                "A": c["params"]["A"],
-                "alpha": c["params"]["alpha"],
-                "alpha_ci": _ci(c["ci"].get("alpha")),
-                "r2": c["r2"],
-                "flops_min": c["flops_range"][0],
-                "flops_max": c["flops_range"][1],
-                "c_ref": m["c_ref"],
-            }
-        )
-    ct.notes.append(
-        f"C_ref = {m['c_ref']:.0e} FLOPs; one point per run (its final budget); "
-        f"CI: {100 * lvl:.0f}% run-bootstrap intervals; two sizes fit E = 0"
-    )
-    top = max((r["flops_uniform"] for r in m["rows"]), default=None)
-    for r in m["rows"]:
-        paper = r["shape"] == p["shape"] and r["flops_uniform"] == top
-        mt.rows.append(
-            {
-                "shape": r["shape"],
-                "width": r["width"],
-                "depth": r["depth"],
-                "flops_uniform": r["flops_uniform"],
-                "loss_uniform": r["loss_uniform"],
-                "loss_uniform_fit": r["loss_uniform_fit"],
-                "flops_match": r["flops_match"],
-                "flops_fraction": r["flops_fraction"],
-                "flops_fraction_ci": _ci(r["flops_fraction_ci"]),
-                "mean_width_ratio": r["mean_width_ratio"],
-                "mean_width_ratio_ci": _ci(r["mean_width_ratio_ci"]),
-                "kv_ratio": r["kv_ratio"],
-                "kv_ratio_ci": _ci(r["kv_ratio_ci"]),
-                "extrapolated": r["extrapolated"],
-                "unreachable": r["unreachable"],
-                "paper_flops": p["flops_fraction"] if paper else None,
-                "paper_mean_width": p["mean_width_ratio"] if paper else None,
-                "paper_kv": p["kv_ratio"] if paper else None,
-            }
-        )
-    mt.notes.append(
-        f"{origin}; ×unif < 1: the shape needs less than the uniform model; mean width and KV "
-        "interpolated log-log along the shape's sizes at the matched FLOPs"
-    )
-    mt.notes += list(m.get("warnings", []))
-    return {"flops_curves": ct, "flops_match": mt}
-
-
 def tables(data: Data) -> dict:
-    return match_tables(*load_match(data))
+    return analysis.tables(*load_match(data))
 
 
 def flops_match_curves(plt, data: Data, rep, out: Path):

@@ -26,7 +26,7 @@ from depthwidth.core.store import check_name, runs_root
 KINDS = ("store", "wandb")
 
 # Where runs are read from: the options of ``dw fit`` and ``dw report`` (besides the sweep NAME
-# argument), and the keywords of ``run_fit``, ``run_match`` and ``report.load``: ``RunSource.take``.
+# argument), and the keywords of ``run_fit`` (``--match`` too) and ``report.load``: ``RunSource.take``.
 SOURCE_OPTIONS = (
     Option("runs", None, "a run table (.csv, .jsonl, .parquet) instead of a sweep", "a table file", kind=Path),
     Option(

@@ -17,6 +17,11 @@ An analysis module declares
   typed fit (fit/result.py ``FitDocument``): from its section (``fit.sections[SECTION]``) and what the
   fit decided its table says (``said(fit, SECTION)``: ``fit.verdicts.analyses``), deciding nothing again.
 
+An analysis that is a document of its own (``--match``: match.json beside fit.json) declares
+``DOCUMENT`` (its file) and ``SCHEMA``: ``dw fit`` makes it instead of a law fit (``own(opts)``,
+pipeline.py ``run_fit``), its ``section`` the document's body; its ``verdicts(doc)`` and
+``tables(doc)`` read that document.
+
 ``dw fit`` (pipeline.py) runs the ones asked for in ``REGISTRY``'s order (a line names the option
 that asks for it, so a fit imports only what it runs); ``dw fit`` and ``dw report`` show their
 ``tables`` in the same order.  Adding an analysis is one module here and one line in ``REGISTRY``.
@@ -67,6 +72,7 @@ REGISTRY = (
     Entry("downstream", "metric"),  # --metric: a downstream metric from loss, in two steps
     Entry("planted"),  # a store dw simulate wrote: is the planted truth inside the intervals?
     Entry("gradient_persistence"),  # a sweep's runs' probes.jsonl: tau(W) and D_crit by the 1/e rule
+    Entry("match", "match"),  # --match: FLOPs to match uniform, match.json instead of a law fit
 )
 
 
@@ -75,21 +81,31 @@ def modules() -> list[ModuleType]:
     return [e.module() for e in REGISTRY]
 
 
+def own(opts) -> ModuleType | None:
+    """The asked analysis that is a document of its own (``DOCUMENT``: ``--match``'s match.json),
+    which ``dw fit`` makes instead of a law fit; None: a law fit (only asked modules are imported)."""
+    for e in REGISTRY:
+        if e.option is not None and e.asked(opts) and hasattr(m := e.module(), "DOCUMENT"):
+            return m
+    return None
+
+
 @dataclass
 class Context:
-    """What an analysis reads of the fit at hand (pipeline.py builds it once)."""
+    """What an analysis reads of the fit at hand (pipeline.py builds it once; for a document of its
+    own, made instead of a law fit, only ``opts`` and ``table``)."""
 
-    clean: object
+    clean: object = None
     """The table the law was fitted on (rows cleaned, N in the fit's convention)."""
-    fr: object
+    fr: object = None
     """The engine's result (fit/solver.py ``FitResult``): parameters, theta, warnings."""
-    chk: object
+    chk: object = None
     """The checked options (fit/options.py ``Checked``): the law, compared laws, K, pins."""
-    opts: object
+    opts: object = None
     """The ``FitOptions``."""
-    iv: object
+    iv: object = None
     """The bootstrap's intervals (pipeline.py ``Intervals``)."""
-    doc: dict
+    doc: dict = field(default_factory=dict)
     """The fit.json document so far (``derived``, ``identification`` …)."""
     sweep_dir: object = None
     widths: list = field(default_factory=list)
