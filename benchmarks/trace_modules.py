@@ -36,8 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # report/ -> fit/ calls that render, not decide: each analysis makes its own tables from its stored
 # section and verdicts (fit/analyses/__init__.py ``tables``), which report/ and dw fit show, in the
-# registry's order (``Entry.section``: a name)
+# registry's order (``Entry.section``: a name); a module's own ``tables`` where report/ shows one
+# analysis's document by itself (match.json: report/matching.py)
 RENDERING = {"depthwidth.fit.analyses.tables", "depthwidth.fit.analyses.section"}
+
+
+def rendering(key: str) -> bool:
+    """Whether the report -> fit call ``key`` (module.function) renders rather than decides."""
+    return key in RENDERING or (key.startswith("depthwidth.fit.analyses.") and key.endswith(".tables"))
 
 
 def traced(argv: list[str]) -> dict:
@@ -69,7 +75,7 @@ def traced(argv: list[str]) -> dict:
             entries[mod] = entries.get(mod, 0) + 1
             if caller and caller.startswith("depthwidth.report") and mod.startswith("depthwidth.fit"):
                 key = f"{mod}.{frame.f_code.co_name}"
-                if key not in RENDERING:
+                if not rendering(key):
                     back[key] = back.get(key, 0) + 1
         stack.append(mod)
 

@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from depthwidth.fit.misfit import MIN_SHARE_DF, misfit_share
 from depthwidth.fit.solver import FitResult, Problem, batched_lm, best_starts
 
 CONFIG_KEYS = ("params", "depth", "width", "shape")
@@ -114,6 +115,14 @@ def noise_scales(fr: FitResult, table) -> dict:
         df = sum(len(g) - 1 for g in groups if len(g) > 1)
         seed = math.sqrt(max(ss / df - point**2 * float(np.mean(1.0 / n_b)), 0.0))
         out.update(seed=seed, df_seed=df)
+    elif run > 0 and R - k >= MIN_SHARE_DF:
+        # No seed replicated: how much of the per-run noise is the law's misfit, from whether the run
+        # means move together between neighbouring configurations (fit/misfit.py misfit_share); the
+        # design keeps the rest as seed noise (fit/predict.py Ensemble.seed_var).
+        last = np.full(R, -1)
+        last[codes] = np.arange(n)  # each run's last point: its configuration
+        X = {c: np.asarray(v)[last] for c, v in law.data(table).items()}
+        out["misfit_share"] = misfit_share(law, X, mean)
     return out
 
 

@@ -99,11 +99,15 @@ class Ensemble:
     @property
     def seed_var(self) -> float:
         """The part of a new run's variance that a replicate (the same configuration, another seed)
-        draws afresh: the seeds' spread where the fit measured it (fit/boot.noise_scales ``seed``),
-        else the per-run noise up to ``SEED_NOISE``, plus the per-point noise.  The rest of the per-run
+        draws afresh: the seeds' spread where the fit measured it (fit/boot.noise_scales ``seed``), else
+        the per-run noise less the share its residuals' pattern calls misfit (``misfit_share``: shared by
+        neighbouring configurations), else (too few runs to tell) up to ``SEED_NOISE``, plus the per-point
+        noise.  The rest of the per-run
         noise (``misfit_var``) is the law's misfit at that configuration, which replicates share."""
-        run, seed = self.noise.get("run", 0.0), self.noise.get("seed")
-        seed = min(run, SEED_NOISE) if seed is None else min(seed, run)
+        run, seed, share = self.noise.get("run", 0.0), self.noise.get("seed"), self.noise.get("misfit_share")
+        if seed is None:  # seeds not replicated: the residuals' own split (fit/misfit.py), else the prior
+            seed = run * math.sqrt(1.0 - share) if share is not None else min(run, SEED_NOISE)
+        seed = min(seed, run)
         return float(seed**2 + self.noise.get("point", 0.0) ** 2)
 
     @property

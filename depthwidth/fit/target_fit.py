@@ -45,13 +45,11 @@ import numpy as np
 
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.laws import Law
-from depthwidth.fit.misfit import MISFIT_LENGTH, law_coords, run_columns
+from depthwidth.fit.misfit import MISFIT_LENGTH, MISFIT_LR_CRITICAL, law_coords, misfit_test, run_columns
 from depthwidth.fit.solver import FitResult
 
 PLAIN_PER_PARAM = 10.0  # points (runs × outputs) a free parameter below which the fit stays plain
 LOCAL_PER_PARAM = 5.0  # effective runs a free parameter the local fit keeps
-MISFIT_LR_CRITICAL = 2.71  # 5%: half chi2(0), half chi2(1), a variance share tested on its boundary
-SHARE_GRID = np.linspace(0.0, 0.99, 100)  # the misfit share l the likelihood is maximised over
 
 
 @dataclass
@@ -66,20 +64,6 @@ class TargetFit:
     misfit_share: float | None = None  # its estimated share of the residuals' variance
     width: float | None = None  # h, in candidates' standard deviations
     n_effective: float | None = None
-
-
-def misfit_test(resid: np.ndarray, corr: np.ndarray) -> tuple[float, float]:
-    """(likelihood ratio, estimated share l): residuals ~ N(0, v((1 - l)I + l corr)), v profiled out,
-    l on ``SHARE_GRID``, against l = 0.  One eigendecomposition of ``corr`` serves every l: the
-    covariance's eigenvalues are l·lambda + 1 - l on the same eigenvectors."""
-    n = len(resid)
-    lam, Q = np.linalg.eigh(corr)
-    lam = np.clip(lam, 0.0, None)  # a correlation matrix: any negative eigenvalue is rounding
-    r2 = (Q.T @ resid) ** 2
-    eig = SHARE_GRID[:, None] * lam[None, :] + (1.0 - SHARE_GRID[:, None])  # (shares, n), >= 0.01
-    ll = -0.5 * n * np.log(np.maximum((r2 / eig).sum(axis=1) / n, 1e-300)) - 0.5 * np.log(eig).sum(axis=1)
-    best = int(np.argmax(ll))
-    return 2.0 * float(ll[best] - ll[0]), float(SHARE_GRID[best])
 
 
 def local_weights(d: np.ndarray, need: float, unit: np.ndarray | None = None) -> tuple[np.ndarray, float, float] | None:
