@@ -31,6 +31,7 @@ def test_every_registered_analysis_declares_its_section_options_and_tables():
         "planted",
         "gradient_persistence",
         "match",
+        "lr_law",
     }
 
 
@@ -107,3 +108,59 @@ def test_match_is_an_analysis_of_the_registry_whose_document_is_its_own(tmp_path
     code, out, err = dw_in_process(capsys, "fit", "--runs", str(tmp_path / "t.csv"), "--match", "--bootstrap", "0")
     assert code == 0, err
     assert "FLOPs to match uniform" in out and "×unif < 1: the shape needs less than the uniform model" in out
+
+
+def test_lr_laws_are_an_analysis_of_the_registry_whose_document_is_its_own(tmp_path, capsys):
+    """--law lr is one module of the registry (fit/analyses/lr_law.py) whose document is its own
+    (lr_fit.json beside fit.json, instead of a law fit): run_fit(law="lr") returns it, its body the
+    statistics' (fit/tuning.py lr_fits) of the runs --where kept with the module's verdict lines before
+    the points, the same document as before (tuning.lr_law, key for key); fit_document refuses it; dw fit
+    --law lr prints the module's table with the stored lines and writes lr_fit.json beside a sweep's fit.json."""
+    import json
+    import math
+
+    import numpy as np
+    import pandas as pd
+    import pytest
+
+    from depthwidth.core.errors import BadInput
+    from depthwidth.fit.analyses import lr_law
+    from depthwidth.fit.files import jsonable
+    from depthwidth.fit.options import FitOptions
+    from depthwidth.fit.pipeline import fit_document
+    from depthwidth.fit.tuning import lr_verdicts, lr_fits
+    from depthwidth.fit.tuning import lr_law as stats_lr_law
+    from tests.helpers import dw_in_process
+
+    assert analyses.own(FitOptions(law="lr")) is lr_law and analyses.own(FitOptions(law="chinchilla")) is None
+    rng = np.random.default_rng(1)
+    rows = []
+    for d in (2, 4, 8):
+        for w in (128, 256, 512):
+            opt = 3e-3 * (d / 4) ** -0.5
+            for lr in [1e-4 * 10 ** (k / 2) for k in range(6)]:
+                y = 3.0 * math.exp(0.04 * (math.log10(lr / opt)) ** 2 + rng.normal(0, 0.001))
+                rows.append(
+                    {"run": f"d{d}w{w}_{lr:g}", "group": f"d{d}w{w}", "optim.lr": lr, "params": 12 * d * w * w}
+                    | {"depth": d, "width": w, "tokens": 1e9, "loss": y}
+                )
+    df = pd.DataFrame(rows)
+    doc = run_fit(runs=df, law="lr", level=0.9, seed=3, where=["width=256"], write=False)
+    assert doc["schema"] == lr_law.SCHEMA == "dw.fit/1" and doc["where"] == ["width=256"] and doc["used"] == 3
+    kept = df[df["width"] == 256]
+    body = jsonable(stats_lr_law(kept, 0.9, 3))
+    assert json.dumps({k: doc[k] for k in body}) == json.dumps(body)  # key for key, in order: lr_fit.json unchanged
+    assert list(body)[-2:] == ["verdicts", "points"] and "verdicts" not in lr_fits(kept, 0.9, 3)
+    assert doc["verdicts"] == lr_law.verdicts(doc)["lines"] == lr_verdicts(doc)
+    assert {"params", "sections", "derived"}.isdisjoint(doc)  # not a law fit
+    with pytest.raises(BadInput, match="--law lr writes lr_fit.json, not a fit document: run_fit"):
+        fit_document(runs=df, law="lr", write=False)
+
+    full = run_fit(runs=df, law="lr", write=False)
+    (t,) = lr_law.tables(full).values()
+    assert t.key == "fit_lr" and len(t.rows) == 5 and t.notes[1:] == full["verdicts"]
+    assert any(v.startswith("lr* falls with depth") for v in full["verdicts"])
+    df.to_csv(tmp_path / "t.csv", index=False)
+    code, out, err = dw_in_process(capsys, "fit", "--runs", str(tmp_path / "t.csv"), "--law", "lr", "--no-write")
+    assert code == 0, err
+    assert "Learning-rate laws" in out and all(v.split(":")[0] in out for v in full["verdicts"])

@@ -41,7 +41,7 @@ from depthwidth.fit.options import Checked, FitOptions
 from depthwidth.fit.predict import replicates_record
 from depthwidth.fit.result import FitDocument
 from depthwidth.fit.table import apply_where, one_shape, prepare
-from depthwidth.fit.tuning import HALTED, LR_LAW, comparison, fixed_value, lr_law
+from depthwidth.fit.tuning import HALTED, comparison, fixed_value
 from depthwidth.fit.tuning import first_points as tuning_first_points
 from depthwidth.fit.tuning import halved as tuning_halved
 from depthwidth.fit.tuning import line as tuning_line
@@ -67,9 +67,9 @@ def run_fit(
 ) -> dict:
     """``dw fit``: the fit.json document of the runs named by ``name`` (a sweep, or a ``RunSource``)
     or by the source keywords (``runs=FILE``, ``root=``, ``source="wandb"``: track/run_source.py),
-    as a plain dict (``fit_document(...).as_dict()``: ``written`` says where it went); ``--law lr``:
-    the lr_fit.json document; ``--match`` (``match=True``): the match.json document
-    (fit/analyses/match.py), neither a law fit.
+    as a plain dict (``fit_document(...).as_dict()``: ``written`` says where it went); an analysis that
+    is a document of its own (fit/analyses/: ``--match``, ``match=True``: match.json; ``--law lr``:
+    lr_fit.json) instead, neither a law fit.
 
     ``options`` is a ``FitOptions``; its fields may also be given as keywords (``law="depth-delusion",
     bootstrap=1000``), which override it.  ``write``: to ``out``, else ROOT/NAME/fit.json for a sweep;
@@ -78,24 +78,21 @@ def run_fit(
     t0 = time.perf_counter()
     src = RunSource.take(name, settings)
     opts = replace(options or FitOptions(), **settings)
-    if (m := own_document(opts)) is not None:  # --match: an analysis that is a document of its own
+    if (m := own_document(opts)) is not None:  # --match, --law lr: an analysis that is a document of its own
         return _own(m, src, opts, out, write, t0)
-    if opts.law == LR_LAW:  # learning-rate laws of a tuned sweep: another kind of fit (tuning.py)
-        return _lr_fit(src, opts, out, write, t0)
     return fit_document(src, options=opts, out=out, write=write, force=force).as_dict()
 
 
 def fit_document(name=None, *, options=None, out=None, write=True, force=False, **settings) -> FitDocument:
     """``run_fit``'s fit (its arguments) as the typed result (fit/result.py ``FitDocument``), what
     ``dw fit`` prints and ``dw report`` walks; written (to_json: fit.json) as ``run_fit`` writes it,
-    ``written`` says where.  ``--law lr`` makes no fit document (``run_fit`` returns its lr_fit.json)."""
+    ``written`` says where.  ``--match`` and ``--law lr`` make no fit document (``run_fit`` returns
+    theirs)."""
     t0 = time.perf_counter()
     src = RunSource.take(name, settings)
     opts = replace(options or FitOptions(), **settings)
     if (m := own_document(opts)) is not None:
-        raise BadInput(f"--{m.SECTION} writes {m.DOCUMENT}, not a fit document: run_fit({m.SECTION}=True)")
-    if opts.law == LR_LAW:
-        raise BadInput("--law lr writes lr_fit.json, not a fit document: run_fit(law='lr')")
+        raise BadInput(f"{m.FLAG} writes {m.DOCUMENT}, not a fit document: {m.CALL}")
     chk = opts.checked()
     check_out(out)
 
@@ -179,18 +176,13 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
 
 def _own(m, src, opts: FitOptions, out, write: bool, t0: float) -> dict:
     """An analysis that is a document of its own (fit/analyses/, ``DOCUMENT``: ``--match``'s
-    match.json), made instead of a law fit from the runs ``--where`` keeps and written beside fit.json."""
+    match.json, ``--law lr``'s lr_fit.json), made instead of a law fit from the runs ``--where`` keeps
+    and written beside fit.json."""
 
     def body(df) -> dict:
         return m.section(Context(opts=opts, table=df))
 
     return beside_fit(src, opts, out, write, t0, m.SCHEMA, m.DOCUMENT, body)
-
-
-def _lr_fit(src, opts: FitOptions, out, write: bool, t0: float) -> dict:
-    """``dw fit NAME --law lr``: lr* per tuning group as power laws in N, D and W; written beside
-    the sweep's fit.json (lr_fit.json), which stays the law the report shows."""
-    return beside_fit(src, opts, out, write, t0, SCHEMA, "lr_fit.json", lambda df: lr_law(df, opts.level, opts.seed))
 
 
 def _fixed_fit(df, tuned_res: dict, found: list, opts: FitOptions) -> dict:

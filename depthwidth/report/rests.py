@@ -48,32 +48,6 @@ def rest_tables(fit: FitDocument | None) -> dict:
     return out
 
 
-def lr_tables(fit: dict) -> dict:
-    """``dw fit --law lr``: lr* as power laws in N, and in D and W, with the verdicts."""
-    rows = []
-    for form, label in (("N", "lr* = c · N^e_N"), ("DW", "lr* = c · D^e_D · W^e_W")):
-        f = fit.get(form) or {}
-        for k, v in (f.get("coef") or {}).items():
-            lo, hi = f["ci"][k]
-            rows.append({"form": label, "coef": k, "value": v, "ci_lo": lo, "ci_hi": hi})
-        if f.get("note"):
-            rows.append({"form": label, "coef": f["note"]})
-    cols = [
-        Col("form", "law"),
-        Col("coef", "coefficient"),
-        Col("value", "fitted", "{:.4g}"),
-        Col("ci_lo", "CI lo", "{:.4g}"),
-        Col("ci_hi", "CI hi", "{:.4g}"),
-    ]
-    t = Table("fit_lr", "Learning-rate laws: each tuning group's lr* (interpolated, else best)", cols, rows)
-    t.notes.append(
-        f"{fit['used']} of {fit['groups']} groups ({fit['at_edge']} with their best at an edge of the grid left out: "
-        "dw sweep NAME --extend-tuning)"
-    )
-    t.notes += fit.get("verdicts") or []
-    return {"fit_lr": t}
-
-
 def halving_table(h: dict) -> Table:
     """Successive halving: per tuning group, where its runs were compared, who goes on and who was
     pruned (the group's own record, runs/NAME/halving/GROUP.json), and the compute saved."""

@@ -17,10 +17,11 @@ An analysis module declares
   typed fit (fit/result.py ``FitDocument``): from its section (``fit.sections[SECTION]``) and what the
   fit decided its table says (``said(fit, SECTION)``: ``fit.verdicts.analyses``), deciding nothing again.
 
-An analysis that is a document of its own (``--match``: match.json beside fit.json) declares
-``DOCUMENT`` (its file) and ``SCHEMA``: ``dw fit`` makes it instead of a law fit (``own(opts)``,
-pipeline.py ``run_fit``), its ``section`` the document's body; its ``verdicts(doc)`` and
-``tables(doc)`` read that document.
+An analysis that is a document of its own (``--match``: match.json, ``--law lr``: lr_fit.json, beside
+fit.json) declares ``DOCUMENT`` (its file), ``SCHEMA``, ``FLAG`` and ``CALL`` (how ``dw fit`` and the
+library ask for it) and ``WIDTH`` (the terminal its tables need): ``dw fit`` makes it instead of a law
+fit (``own(opts)``, pipeline.py ``run_fit``), its ``section`` the document's body; its
+``verdicts(doc)`` and ``tables(doc)`` read that document.
 
 ``dw fit`` (pipeline.py) runs the ones asked for in ``REGISTRY``'s order (a line names the option
 that asks for it, so a fit imports only what it runs); ``dw fit`` and ``dw report`` show their
@@ -73,6 +74,7 @@ REGISTRY = (
     Entry("planted"),  # a store dw simulate wrote: is the planted truth inside the intervals?
     Entry("gradient_persistence"),  # a sweep's runs' probes.jsonl: tau(W) and D_crit by the 1/e rule
     Entry("match", "match"),  # --match: FLOPs to match uniform, match.json instead of a law fit
+    Entry("lr_law", "law", "lr"),  # --law lr: a tuned sweep's learning-rate laws, lr_fit.json instead of a law fit
 )
 
 
@@ -82,8 +84,9 @@ def modules() -> list[ModuleType]:
 
 
 def own(opts) -> ModuleType | None:
-    """The asked analysis that is a document of its own (``DOCUMENT``: ``--match``'s match.json),
-    which ``dw fit`` makes instead of a law fit; None: a law fit (only asked modules are imported)."""
+    """The asked analysis that is a document of its own (``DOCUMENT``: ``--match``'s match.json, ``--law
+    lr``'s lr_fit.json; the first in ``REGISTRY``'s order), which ``dw fit`` makes instead of a law fit;
+    None: a law fit (only asked modules are imported)."""
     for e in REGISTRY:
         if e.option is not None and e.asked(opts) and hasattr(m := e.module(), "DOCUMENT"):
             return m
