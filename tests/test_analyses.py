@@ -23,6 +23,7 @@ def test_every_registered_analysis_declares_its_section_options_and_tables():
         assert callable(m.section) and (e.option is not None or callable(m.wanted))  # no option: wanted decides
         assert callable(m.tables)  # its tables: the module's own
     assert sections == {
+        "tuning",
         "compare",
         "holdout",
         "isoflop",
@@ -164,3 +165,39 @@ def test_lr_laws_are_an_analysis_of_the_registry_whose_document_is_its_own(tmp_p
     code, out, err = dw_in_process(capsys, "fit", "--runs", str(tmp_path / "t.csv"), "--law", "lr", "--no-write")
     assert code == 0, err
     assert "Learning-rate laws" in out and all(v.split(":")[0] in out for v in full["verdicts"])
+
+
+def test_tuning_is_an_analysis_of_the_registry_and_an_older_fit_json_reads_the_same():
+    """A tuned sweep's fit.json ``tuning`` is made by fit/analyses/tuning.py from the picks pipeline.py
+    made before the fit (they chose the table) and the untuned table, its fixed-value fit through the
+    refit pipeline.py passes in (ctx.refit): the same section as a fit at that value made by hand, its
+    line first among the warnings.  The section now follows ``replicates`` in fit.json; a fit.json
+    written before (``tuning`` first) reads as it was written and shows the same tables."""
+    import json
+
+    from depthwidth.fit.analyses import tuning
+    from depthwidth.fit.tuning import comparison, fixed_value, line, picks
+    from tests.test_tuning import _tuned_table
+
+    df, _ = _tuned_table(2, n_groups=12)
+    doc = run_fit(runs=df, law="chinchilla", bootstrap=20, max_starts=100, write=False)
+    t = doc["tuning"]
+    assert t["groups"] == 12 and t["points_in_table"] == 60 and t["points_fitted"] == 12
+    assert doc["warnings"][0] == line(t)
+    value = fixed_value(picks(df))
+    lean = {"holdout": None, "compare": None, "sensitivity": False, "approach": "3", "tuned": None, "metric": None}
+    rows = df[df["optim.lr"] == value].drop(columns=["group"]).reset_index(drop=True)
+    fixed = run_fit(runs=rows, law="chinchilla", bootstrap=20, max_starts=100, write=False, **lean)
+    assert t["fixed"] == json.loads(json.dumps(comparison(doc, fixed, "optim.lr", value)))
+    assert list(doc).index("tuning") > list(doc).index("replicates")  # registry order: after the fit's own
+
+    keys = list(doc)
+    keys.remove("tuning")
+    keys.insert(keys.index("replicates"), "tuning")
+    old = {k: doc[k] for k in keys}  # as dw fit wrote it before: tuning before replicates
+    new_doc, old_doc = FitDocument.from_json(doc), FitDocument.from_json(old)
+    assert list(old_doc.to_json()) == [k for k in keys if k != "written"]  # read as written, in its order
+    assert old_doc.sections["tuning"] == new_doc.sections["tuning"] == t
+    shown = [{k: (tb.title, tb.display(), tb.notes) for k, tb in tuning.tables(d).items()} for d in (new_doc, old_doc)]
+    assert shown[0] == shown[1] and list(shown[0]) == ["fit_tuning", "fit_tuned_vs_fixed"]
+    assert shown[0]["fit_tuned_vs_fixed"][2] == [t["fixed"]["line"]]

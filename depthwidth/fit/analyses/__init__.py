@@ -66,6 +66,7 @@ class Entry:
 
 
 REGISTRY = (
+    Entry("tuning"),  # a tuned sweep: the groups' picks and the fit at one value for every rung beside it
     Entry("compare", "compare"),  # --compare: laws by in-sample and held-out error
     Entry("holdout", "holdout"),  # --holdout: the largest runs predicted from the others
     Entry("isoflop", "approach", "isoflop"),  # --approach isoflop: approach 2 beside the law
@@ -122,6 +123,14 @@ class Context:
     table: object = None
     """The runs this fit is about, before cleaning: the table as read, ``--where`` and the tuned picks
     applied (failed runs still in it)."""
+    untuned: object = None
+    """A tuned sweep's table before the tuned picks (``--where`` applied): every run of every group."""
+    picks: list = field(default_factory=list)
+    """A tuned sweep's picks (fit/tuning.py ``Pick``: each group's best), which chose ``table``."""
+    refit: object = None
+    """``refit(table, options) -> dict``: another fit as ``dw fit`` makes it (pipeline.py ``run_fit``,
+    not written), for an analysis that sets a second fit beside this one (tuning's fixed-value fit);
+    passed in, as an analysis may not import pipeline.py."""
 
     @property
     def common(self) -> dict:
