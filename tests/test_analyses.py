@@ -23,6 +23,7 @@ def test_every_registered_analysis_declares_its_section_options_and_tables():
         assert callable(m.section) and (e.option is not None or callable(m.wanted))  # no option: wanted decides
         assert callable(m.tables)  # its tables: the module's own
     assert sections == {
+        "tuning",
         "compare",
         "holdout",
         "isoflop",
@@ -31,6 +32,7 @@ def test_every_registered_analysis_declares_its_section_options_and_tables():
         "planted",
         "gradient_persistence",
         "match",
+        "lr_law",
     }
 
 
@@ -107,3 +109,95 @@ def test_match_is_an_analysis_of_the_registry_whose_document_is_its_own(tmp_path
     code, out, err = dw_in_process(capsys, "fit", "--runs", str(tmp_path / "t.csv"), "--match", "--bootstrap", "0")
     assert code == 0, err
     assert "FLOPs to match uniform" in out and "×unif < 1: the shape needs less than the uniform model" in out
+
+
+def test_lr_laws_are_an_analysis_of_the_registry_whose_document_is_its_own(tmp_path, capsys):
+    """--law lr is one module of the registry (fit/analyses/lr_law.py) whose document is its own
+    (lr_fit.json beside fit.json, instead of a law fit): run_fit(law="lr") returns it, its body the
+    statistics' (fit/tuning.py lr_fits) of the runs --where kept with the module's verdict lines before
+    the points, the same document as before (tuning.lr_law, key for key); fit_document refuses it; dw fit
+    --law lr prints the module's table with the stored lines and writes lr_fit.json beside a sweep's fit.json."""
+    import json
+    import math
+
+    import numpy as np
+    import pandas as pd
+    import pytest
+
+    from depthwidth.core.errors import BadInput
+    from depthwidth.fit.analyses import lr_law
+    from depthwidth.fit.files import jsonable
+    from depthwidth.fit.options import FitOptions
+    from depthwidth.fit.pipeline import fit_document
+    from depthwidth.fit.tuning import lr_verdicts, lr_fits
+    from depthwidth.fit.tuning import lr_law as stats_lr_law
+    from tests.helpers import dw_in_process
+
+    assert analyses.own(FitOptions(law="lr")) is lr_law and analyses.own(FitOptions(law="chinchilla")) is None
+    rng = np.random.default_rng(1)
+    rows = []
+    for d in (2, 4, 8):
+        for w in (128, 256, 512):
+            opt = 3e-3 * (d / 4) ** -0.5
+            for lr in [1e-4 * 10 ** (k / 2) for k in range(6)]:
+                y = 3.0 * math.exp(0.04 * (math.log10(lr / opt)) ** 2 + rng.normal(0, 0.001))
+                rows.append(
+                    {"run": f"d{d}w{w}_{lr:g}", "group": f"d{d}w{w}", "optim.lr": lr, "params": 12 * d * w * w}
+                    | {"depth": d, "width": w, "tokens": 1e9, "loss": y}
+                )
+    df = pd.DataFrame(rows)
+    doc = run_fit(runs=df, law="lr", level=0.9, seed=3, where=["width=256"], write=False)
+    assert doc["schema"] == lr_law.SCHEMA == "dw.fit/1" and doc["where"] == ["width=256"] and doc["used"] == 3
+    kept = df[df["width"] == 256]
+    body = jsonable(stats_lr_law(kept, 0.9, 3))
+    assert json.dumps({k: doc[k] for k in body}) == json.dumps(body)  # key for key, in order: lr_fit.json unchanged
+    assert list(body)[-2:] == ["verdicts", "points"] and "verdicts" not in lr_fits(kept, 0.9, 3)
+    assert doc["verdicts"] == lr_law.verdicts(doc)["lines"] == lr_verdicts(doc)
+    assert {"params", "sections", "derived"}.isdisjoint(doc)  # not a law fit
+    with pytest.raises(BadInput, match="--law lr writes lr_fit.json, not a fit document: run_fit"):
+        fit_document(runs=df, law="lr", write=False)
+
+    full = run_fit(runs=df, law="lr", write=False)
+    (t,) = lr_law.tables(full).values()
+    assert t.key == "fit_lr" and len(t.rows) == 5 and t.notes[1:] == full["verdicts"]
+    assert any(v.startswith("lr* falls with depth") for v in full["verdicts"])
+    df.to_csv(tmp_path / "t.csv", index=False)
+    code, out, err = dw_in_process(capsys, "fit", "--runs", str(tmp_path / "t.csv"), "--law", "lr", "--no-write")
+    assert code == 0, err
+    assert "Learning-rate laws" in out and all(v.split(":")[0] in out for v in full["verdicts"])
+
+
+def test_tuning_is_an_analysis_of_the_registry_and_an_older_fit_json_reads_the_same():
+    """A tuned sweep's fit.json ``tuning`` is made by fit/analyses/tuning.py from the picks pipeline.py
+    made before the fit (they chose the table) and the untuned table, its fixed-value fit through the
+    refit pipeline.py passes in (ctx.refit): the same section as a fit at that value made by hand, its
+    line first among the warnings.  The section now follows ``replicates`` in fit.json; a fit.json
+    written before (``tuning`` first) reads as it was written and shows the same tables."""
+    import json
+
+    from depthwidth.fit.analyses import tuning
+    from depthwidth.fit.tuning import comparison, fixed_value, line, picks
+    from tests.test_tuning import _tuned_table
+
+    df, _ = _tuned_table(2, n_groups=12)
+    doc = run_fit(runs=df, law="chinchilla", bootstrap=20, max_starts=100, write=False)
+    t = doc["tuning"]
+    assert t["groups"] == 12 and t["points_in_table"] == 60 and t["points_fitted"] == 12
+    assert doc["warnings"][0] == line(t)
+    value = fixed_value(picks(df))
+    lean = {"holdout": None, "compare": None, "sensitivity": False, "approach": "3", "tuned": None, "metric": None}
+    rows = df[df["optim.lr"] == value].drop(columns=["group"]).reset_index(drop=True)
+    fixed = run_fit(runs=rows, law="chinchilla", bootstrap=20, max_starts=100, write=False, **lean)
+    assert t["fixed"] == json.loads(json.dumps(comparison(doc, fixed, "optim.lr", value)))
+    assert list(doc).index("tuning") > list(doc).index("replicates")  # registry order: after the fit's own
+
+    keys = list(doc)
+    keys.remove("tuning")
+    keys.insert(keys.index("replicates"), "tuning")
+    old = {k: doc[k] for k in keys}  # as dw fit wrote it before: tuning before replicates
+    new_doc, old_doc = FitDocument.from_json(doc), FitDocument.from_json(old)
+    assert list(old_doc.to_json()) == [k for k in keys if k != "written"]  # read as written, in its order
+    assert old_doc.sections["tuning"] == new_doc.sections["tuning"] == t
+    shown = [{k: (tb.title, tb.display(), tb.notes) for k, tb in tuning.tables(d).items()} for d in (new_doc, old_doc)]
+    assert shown[0] == shown[1] and list(shown[0]) == ["fit_tuning", "fit_tuned_vs_fixed"]
+    assert shown[0]["fit_tuned_vs_fixed"][2] == [t["fixed"]["line"]]

@@ -129,14 +129,14 @@ def test_four_runs_a_shape_give_no_interval():
     assert all(r.flops_fraction_ci is not None for r in flops_to_match(vk.match_table("same", 6, 1, "lo", 0)).rows)
 
 
-# -- learning-rate laws (fit/tuning.py _lr_verdicts) -------------------------------------------------------
+# -- learning-rate laws (fit/tuning.py lr_verdicts) -------------------------------------------------------
 
 
 def test_flat_needs_the_interval_inside_the_margin_not_only_the_estimate():
-    from depthwidth.fit.tuning import _lr_verdicts
+    from depthwidth.fit.tuning import lr_verdicts
 
     def say(e, lo, hi):
-        return _lr_verdicts({"DW": {"coef": {"e_W": e}, "ci": {"e_W": [lo, hi]}, "dof": 9}, "level": 0.95})[0]
+        return lr_verdicts({"DW": {"coef": {"e_W": e}, "ci": {"e_W": [lo, hi]}, "dof": 9}, "level": 0.95})[0]
 
     assert say(0.05, -0.4, 0.5).startswith("lr* in width: exponent +0.050 [-0.400, +0.500] holds 0 but")  # was flat
     assert say(0.01, -0.05, 0.07).startswith("lr* is flat in width")

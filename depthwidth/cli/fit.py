@@ -60,17 +60,10 @@ def fit_cmd(
     opts = FitOptions(**taken((FIT_OPTIONS,), kw))
     from depthwidth.fit.analyses import own
     from depthwidth.fit.pipeline import fit_document, run_fit
-    from depthwidth.fit.tuning import LR_LAW
 
-    if (m := own(opts)) is not None:  # --match: an analysis that is a document of its own (match.json)
+    if (m := own(opts)) is not None:  # --match, --law lr: an analysis that is a document of its own
         res = run_fit(src, options=opts, out=out, write=not no_write)
-        emit_json(res) if as_json else render_document(m.tables(res), res, 200)  # 15 columns: do not wrap
-        return
-    if opts.law == LR_LAW:  # learning-rate laws: lr_fit.json, not a fit document
-        from depthwidth.report.rests import lr_tables
-
-        res = run_fit(src, options=opts, out=out, write=not no_write, force=force)
-        emit_json(res) if as_json else render_document(lr_tables(res), res, 120)
+        emit_json(res) if as_json else render_document(m.tables(res), res, m.WIDTH)
         return
     doc = fit_document(src, options=opts, out=out, write=not no_write, force=force)
     emit_json(doc.as_dict()) if as_json else render(doc)

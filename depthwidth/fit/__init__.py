@@ -29,6 +29,8 @@ Modules, in the order a fit uses them:
 - holdout.py: every held-out fit (fit small, predict large; LORO and extrapolation errors)
 - downstream.py: a downstream metric from loss in two steps (``--metric acc:TASK``: the loss law, then a sigmoid)
 - tuning.py: a tuned sweep's best value per group (measured, interpolated, edge) and the table a law is fitted on
+  (fit.json's ``tuning`` and the fixed-value fit beside it: analyses/tuning.py);
+  lr*'s power laws (``lr_fits``: the statistics; the analysis, ``dw fit --law lr``'s lr_fit.json: analyses/lr_law.py)
 - compare.py: laws side by side (``--compare``)
 - sensitivity.py: refits under other fitting choices (``--sensitivity``)
 - isoflop.py: approach 2, isoFLOP profiles (``--approach isoflop``)

@@ -41,12 +41,7 @@ from depthwidth.fit.options import Checked, FitOptions
 from depthwidth.fit.predict import replicates_record
 from depthwidth.fit.result import FitDocument
 from depthwidth.fit.table import apply_where, one_shape, prepare
-from depthwidth.fit.tuning import HALTED, LR_LAW, comparison, fixed_value, lr_law
-from depthwidth.fit.tuning import first_points as tuning_first_points
-from depthwidth.fit.tuning import halved as tuning_halved
-from depthwidth.fit.tuning import line as tuning_line
 from depthwidth.fit.tuning import picks as tuning_picks
-from depthwidth.fit.tuning import section as tuning_section
 from depthwidth.fit.tuning import select as tuning_select
 from depthwidth.fit.userlaw import check_columns
 from depthwidth.fit.userlaw import record as law_record
@@ -67,9 +62,9 @@ def run_fit(
 ) -> dict:
     """``dw fit``: the fit.json document of the runs named by ``name`` (a sweep, or a ``RunSource``)
     or by the source keywords (``runs=FILE``, ``root=``, ``source="wandb"``: track/run_source.py),
-    as a plain dict (``fit_document(...).as_dict()``: ``written`` says where it went); ``--law lr``:
-    the lr_fit.json document; ``--match`` (``match=True``): the match.json document
-    (fit/analyses/match.py), neither a law fit.
+    as a plain dict (``fit_document(...).as_dict()``: ``written`` says where it went); an analysis that
+    is a document of its own (fit/analyses/: ``--match``, ``match=True``: match.json; ``--law lr``:
+    lr_fit.json) instead, neither a law fit.
 
     ``options`` is a ``FitOptions``; its fields may also be given as keywords (``law="depth-delusion",
     bootstrap=1000``), which override it.  ``write``: to ``out``, else ROOT/NAME/fit.json for a sweep;
@@ -78,24 +73,21 @@ def run_fit(
     t0 = time.perf_counter()
     src = RunSource.take(name, settings)
     opts = replace(options or FitOptions(), **settings)
-    if (m := own_document(opts)) is not None:  # --match: an analysis that is a document of its own
+    if (m := own_document(opts)) is not None:  # --match, --law lr: an analysis that is a document of its own
         return _own(m, src, opts, out, write, t0)
-    if opts.law == LR_LAW:  # learning-rate laws of a tuned sweep: another kind of fit (tuning.py)
-        return _lr_fit(src, opts, out, write, t0)
     return fit_document(src, options=opts, out=out, write=write, force=force).as_dict()
 
 
 def fit_document(name=None, *, options=None, out=None, write=True, force=False, **settings) -> FitDocument:
     """``run_fit``'s fit (its arguments) as the typed result (fit/result.py ``FitDocument``), what
     ``dw fit`` prints and ``dw report`` walks; written (to_json: fit.json) as ``run_fit`` writes it,
-    ``written`` says where.  ``--law lr`` makes no fit document (``run_fit`` returns its lr_fit.json)."""
+    ``written`` says where.  ``--match`` and ``--law lr`` make no fit document (``run_fit`` returns
+    theirs)."""
     t0 = time.perf_counter()
     src = RunSource.take(name, settings)
     opts = replace(options or FitOptions(), **settings)
     if (m := own_document(opts)) is not None:
-        raise BadInput(f"--{m.SECTION} writes {m.DOCUMENT}, not a fit document: run_fit({m.SECTION}=True)")
-    if opts.law == LR_LAW:
-        raise BadInput("--law lr writes lr_fit.json, not a fit document: run_fit(law='lr')")
+        raise BadInput(f"{m.FLAG} writes {m.DOCUMENT}, not a fit document: {m.CALL}")
     chk = opts.checked()
     check_out(out)
 
@@ -109,7 +101,7 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
     if opts.metric is not None:
         check_metric(opts.metric, df.columns)  # --metric METRIC:TASK: a column dw eval wrote
     untuned = df
-    df, tuning, picks = _tuned(df, opts)
+    df, picks = _tuned(df, opts)
     if is_user(chk.law):
         check_columns(chk.law, df.columns, chk.n_convention)  # a user law's unknown symbol, named as its file has it
     data_fp = table_fingerprint(df)  # the input table as given, before N is chosen
@@ -159,17 +151,14 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
         "source": src.record(rt.sweep_dir),
         "provenance": provenance.record(data=data_fp),
     }
-    if tuning is not None:
-        res["tuning"] = tuning
-        res["warnings"].insert(0, tuning_line(tuning))
-        tuning["fixed"] = _fixed_fit(untuned, res, picks, opts)
     if iv.theta is not None and len(iv.theta):  # for predictions and designs (fit/predict.py)
         res["replicates"] = replicates_record(fr, iv.theta, noise_scales(fr, clean))
     if is_user(chk.law):  # the law file as fitted, so the fit can be reproduced
         res["provenance"]["law"] = law_record(chk.law)
     res["identification"] = _identification(clean, fr, chk, opts, iv, res["derived"], rt.sweep_dir, n_conv, pooled)
     ctx = Context(clean, fr, chk, opts, iv, res, rt.sweep_dir, widths, count, n_conv, point, table=df)
-    res.update(run_analyses(ctx))  # --compare, --holdout, gradient persistence, ... (fit/analyses/)
+    ctx.untuned, ctx.picks, ctx.refit = untuned, picks, _refit
+    res.update(run_analyses(ctx))  # a tuned sweep's, --compare, --holdout, gradient persistence, ... (fit/analyses/)
     res["seconds"] = round(time.perf_counter() - t0, 3)
     doc = FitDocument.from_json(jsonable(res))  # its verdicts decided here, once (fit/result.py)
     if write:
@@ -179,7 +168,8 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
 
 def _own(m, src, opts: FitOptions, out, write: bool, t0: float) -> dict:
     """An analysis that is a document of its own (fit/analyses/, ``DOCUMENT``: ``--match``'s
-    match.json), made instead of a law fit from the runs ``--where`` keeps and written beside fit.json."""
+    match.json, ``--law lr``'s lr_fit.json), made instead of a law fit from the runs ``--where`` keeps
+    and written beside fit.json."""
 
     def body(df) -> dict:
         return m.section(Context(opts=opts, table=df))
@@ -187,50 +177,22 @@ def _own(m, src, opts: FitOptions, out, write: bool, t0: float) -> dict:
     return beside_fit(src, opts, out, write, t0, m.SCHEMA, m.DOCUMENT, body)
 
 
-def _lr_fit(src, opts: FitOptions, out, write: bool, t0: float) -> dict:
-    """``dw fit NAME --law lr``: lr* per tuning group as power laws in N, D and W; written beside
-    the sweep's fit.json (lr_fit.json), which stays the law the report shows."""
-    return beside_fit(src, opts, out, write, t0, SCHEMA, "lr_fit.json", lambda df: lr_law(df, opts.level, opts.seed))
-
-
-def _fixed_fit(df, tuned_res: dict, found: list, opts: FitOptions) -> dict:
-    """The same law fitted the untuned way (one value of the tuned setting for every group: the
-    shared value nearest the grid's middle), set beside the fit on each group's best."""
-    key, value = found[0].key, fixed_value(found)
-    if value is None:
-        return {"note": f"no value of {key} is shared by every group: no fixed-value fit to compare"}
-    lean = replace(opts, holdout=None, compare=None, sensitivity=False, approach="3", tuned=None, metric=None)
-    at = ""
-    if tuning_halved(df[df[key] == value]):  # its run pruned somewhere: both fits where halving compared every run
-        df = tuning_first_points(df)  # every run measured there, the pruned ones too
-        df = df.assign(status=df["status"].replace({h: "done" for h in HALTED}))
-        tokens = df.loc[df["group"].notna(), "tokens"]
-        at = f"; both at the first budget ({tokens.min():,.0f} tokens), where successive halving compared every run"
-        try:
-            tuned_res = run_fit(runs=df.reset_index(drop=True), options=replace(lean, tuned="best"), write=False)
-        except BadInput as e:
-            return {"note": f"the fit on each group's best at the first budget failed: {e}"}
-    rows = df[(df["group"].isna()) | (df[key] == value)].drop(columns=["group"])
-    try:
-        res = run_fit(runs=rows.reset_index(drop=True), options=lean, write=False)
-    except BadInput as e:
-        return {"note": f"the fit at {key} = {value:g} failed: {e}"}
-    return comparison(tuned_res, res, key, value, at)
+def _refit(table, options: FitOptions) -> dict:
+    """Another fit of ``table`` as ``dw fit`` makes it, not written (an analysis's ``ctx.refit``)."""
+    return run_fit(runs=table, options=options, write=False)
 
 
 def _tuned(df, opts: FitOptions):
-    """A tuned sweep's table: each group's best run (or its interpolated loss), fit.json's
-    ``tuning`` section and the groups' picks; any other table unchanged (``--tuned`` on it is bad
-    input)."""
+    """A tuned sweep's table: each group's best run (or its interpolated loss) and the groups' picks
+    (fit.json's ``tuning``: fit/analyses/tuning.py); any other table unchanged (``--tuned`` on it is
+    bad input)."""
     # an untuned table (no tuning group) has nothing for fit/tuning.py to pick
     found = tuning_picks(df, level=opts.level, seed=opts.seed) if "group" in df and df["group"].notna().any() else []
     if not found:
         if opts.tuned is not None:
             raise BadInput(f"bad value for --tuned: {opts.tuned} (allowed: only on a tuned sweep, sweep file tune:)")
-        return df, None, []
-    mode = opts.tuned or "best"
-    out = tuning_select(df, mode, found)
-    return out, tuning_section(found, mode, len(df), len(out)), found
+        return df, []
+    return tuning_select(df, opts.tuned or "best", found), found
 
 
 def check_replace(path: Path, opts: FitOptions) -> None:

@@ -232,11 +232,12 @@ def _ols(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     return beta, np.sqrt(np.clip(np.diag(cov), 0, None)), dof
 
 
-def lr_law(df, level: float = 0.95, seed: int = 0) -> dict:
+def lr_fits(df, level: float = 0.95, seed: int = 0) -> dict:
     """lr* (each group's interpolated optimum where it has one, else its best measured value) as a
     power law: in N alone (log lr* = c + e_N log N), and in depth and width together (c + e_D log D
     + e_W log W), ordinary least squares on the logs with t intervals.  Groups at an edge of their
-    grid are left out (their lr* is a bound, not a value) and counted."""
+    grid are left out (their lr* is a bound, not a value) and counted.  The numbers of lr_fit.json
+    (its verdict lines: fit/analyses/lr_law.py, ``dw fit --law lr``)."""
     from scipy import stats
 
     found = picks(df, level=level, seed=seed)
@@ -281,12 +282,20 @@ def lr_law(df, level: float = 0.95, seed: int = 0) -> dict:
             "ci": {n: [float(b - t * s), float(b + t * s)] for n, b, s in zip(names, beta, se)},
             "dof": dof,
         }
-    out["verdicts"] = _lr_verdicts(out)
     out["points"] = rows
     return out
 
 
-def _lr_verdicts(out: dict) -> list[str]:
+def lr_law(df, level: float = 0.95, seed: int = 0) -> dict:
+    """``lr_fits`` with its verdict lines (``lr_verdicts``) before the groups' points: the body of
+    lr_fit.json as ``dw fit --law lr`` makes it (fit/analyses/lr_law.py), for callers of the statistics
+    alone (benchmarks/verdict_kinds.py)."""
+    out = lr_fits(df, level, seed)
+    points = out.pop("points")
+    return {**out, "verdicts": lr_verdicts(out), "points": points}
+
+
+def lr_verdicts(out: dict) -> list[str]:
     """Plain lines: is lr* flat in width (what µP promises), how it moves with depth at fixed width."""
     from scipy import stats
 

@@ -44,34 +44,7 @@ def rest_tables(fit: FitDocument | None) -> dict:
         out["fit_identification"] = t
     # every other analysis (fit/analyses/: each module's tables), in the fit's registry order
     out.update(analyses.tables(fit, tuple(e.section for e in analyses.REGISTRY if e.section not in PLACED)))
-    out.update(tuning_tables(fit.sections.get("tuning")))
     return out
-
-
-def lr_tables(fit: dict) -> dict:
-    """``dw fit --law lr``: lr* as power laws in N, and in D and W, with the verdicts."""
-    rows = []
-    for form, label in (("N", "lr* = c · N^e_N"), ("DW", "lr* = c · D^e_D · W^e_W")):
-        f = fit.get(form) or {}
-        for k, v in (f.get("coef") or {}).items():
-            lo, hi = f["ci"][k]
-            rows.append({"form": label, "coef": k, "value": v, "ci_lo": lo, "ci_hi": hi})
-        if f.get("note"):
-            rows.append({"form": label, "coef": f["note"]})
-    cols = [
-        Col("form", "law"),
-        Col("coef", "coefficient"),
-        Col("value", "fitted", "{:.4g}"),
-        Col("ci_lo", "CI lo", "{:.4g}"),
-        Col("ci_hi", "CI hi", "{:.4g}"),
-    ]
-    t = Table("fit_lr", "Learning-rate laws: each tuning group's lr* (interpolated, else best)", cols, rows)
-    t.notes.append(
-        f"{fit['used']} of {fit['groups']} groups ({fit['at_edge']} with their best at an edge of the grid left out: "
-        "dw sweep NAME --extend-tuning)"
-    )
-    t.notes += fit.get("verdicts") or []
-    return {"fit_lr": t}
 
 
 def halving_table(h: dict) -> Table:
@@ -110,76 +83,3 @@ def halving_table(h: dict) -> Table:
     frac = f" ({sm['saved_fraction']:.0%} of the runs' planned compute)" if sm.get("saved_fraction") is not None else ""
     t.notes.append(f"{sm['pruned']} runs pruned; compute saved {sm['flops_saved']:.3g} FLOPs{frac}")
     return t
-
-
-def tuning_tables(t: dict | None) -> dict:
-    """A tuned sweep's fit: each group's best value, measured and interpolated, and the edges."""
-    if not t:
-        return {}
-    key = t["key"]
-    rows = []
-    for p in t["picks"]:
-        ci = p.get("optimum_ci") or [None, None]
-        rows.append(
-            {
-                "group": p["group"],
-                "values": len(p["values"]),
-                "best": p["best"],
-                "best_loss": p["best_loss"],
-                "optimum": p.get("optimum"),
-                "ci_lo": ci[0],
-                "ci_hi": ci[1],
-                "edge": f"{p['edge']}: extend to {p['next_value']:.3g}" if p.get("edge") else None,
-            }
-        )
-    cols = [
-        Col("group", "group"),
-        Col("values", "values"),
-        Col("best", f"best {key}", "{:.3g}"),
-        Col("best_loss", "its loss", "{:.4f}"),
-        Col("optimum", "interpolated", "{:.3g}"),
-        Col("ci_lo", "CI lo", "{:.3g}"),
-        Col("ci_hi", "CI hi", "{:.3g}"),
-        Col("edge", "edge of the grid"),
-    ]
-    tab = Table(
-        "fit_tuning", f"Tuning groups: the best {key} of each (the law is fitted on --tuned {t['mode']})", cols, rows
-    )
-    if t["extend"]:
-        tab.notes.append(f"{len(t['extend'])} group(s) at an edge: dw sweep NAME --extend-tuning adds the next value")
-    out = {"fit_tuning": tab}
-    f = t.get("fixed") or {}
-    if f.get("rows"):
-        cols = [
-            Col("number", "number"),
-            Col("fixed", f"at {f['key']} = {f['value']:g}", "{:.4g}"),
-            Col("fixed_lo", "CI lo", "{:.4g}"),
-            Col("fixed_hi", "CI hi", "{:.4g}"),
-            Col("tuned", "at each group's best", "{:.4g}"),
-            Col("tuned_lo", "CI lo", "{:.4g}"),
-            Col("tuned_hi", "CI hi", "{:.4g}"),
-        ]
-        rows = [
-            {
-                "number": r["number"],
-                "fixed": r["fixed"],
-                "fixed_lo": (r["fixed_ci"] or [None, None])[0],
-                "fixed_hi": (r["fixed_ci"] or [None, None])[1],
-                "tuned": r["tuned"],
-                "tuned_lo": (r["tuned_ci"] or [None, None])[0],
-                "tuned_hi": (r["tuned_ci"] or [None, None])[1],
-            }
-            for r in f["rows"]
-        ]
-        cmp = Table(
-            "fit_tuned_vs_fixed",
-            "Does the conclusion survive tuning? One value for every rung vs each best",
-            cols,
-            rows,
-        )
-        if f.get("line"):
-            cmp.notes.append(f["line"])
-        out["fit_tuned_vs_fixed"] = cmp
-    elif f.get("note"):
-        tab.notes.append(f["note"])
-    return out

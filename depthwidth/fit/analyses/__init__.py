@@ -17,10 +17,11 @@ An analysis module declares
   typed fit (fit/result.py ``FitDocument``): from its section (``fit.sections[SECTION]``) and what the
   fit decided its table says (``said(fit, SECTION)``: ``fit.verdicts.analyses``), deciding nothing again.
 
-An analysis that is a document of its own (``--match``: match.json beside fit.json) declares
-``DOCUMENT`` (its file) and ``SCHEMA``: ``dw fit`` makes it instead of a law fit (``own(opts)``,
-pipeline.py ``run_fit``), its ``section`` the document's body; its ``verdicts(doc)`` and
-``tables(doc)`` read that document.
+An analysis that is a document of its own (``--match``: match.json, ``--law lr``: lr_fit.json, beside
+fit.json) declares ``DOCUMENT`` (its file), ``SCHEMA``, ``FLAG`` and ``CALL`` (how ``dw fit`` and the
+library ask for it) and ``WIDTH`` (the terminal its tables need): ``dw fit`` makes it instead of a law
+fit (``own(opts)``, pipeline.py ``run_fit``), its ``section`` the document's body; its
+``verdicts(doc)`` and ``tables(doc)`` read that document.
 
 ``dw fit`` (pipeline.py) runs the ones asked for in ``REGISTRY``'s order (a line names the option
 that asks for it, so a fit imports only what it runs); ``dw fit`` and ``dw report`` show their
@@ -65,6 +66,7 @@ class Entry:
 
 
 REGISTRY = (
+    Entry("tuning"),  # a tuned sweep: the groups' picks and the fit at one value for every rung beside it
     Entry("compare", "compare"),  # --compare: laws by in-sample and held-out error
     Entry("holdout", "holdout"),  # --holdout: the largest runs predicted from the others
     Entry("isoflop", "approach", "isoflop"),  # --approach isoflop: approach 2 beside the law
@@ -73,6 +75,7 @@ REGISTRY = (
     Entry("planted"),  # a store dw simulate wrote: is the planted truth inside the intervals?
     Entry("gradient_persistence"),  # a sweep's runs' probes.jsonl: tau(W) and D_crit by the 1/e rule
     Entry("match", "match"),  # --match: FLOPs to match uniform, match.json instead of a law fit
+    Entry("lr_law", "law", "lr"),  # --law lr: a tuned sweep's learning-rate laws, lr_fit.json instead of a law fit
 )
 
 
@@ -82,8 +85,9 @@ def modules() -> list[ModuleType]:
 
 
 def own(opts) -> ModuleType | None:
-    """The asked analysis that is a document of its own (``DOCUMENT``: ``--match``'s match.json),
-    which ``dw fit`` makes instead of a law fit; None: a law fit (only asked modules are imported)."""
+    """The asked analysis that is a document of its own (``DOCUMENT``: ``--match``'s match.json, ``--law
+    lr``'s lr_fit.json; the first in ``REGISTRY``'s order), which ``dw fit`` makes instead of a law fit;
+    None: a law fit (only asked modules are imported)."""
     for e in REGISTRY:
         if e.option is not None and e.asked(opts) and hasattr(m := e.module(), "DOCUMENT"):
             return m
@@ -119,6 +123,14 @@ class Context:
     table: object = None
     """The runs this fit is about, before cleaning: the table as read, ``--where`` and the tuned picks
     applied (failed runs still in it)."""
+    untuned: object = None
+    """A tuned sweep's table before the tuned picks (``--where`` applied): every run of every group."""
+    picks: list = field(default_factory=list)
+    """A tuned sweep's picks (fit/tuning.py ``Pick``: each group's best), which chose ``table``."""
+    refit: object = None
+    """``refit(table, options) -> dict``: another fit as ``dw fit`` makes it (pipeline.py ``run_fit``,
+    not written), for an analysis that sets a second fit beside this one (tuning's fixed-value fit);
+    passed in, as an analysis may not import pipeline.py."""
 
     @property
     def common(self) -> dict:

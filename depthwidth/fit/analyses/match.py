@@ -16,6 +16,9 @@ SECTION = "match"
 OPTIONS = ("match", "where", "bootstrap", "level", "seed", "delta")
 DOCUMENT = "match.json"  # written beside fit.json, instead of a law fit
 SCHEMA = "dw.match/1"
+FLAG = "--match"  # how dw fit asks for it, and the library's call
+CALL = "run_fit(match=True)"
+WIDTH = 200  # the terminal width its tables need: 15 columns, do not wrap the intervals
 ORIGIN = "dw fit --match"  # where a document this module's tables are made from came from, by default
 
 CI = "[{0[0]:.3f}, {0[1]:.3f}]"  # a [lo, hi] row value shown in one cell
