@@ -11,7 +11,7 @@ Noise: ``NOISE`` is bench_verdicts.py's (sigma of log loss per run: 0.005 and 0.
 
 Kinds (the verdict, where it is decided, the worlds):
 
-- ``lr_dep`` / ``lr_flat``: ``dw fit --law lr``'s lines (fit/tuning.py ``_lr_verdicts``):
+- ``lr_dep`` / ``lr_flat``: ``dw fit --law lr``'s lines (fit/tuning.py ``lr_verdicts``):
   "lr* falls/rises with width|depth" and "lr* is flat in width|depth", on tuned tables planted
   from lr*(D, W) = c·D^e_D·W^e_W (µP-like: e_W = 0, e_D = -0.5; SP-like: e_W = -1, e_D = 0);
 - ``inside``: the Variable-Width paper's claims against analysis.json records (report/inside.py),
