@@ -36,6 +36,39 @@ def test_every_registered_analysis_declares_its_section_options_and_tables():
     }
 
 
+def test_an_analysis_figure_is_data_its_module_makes_and_the_report_draws():
+    """``figures(fit, ...)``: {name: core/figures.py Figure, or why it is not drawn}; fit/ imports no
+    plotting library (report/figs.py ``draw`` does), and an analysis without figures has none."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from depthwidth.core.figures import Figure
+
+    code = (
+        "import sys; from depthwidth.fit import analyses; "
+        "[m.figures(None) for m in analyses.modules() if hasattr(m, 'figures')]; "
+        "assert 'matplotlib' not in sys.modules, 'fit/ imported matplotlib'"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
+    assert analyses.figures(None, "holdout") == {}  # no figure of its own
+    assert analyses.figures(None, "isoflop") == {
+        "isoflop_profiles": "no isoflop in fit.json (dw fit NAME --approach isoflop)"
+    }
+    prof = [{"run": f"r{w}", "width": w, "tau": w**0.5} for w in (64, 128, 256)]
+    (tau,) = analyses.figures(None, "gradient_persistence", profiles=lambda: prof).values()
+    assert isinstance(tau, Figure) and tau.file == "tau_vs_width.png"
+    assert "W^0.50" in tau.panels[0].series[1].style["label"]  # the least-squares line without a fit's law
+    b = {"C": 1e18, "points": [[4, 3.1], [8, 3.0], [16, 3.05]], "x_range": [4, 16], "fit_ln_loss": [0.1, 0, 1.1]}
+    b |= {"fit_centre": 2.0, "identified": True, "x_opt": 8.0, "x_opt_ci": [None, 12.0], "loss_opt": 3.0}
+    iso = {"axis": "depth", "level": 0.95, "budgets": [b], "power_laws": {}}
+    (fig,) = analyses.figures(SimpleNamespace(sections={"isoflop": iso}), "isoflop").values()
+    assert [s.kind for s in fig.panels[0].series] == ["plot", "plot", "errorbar", "plot"]  # the open side's arrow
+    from depthwidth.report import figs
+
+    drawn = figs.draw(figs._plt(), fig)
+    assert len(drawn.axes) == 2 and drawn.axes[0].get_xscale() == "log"
+
+
 def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys):
     """A toy analysis registered by name, its tables its own:
     its section lands in fit.json, the line it decides in fit.json's verdicts, and its table in what

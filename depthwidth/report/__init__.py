@@ -23,7 +23,8 @@ Modules, in the order a report is made:
 - provenance.py: which code, versions, devices and precisions made the runs and the fit
 - render.py: rich, markdown, csv, json and the files of ``--plots``
 - figs.py: the figures (matplotlib, only for ``--plots``)
-- inside_figs.py + isofigs.py: the figures of the inside and isoFLOP sections
+- inside_figs.py: the figures of the inside section (an analysis's own, gradient persistence's tau(W) and
+  the isoFLOP profiles: its module's ``figures``, fit/analyses/, drawn by figs.py)
 - readme.py: the README's demo section (``make readme-demo``)
 
 No torch here.

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
+from depthwidth.core.figures import Figure
+from depthwidth.fit import analyses
 from depthwidth.fit.count import COLUMN, n_column
-from depthwidth.fit.papers import DD_TAU_EXPONENT
 from depthwidth.fit.gradient_persistence import record_at
 from depthwidth.fit.userlaw import law_of_label
-from depthwidth.report import downstream, inside_figs, isofigs
+from depthwidth.report import downstream, inside_figs
 from depthwidth.report.matching import flops_match_curves
 from depthwidth.fit.result import FitDocument
 from depthwidth.report.document import SHAPE_LABEL, SHAPES
@@ -77,13 +78,13 @@ def make_all(data, rep, out: Path) -> list[dict]:
     for fn in (
         loss_vs_depth,
         grad_profiles,
-        tau_vs_width,
+        tau_vs_width,  # gradient persistence's (fit/analyses/gradient_persistence.py figures)
         shape_profiles,
         loss_vs_flops,
         flops_match_curves,
         fit_residuals,
         *inside_figs.FIGURES,
-        isoflop_profiles,
+        isoflop_profiles,  # the isoFLOP analysis's (fit/analyses/isoflop.py figures)
         downstream.accuracy_vs_loss,
     ):
         try:
@@ -117,6 +118,52 @@ def _plain_ticks(ax):
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(f)
         axis.set_minor_formatter(f)
+
+
+# ---------------------------------------------------------------------------- an analysis's figures
+
+
+def _analysis(plt, out: Path, fit, section: str, name: str, **inputs):
+    """Figure ``name`` of analysis ``section`` (fit/analyses/ ``figures``: data), drawn and saved; or why
+    it is not drawn."""
+    spec = analyses.figures(fit, section, **inputs).get(name, f"{section} draws no {name}")
+    if not isinstance(spec, Figure):
+        return spec
+    return _save(plt, draw(plt, spec), out, spec.file, spec.title, spec.caption)
+
+
+def _color(c):
+    """A colour of a ``Series``' style: a colour map's (``{"cmap": name, "at": x}``) or matplotlib's own."""
+    if isinstance(c, dict):
+        import matplotlib
+
+        return matplotlib.colormaps[c["cmap"]](c["at"])
+    return c
+
+
+def draw(plt, spec: Figure):
+    """The matplotlib figure of ``spec`` (core/figures.py: an analysis's figure as data), its panels side
+    by side; the caller saves it."""
+    fig, axes = plt.subplots(1, len(spec.panels), figsize=spec.size, squeeze=False)
+    for ax, p in zip(axes[0], spec.panels):
+        for s in p.series:
+            style = {k: _color(v) if k == "color" else v for k, v in s.style.items()}
+            if s.kind == "errorbar":  # its third positional argument is yerr
+                ax.errorbar(s.x, s.y, fmt=s.fmt, **style)
+            else:
+                getattr(ax, s.kind)(s.x, s.y, *([s.fmt] if s.fmt else []), **style)
+        if p.xscale != "linear":
+            ax.set_xscale(p.xscale)
+        if p.yscale != "linear":
+            ax.set_yscale(p.yscale)
+        if p.plain_ticks:
+            _plain_ticks(ax)
+        ax.set_xlabel(p.xlabel)
+        ax.set_ylabel(p.ylabel)
+        ax.set_title(p.title)
+        if p.legend is not None and (p.series or not p.legend_if_drawn):
+            ax.legend(loc=p.legend)
+    return fig
 
 
 # ---------------------------------------------------------------------------- fitted law
@@ -314,58 +361,16 @@ def grad_profiles(plt, data, rep, out):
 
 def tau_points(data) -> list[dict]:
     """The (run, width, tau) points of the τ(W) figure: with a fit.json, exactly the runs its
-    τ(W) law was fitted on (``dw fit --where`` and all); without one, every healthy uniform profile."""
-    gp = data.fit.sections.get("gradient_persistence") if data.fit else None
-    runs = gp.get("runs") if gp and gp.get("tau_law") else None
-    pts = runs if runs is not None else _profiles(data)
-    return [
-        {"run": p["run"], "width": p["width"], "tau": p["tau"]}
-        for p in pts
-        if p["tau"] is not None and math.isfinite(p["tau"]) and p["tau"] > 0
-    ]
+    τ(W) law was fitted on (``dw fit --where`` and all); without one, every healthy uniform profile
+    (fit/analyses/gradient_persistence.py ``tau_points``)."""
+    from depthwidth.fit.analyses.gradient_persistence import tau_points as points
+
+    return points(data.fit, lambda: _profiles(data))
 
 
 def tau_vs_width(plt, data, rep, out):
-    prof = tau_points(data)
-    ws = sorted({p["width"] for p in prof})
-    if len(ws) < 2:
-        return "finite τ at fewer than two widths"
-    W = np.array([p["width"] for p in prof], float)
-    tau = np.array([p["tau"] for p in prof], float)
-    gp = ((data.fit.sections.get("gradient_persistence") if data.fit else None) or {}).get("tau_law")
-    pexp, k = np.polyfit(np.log(W), np.log(tau), 1)
-    ci = None
-    if gp and gp.get("p") is not None:  # the fit's own law and interval, over the same points
-        pexp, k, ci = gp["p"], math.log(gp["prefactor"]), gp.get("p_ci")
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
-    ax.scatter(W, tau, color="C0", zorder=3, label="runs (τ per profile)")
-    ww = np.geomspace(W.min() / 1.1, W.max() * 1.1, 50)
-    lab = f"fit: τ ∝ W^{pexp:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-    ax.plot(ww, np.exp(k) * ww**pexp, "-", color="C0", label=lab)
-    gm_w, gm_t = math.exp(np.log(W).mean()), math.exp(np.log(tau).mean())
-    ax.plot(
-        ww,
-        gm_t * (ww / gm_w) ** DD_TAU_EXPONENT,
-        "--",
-        color="C3",
-        label=f"paper: τ ∝ W^{DD_TAU_EXPONENT} (through our mean)",
-    )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    _plain_ticks(ax)
-    ax.set_xlabel("width W (hidden units)")
-    ax.set_ylabel("gradient persistence τ (layers)")
-    ax.set_title("Gradient persistence length vs width")
-    ax.legend(loc="best")
-    return _save(
-        plt,
-        fig,
-        out,
-        "tau_vs_width.png",
-        "Gradient persistence length vs width",
-        f"log-log; the paper's exponent {DD_TAU_EXPONENT} drawn through the geometric mean of our points "
-        "(its prefactor is not published)",
-    )
+    """Gradient persistence's τ(W) figure, its module's (fit/analyses/gradient_persistence.py)."""
+    return _analysis(plt, out, data.fit, "gradient_persistence", "tau_vs_width", profiles=lambda: _profiles(data))
 
 
 def shape_profiles(plt, data, rep, out):
@@ -512,14 +517,5 @@ def fit_residuals(plt, data, rep, out):
 
 
 def isoflop_profiles(plt, data, rep, out):
-    iso = data.fit.sections.get("isoflop") if data.fit else None
-    if not iso:
-        return "no isoflop in fit.json (dw fit NAME --approach isoflop)"
-    return _save(
-        plt,
-        isofigs.draw(plt, iso),
-        out,
-        "isoflop.png",
-        f"IsoFLOP profiles and optima ({iso['axis']})",
-        "per budget: loss vs x with its parabola in ln x and minimum; right: optima vs C with power laws",
-    )
+    """The isoFLOP analysis's figure, its module's (fit/analyses/isoflop.py)."""
+    return _analysis(plt, out, data.fit, "isoflop", "isoflop_profiles")

@@ -16,6 +16,12 @@ An analysis module declares
 - ``tables(fit)``: its tables (core/tables.py ``Table``: data, rendered by report/ and cli/) of the
   typed fit (fit/result.py ``FitDocument``): from its section (``fit.sections[SECTION]``) and what the
   fit decided its table says (``said(fit, SECTION)``: ``fit.verdicts.analyses``), deciding nothing again.
+- ``figures(fit, **inputs)``, where it has figures of its own (gradient persistence's tau(W), the
+  isoFLOP profiles): ``{name: Figure, or why it is not drawn}`` (core/figures.py ``Figure``: data --
+  points, curves, labels -- which report/figs.py draws with matplotlib, so an analysis imports no
+  plotting library), from the typed fit and what the report passes (``inputs``: gradient
+  persistence's ``profiles``, read without a fit's tau(W) law); the name is the one the report's
+  notes give a figure not drawn.
 
 An analysis that is a document of its own (``--match``: match.json, ``--law lr``: lr_fit.json, beside
 fit.json) declares ``DOCUMENT`` (its file), ``SCHEMA``, ``FLAG`` and ``CALL`` (how ``dw fit`` and the
@@ -25,7 +31,8 @@ fit (``own(opts)``, pipeline.py ``run_fit``), its ``section`` the document's bod
 
 ``dw fit`` (pipeline.py) runs the ones asked for in ``REGISTRY``'s order (a line names the option
 that asks for it, so a fit imports only what it runs); ``dw fit`` and ``dw report`` show their
-``tables`` in the same order.  Adding an analysis is one module here and one line in ``REGISTRY``.
+``tables`` in the same order, ``dw report --plots`` their ``figures`` where its figures list them
+(report/figs.py ``make_all``).  Adding an analysis is one module here and one line in ``REGISTRY``.
 Its statistics may live in a module of their own (fit/holdout.py,
 fit/isoflop.py …) when other parts of dw use them too.
 
@@ -180,3 +187,13 @@ def tables(fit, sections: tuple[str, ...] | None = None) -> dict:
         if fit.sections.get(name) and name in entries:
             out.update(entries[name].module().tables(fit))
     return out
+
+
+def figures(fit, section: str, **inputs) -> dict:
+    """{name: Figure, or why it is not drawn} of analysis ``section``: its module's ``figures(fit,
+    **inputs)`` (empty when it has none), asked whether or not ``fit`` holds its section (a figure may
+    be drawn from what the report passes: gradient persistence's tau(W) without a fit.json).
+    ``fit``: the typed fit (fit/result.py ``FitDocument``) or None."""
+    entry = {e.section: e for e in REGISTRY}[section]
+    m = entry.module()
+    return m.figures(fit, **inputs) if hasattr(m, "figures") else {}
