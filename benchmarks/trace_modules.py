@@ -37,13 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # report/ -> fit/ calls that render, not decide: each analysis makes its own tables from its stored
 # section and verdicts (fit/analyses/__init__.py ``tables``), which report/ and dw fit show, in the
 # registry's order (``Entry.section``: a name); a module's own ``tables`` where report/ shows one
-# analysis's document by itself (match.json: report/matching.py)
-RENDERING = {"depthwidth.fit.analyses.tables", "depthwidth.fit.analyses.section"}
+# analysis's document by itself (match.json: report/matching.py); its figures' data likewise
+# (``figures``: report/figs.py draws them)
+RENDERING = {"depthwidth.fit.analyses.tables", "depthwidth.fit.analyses.section", "depthwidth.fit.analyses.figures"}
 
 
 def rendering(key: str) -> bool:
     """Whether the report -> fit call ``key`` (module.function) renders rather than decides."""
-    return key in RENDERING or (key.startswith("depthwidth.fit.analyses.") and key.endswith(".tables"))
+    own = key.startswith("depthwidth.fit.analyses.") and key.rsplit(".", 1)[-1] in ("tables", "figures")
+    return key in RENDERING or own
 
 
 def traced(argv: list[str]) -> dict:
