@@ -38,7 +38,7 @@ def test_a_misfit_shared_by_neighbours_is_told_from_seed_noise_without_replicate
     law = load_law(LAW)
     t = _world(0.01, seed=0)
     fr = fit_law(t, law, max_starts=64)
-    nz = noise_scales(fr, t)
+    nz = noise_scales(fr, t, split=True)
     assert nz["run"] < SEED_NOISE and nz["misfit_share"] > 0.5, nz
     ens = _ensemble(law, fr, nz)
     assert ens.misfit_var > 0.5 * ens.new_run_var, (ens.misfit_var, ens.new_run_var)
@@ -54,7 +54,7 @@ def test_an_exact_law_leaves_its_residuals_seed_noise_in_19_of_20_worlds():
     for s in range(20):
         t = _world(0.0, seed=s)
         fr = fit_law(t, law, max_starts=32)
-        nz = noise_scales(fr, t)
+        nz = noise_scales(fr, t, split=True)
         shares.append(nz["misfit_share"])
         if nz["misfit_share"] == 0.0:
             ens = _ensemble(law, fr, nz)
@@ -68,7 +68,7 @@ def test_too_few_runs_keep_the_assumed_seed_noise():
     law = load_law(LAW)
     t = _world(0.01, seed=1, n=MIN_SHARE_DF + 2)  # 12 runs, 3 parameters: 9 degrees of freedom
     fr = fit_law(t, law, max_starts=32)
-    nz = noise_scales(fr, t)
+    nz = noise_scales(fr, t, split=True)
     assert "misfit_share" not in nz
     ens = _ensemble(law, fr, nz)
     assert ens.seed_var == min(nz["run"], SEED_NOISE) ** 2 + nz["point"] ** 2

@@ -74,9 +74,10 @@ def seed_groups(table) -> list[np.ndarray] | None:
     return groups
 
 
-def noise_scales(fr: FitResult, table) -> dict:
+def noise_scales(fr: FitResult, table, split: bool = False) -> dict:
     """Per-run and per-point noise of log loss, estimated from the fit's residuals (and, where
-    configurations were run with several seeds, the seed-to-seed part of the per-run noise).
+    configurations were run with several seeds, the seed-to-seed part of the per-run noise; else,
+    with ``split``, the misfit's share of the per-run noise: ``misfit_share``).
 
     The fit leaves residuals r = u_run + e_point.  With several points per run, e's scale comes from
     the spread of residuals around their run's mean (n - R degrees of freedom) and u's from the
@@ -115,10 +116,12 @@ def noise_scales(fr: FitResult, table) -> dict:
         df = sum(len(g) - 1 for g in groups if len(g) > 1)
         seed = math.sqrt(max(ss / df - point**2 * float(np.mean(1.0 / n_b)), 0.0))
         out.update(seed=seed, df_seed=df)
-    elif run > 0 and R - k >= MIN_SHARE_DF:
+    elif split and run > 0 and R - k >= MIN_SHARE_DF:
         # No seed replicated: how much of the per-run noise is the law's misfit, from whether the run
         # means move together between neighbouring configurations (fit/misfit.py misfit_share); the
-        # design keeps the rest as seed noise (fit/predict.py Ensemble.seed_var).
+        # design keeps the rest as seed noise (fit/predict.py Ensemble.seed_var).  Only the design
+        # reads it (``split``: the fit's replicates record), not the bootstrap's or a hold-out fold's
+        # noise draws, which would pay an eigendecomposition of the runs' kernel each time.
         last = np.full(R, -1)
         last[codes] = np.arange(n)  # each run's last point: its configuration
         X = {c: np.asarray(v)[last] for c, v in law.data(table).items()}

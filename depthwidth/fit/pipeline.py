@@ -152,7 +152,7 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
         "provenance": provenance.record(data=data_fp),
     }
     if iv.theta is not None and len(iv.theta):  # for predictions and designs (fit/predict.py)
-        res["replicates"] = replicates_record(fr, iv.theta, noise_scales(fr, clean))
+        res["replicates"] = replicates_record(fr, iv.theta, noise_scales(fr, clean, split=True))
     if is_user(chk.law):  # the law file as fitted, so the fit can be reproduced
         res["provenance"]["law"] = law_record(chk.law)
     res["identification"] = _identification(clean, fr, chk, opts, iv, res["derived"], rt.sweep_dir, n_conv, pooled)
