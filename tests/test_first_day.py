@@ -379,7 +379,7 @@ def test_status_knows_a_pending_runs_shape_from_its_submission(tmp_path):
 
 def test_optima_derived_from_an_unidentified_claim_say_so():
     from depthwidth.fit.result import FitDocument
-    from depthwidth.report.optima import optimal_tables
+    from depthwidth.report.fit_view import optimal_tables
 
     fit = {
         "law": "",

@@ -82,7 +82,7 @@ def test_the_loader_takes_exactly_one_source_and_refuses_mixed_tables(tmp_path):
 
 def test_dw_fit_prints_the_reports_compute_optimal_table(capsys):
     from depthwidth.cli.fit import render
-    from depthwidth.report.optima import optimal_table
+    from depthwidth.report.fit_view import optimal_table
 
     res = fit_document(runs=_table(), law="chinchilla", bootstrap=0, max_starts=50, write=False)
     render(res)

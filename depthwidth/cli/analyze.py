@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from depthwidth.cli.render import console, emit_json, runs_progress, wide_console
+from depthwidth.report.render import console, emit_json, runs_progress, wide_console
 from depthwidth.measure.inside import DEFAULT_TOKENS
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from depthwidth.cli.render import console, emit_json, wide_console
+from depthwidth.report.render import console, emit_json, wide_console
 
 
 def clean_cmd(

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from depthwidth.cli.render import emit_json, wide_console
+from depthwidth.report.render import emit_json, wide_console
 from depthwidth.core.errors import bad
 
 

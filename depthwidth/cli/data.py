@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from depthwidth.cli.options import taken, with_options
-from depthwidth.cli.render import console, emit_json
+from depthwidth.report.render import console, emit_json
 from depthwidth.data.options import PREPARE_OPTIONS  # dw data prepare's options (data/options.py)
 
 

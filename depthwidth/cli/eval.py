@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from depthwidth.cli.options import taken, with_options
-from depthwidth.cli.render import console, emit_json, runs_progress, wide_console
+from depthwidth.report.render import console, emit_json, runs_progress, wide_console
 from depthwidth.evals.run import EVAL_OPTIONS  # torch- and lm_eval-free at import
 
 

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from depthwidth.cli.render import emit_json
+from depthwidth.report.render import emit_json
 
 
 def export_cmd(

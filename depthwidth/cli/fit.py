@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from depthwidth.cli.options import taken, with_options
-from depthwidth.cli.render import console, emit_json
+from depthwidth.report.render import console, emit_json
 from depthwidth.fit.defaults import FIT_OPTIONS  # every option of dw fit: one home (fit/defaults.py)
 from depthwidth.track.run_source import SOURCE_OPTIONS
 

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from depthwidth.cli.render import console, emit_json
+from depthwidth.report.render import console, emit_json
 
 
 def forget_cmd(

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from depthwidth.cli.options import with_options
-from depthwidth.cli.render import console, emit_json
+from depthwidth.report.render import console, emit_json
 from depthwidth.track.run_source import SOURCE_OPTIONS
 
 

@@ -6,7 +6,7 @@ import sys
 import typer
 
 from depthwidth.cli.options import taken, with_options
-from depthwidth.cli.render import console, emit_json
+from depthwidth.report.render import console, emit_json
 from depthwidth.model.options import SHAPES_OPTIONS  # dw shapes' options (model/options.py)
 
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from depthwidth.cli.options import taken, with_options
-from depthwidth.cli.render import emit_json, wide_console
+from depthwidth.report.render import emit_json, wide_console
 from depthwidth.simulate.options import NOISE_OPTIONS, SIMULATE_OPTIONS  # dw simulate's options (simulate/options.py)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from depthwidth.cli.options import taken, with_options
-from depthwidth.cli.render import FAST_ABOVE, emit_json, plain_table, wide_console
+from depthwidth.report.render import FAST_ABOVE, emit_json, plain_table, wide_console
 from depthwidth.sweep.status import STATUS_OPTIONS  # every option of dw status (sweep/status.py)
 
 STYLE = {

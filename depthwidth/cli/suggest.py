@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from depthwidth.cli.options import taken, with_options
-from depthwidth.cli.render import emit_json, wide_console
+from depthwidth.report.render import emit_json, wide_console
 from depthwidth.sweep.options import SUGGEST_OPTIONS  # dw suggest's options (sweep/options.py)
 
 

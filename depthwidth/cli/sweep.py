@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from depthwidth.cli.options import command_flags, taken, with_options
-from depthwidth.cli.render import console, emit_json, print_rows, wide_console
+from depthwidth.report.render import console, emit_json, print_rows, wide_console
 from depthwidth.sweep.options import SWEEP_OPTIONS  # every option of dw sweep: one home (sweep/options.py)
 
 

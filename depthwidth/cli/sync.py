@@ -23,7 +23,7 @@ from pathlib import Path
 
 import typer
 
-from depthwidth.cli.render import emit_json
+from depthwidth.report.render import emit_json
 
 LIVE_S = 120.0
 
@@ -126,7 +126,7 @@ def sync_cmd(
     if as_json:
         emit_json(res)
         return
-    from depthwidth.cli.render import console
+    from depthwidth.report.render import console
 
     c = console(stderr=False)
     counts = {k: sum(s["state"] == k for s in res["segments"]) for k in ("pending", "synced", "live")}

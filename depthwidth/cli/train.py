@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from depthwidth.cli.render import console, emit_json
+from depthwidth.report.render import console, emit_json
 
 
 def train_cmd(

@@ -12,16 +12,17 @@ Modules, in the order a report is made:
 - load.py: a sweep, a run table or W&B (through track/run_source.py) -> ``Data``
 - document.py: the report's document model (``Data``, ``Table``, ``Col``) and the papers' numbers
 - tables.py: ``Data`` -> every table of the report (``build``)
-- fit_view.py: every table of one fit (parameters, law comparison, the rests, D_crit, optima); ``dw fit`` prints them
-- papers.py: D_crit beside the papers' numbers, published losses of shared configurations
-- optima.py: the compute-optimal table; "not identified" outside the meaningful range
-- rests.py: what a fit rests on (identification, hold-out, isoFLOP, sensitivity, planted truth)
+- fit_view.py: every table of one fit; ``dw fit`` prints them: the parameters, the law comparison, what a fit
+  rests on (identification, hold-out, isoFLOP, sensitivity, planted truth), D_crit beside the papers' numbers,
+  published losses of shared configurations, the compute-optimal table ("not identified" outside the
+  meaningful range)
 - matching.py: FLOPs to match uniform: where the report's match comes from (match.json or computed) and its
   figure (its tables: fit/analyses/match.py)
 - router.py: the MoE router's load per layer
 - inside.py: the runs' analysis.json per shape, the papers' claims with verdicts
 - provenance.py: which code, versions, devices and precisions made the runs and the fit
-- render.py: rich, markdown, csv, json and the files of ``--plots``
+- render.py: rich, markdown, csv, json and the files of ``--plots``; what every ``dw`` command shares for
+  output (consoles, ``--json``, progress bars: cli/ imports it)
 - figs.py: the figures (matplotlib, only for ``--plots``)
 - inside_figs.py: the figures of the inside section (an analysis's own, gradient persistence's tau(W) and
   the isoFLOP profiles: its module's ``figures``, fit/analyses/, drawn by figs.py)

@@ -82,7 +82,7 @@ def section(
             ]
     said = fit.verdicts if fit else None  # decided by dw fit (fit.json's verdicts)
     line = said.truth_line if said else None
-    if line:  # the claim is not identified: say so, and which law the figure draws (report/rests.py)
+    if line:  # the claim is not identified: say so, and which law the figure draws (report/fit_view.py)
         out += [f"**{line[0].upper() + line[1:]}.**", ""]
     if planted and planted.sections.get("planted"):
         v = (planted.verdicts.notes or [None])[0]  # the D_crit ladder's line

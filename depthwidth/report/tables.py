@@ -28,10 +28,8 @@ from depthwidth.report.downstream import table as downstream_table
 from depthwidth.report.inside import tables as inside_tables
 from depthwidth.report.matching import tables as match_tables
 from depthwidth.fit.result import FitDocument
-from depthwidth.report.fit_view import fit_tables
-from depthwidth.report.papers import paper_table
+from depthwidth.report.fit_view import fit_tables, halving_table, paper_table
 from depthwidth.report.provenance import provenance_table
-from depthwidth.report.rests import halving_table
 from depthwidth.report.router import router_table
 
 # =============================================================================

@@ -5,8 +5,8 @@ Asked for by the data, not by a flag: a sweep whose runs wrote probes.
 Fitted on the runs this fit is about: those ``--where`` kept, less failed and diverged runs (their
 last profiles are not training's) -- the runs the report's tau(W) figure draws.  Its warnings join
 the fit's (fit.json ``warnings``).  Its numbers are shown where they are read beside the law's: the
-fit table's tau(W) rows (report/fit_view.py), the D_crit table's 1/e column (report/papers.py) and
-its own tau(W) figure (``figures``, drawn by report/figs.py); it has no table of its own.
+fit table's tau(W) rows and the D_crit table's 1/e column (report/fit_view.py) and its own tau(W)
+figure (``figures``, drawn by report/figs.py); it has no table of its own.
 """
 
 from __future__ import annotations
