@@ -35,6 +35,13 @@ from depthwidth.fit.solver import FitResult, Problem, batched_lm, best_starts
 CONFIG_KEYS = ("params", "depth", "width", "shape")
 RESAMPLE = ("noise", "runs")  # --resample: the design fixed and seed noise drawn afresh | whole runs resampled
 _BLOCK = 64  # replicates per batched call
+# Iterations a replicate may take to converge.  A law with a sloppy direction (Farseer's exponent
+# exp(A·N^a + E) with a small a: A and E nearly trade off) sends LM crawling along a valley: on
+# ScaleBench's farseer, 40-100 runs, 8-68% of 50 replicates converged within 500 iterations,
+# 28-100% within 2000 (most of the rest within 8000); a replicate counts only if it converged, and
+# a design with too few falls back to the RML ensemble (27 of 59 farseer rounds at 500).  Rows that
+# converge leave the batch (fit/solver.py), so the extra iterations cost only the slow ones.
+REFIT_ITERS = 2000
 
 
 def run_codes(table) -> tuple[np.ndarray, int]:
@@ -154,7 +161,7 @@ def refit_many(
     table,
     weights: np.ndarray | None = None,
     starts: np.ndarray | None = None,
-    max_iter: int = 500,
+    max_iter: int = REFIT_ITERS,
     ys: np.ndarray | None = None,
     keep_unconverged: bool = False,
 ) -> dict:
