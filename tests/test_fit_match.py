@@ -189,3 +189,47 @@ def test_a_shape_whose_floor_is_above_the_uniform_loss_never_matches():
     assert last.flops_fraction_ci is None and last.unreachable == 1.0
     assert any("never reaches the uniform loss" in w for w in m.warnings)
     assert m.rows[0].flops_fraction == pytest.approx(1.0, abs=0.05)  # the curves cross near the smallest size
+
+
+def test_the_match_figure_is_its_analysis_module_s_data(tmp_path):
+    """The FLOPs-to-match figure is fit/analyses/match.py's ``figures`` (report/figs.py only draws it):
+    per shape, the runs' final points, the fitted curve and the dotted inversions, from the tables the
+    report shows; and, without a match, why it is not drawn."""
+    from depthwidth import report
+    from depthwidth.core.figures import Figure
+    from depthwidth.fit import analyses
+    from depthwidth.report import figs
+    from depthwidth.report.matching import run_frame
+
+    match_table(sizes=(256, 512, 1024), seed=2).to_csv(tmp_path / "t.csv", index=False)
+    data = report.load(runs=str(tmp_path / "t.csv"))
+    rep = report.build(data)
+    T = rep["tables"]
+    (fig,) = analyses.figures(None, "match", tables=T, points=lambda: run_frame(data)).values()
+    assert isinstance(fig, Figure) and fig.file == "flops_match.png" and fig.size == (6.4, 4.2)
+    (p,) = fig.panels
+    assert p.xscale == "log" and p.yscale == "linear" and p.legend == "best"
+    assert p.title == fig.title == "Loss vs training compute per shape, fitted L(C) = E + A·C^-α"
+    pts = run_frame(data)
+    want = []  # what report/matching.py drew before the figure moved: per shape, points, curve, inversions
+    for i, c in enumerate(T["flops_curves"].rows):
+        g = pts[pts["shape"] == c["shape"]]
+        want.append(("scatter", list(g["flops"]), list(g["loss"]), "", f"C{i}"))
+        C = np.geomspace(c["flops_min"] / 2, c["flops_max"] * 2, 100)
+        want.append(("plot", list(C), list(c["E"] + c["A"] * (C / c["c_ref"]) ** -c["alpha"]), "-", f"C{i}"))
+        for r in T["flops_match"].rows:
+            if r["shape"] == c["shape"] and r["flops_match"] is not None:
+                x, y = [r["flops_uniform"], r["flops_match"]], [r["loss_uniform_fit"]] * 2
+                want.append(("plot", x, y, ":", f"C{i}"))
+    got = [(s.kind, list(s.x), list(s.y), s.fmt, s.style["color"]) for s in p.series]
+    assert got == want and sum(w[3] == ":" for w in want) == 3  # an inversion per uniform size
+    labels = [s.style["label"] for s in p.series if "label" in s.style]  # the scatters', one per shape
+    assert [x.split(":")[0] for x in labels] == ["uniform", "×"] and "α = " in labels[0] and "E = " in labels[1]
+    drawn = figs.draw(figs._plt(), fig)
+    assert drawn.axes[0].get_xscale() == "log" and drawn.axes[0].get_legend() is not None
+
+    match_table(sizes=(512,)).to_csv(tmp_path / "one.csv", index=False)
+    one = report.build(report.load(runs=str(tmp_path / "one.csv")))
+    (why,) = analyses.figures(None, "match", tables=one["tables"]).values()
+    assert why.startswith("no FLOPs-to-match fit (") and NEEDS in why
+    assert analyses.figures(None, "match") == {"flops_match_curves": "no FLOPs-to-match fit (absent)"}

@@ -16,16 +16,16 @@ Modules, in the order a report is made:
   rests on (identification, hold-out, isoFLOP, sensitivity, planted truth), D_crit beside the papers' numbers,
   published losses of shared configurations, the compute-optimal table ("not identified" outside the
   meaningful range)
-- matching.py: FLOPs to match uniform: where the report's match comes from (match.json or computed) and its
-  figure (its tables: fit/analyses/match.py)
+- matching.py: FLOPs to match uniform: where the report's match comes from (match.json or computed) (its
+  tables and figure: fit/analyses/match.py)
 - router.py: the MoE router's load per layer
 - inside.py: the runs' analysis.json per shape, the papers' claims with verdicts
 - provenance.py: which code, versions, devices and precisions made the runs and the fit
 - render.py: rich, markdown, csv, json and the files of ``--plots``; what every ``dw`` command shares for
   output (consoles, ``--json``, progress bars: cli/ imports it)
-- figs.py: the figures (matplotlib, only for ``--plots``)
-- inside_figs.py: the figures of the inside section (an analysis's own, gradient persistence's tau(W) and
-  the isoFLOP profiles: its module's ``figures``, fit/analyses/, drawn by figs.py)
+- figs.py: the figures (matplotlib, only for ``--plots``); an analysis's own (gradient persistence's tau(W),
+  the isoFLOP profiles, FLOPs to match uniform's curves) are its module's ``figures`` (fit/analyses/), drawn here
+- inside_figs.py: the figures of the inside section
 - readme.py: the README's demo section (``make readme-demo``)
 
 No torch here.

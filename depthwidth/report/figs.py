@@ -20,7 +20,7 @@ from depthwidth.fit.count import COLUMN, n_column
 from depthwidth.fit.gradient_persistence import record_at
 from depthwidth.fit.userlaw import law_of_label
 from depthwidth.report import downstream, inside_figs
-from depthwidth.report.matching import flops_match_curves
+from depthwidth.report.matching import run_frame
 from depthwidth.fit.result import FitDocument
 from depthwidth.report.document import SHAPE_LABEL, SHAPES
 
@@ -81,7 +81,7 @@ def make_all(data, rep, out: Path) -> list[dict]:
         tau_vs_width,  # gradient persistence's (fit/analyses/gradient_persistence.py figures)
         shape_profiles,
         loss_vs_flops,
-        flops_match_curves,
+        flops_match_curves,  # FLOPs to match uniform's (fit/analyses/match.py figures)
         fit_residuals,
         *inside_figs.FIGURES,
         isoflop_profiles,  # the isoFLOP analysis's (fit/analyses/isoflop.py figures)
@@ -513,6 +513,14 @@ def fit_residuals(plt, data, rep, out):
         title,
         "every finished run's points; diamonds: width-shaped runs (W = their h), which the fit pools with the "
         "uniform ones",
+    )
+
+
+def flops_match_curves(plt, data, rep, out):
+    """FLOPs to match uniform's figure, its module's (fit/analyses/match.py), from the report's match
+    tables (match.json or the match report/matching.py computed) and each run's final point."""
+    return _analysis(
+        plt, out, data.fit, "match", "flops_match_curves", tables=rep["tables"], points=lambda: run_frame(data)
     )
 
 

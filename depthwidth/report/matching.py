@@ -1,19 +1,17 @@
-"""Where the report's "FLOPs to match uniform" section comes from, and its figure (the analysis,
-its verdict lines and tables: fit/analyses/match.py; the statistics: fit/match.py).
+"""Where the report's "FLOPs to match uniform" section comes from (the analysis, its verdict lines,
+tables and figure: fit/analyses/match.py; the statistics: fit/match.py).
 
 Where it comes from: ``ROOT/NAME/match.json`` when ``dw fit NAME --match``
 wrote one; otherwise it is computed here from the report's runs (each run's
 final budget, 200 bootstrap replicates) whenever the uniform shape and at
 least one other shape have two or more sizes.  Otherwise the section says what
-is missing.  No torch here; matplotlib only inside the figure.
+is missing.  No torch here.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import numpy as np
 
 from depthwidth.core.errors import BadInput, WorkFailed
 from depthwidth.fit.analyses import match as analysis
@@ -97,56 +95,3 @@ def _say(counts: dict) -> str:
 
 def tables(data: Data) -> dict:
     return analysis.tables(*load_match(data))
-
-
-def flops_match_curves(plt, data: Data, rep, out: Path):
-    """Figure: each run's final loss vs its training FLOPs, per shape, with the fitted curves."""
-    from depthwidth.core.atomic import write_bytes
-
-    curves = rep["tables"].get("flops_curves")
-    if curves is None or not curves.rows:
-        return "no FLOPs-to-match fit (" + (curves.notes[0] if curves is not None and curves.notes else "absent") + ")"
-    pts = run_frame(data)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))  # the paper width figs.py uses
-    for i, c in enumerate(curves.rows):
-        g = pts[pts["shape"] == c["shape"]]
-        label = "×" if c["shape"] == "x" else c["shape"]
-        ax.scatter(
-            g["flops"],
-            g["loss"],
-            color=f"C{i}",
-            s=22,
-            marker="o" if c["shape"] == "uniform" else "D",
-            zorder=3,
-            label=f"{label}: α = {c['alpha']:.3g}, E = {c['E']:.3g}",
-        )
-        C = np.geomspace(c["flops_min"] / 2, c["flops_max"] * 2, 100)
-        ax.plot(C, c["E"] + c["A"] * (C / c["c_ref"]) ** -c["alpha"], "-", color=f"C{i}", lw=1.2)
-        for r in rep["tables"]["flops_match"].rows:  # the inversion: from the uniform size to where s reaches its loss
-            if r["shape"] == c["shape"] and r["flops_match"] is not None:
-                ax.plot([r["flops_uniform"], r["flops_match"]], [r["loss_uniform_fit"]] * 2, ":", color=f"C{i}", lw=1)
-    ax.set_xscale("log")
-    ax.set_xlabel("training compute C (FLOPs)")
-    ax.set_ylabel("held-out loss (nats/token)")
-    title = "Loss vs training compute per shape, fitted L(C) = E + A·C^-α"
-    ax.set_title(title)
-    ax.legend(loc="best")
-    fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    dpi = plt.rcParams["savefig.dpi"]
-    fig.savefig(buf, format="png", dpi=dpi)
-    w, h = fig.get_size_inches()
-    plt.close(fig)
-    path = Path(out) / "flops_match.png"
-    write_bytes(path, buf.getvalue())
-    return {
-        "file": path.name,
-        "path": str(path),
-        "title": title,
-        "caption": "one point per run at its final budget; lines: the fitted curves; dotted: from each uniform "
-        "size to the FLOPs at which the shape reaches the same loss",
-        "width_px": int(round(w * dpi)),
-        "height_px": int(round(h * dpi)),
-    }

@@ -17,11 +17,12 @@ An analysis module declares
   typed fit (fit/result.py ``FitDocument``): from its section (``fit.sections[SECTION]``) and what the
   fit decided its table says (``said(fit, SECTION)``: ``fit.verdicts.analyses``), deciding nothing again.
 - ``figures(fit, **inputs)``, where it has figures of its own (gradient persistence's tau(W), the
-  isoFLOP profiles): ``{name: Figure, or why it is not drawn}`` (core/figures.py ``Figure``: data --
-  points, curves, labels -- which report/figs.py draws with matplotlib, so an analysis imports no
-  plotting library), from the typed fit and what the report passes (``inputs``: gradient
-  persistence's ``profiles``, read without a fit's tau(W) law); the name is the one the report's
-  notes give a figure not drawn.
+  isoFLOP profiles, FLOPs to match uniform's curves): ``{name: Figure, or why it is not drawn}``
+  (core/figures.py ``Figure``: data -- points, curves, labels -- which report/figs.py draws with
+  matplotlib, so an analysis imports no plotting library), from the typed fit and what the report
+  passes (``inputs``: gradient persistence's ``profiles``, read without a fit's tau(W) law; the
+  match's ``tables`` as the report shows them and the runs' final ``points``); the name is the one
+  the report's notes give a figure not drawn.
 
 An analysis that is a document of its own (``--match``: match.json, ``--law lr``: lr_fit.json, beside
 fit.json) declares ``DOCUMENT`` (its file), ``SCHEMA``, ``FLAG`` and ``CALL`` (how ``dw fit`` and the

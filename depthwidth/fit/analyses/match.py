@@ -7,7 +7,9 @@ instead of a law fit (pipeline.py ``run_fit``): the law may be fitted on a filte
 shape=uniform``), the match needs every shape.  Its section is the document's body, computed on the
 runs ``--where`` kept; its verdict lines and tables are read from the document: ``dw fit --match``
 prints them, ``dw report`` shows them from match.json or from a match it computes from its own runs
-(report/matching.py: where the report's document comes from, and the figure).
+(report/matching.py: where the report's document comes from).  Its figure, ``flops_match.png``
+(``figures``, drawn by report/figs.py): each run's final loss against its FLOPs per shape, with the
+fitted curves and the inversions its table reports.
 """
 
 from __future__ import annotations
@@ -156,3 +158,48 @@ def tables(doc: dict | None, origin: str = ORIGIN) -> dict:
     mt.notes += [f"{origin}; {line}" for line in verdicts(doc)["lines"]]
     mt.notes += list(doc.get("warnings", []))
     return {"flops_curves": ct, "flops_match": mt}
+
+
+def figures(fit, tables=None, points=None, **_) -> dict:
+    """{"flops_match_curves": the FLOPs-to-match figure (core/figures.py ``Figure``) or why it is not
+    drawn}: each run's final loss against its training FLOPs per shape, the shape's fitted curve
+    L(C) = E + A·(C/C_ref)^-alpha over half its smallest to twice its largest FLOPs, and dotted, from
+    each uniform size to the FLOPs at which the shape reaches its loss.  A match is no section of
+    fit.json (``fit`` is not read): ``tables``, this module's ``tables`` as the report made them (from
+    match.json or a match it computed; report/matching.py); ``points``, a callable giving one row per
+    finished run at its final budget (shape, flops, loss: report/matching.py ``run_frame``)."""
+    import numpy as np
+
+    from depthwidth.core.figures import Figure, Panel, Series
+
+    curves = (tables or {}).get("flops_curves")
+    if curves is None or not curves.rows:
+        why = curves.notes[0] if curves is not None and curves.notes else "absent"
+        return {"flops_match_curves": f"no FLOPs-to-match fit ({why})"}
+    matched = (tables or {}).get("flops_match")
+    pts = points() if points is not None else None
+    panel = Panel(
+        xlabel="training compute C (FLOPs)",
+        ylabel="held-out loss (nats/token)",
+        title="Loss vs training compute per shape, fitted L(C) = E + A·C^-α",
+        xscale="log",
+    )
+    for i, c in enumerate(curves.rows):
+        col, shape = f"C{i}", c["shape"]
+        if pts is not None:
+            g = pts[pts["shape"] == shape]
+            label = f"{'×' if shape == 'x' else shape}: α = {c['alpha']:.3g}, E = {c['E']:.3g}"
+            style = {"color": col, "s": 22, "marker": "o" if shape == "uniform" else "D", "zorder": 3, "label": label}
+            panel.series.append(Series("scatter", g["flops"].to_numpy(), g["loss"].to_numpy(), style=style))
+        C = np.geomspace(c["flops_min"] / 2, c["flops_max"] * 2, 100)
+        L = c["E"] + c["A"] * (C / c["c_ref"]) ** -c["alpha"]
+        panel.series.append(Series("plot", C, L, "-", {"color": col, "lw": 1.2}))
+        for r in matched.rows if matched is not None else []:  # the inversion: uniform size -> the shape's FLOPs
+            if r["shape"] == shape and r["flops_match"] is not None:
+                x, y = [r["flops_uniform"], r["flops_match"]], [r["loss_uniform_fit"]] * 2
+                panel.series.append(Series("plot", x, y, ":", {"color": col, "lw": 1}))
+    caption = (
+        "one point per run at its final budget; lines: the fitted curves; dotted: from each uniform "
+        "size to the FLOPs at which the shape reaches the same loss"
+    )
+    return {"flops_match_curves": Figure("flops_match.png", panel.title, caption, (6.4, 4.2), [panel])}
