@@ -19,13 +19,13 @@ Modules, in the order a fit uses them:
 - userlaw.py + expr.py: user-defined laws (``--law FILE.yaml``, ``load_law``): a safe expression language with
   exact derivatives, the whole formula one term of a law
 - solver.py + engine.py: the robust multi-start fit (``fit_law``)
-- checks.py: plain-language warnings on a fit the data barely constrain
 - boot.py: bootstrap refits (seed noise or whole runs)
 - intervals.py: which intervals may be shown
 - derived.py: numbers derived from a law (D_crit, compute-optimal allocation)
 - gradient_persistence.py: tau(W) from the runs' gradient-norm profiles (the statistics; the analysis,
   fit.json's ``gradient_persistence``: analyses/gradient_persistence.py)
-- verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima)
+- verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima) and the
+  plain-language warnings on a fit the data barely constrain
 - holdout.py: every held-out fit (fit small, predict large; LORO and extrapolation errors)
 - downstream.py: a downstream metric from loss in two steps (``--metric acc:TASK``: the loss law, then a sigmoid)
 - tuning.py: a tuned sweep's best value per group (measured, interpolated, edge) and the table a law is fitted on

@@ -87,7 +87,7 @@ def compare_laws(
             "on_bound": fr.on_bound,
             **information(fr, table),
         }
-        if "penalty_support" in fr.checks:  # a law with D_crit: does its penalty lower BIC (fit/checks.py)
+        if "penalty_support" in fr.checks:  # a law with D_crit: does its penalty lower BIC (fit/verdicts.py)
             row["penalty_supported"] = bool(fr.checks["penalty_support"]["supported"])
         row.update(heldout(fr, table, seed=seed, holdout_k=holdout_k))
         rows.append(row)

@@ -24,7 +24,7 @@ bootstrap refit (solver.Problem): with the exact hinge the near-L1 objective
 has a kink wherever D_crit(W) meets a run's depth, and its minima sat there
 (29 and 36 of 60 planted fits).  Everything reported uses the exact hinge.
 
-Public: ``fit_law`` (numerics: solver.py; quality checks: checks.py).
+Public: ``fit_law`` (numerics: solver.py; quality checks: verdicts.py).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Mapping
 import numpy as np
 
 from depthwidth.core.errors import BadInput, WorkFailed
-from depthwidth.fit.checks import quality_warnings
+from depthwidth.fit.verdicts import quality_warnings
 from depthwidth.fit.laws import Law, has_hinge, is_user
 from depthwidth.fit.solver import (
     COARSE_ITERS,

@@ -6,7 +6,7 @@ A structural penalty can lower BIC while its change point is unpinned: "a penalt
 
 ``no-penalty``
     The law without the penalty is as good: the penalty does not lower BIC by more than 2
-    (fit/checks.py ``penalty_support``, the runs as its sample size), or fewer than
+    (fit/verdicts.py ``penalty_support``, the runs as its sample size), or fewer than
     ``MIN_BEYOND`` runs lie beyond the fitted D_crit (a penalty through one run fits its noise).  Nothing is
     said about where D_crit is — only that no run of the grid shows it (it may lie beyond the
     deepest run, or there may be none).
@@ -143,7 +143,7 @@ def dcrit_ladder(
 ) -> dict:
     """The ladder's record for a depth-delusion fit: {verdict, because, line, widths, sign, max_ratio}.
 
-    ``support``: the penalty's BIC support (fit/checks.py); ``ci``/``dci``: the intervals of the
+    ``support``: the penalty's BIC support (``penalty_support``); ``ci``/``dci``: the intervals of the
     parameters and of the derived numbers (``dcrit[W=..]``) as fit.json shows them (None where
     withheld); ``samples``: the bootstrap's parameter replicates, for the simultaneous band the
     rungs rest on (without them, the per-width intervals); ``pooled``: why the runs pool what the

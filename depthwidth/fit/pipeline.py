@@ -142,7 +142,7 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
         "pinned": chk.pins,
         "on_bound": fr.on_bound,
         "starts": fr.starts,
-        "checks": fr.checks,  # the depth penalty's BIC support and the law without it (fit/checks.py)
+        "checks": fr.checks,  # the depth penalty's BIC support and the law without it (fit/verdicts.py)
         "bootstrap": iv.info,
         "ci_withheld": iv.withheld,
         "ci_flagged": iv.flagged,

@@ -192,7 +192,7 @@ class FitDocument:
     starts: dict = field(default_factory=dict)
     """The multi-start search: starts tried and converged, the precision it ran in."""
     checks: dict = field(default_factory=dict)
-    """The depth penalty's BIC support and the law without it (fit/checks.py)."""
+    """The depth penalty's BIC support and the law without it (fit/verdicts.py)."""
     bootstrap: dict = field(default_factory=dict)
     """The bootstrap: replicates asked and converged, what a replicate redraws (``--resample``)."""
     ci_withheld: dict = field(default_factory=dict)
