@@ -329,7 +329,7 @@ def _contains_zero(chk: Checked, level: float, iv: Intervals) -> list[str]:
 
 
 def _identification(clean, fr, chk: Checked, opts: FitOptions, iv: Intervals, derived, sweep_dir, n_conv, pooled):
-    """The identification verdict (fit/identify.py's ladder), which every fit has."""
+    """The identification verdict (fit/verdicts.py's ladder), which every fit has."""
     return identification(
         clean,
         chk.law,

@@ -5,7 +5,7 @@ engine's own numeric result is fit/solver.py's ``FitResult``); the optional anal
 comparison, hold-out, sensitivity, isoFLOP, planted truth, tuning, …) stay their own sections,
 kept in order under ``sections``.  ``Verdicts`` are every line and flag a reader prints about the
 fit — the fitted law's label, each parameter's flags, the optima and D_crit values outside the
-meaningful range, the verdict lines under the fit (the D_crit ladder first, fit/identify.py), the
+meaningful range, the verdict lines under the fit (the D_crit ladder first, fit/verdicts.py), the
 optima's caveat, the planted-truth line, what the loss-vs-depth figure draws (which law, solid or
 dashed, and why) and the line said when the claim is not identified, what each analysis' table
 says (its lines, the cells it marks) — decided once when the fit is made (``decide``) and stored
