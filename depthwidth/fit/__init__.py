@@ -19,8 +19,7 @@ Modules, in the order a fit uses them:
 - userlaw.py + expr.py: user-defined laws (``--law FILE.yaml``, ``load_law``): a safe expression language with
   exact derivatives, the whole formula one term of a law
 - solver.py + engine.py: the robust multi-start fit (``fit_law``)
-- boot.py: bootstrap refits (seed noise or whole runs)
-- intervals.py: which intervals may be shown
+- boot.py: bootstrap refits (seed noise or whole runs) and which intervals may be shown
 - derived.py: numbers derived from a law (D_crit, compute-optimal allocation)
 - gradient_persistence.py: tau(W) from the runs' gradient-norm profiles (the statistics; the analysis,
   fit.json's ``gradient_persistence``: analyses/gradient_persistence.py)

@@ -196,7 +196,7 @@ class FitDocument:
     bootstrap: dict = field(default_factory=dict)
     """The bootstrap: replicates asked and converged, what a replicate redraws (``--resample``)."""
     ci_withheld: dict = field(default_factory=dict)
-    """Intervals not shown, each with why (fit/intervals.py)."""
+    """Intervals not shown, each with why (fit/boot.py)."""
     ci_flagged: dict = field(default_factory=dict)
     """Intervals shown with a flag, each with why."""
     underdetermined: list = field(default_factory=list)

@@ -223,7 +223,7 @@ def dcrit_ladder(
     for w in widths:
         at = D[W == w]
         value = float(law.dcrit(params, [w])[0])
-        iv = (dci or {}).get(f"dcrit[W={w}]")  # None: withheld (fit/intervals.py), or no bootstrap
+        iv = (dci or {}).get(f"dcrit[W={w}]")  # None: withheld (fit/boot.py), or no bootstrap
         if iv is not None and sim is not None:
             iv = sim[str(w)]
         rungs[str(w)] = _width_rung(value, iv, (at.min(), at.max()), supported, level)
@@ -316,7 +316,7 @@ def dcrit_warnings(past: int, support: dict | None) -> list[str]:
 # -- Quality warnings at fit time (fit_law adds them to its warnings) ----------------------------------
 # Plain-language checks on a fit the data may barely constrain.  ``quality_warnings`` lists what a
 # reader must know before trusting a fit: too few points for the free parameters (fewer runs than free
-# parameters: fit/intervals.py, said before the numbers), parameters sitting on a bound, starts that did
+# parameters: fit/boot.py, said before the numbers), parameters sitting on a bound, starts that did
 # not converge, and for the depth-delusion law the evidence on its penalty (``penalty_support``: BIC
 # against the same law with the penalty switched off) with what it says (``dcrit_warnings`` above).
 
@@ -745,7 +745,7 @@ def optima_caveat(fit: dict) -> str | None:
 
 def parameter_flags(fit: dict) -> dict[str, list[str]]:
     """{parameter: what to say beside it}: pinned, on a bound, an interval containing 0, an
-    interval withheld or flagged (fit/intervals.py)."""
+    interval withheld or flagged (fit/boot.py)."""
     pinned, held, flagged = fit.get("pinned") or {}, fit.get("ci_withheld") or {}, fit.get("ci_flagged") or {}
     out = {}
     for k in fit.get("params") or {}:
