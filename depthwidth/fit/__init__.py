@@ -18,7 +18,7 @@ Modules, in the order a fit uses them:
 - terms.py + laws.py: laws as data (parameters, bounds, start grids, terms; ``label``)
 - userlaw.py + expr.py: user-defined laws (``--law FILE.yaml``, ``load_law``): a safe expression language with
   exact derivatives, the whole formula one term of a law
-- solver.py + engine.py: the robust multi-start fit (``fit_law``)
+- engine.py: the robust multi-start fit (``fit_law``) and its numerics (the batched LM solver, ``FitResult``)
 - boot.py: bootstrap refits (seed noise or whole runs) and which intervals may be shown
 - derived.py: numbers derived from a law (D_crit, compute-optimal allocation)
 - gradient_persistence.py: tau(W) from the runs' gradient-norm profiles (the statistics; the analysis,

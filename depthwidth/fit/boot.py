@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from depthwidth.fit.misfit import MIN_SHARE_DF, misfit_share
-from depthwidth.fit.solver import FitResult, Problem, batched_lm, best_starts
+from depthwidth.fit.engine import FitResult, Problem, batched_lm, best_starts
 
 CONFIG_KEYS = ("params", "depth", "width", "shape")
 RESAMPLE = ("noise", "runs")  # --resample: the design fixed and seed noise drawn afresh | whole runs resampled

@@ -19,10 +19,9 @@ from depthwidth.fit.defaults import default
 import math
 
 
-from depthwidth.fit.engine import fit_law
+from depthwidth.fit.engine import FitResult, fit_law
 from depthwidth.fit.holdout import heldout
 from depthwidth.fit.laws import Law, get_law, label
-from depthwidth.fit.solver import FitResult
 from depthwidth.fit.verdicts import PREFER_LEVEL, loro_better
 
 

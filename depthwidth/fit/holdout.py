@@ -32,8 +32,7 @@ import numpy as np
 
 from depthwidth.core.errors import bad
 from depthwidth.fit.boot import bootstrap, draw_noise, noise_scales, refit_many, run_codes
-from depthwidth.fit.engine import fit_law
-from depthwidth.fit.solver import FitResult
+from depthwidth.fit.engine import FitResult, fit_law
 from depthwidth.model.accounting import n_12dw2
 
 DEFAULT_FRACTION = 0.2

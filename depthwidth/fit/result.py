@@ -1,7 +1,7 @@
 """A fit's result as typed records: what ``fit.json`` holds (schema ``dw.fit/1``), read and written here.
 
 ``FitDocument`` is the document ``dw fit`` writes, field by field (``dw fit`` writes it through it; the
-engine's own numeric result is fit/solver.py's ``FitResult``); the optional analyses (law
+engine's own numeric result is fit/engine.py's ``FitResult``); the optional analyses (law
 comparison, hold-out, sensitivity, isoFLOP, planted truth, tuning, …) stay their own sections,
 kept in order under ``sections``.  ``Verdicts`` are every line and flag a reader prints about the
 fit — the fitted law's label, each parameter's flags, the optima and D_crit values outside the

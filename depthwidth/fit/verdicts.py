@@ -50,7 +50,6 @@ import math
 import numpy as np
 
 from depthwidth.fit.laws import builtin_of_label, has_hinge, label
-from depthwidth.fit.solver import FitResult, Problem, batched_lm, best_starts
 from depthwidth.fit.userlaw import law_of_label
 
 CLAIMS = {"chinchilla": ("alpha", "beta"), "width-depth": ("a_w", "a_d")}
@@ -77,7 +76,7 @@ def ranges(table, law) -> dict[str, list[float]]:
 #
 # ``no-penalty``
 #     The law without the penalty is as good: the penalty does not lower BIC by more than 2
-#     (``penalty_support`` below, the runs as its sample size), or fewer than
+#     (fit/engine.py ``penalty_support``, the runs as its sample size), or fewer than
 #     ``MIN_BEYOND`` runs lie beyond the fitted D_crit (a penalty through one run fits its noise).  Nothing is
 #     said about where D_crit is — only that no run of the grid shows it (it may lie beyond the
 #     deepest run, or there may be none).
@@ -295,13 +294,13 @@ def _dcrit_claim(table, law, params, support, ci, dci, level, pooled, samples=No
 
 
 def penalty_supported(delta_bic: float) -> bool:
-    """The depth penalty is supported when it lowers BIC by more than 2 (``penalty_support`` below)."""
+    """The depth penalty is supported when it lowers BIC by more than 2 (fit/engine.py ``penalty_support``)."""
     return bool(delta_bic < -2.0)
 
 
 def dcrit_warnings(past: int, support: dict | None) -> list[str]:
     """At fit time, before the claim's verdict: ``past`` points beyond the fitted D_crit and the
-    penalty's BIC support (``penalty_support`` below) -- what they leave unidentified."""
+    penalty's BIC support (fit/engine.py ``penalty_support``) -- what they leave unidentified."""
     if past == 0:
         return ["no point lies beyond the fitted D_crit: the penalty (gamma, mu) and D_crit are not identified"]
     out = [f"only {past} point(s) lie beyond the fitted D_crit: the penalty is weakly identified"] if past < 3 else []
@@ -318,11 +317,14 @@ def dcrit_warnings(past: int, support: dict | None) -> list[str]:
 # reader must know before trusting a fit: too few points for the free parameters (fewer runs than free
 # parameters: fit/boot.py, said before the numbers), parameters sitting on a bound, starts that did
 # not converge, and for the depth-delusion law the evidence on its penalty (``penalty_support``: BIC
-# against the same law with the penalty switched off) with what it says (``dcrit_warnings`` above).
+# against the same law with the penalty switched off, a refit: fit/engine.py) with what it says
+# (``dcrit_warnings`` above).
 
 
-def quality_warnings(fr: FitResult, table) -> list[str]:
-    """Plain-language warnings about a fit the data barely constrain."""
+def quality_warnings(fr, table, support: dict | None = None) -> list[str]:
+    """Plain-language warnings about a fit the data barely constrain (``fr``: fit/engine.py's
+    ``FitResult``; ``support``: the penalty's BIC support, fit/engine.py ``penalty_support``, which
+    ``fit_law`` computes and stores in ``fr.checks`` first)."""
     law, out = fr.law, []
     k = len(law.params) - len(fr.pins)
     if fr.n < 3 * k:
@@ -339,48 +341,10 @@ def quality_warnings(fr: FitResult, table) -> list[str]:
         vals = fr.params
         dc = law.dcrit(vals, np.asarray(table["width"], dtype=float))
         past = int((np.asarray(table["depth"], dtype=float) > dc).sum())
-        sup = penalty_support(fr, table)
-        if sup is not None:
-            fr.checks["penalty_support"] = sup
-        out += dcrit_warnings(past, sup)
+        out += dcrit_warnings(past, support)
     if not fr.r2 > 0:
         out.append(f"R² = {fr.r2:.3g}: the law explains less than a constant would")
     return out
-
-
-def penalty_support(fr: FitResult, table) -> dict | None:
-    """BIC of the depth-delusion law against the same law with the penalty switched off.
-
-    Gaussian likelihood of the log-loss residuals, with the runs as the sample size; without the
-    penalty, gamma, mu and the D_crit parameters are not counted.  ``supported`` (verdicts.py) when the
-    penalty lowers BIC by more than 2.
-    """
-    law = fr.law
-    if not has_hinge(law) or "gamma" in fr.pins:
-        return None
-    y = np.log(np.asarray(table["loss"], dtype=float))
-    X = law.data(table)
-    g = law.param("gamma")
-    pb0 = Problem(law, X, y, fr.delta, {**fr.pins, "gamma": float(g.to_natural(g.lo))})
-    res = batched_lm(pb0, pb0.reduce(best_starts(fr, law)), max_iter=300, threads=1)
-    t0 = pb0.full(res["theta"][int(np.argmin(res["F"]))])[0]
-    n = len(y)
-    rss1 = float(((law.evaluate(fr.theta[None, :], X)[0] - y) ** 2).sum())
-    rss0 = float(((law.evaluate(t0[None, :], X)[0] - y) ** 2).sum())
-    k1 = len(law.params) - len(fr.pins)
-    k0 = k1 - len([p for p in ("gamma", "mu", "kappa", "c", "p") if p in law.names and p not in fr.pins])
-    # The sample size is the number of runs: a run's token budgets share its seed's noise, so they are
-    # not independent evidence (counted as points, three budgets a run tripled every gain in fit and
-    # let a penalty through one noisy run pass the test).
-    m = len(set(np.asarray(table["run"]).astype(str))) if "run" in table else n
-    bic1 = m * math.log(max(rss1, 1e-300) / n) + k1 * math.log(m)
-    bic0 = m * math.log(max(rss0, 1e-300) / n) + k0 * math.log(m)
-    return {
-        "delta_bic": bic1 - bic0,
-        "supported": penalty_supported(bic1 - bic0),
-        "rmse_log_without": math.sqrt(rss0 / n),
-        "params_without": law.natural(t0),  # the law with the penalty off: what a figure draws when it is not supported
-    }
 
 
 def _fmt(x: float) -> str:
