@@ -31,7 +31,7 @@ Modules, in the order a fit uses them:
   (fit.json's ``tuning`` and the fixed-value fit beside it: analyses/tuning.py);
   lr*'s power laws (``lr_fits``: the statistics; the analysis, ``dw fit --law lr``'s lr_fit.json: analyses/lr_law.py)
 - compare.py: laws side by side (``--compare``)
-- sensitivity.py: refits under other fitting choices (``--sensitivity``)
+- analyses/sensitivity.py: refits under other fitting choices (``--sensitivity``), with its section and table
 - isoflop.py: approach 2, isoFLOP profiles (``--approach isoflop``)
 - planted.py: a fit of a simulated store against the world it was planted from
 - pipeline.py: the whole ``dw fit`` (``run_fit``), one named step each
