@@ -30,7 +30,7 @@ Modules, in the order a fit uses them:
 - tuning.py: a tuned sweep's best value per group (measured, interpolated, edge) and the table a law is fitted on
   (fit.json's ``tuning`` and the fixed-value fit beside it: analyses/tuning.py);
   lr*'s power laws (``lr_fits``: the statistics; the analysis, ``dw fit --law lr``'s lr_fit.json: analyses/lr_law.py)
-- compare.py: laws side by side (``--compare``)
+- analyses/compare.py: laws side by side (``--compare``), with its section and table
 - analyses/sensitivity.py: refits under other fitting choices (``--sensitivity``), with its section and table
 - isoflop.py: approach 2, isoFLOP profiles (``--approach isoflop``)
 - planted.py: a fit of a simulated store against the world it was planted from
