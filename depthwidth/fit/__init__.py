@@ -26,7 +26,8 @@ Modules, in the order a fit uses them:
 - verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima) and the
   plain-language warnings on a fit the data barely constrain
 - holdout.py: every held-out fit (fit small, predict large; LORO and extrapolation errors)
-- downstream.py: a downstream metric from loss in two steps (``--metric acc:TASK``: the loss law, then a sigmoid)
+- analyses/downstream.py: a downstream metric from loss in two steps (``--metric acc:TASK``: the loss law, then
+  a sigmoid), with its section and table
 - tuning.py: a tuned sweep's best value per group (measured, interpolated, edge) and the table a law is fitted on
   (fit.json's ``tuning`` and the fixed-value fit beside it: analyses/tuning.py);
   lr*'s power laws (``lr_fits``: the statistics; the analysis, ``dw fit --law lr``'s lr_fit.json: analyses/lr_law.py)

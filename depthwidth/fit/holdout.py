@@ -182,7 +182,7 @@ def holdout(
         "coverage": float(inside.mean()),
         "ci_coverage": float(((L >= ci[0]) & (L <= ci[1])).mean()) if ci is not None else None,
         "points": points,
-        # for a downstream metric's two-step prediction (fit/downstream.py), as losses whatever the
+        # for a downstream metric's two-step prediction (fit/analyses/downstream.py), as losses whatever the
         # law's objective (log or raw); not written to fit.json
         "_samples": law.to_loss(noisy),
         "_runs": [str(r) for r in runs],

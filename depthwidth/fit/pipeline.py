@@ -29,7 +29,7 @@ from depthwidth.fit.boot import vet as vet_intervals
 from depthwidth.fit.count import N_NAMES, count_model, unused_count, with_convention
 from depthwidth.fit.count import warnings_for as count_warnings
 from depthwidth.fit.derived import derived_numbers, nest
-from depthwidth.fit.downstream import check_metric
+from depthwidth.fit.analyses.downstream import check_metric
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.files import check_out, jsonable, read_input, sweep_quantum, table_fingerprint, unfinished
 from depthwidth.fit.files import beside_fit, write_document
