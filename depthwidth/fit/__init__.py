@@ -21,8 +21,8 @@ Modules, in the order a fit uses them:
 - engine.py: the robust multi-start fit (``fit_law``) and its numerics (the batched LM solver, ``FitResult``)
 - boot.py: bootstrap refits (seed noise or whole runs) and which intervals may be shown
 - derived.py: numbers derived from a law (D_crit, compute-optimal allocation)
-- gradient_persistence.py: tau(W) from the runs' gradient-norm profiles (the statistics; the analysis,
-  fit.json's ``gradient_persistence``: analyses/gradient_persistence.py)
+- analyses/gradient_persistence.py: tau(W) from the runs' gradient-norm profiles (the statistics, fit.json's
+  ``gradient_persistence`` and its figure)
 - verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima) and the
   plain-language warnings on a fit the data barely constrain
 - holdout.py: every held-out fit (fit small, predict large; LORO and extrapolation errors)

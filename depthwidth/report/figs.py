@@ -17,7 +17,7 @@ import numpy as np
 from depthwidth.core.figures import Figure
 from depthwidth.fit import analyses
 from depthwidth.fit.count import COLUMN, n_column
-from depthwidth.fit.gradient_persistence import record_at
+from depthwidth.fit.analyses.gradient_persistence import record_at
 from depthwidth.fit.userlaw import law_of_label
 from depthwidth.report import downstream, inside_figs
 from depthwidth.report.matching import flops_match_curves
