@@ -118,7 +118,7 @@ def failure_study(sweeps: int = 60, B: int = 200, workers: int = 2, resample: st
     jobs = [(k, s, B, resample) for k in STUDY for s in range(sweeps)]
     with ProcessPoolExecutor(workers) as ex:
         rs = list(ex.map(_raw, jobs, chunksize=1))
-    from depthwidth.fit.intervals import FLAG_CONVERGED
+    from depthwidth.fit.boot import FLAG_CONVERGED
 
     out = {}
     for lo, hi in ((0.0, 0.5), (0.5, FLAG_CONVERGED), (FLAG_CONVERGED, 0.95), (0.95, 1.01)):

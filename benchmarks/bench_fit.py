@@ -27,8 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from depthwidth.fit.engine import fit_law  # noqa: E402
-from depthwidth.fit.solver import Problem  # noqa: E402
+from depthwidth.fit.engine import Problem, fit_law  # noqa: E402
 from depthwidth.fit.boot import bootstrap  # noqa: E402
 from tests.planted import PLANTED, planted_table  # noqa: E402
 from depthwidth.fit.laws import get_law  # noqa: E402

@@ -6,7 +6,7 @@ laws with its *own* generator (not ``dw simulate``: an independent check of dw's
 runs the real ``dw fit`` (library call, default settings) on each, and counts per case how often
 each verdict says yes:
 
-- **D_crit located** (fit/identify.py's ladder): worlds with D_crit inside the grid (power: how
+- **D_crit located** (fit/verdicts.py's ladder): worlds with D_crit inside the grid (power: how
   often it is located; false yes: located with an interval that misses the truth at a located
   width), below the shallowest depth, beyond the deepest, no penalty at all, and uniform + ×
   runs at every configuration fitted with the shape-blind law (dw's default keeps the uniform

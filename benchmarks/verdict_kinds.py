@@ -368,7 +368,7 @@ def _match(case: str, world: str, sizes: int, seeds: int, noise: str, seed: int)
     return {"yes": yes, "wrong": yes and lo > 1.0, "fraction": top["flops_fraction"], "ci": ci}
 
 
-# -- the law comparison: fit/verdicts.py preferred, fit/compare.py dcrit_preference ----------
+# -- the law comparison: fit/verdicts.py preferred, fit/analyses/compare.py dcrit_preference ----------
 
 CMP_WIDTHS = (256, 512, 1024)
 CMP_DEPTHS = (4, 8, 16, 32)
@@ -506,7 +506,7 @@ def _compare(case: str, world: str, noise: str, seed: int) -> dict:
 def _dcrit_form(case: str, world: str, noise: str, seed: int) -> dict:
     """ "D_crit form preferred by the data: F" said?  wrong: F is not the planted form (any form is
     wrong where D_crit lies beyond the grid: the two forms then fit alike)."""
-    from depthwidth.fit.compare import dcrit_preference
+    from depthwidth.fit.analyses.compare import dcrit_preference
 
     doc = cmp_fit(world, noise, seed)
     p = dcrit_preference(doc["compare"]["laws"])

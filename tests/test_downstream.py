@@ -1,4 +1,4 @@
-"""``dw fit --metric METRIC:TASK``: the two-step downstream prediction (fit/downstream.py) checked
+"""``dw fit --metric METRIC:TASK``: the two-step downstream prediction (fit/analyses/downstream.py) checked
 against planted worlds: a Chinchilla loss law and a sigmoid from loss to accuracy, both with noise."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthwidth.fit.downstream import NAMES, sigmoid
+from depthwidth.fit.analyses.downstream import NAMES, sigmoid
 from depthwidth.fit.laws import get_law
 from depthwidth.fit.pipeline import run_fit
 from tests.helpers import dw_in_process

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from depthwidth.fit.compare import compare_laws, information
+from depthwidth.fit.analyses.compare import compare_laws, information
 from tests.planted import PLANTED, planted_table
 from depthwidth.fit.laws import get_law
 

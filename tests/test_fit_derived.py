@@ -7,7 +7,7 @@ import pytest
 from scipy.optimize import minimize
 
 from depthwidth.fit.derived import REFERENCE_MODELS, compute_optimal, derived_numbers
-from depthwidth.fit.gradient_persistence import persistence, profile_fit
+from depthwidth.fit.analyses.gradient_persistence import persistence, profile_fit
 from tests.planted import PLANTED
 from depthwidth.fit.laws import get_law
 
@@ -161,7 +161,7 @@ def test_persistence_recovers_the_width_exponent():
 def test_tau_law_uses_uniform_runs_only():
     import math as _m
 
-    from depthwidth.fit.gradient_persistence import persistence
+    from depthwidth.fit.analyses.gradient_persistence import persistence
 
     def prof(run, width, tau, shape):
         L = 12

@@ -5,8 +5,7 @@ import pytest
 from scipy.optimize import minimize
 
 from depthwidth.core.errors import BadInput
-from depthwidth.fit.engine import fit_law
-from depthwidth.fit.solver import Problem, batched_lm
+from depthwidth.fit.engine import Problem, batched_lm, fit_law
 from tests.planted import PLANTED, planted_table
 from depthwidth.fit.laws import get_law
 

@@ -52,7 +52,7 @@ def test_gemstones_identification_holdout_sensitivity_and_isoflop():
     assert 0 < h["rmse"] < 0.2 and 0 <= h["inside"] <= len(h["points"])
     s = res["sensitivity"]
     by = {c["key"]: c for c in s["choices"]}
-    # Gemstones has no non-embedding count, and 12·D·W² is no stand-in for its models' (fit/sensitivity.py)
+    # Gemstones has no non-embedding count, and 12·D·W² is no stand-in for its models' (fit/analyses/sensitivity.py)
     assert "no params_non_embedding column" in by["no_embeddings"]["skipped"] and by["drop_5_highest"]["n"] == 2547
     assert by["first_budget"]["n"] == by["last_budget"]["n"] == 22
     for v in s["numbers"].values():

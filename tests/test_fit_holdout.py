@@ -5,7 +5,7 @@ import json
 import pytest
 
 from depthwidth.core.errors import BadInput
-from depthwidth.fit.compare import compare_laws
+from depthwidth.fit.analyses.compare import compare_laws
 from depthwidth.fit.holdout import holdout, parse_holdout, split_largest
 from depthwidth.fit.laws import get_law
 from tests.helpers import assert_bad_input, dw

@@ -1,4 +1,4 @@
-"""Intervals a fit may not show or must flag (fit/intervals.py), and what it says before its numbers.
+"""Intervals a fit may not show or must flag (fit/boot.py), and what it says before its numbers.
 
 Before: an interval that excluded its own estimate (alpha 0.7035 [0.709, 5] on a 6-run sweep) or that
 rested on half the bootstrap refits failing was printed like any other, with only a warning line
@@ -6,7 +6,7 @@ at the end; these tests fail on that code."""
 
 import pytest
 
-from depthwidth.fit.intervals import FLAG_CONVERGED, underdetermined, vet
+from depthwidth.fit.boot import FLAG_CONVERGED, underdetermined, vet
 from depthwidth.fit.pipeline import run_fit
 from tests.helpers import dw_in_process
 

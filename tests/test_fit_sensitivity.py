@@ -8,7 +8,7 @@ import pytest
 
 from depthwidth.fit.laws import get_law
 from depthwidth.fit.pipeline import run_fit
-from depthwidth.fit.sensitivity import choices
+from depthwidth.fit.analyses.sensitivity import choices
 from tests.planted import PLANTED, planted_table
 
 CHIN = get_law("chinchilla")

@@ -72,7 +72,7 @@ def test_barely_constrained_fit_warns_and_gives_wide_intervals():
     assert res["underdetermined"][0].startswith("4 runs for 5 free parameters")  # said before the numbers
     assert res["warnings"][0] == res["underdetermined"][0]
     assert "points for 5 free parameters" in text
-    # an interval is shown only when it is wide, or withheld with its reason (failed refits, fit/intervals.py)
+    # an interval is shown only when it is wide, or withheld with its reason (failed refits, fit/boot.py)
     for k, c in res["ci"].items():
         assert (c is None and k in res["ci_withheld"]) or (c[1] - c[0]) / abs(res["params"][k]) > 0.5 or k == "E"
     widths = {k: (c[1] - c[0]) / abs(res["params"][k]) for k, c in res["ci"].items() if c}

@@ -349,7 +349,7 @@ def big_table() -> pd.DataFrame:
 
 
 def test_the_start_search_of_a_law_that_overflows_float32_does_not_depend_on_the_number_of_starts():
-    from depthwidth.fit.solver import Problem, search_dtype
+    from depthwidth.fit.engine import Problem, search_dtype
 
     law, t = load_law(BIG_SPEC), big_table()
     pb = Problem(law, law.data(t), law.fitted(t["loss"]))
@@ -368,7 +368,7 @@ def test_the_start_search_of_a_law_that_overflows_float32_does_not_depend_on_the
 
 
 def test_a_law_float32_evaluates_faithfully_is_still_searched_in_float32():
-    from depthwidth.fit.solver import Problem, search_dtype
+    from depthwidth.fit.engine import Problem, search_dtype
 
     law, t = load_law(poly_law(True)), planted_positive_table()
     pb = Problem(law, law.data(t), law.fitted(t["loss"]))

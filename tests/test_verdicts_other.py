@@ -17,7 +17,7 @@ def _share(kind: str, case: str, n: int) -> float:
     return float(np.mean([float(vk.VERDICTS[kind][1](case, *spec, seed)["yes"]) for seed in range(n)]))
 
 
-# -- held-out preference (fit/verdicts.py loro_better, preferred; fit/compare.py dcrit_preference) --
+# -- held-out preference (fit/verdicts.py loro_better, preferred; fit/analyses/compare.py dcrit_preference) --
 
 
 def _rows(seed: int, n_runs: int = 14) -> list[dict]:
@@ -52,7 +52,7 @@ def test_laws_that_predict_alike_are_rarely_preferred():
     """100 comparisons of laws whose per-run held-out errors share one distribution: the lower RMSE alone
     preferred width-depth in about half and a D_crit form in every one (before); the paired test (5%) in at
     most 10 (600 such: 5.7% and 5.3%)."""
-    from depthwidth.fit.compare import dcrit_preference
+    from depthwidth.fit.analyses.compare import dcrit_preference
     from depthwidth.fit.verdicts import preferred
 
     said = [preferred(_doc(_rows(s))) is not None for s in range(100)]
@@ -61,7 +61,7 @@ def test_laws_that_predict_alike_are_rarely_preferred():
 
 
 def test_a_law_better_on_most_runs_is_preferred_and_says_how_sure():
-    from depthwidth.fit.compare import dcrit_preference
+    from depthwidth.fit.analyses.compare import dcrit_preference
     from depthwidth.fit.verdicts import loro_better, preferred
 
     rows = _rows(0)

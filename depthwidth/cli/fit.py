@@ -82,7 +82,7 @@ def render(doc: FitDocument) -> None:
     from depthwidth.report.render import in_order, print_table
 
     c = _console(120)
-    for line in doc.underdetermined:  # before any number (fit/intervals.py)
+    for line in doc.underdetermined:  # before any number (fit/boot.py)
         c.print(f"[bold yellow]before the numbers:[/bold yellow] {esc(line)}")
     T = fit_tables(doc)
     if "dcrit" not in doc.derived:  # a law without D_crit: the paper's column alone says nothing

@@ -18,21 +18,21 @@ Modules, in the order a fit uses them:
 - terms.py + laws.py: laws as data (parameters, bounds, start grids, terms; ``label``)
 - userlaw.py + expr.py: user-defined laws (``--law FILE.yaml``, ``load_law``): a safe expression language with
   exact derivatives, the whole formula one term of a law
-- solver.py + engine.py: the robust multi-start fit (``fit_law``)
-- checks.py: plain-language warnings on a fit the data barely constrain
-- boot.py: bootstrap refits (seed noise or whole runs)
-- intervals.py: which intervals may be shown
+- engine.py: the robust multi-start fit (``fit_law``) and its numerics (the batched LM solver, ``FitResult``)
+- boot.py: bootstrap refits (seed noise or whole runs) and which intervals may be shown
 - derived.py: numbers derived from a law (D_crit, compute-optimal allocation)
-- gradient_persistence.py: tau(W) from the runs' gradient-norm profiles (the statistics; the analysis,
-  fit.json's ``gradient_persistence``: analyses/gradient_persistence.py)
-- verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima)
+- analyses/gradient_persistence.py: tau(W) from the runs' gradient-norm profiles (the statistics, fit.json's
+  ``gradient_persistence`` and its figure)
+- verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima) and the
+  plain-language warnings on a fit the data barely constrain
 - holdout.py: every held-out fit (fit small, predict large; LORO and extrapolation errors)
-- downstream.py: a downstream metric from loss in two steps (``--metric acc:TASK``: the loss law, then a sigmoid)
+- analyses/downstream.py: a downstream metric from loss in two steps (``--metric acc:TASK``: the loss law, then
+  a sigmoid), with its section and table
 - tuning.py: a tuned sweep's best value per group (measured, interpolated, edge) and the table a law is fitted on
   (fit.json's ``tuning`` and the fixed-value fit beside it: analyses/tuning.py);
   lr*'s power laws (``lr_fits``: the statistics; the analysis, ``dw fit --law lr``'s lr_fit.json: analyses/lr_law.py)
-- compare.py: laws side by side (``--compare``)
-- sensitivity.py: refits under other fitting choices (``--sensitivity``)
+- analyses/compare.py: laws side by side (``--compare``), with its section and table
+- analyses/sensitivity.py: refits under other fitting choices (``--sensitivity``), with its section and table
 - isoflop.py: approach 2, isoFLOP profiles (``--approach isoflop``)
 - planted.py: a fit of a simulated store against the world it was planted from
 - pipeline.py: the whole ``dw fit`` (``run_fit``), one named step each

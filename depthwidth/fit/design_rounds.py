@@ -101,8 +101,7 @@ def rml_ensemble(
     output's own (``MULTI_SHARED``): where too few runs measure the split, neither extreme (outputs
     that move together, or apart) is assumed."""
     from depthwidth.fit.count import default_convention, with_convention
-    from depthwidth.fit.engine import fitted_target
-    from depthwidth.fit.solver import Problem, batched_lm
+    from depthwidth.fit.engine import Problem, batched_lm, fitted_target
     from depthwidth.fit.userlaw import long_table, outputs
 
     multi = bool(outputs(law))

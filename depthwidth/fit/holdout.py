@@ -32,8 +32,7 @@ import numpy as np
 
 from depthwidth.core.errors import bad
 from depthwidth.fit.boot import bootstrap, draw_noise, noise_scales, refit_many, run_codes
-from depthwidth.fit.engine import fit_law
-from depthwidth.fit.solver import FitResult
+from depthwidth.fit.engine import FitResult, fit_law
 from depthwidth.model.accounting import n_12dw2
 
 DEFAULT_FRACTION = 0.2
@@ -183,7 +182,7 @@ def holdout(
         "coverage": float(inside.mean()),
         "ci_coverage": float(((L >= ci[0]) & (L <= ci[1])).mean()) if ci is not None else None,
         "points": points,
-        # for a downstream metric's two-step prediction (fit/downstream.py), as losses whatever the
+        # for a downstream metric's two-step prediction (fit/analyses/downstream.py), as losses whatever the
         # law's objective (log or raw); not written to fit.json
         "_samples": law.to_loss(noisy),
         "_runs": [str(r) for r in runs],

@@ -45,9 +45,8 @@ import numpy as np
 from depthwidth.core.errors import BadInput
 from depthwidth.fit.papers import VWT_MATCH
 from depthwidth.fit.boot import percentile_ci, refit_many, run_weights
-from depthwidth.fit.engine import fit_law
+from depthwidth.fit.engine import DEFAULT_DELTA, fit_law
 from depthwidth.fit.laws import Law
-from depthwidth.fit.solver import DEFAULT_DELTA
 from depthwidth.fit.options import FitOptions
 from depthwidth.fit.table import EXCLUDED_STATUS
 from depthwidth.fit.terms import Const, Power, coef, expo, irreducible_param

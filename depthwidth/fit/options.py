@@ -68,7 +68,7 @@ class FitOptions:
     n_convention: str | None = default("n_convention")  # None: the law's own
     c_ref: float = default("c_ref")
     probe_step: int = default("probe_step")
-    metric: str | None = default("metric")  # downstream.py
+    metric: str | None = default("metric")  # analyses/downstream.py
     tuned: str | None = default("tuned")  # tuning.py; None: best
     pool_shapes: bool = default("pool_shapes")
     match: bool = default("match")  # analyses/match.py: match.json instead of a law fit

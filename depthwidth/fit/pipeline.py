@@ -24,17 +24,16 @@ from depthwidth.fit.analyses import Context
 from depthwidth.fit.analyses import own as own_document
 from depthwidth.fit.analyses import run_all as run_analyses
 from depthwidth.fit.boot import bootstrap as boot_fn
-from depthwidth.fit.boot import bound_hits, noise_scales, param_samples, percentile_ci
+from depthwidth.fit.boot import bound_hits, noise_scales, param_samples, percentile_ci, underdetermined
+from depthwidth.fit.boot import vet as vet_intervals
 from depthwidth.fit.count import N_NAMES, count_model, unused_count, with_convention
 from depthwidth.fit.count import warnings_for as count_warnings
 from depthwidth.fit.derived import derived_numbers, nest
-from depthwidth.fit.downstream import check_metric
+from depthwidth.fit.analyses.downstream import check_metric
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.files import check_out, jsonable, read_input, sweep_quantum, table_fingerprint, unfinished
 from depthwidth.fit.files import beside_fit, write_document
 from depthwidth.fit.holdout import split_largest
-from depthwidth.fit.intervals import underdetermined
-from depthwidth.fit.intervals import vet as vet_intervals
 from depthwidth.fit.isoflop import budgets as isoflop_budgets
 from depthwidth.fit.laws import get_law, is_user
 from depthwidth.fit.options import Checked, FitOptions
@@ -142,7 +141,7 @@ def fit_document(name=None, *, options=None, out=None, write=True, force=False, 
         "pinned": chk.pins,
         "on_bound": fr.on_bound,
         "starts": fr.starts,
-        "checks": fr.checks,  # the depth penalty's BIC support and the law without it (fit/checks.py)
+        "checks": fr.checks,  # the depth penalty's BIC support and the law without it (fit/verdicts.py)
         "bootstrap": iv.info,
         "ci_withheld": iv.withheld,
         "ci_flagged": iv.flagged,
@@ -258,7 +257,7 @@ def _fit(clean, chk: Checked, opts: FitOptions, going: str | None):
 @dataclass
 class Intervals:
     """The bootstrap's intervals of the parameters (``ci``) and derived numbers (``dci``), what may
-    be shown of them (fit/intervals.py), and what the bootstrap says about itself."""
+    be shown of them (fit/boot.py), and what the bootstrap says about itself."""
 
     ci: dict
     dci: dict
@@ -298,7 +297,7 @@ def _intervals(fr, clean, chk: Checked, opts: FitOptions, point: dict, widths, c
             warnings.append(
                 f"{k} is on a bound in {100 * f:.0f}% of bootstrap refits: its interval is cut by the bound"
             )
-    # what may be shown (fit/intervals.py): withheld intervals, and measured coverage outside 90-98%
+    # what may be shown (fit/boot.py): withheld intervals, and measured coverage outside 90-98%
     ci, w1, f1 = vet_intervals(fr.params, ci, ok, B)
     dci, w2, f2 = vet_intervals(point, dci, ok, B)
     withheld, flagged = {**w1, **w2}, {**f1, **f2}
@@ -329,7 +328,7 @@ def _contains_zero(chk: Checked, level: float, iv: Intervals) -> list[str]:
 
 
 def _identification(clean, fr, chk: Checked, opts: FitOptions, iv: Intervals, derived, sweep_dir, n_conv, pooled):
-    """The identification verdict (fit/identify.py's ladder), which every fit has."""
+    """The identification verdict (fit/verdicts.py's ladder), which every fit has."""
     return identification(
         clean,
         chk.law,

@@ -1,11 +1,11 @@
 """A fit's result as typed records: what ``fit.json`` holds (schema ``dw.fit/1``), read and written here.
 
 ``FitDocument`` is the document ``dw fit`` writes, field by field (``dw fit`` writes it through it; the
-engine's own numeric result is fit/solver.py's ``FitResult``); the optional analyses (law
+engine's own numeric result is fit/engine.py's ``FitResult``); the optional analyses (law
 comparison, hold-out, sensitivity, isoFLOP, planted truth, tuning, …) stay their own sections,
 kept in order under ``sections``.  ``Verdicts`` are every line and flag a reader prints about the
 fit — the fitted law's label, each parameter's flags, the optima and D_crit values outside the
-meaningful range, the verdict lines under the fit (the D_crit ladder first, fit/identify.py), the
+meaningful range, the verdict lines under the fit (the D_crit ladder first, fit/verdicts.py), the
 optima's caveat, the planted-truth line, what the loss-vs-depth figure draws (which law, solid or
 dashed, and why) and the line said when the claim is not identified, what each analysis' table
 says (its lines, the cells it marks) — decided once when the fit is made (``decide``) and stored
@@ -192,11 +192,11 @@ class FitDocument:
     starts: dict = field(default_factory=dict)
     """The multi-start search: starts tried and converged, the precision it ran in."""
     checks: dict = field(default_factory=dict)
-    """The depth penalty's BIC support and the law without it (fit/checks.py)."""
+    """The depth penalty's BIC support and the law without it (fit/verdicts.py)."""
     bootstrap: dict = field(default_factory=dict)
     """The bootstrap: replicates asked and converged, what a replicate redraws (``--resample``)."""
     ci_withheld: dict = field(default_factory=dict)
-    """Intervals not shown, each with why (fit/intervals.py)."""
+    """Intervals not shown, each with why (fit/boot.py)."""
     ci_flagged: dict = field(default_factory=dict)
     """Intervals shown with a flag, each with why."""
     underdetermined: list = field(default_factory=list)

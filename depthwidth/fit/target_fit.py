@@ -46,7 +46,7 @@ import numpy as np
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.laws import Law
 from depthwidth.fit.misfit import MISFIT_LENGTH, MISFIT_LR_CRITICAL, law_coords, misfit_test, run_columns
-from depthwidth.fit.solver import FitResult
+from depthwidth.fit.engine import FitResult
 
 PLAIN_PER_PARAM = 10.0  # points (runs × outputs) a free parameter below which the fit stays plain
 LOCAL_PER_PARAM = 5.0  # effective runs a free parameter the local fit keeps

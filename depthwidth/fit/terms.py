@@ -110,7 +110,7 @@ class DepthPenalty:
     ``form='log'``: D_crit = kappa * ln W; ``form='power'``: D_crit = c * W^p.
     With ``smooth > 0`` the hinge is rounded over |x| < smooth (``_hinge``): wider during the
     multi-start search, so that the D_crit parameters feel a gradient from runs near D_crit, and
-    narrow in the estimator (solver.HINGE_SMOOTH); everything reported uses the exact hinge.
+    narrow in the estimator (engine.HINGE_SMOOTH); everything reported uses the exact hinge.
     """
 
     form: str  # log | power

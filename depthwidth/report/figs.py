@@ -17,7 +17,7 @@ import numpy as np
 from depthwidth.core.figures import Figure
 from depthwidth.fit import analyses
 from depthwidth.fit.count import COLUMN, n_column
-from depthwidth.fit.gradient_persistence import record_at
+from depthwidth.fit.analyses.gradient_persistence import record_at
 from depthwidth.fit.userlaw import law_of_label
 from depthwidth.report import downstream, inside_figs
 from depthwidth.report.matching import run_frame
@@ -210,7 +210,7 @@ def loss_vs_depth(plt, data, rep, out):
     draw = data.fit.verdicts.figure if data.fit else None  # what the fit's verdict allows to be drawn
     main = draw["fit"] if draw else None
     alt = (draw or {}).get("alternative")
-    conv = _convention(data.fit)  # a compared law was fitted on the same N (fit/compare.py)
+    conv = _convention(data.fit)  # a compared law was fitted on the same N (fit/analyses/compare.py)
     nkey = COLUMN.get(conv, "params")  # the grid's count the curve runs along (12DW2: from depth, width)
     widths = sorted({r["width"] for r in grid})
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))

@@ -169,7 +169,7 @@ def losses(w: World, rows: dict, run_index: np.ndarray, seed: int) -> np.ndarray
 
 def gradient_profile(w: World, depth: int, width: float, rng) -> list[float] | None:
     """Per-layer gradient norms (bottom first) decaying from the top with the planted D_crit:
-    ||g_l|| = exp(−(D − l) / τ), τ = D_crit(W) − 1 (D_crit is a depth: fit/gradient_persistence.py), 2% noise.
+    ||g_l|| = exp(−(D − l) / τ), τ = D_crit(W) − 1 (D_crit is a depth: fit/analyses/gradient_persistence.py), 2% noise.
     None for a law without D_crit."""
     dc = w.law.dcrit(w.values, [width])
     if dc is None:

@@ -110,7 +110,7 @@ class Context:
     clean: object = None
     """The table the law was fitted on (rows cleaned, N in the fit's convention)."""
     fr: object = None
-    """The engine's result (fit/solver.py ``FitResult``): parameters, theta, warnings."""
+    """The engine's result (fit/engine.py ``FitResult``): parameters, theta, warnings."""
     chk: object = None
     """The checked options (fit/options.py ``Checked``): the law, compared laws, K, pins."""
     opts: object = None

@@ -24,7 +24,7 @@ def section(ctx) -> dict:
         resample=o.resample,
         **ctx.common,
     )
-    ctx.shared["holdout"] = h  # --metric predicts the same runs in two steps (downstream.py)
+    ctx.shared["holdout"] = h  # --metric predicts the same runs in two steps (analyses/downstream.py)
     return {k: v for k, v in h.items() if not k.startswith("_")}
 
 
