@@ -42,7 +42,7 @@ _BLOCK = 64  # replicates per batched call
 # ScaleBench's farseer, 40-100 runs, 8-68% of 50 replicates converged within 500 iterations,
 # 28-100% within 2000 (most of the rest within 8000); a replicate counts only if it converged, and
 # a design with too few falls back to the RML ensemble (27 of 59 farseer rounds at 500).  Rows that
-# converge leave the batch (fit/solver.py), so the extra iterations cost only the slow ones.
+# converge leave the batch (fit/engine.py batched_lm), so the extra iterations cost only the slow ones.
 REFIT_ITERS = 2000
 
 

@@ -287,7 +287,7 @@ def dcrit_tables(fit: FitDocument | None, widths=(), probes=()) -> dict:
 
 def _profile_dcrit(probes) -> dict:
     """D_crit by the 1/e rule per width straight from probes (when no fit.json carries it)."""
-    from depthwidth.fit.gradient_persistence import persistence
+    from depthwidth.fit.analyses.gradient_persistence import persistence
 
     if not probes:
         return {}
