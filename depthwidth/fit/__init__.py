@@ -15,7 +15,7 @@ Modules, in the order a fit uses them:
 - files.py: what a fit reads and writes (the run table, fit.json / match.json, provenance fingerprint)
 - table.py: ``--where`` filters and cleaning a run table for a law
 - count.py: which N a fit means (``--n-convention``) and N(D, W) for the optimal shape
-- terms.py + laws.py: laws as data (parameters, bounds, start grids, terms; ``label``)
+- laws.py: laws as data (parameters, bounds, start grids, the term kinds they are built from; ``label``)
 - userlaw.py + expr.py: user-defined laws (``--law FILE.yaml``, ``load_law``): a safe expression language with
   exact derivatives, the whole formula one term of a law
 - engine.py: the robust multi-start fit (``fit_law``) and its numerics (the batched LM solver, ``FitResult``)

@@ -18,7 +18,7 @@ LM) and polished with scipy's L-BFGS-B on the exact objective; the best is
 kept.  A user law whose values float32 cannot hold (an input near 2e11 to a power
 of ±5) is searched in float64 instead (``search_dtype``).  The hinge max(0, .)
 of the depth-delusion penalty is rounded (a C¹
-quadratic spline over |D/D_crit − 1| < s, terms.py) with s = SEARCH_SMOOTH
+quadratic spline over |D/D_crit − 1| < s, laws.py) with s = SEARCH_SMOOTH
 during the search and s = HINGE_SMOOTH in the refinement, the polish and every
 bootstrap refit (``Problem``): with the exact hinge the near-L1 objective
 has a kink wherever D_crit(W) meets a run's depth, and its minima sat there

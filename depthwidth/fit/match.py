@@ -46,10 +46,9 @@ from depthwidth.core.errors import BadInput
 from depthwidth.fit.papers import VWT_MATCH
 from depthwidth.fit.boot import percentile_ci, refit_many, run_weights
 from depthwidth.fit.engine import DEFAULT_DELTA, fit_law
-from depthwidth.fit.laws import Law
+from depthwidth.fit.laws import Const, Law, Power, coef, expo, irreducible_param
 from depthwidth.fit.options import FitOptions
 from depthwidth.fit.table import EXCLUDED_STATUS
-from depthwidth.fit.terms import Const, Power, coef, expo, irreducible_param
 
 # A shape's run bootstrap needs this many runs beyond its curve's free parameters: with 4 runs (one a size) for
 # E, A, alpha the resampled curves pass through their points, and a × planted identical to uniform had an

@@ -76,8 +76,7 @@ import numpy as np
 
 from depthwidth.core.errors import BadInput, bad, did_you_mean
 from depthwidth.fit import expr
-from depthwidth.fit.laws import LAW_NAMES, Law, builtin_of_label, is_user
-from depthwidth.fit.terms import Param
+from depthwidth.fit.laws import LAW_NAMES, Law, Param, builtin_of_label, is_user
 
 KEYS = ("name", "formula", "outputs", "columns", "define", "params", "objective")
 OUTPUT = "output"  # a multi-output law's long table: the column naming each row's output
