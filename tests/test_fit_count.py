@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import minimize
 
 from depthwidth.core.errors import BadInput
-from depthwidth.fit.count import CountModel, count_model, with_convention
+from depthwidth.fit.derived import CountModel, count_model, with_convention
 from depthwidth.fit.derived import compute_optimal
 from depthwidth.fit.laws import get_law
 from depthwidth.fit.pipeline import run_fit

@@ -14,13 +14,13 @@ Modules, in the order a fit uses them:
 - options.py: ``FitOptions``, every choice of a fit (shared by ``dw fit``, ``--match`` and the report)
 - files.py: what a fit reads and writes (the run table, fit.json / match.json, provenance fingerprint)
 - table.py: ``--where`` filters and cleaning a run table for a law
-- count.py: which N a fit means (``--n-convention``) and N(D, W) for the optimal shape
 - laws.py: laws as data (parameters, bounds, start grids, the term kinds they are built from; ``label``)
 - userlaw.py + expr.py: user-defined laws (``--law FILE.yaml``, ``load_law``): a safe expression language with
   exact derivatives, the whole formula one term of a law
 - engine.py: the robust multi-start fit (``fit_law``) and its numerics (the batched LM solver, ``FitResult``)
 - boot.py: bootstrap refits (seed noise or whole runs) and which intervals may be shown
-- derived.py: numbers derived from a law (D_crit, compute-optimal allocation)
+- derived.py: numbers derived from a law (D_crit, compute-optimal allocation), and which N a fit means
+  (``--n-convention``) with N(D, W) for the optimal shape
 - analyses/gradient_persistence.py: tau(W) from the runs' gradient-norm profiles (the statistics, fit.json's
   ``gradient_persistence`` and its figure)
 - verdicts.py: every verdict (is the claim identified, which law to draw, meaningful optima) and the

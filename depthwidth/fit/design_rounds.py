@@ -94,13 +94,13 @@ def rml_ensemble(
 ) -> Ensemble:
     """Randomized maximum likelihood (module doc): ``B`` replicates, each from a draw of the law's
     start grid fitted to the losses of ``table`` plus fresh noise of sd ``noise`` (log loss).
-    ``convention``: the parameter count the law reads as N (fit/count.py; default the law's).
+    ``convention``: the parameter count the law reads as N (fit/derived.py; default the law's).
 
     A multi-output law's runs are fitted with all their outputs (``long_table``); a new run's noise
     ``noise`` is then split evenly between the run's own effect, which its outputs share, and each
     output's own (``MULTI_SHARED``): where too few runs measure the split, neither extreme (outputs
     that move together, or apart) is assumed."""
-    from depthwidth.fit.count import default_convention, with_convention
+    from depthwidth.fit.derived import default_convention, with_convention
     from depthwidth.fit.engine import Problem, batched_lm, fitted_target
     from depthwidth.fit.userlaw import long_table, outputs
 

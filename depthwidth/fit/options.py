@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 
 from depthwidth.core.errors import bad
 from depthwidth.fit.boot import RESAMPLE
-from depthwidth.fit.count import check_convention
+from depthwidth.fit.derived import check_convention
 from depthwidth.fit.defaults import default
 from depthwidth.fit.holdout import parse_holdout
 from depthwidth.fit.isoflop import AXES as ISOFLOP_AXES

@@ -26,9 +26,8 @@ from depthwidth.fit.analyses import run_all as run_analyses
 from depthwidth.fit.boot import bootstrap as boot_fn
 from depthwidth.fit.boot import bound_hits, noise_scales, param_samples, percentile_ci, underdetermined
 from depthwidth.fit.boot import vet as vet_intervals
-from depthwidth.fit.count import N_NAMES, count_model, unused_count, with_convention
-from depthwidth.fit.count import warnings_for as count_warnings
-from depthwidth.fit.derived import derived_numbers, nest
+from depthwidth.fit.derived import N_NAMES, count_model, derived_numbers, nest, unused_count, with_convention
+from depthwidth.fit.derived import warnings_for as count_warnings
 from depthwidth.fit.analyses.downstream import check_metric
 from depthwidth.fit.engine import fit_law
 from depthwidth.fit.files import check_out, jsonable, read_input, sweep_quantum, table_fingerprint, unfinished

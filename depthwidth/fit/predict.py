@@ -53,7 +53,7 @@ import numpy as np
 
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.fit.boot import draw_noise
-from depthwidth.fit.count import CountModel, count_of
+from depthwidth.fit.derived import CountModel, count_of
 from depthwidth.fit.derived import C_REF, derived_numbers
 from depthwidth.fit.laws import Law
 from depthwidth.fit.misfit import MISFIT_LENGTH, misfit_corr, run_columns
@@ -79,7 +79,7 @@ class Ensemble:
     theta: np.ndarray  # (B, P) internal parameter replicates
     noise: dict  # noise scales of log loss: run, point, df_run, df_point (fit/boot.noise_scales)
     count: CountModel | None = None  # N(D, W) in the fit's convention, for compute-optimal targets
-    convention: str = "total"  # which parameter count the law reads as N (fit/count.py)
+    convention: str = "total"  # which parameter count the law reads as N (fit/derived.py)
     level: float = 0.95
     source: str = "fit"  # fit | prior NAME | rml (N runs)
     notes: list = field(default_factory=list)
@@ -158,7 +158,7 @@ def _table(ens: Ensemble, rows):
     """Rows (mappings or a DataFrame) as the law's input table, N in the ensemble's convention."""
     import pandas as pd
 
-    from depthwidth.fit.count import with_convention
+    from depthwidth.fit.derived import with_convention
 
     df = pd.DataFrame(rows).reset_index(drop=True)
     if "loss" not in df:

@@ -97,7 +97,7 @@ def prior(law: Law, name: str = "published", draws: int = DRAWS, seed: int = 0):
     well each explains the 13 published losses at the paper's own misfit (``PAPER_RMSE``): the wide
     independent draws alone predict losses from 1 to 12 nats; anchored, they predict the published
     range and keep what the losses cannot pin down (where D_crit lies) uncertain."""
-    from depthwidth.fit.count import default_convention
+    from depthwidth.fit.derived import default_convention
     from depthwidth.fit.predict import Ensemble
 
     if name not in PRIORS:

@@ -178,7 +178,7 @@ class FitDocument:
     options: dict = field(default_factory=dict)
     """The law's options (D_crit form …) and the fit's settings."""
     n_convention: dict = field(default_factory=dict)
-    """Which parameter count N the law read (fit/count.py)."""
+    """Which parameter count N the law read (fit/derived.py)."""
     where: list[str] = field(default_factory=list)
     """The ``--where`` filters applied (a shape-blind law on a store of shapes: ``shape=uniform``)."""
     excluded: list = field(default_factory=list)

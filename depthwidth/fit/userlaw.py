@@ -479,7 +479,7 @@ def check_columns(law: Law, table_columns, convention: str = "total") -> None:
     have = [str(c) for c in table_columns]
     derivable = {"tokens"} if {"flops", "params"} <= set(have) else set()  # fit/table.py derives it
     if convention != "total":
-        derivable.add("params")  # fit/count.py makes it, or says what it misses
+        derivable.add("params")  # fit/derived.py's count model makes it, or says what it misses
     file = law.source.get("file") if isinstance(law, UserLaw) else None
     where = Path(file).name if file else f"law {law.name}"
     for sym, col in law.terms[0].symbols:

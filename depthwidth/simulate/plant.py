@@ -18,7 +18,7 @@ import numpy as np
 from depthwidth.core import provenance
 from depthwidth.core.errors import BadInput, bad
 from depthwidth.core.store import check_name, runs_root
-from depthwidth.fit.count import count_model, n_column, with_convention
+from depthwidth.fit.derived import count_model, n_column, with_convention
 from depthwidth.fit.derived import C_REF, derived_numbers
 from depthwidth.model.accounting import account
 from depthwidth.model.resolve import from_config

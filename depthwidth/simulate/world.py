@@ -2,7 +2,7 @@
 
 ``World`` is everything that decides a simulated run's losses: the law (any of
 fit/laws.py, both D_crit forms, with or without E), its parameters, which
-parameter count is its N (fit/count.py), and the noise:
+parameter count is its N (fit/derived.py), and the noise:
 
 ``sigma``        seed-to-seed noise: one Gaussian draw on log loss per run, shared by
                  all of its token budgets (default 0.005, ≈ 0.017 nats at the
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from depthwidth.core.errors import BadInput, bad
-from depthwidth.fit.count import check_convention
+from depthwidth.fit.derived import check_convention
 from depthwidth.fit.laws import Law, get_law, label, parse_values
 from depthwidth.fit.prior import PUBLISHED
 

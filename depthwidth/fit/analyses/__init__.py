@@ -122,7 +122,7 @@ class Context:
     sweep_dir: object = None
     widths: list = field(default_factory=list)
     count: object = None
-    """N(D, W) in the fit's convention (fit/count.py), None for a user law."""
+    """N(D, W) in the fit's convention (fit/derived.py), None for a user law."""
     n_conv: str = ""
     point: dict = field(default_factory=dict)
     """The derived numbers at the fitted parameters."""

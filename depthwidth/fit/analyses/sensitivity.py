@@ -43,7 +43,7 @@ import numpy as np
 from depthwidth.core.tables import NOT_IDENTIFIED, Col, Table
 from depthwidth.fit.analyses import said
 from depthwidth.fit.boot import bootstrap, param_samples, percentile_ci
-from depthwidth.fit.count import count_model
+from depthwidth.fit.derived import count_model
 from depthwidth.fit.derived import C_REF, derived_numbers
 from depthwidth.fit.engine import fit_law
 
@@ -278,7 +278,7 @@ def sensitivity(
     ``base``: the baseline FitResult, when already fitted.
     ``boot``: (replicates, level) of those intervals: the drop-highest fit is
     bootstrapped alike, and the narrower interval is the one spreads are compared with.
-    ``convention``/``count``: the N the baseline reads and its N(D, W) (fit/count.py); the
+    ``convention``/``count``: the N the baseline reads and its N(D, W) (fit/derived.py); the
     other-count choice derives its shapes from its own count.
     """
     ci = ci or {}
