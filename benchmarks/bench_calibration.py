@@ -89,7 +89,7 @@ def _raw(job: tuple) -> dict:
     key, seed, B, resample = job
     import depthwidth.fit.pipeline as fr
     from depthwidth.simulate import Noise, simulate, world
-    from depthwidth.track.table import run_table
+    from depthwidth.track.run_source import run_table
 
     fr.vet_intervals = lambda point, ci, converged, replicates: (ci, {}, {})  # show everything
     ws, ds = STUDY[key]

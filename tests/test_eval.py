@@ -249,7 +249,7 @@ def test_the_harness_reports_the_planted_accuracy_and_eval_json_records_it(world
 
 def test_run_table_gets_a_metric_task_column_on_the_evaluated_step(world):
     from depthwidth.track.evaldoc import read
-    from depthwidth.track.table import TABLE_COLUMNS, run_table
+    from depthwidth.track.run_source import TABLE_COLUMNS, run_table
 
     df = run_table(world["root"] / "sw")
     assert {"acc:dw_mc", "acc_norm:dw_mc", "word_perplexity:dw_ppl", "exact_match:dw_gen"} <= set(df.columns)

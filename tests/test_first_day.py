@@ -96,7 +96,7 @@ def test_dw_forget_leaves_runs_out_and_keeps_the_record(store):
     events = [json.loads(x) for x in (store / "t" / "manifest").read_text().splitlines()]
     assert [e["run_id"] for e in events if e["event"] == "forget"] == ["u2x64-long", "never"]
     assert "apart" not in _report(store)["tables"]  # the report no longer sees it either
-    from depthwidth.track.table import run_table
+    from depthwidth.track.run_source import run_table
 
     assert "u2x64-long" not in set(run_table(store / "t")["run"])  # nor dw fit
 

@@ -35,7 +35,7 @@ def test_intervals_resting_on_failed_refits_are_flagged():
 def six(tmp_path_factory):
     """6 runs of a planted world (the demo grid's widths 64, 96 at depths 1, 2, 6; 3 budgets each)."""
     from depthwidth.simulate import Noise, simulate
-    from depthwidth.track.table import run_table
+    from depthwidth.track.run_source import run_table
 
     root = tmp_path_factory.mktemp("six")
     simulate("demo", name="six", root=root, seed=0, only="*grid*", noise=Noise(sigma=0.01))

@@ -8,7 +8,7 @@ import pytest
 
 from tests.planted import PLANTED
 from depthwidth.fit.laws import get_law
-from depthwidth.track.table import probe_profiles, run_table
+from depthwidth.track.run_source import probe_profiles, run_table
 from tests.helpers import dw
 
 TAU_K, TAU_P = 0.5, 0.44  # planted gradient persistence: tau(W) = 0.5 * W^0.44

@@ -83,7 +83,7 @@ def test_runs_carry_their_planted_truth_in_provenance(root):
 def test_noise_model_is_the_stated_one(root):
     """σ per run, a smaller σ per budget, and outliers: measured on the written store."""
     from depthwidth.fit.laws import get_law
-    from depthwidth.track.table import run_table
+    from depthwidth.track.run_source import run_table
 
     simulate(
         "depth_delusion", name="noise", root=root, seed=5, budgets="0.25,0.5,1", noise=Noise(sigma=0.02, point=0.002)

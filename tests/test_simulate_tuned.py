@@ -29,7 +29,7 @@ def _events(d):
 
 
 def test_the_store_records_the_tuning_groups_a_real_sweep_of_the_file_would(root, capsys, monkeypatch):
-    from depthwidth.track.table import run_table
+    from depthwidth.track.run_source import run_table
 
     monkeypatch.setenv("DW_RUNS", str(root))
     code, out, err = dw_in_process(capsys, "sweep", "demo_tuned", "--dry-run", "--no-data-check", "--json")
@@ -64,7 +64,7 @@ def test_each_groups_best_rate_is_the_one_nearest_its_planted_optimum(root):
     """No noise: the loss factor is the stated one, the best is the grid value nearest lr* in log,
     the parabola through three rates finds lr* itself, and dw fit --law lr reads back e = 0.25."""
     from depthwidth.fit.tuning import picks
-    from depthwidth.track.table import run_table
+    from depthwidth.track.run_source import run_table
 
     s = simulate(SWEEP, name="exact", root=root, law="chinchilla", noise=Noise(sigma=0.0, point=0.0))
     t = s["tuning"]

@@ -90,7 +90,7 @@ def test_bad_tune_blocks_are_one_line_and_exit_2(sweeps, capsys, tune, word):
 
 def test_groups_reach_the_manifest_status_and_the_run_table(sweeps, capsys, tmp_path):
     """Trained for real (debug launcher, 2 steps each): 2 configurations x 2 learning rates."""
-    from depthwidth.track.table import run_table
+    from depthwidth.track.run_source import run_table
 
     doc = {**BASE, "axes": {"model.width": [32], "model.depth": [1, 2]}, "tune": {"optim.lr": [1e-3, 3e-3]}}
     planned = _dry(capsys, sweeps, doc)

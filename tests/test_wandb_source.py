@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from depthwidth.core.errors import BadInput
-from depthwidth.track.table import TABLE_COLUMNS, run_table
-from depthwidth.track.wandb_table import run_table_from_wandb
+from depthwidth.track.run_source import TABLE_COLUMNS, run_table, run_table_from_wandb
 
 DATA = Path(__file__).parent / "data" / "wandb_api_runs.json"
 

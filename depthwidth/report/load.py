@@ -21,7 +21,7 @@ from depthwidth.report.downstream import read_evals
 from depthwidth.report.inside import read_analyses
 from depthwidth.report.document import Data, num
 from depthwidth.track.run_source import RunSource
-from depthwidth.track.table import probe_profiles
+from depthwidth.track.run_source import probe_profiles
 
 
 def _parse_overrides(ovr) -> dict:

@@ -17,7 +17,7 @@ from depthwidth.core.errors import BadInput, WorkFailed
 from depthwidth.fit.analyses import match as analysis
 from depthwidth.fit.match import final_points, flops_to_match
 from depthwidth.report.document import DONE, Data, is_uniform
-from depthwidth.track.table import mean_width
+from depthwidth.track.run_source import mean_width
 
 REPORT_BOOTSTRAP = 200
 

@@ -19,7 +19,7 @@ from depthwidth.sweep.expand import Run, Sweep, derive
 def extensions(sw: Sweep, **plan) -> tuple[list[Run], list[str]]:
     """(the runs that extend each edge group of ``sw``, notes on what was not extended and why)."""
     from depthwidth.fit.tuning import picks
-    from depthwidth.track.table import run_table
+    from depthwidth.track.run_source import run_table
 
     df = run_table(store.sweep_dir(sw.store))
     if "group" not in df or not len(df):

@@ -1,5 +1,5 @@
 """The eval.json format (docs/evals.md), torch-free: written by ``evals.run`` (``dw eval``,
-``train.eval_tasks``), read by the run table (table.py) and ``dw report``.
+``train.eval_tasks``), read by the run table (run_source.py) and ``dw report``.
 
 It lives in ``track`` because the run table reads it and ``track`` may not import
 ``evals`` (the stage above it).  ``RUN_DIR/eval.json`` holds one record per

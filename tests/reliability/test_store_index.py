@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from depthwidth.simulate import simulate
-from depthwidth.track.table import run_table
+from depthwidth.track.run_source import run_table
 from tests.helpers import dw_in_process
 
 
