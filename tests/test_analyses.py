@@ -1,6 +1,7 @@
 """The optional analyses of a fit: one module each (fit/analyses/), listed in one registry; dw fit
 runs them, and dw fit and the report show each module's own tables without deciding anything again."""
 
+import math
 import sys
 import types
 
@@ -54,8 +55,14 @@ def test_an_analysis_figure_is_data_its_module_makes_and_the_report_draws():
     assert analyses.figures(None, "isoflop") == {
         "isoflop_profiles": "no isoflop in fit.json (dw fit NAME --approach isoflop)"
     }
-    prof = [{"run": f"r{w}", "width": w, "tau": w**0.5} for w in (64, 128, 256)]
-    (tau,) = analyses.figures(None, "gradient_persistence", profiles=lambda: prof).values()
+    probes = [  # per width a run whose gradient norms decay from the top layer with tau = W^0.5
+        {"run": f"r{w}", "width": w, "shape": "uniform", "status": "done", "probes": [{"step": 1000, "grad_norm": g}]}
+        for w in (64, 128, 256)
+        for g in [{"block": [math.exp(-(7 - layer) / w**0.5) for layer in range(8)]}]
+    ]
+    fig = analyses.figures(None, "gradient_persistence", probes=probes)
+    assert list(fig) == ["grad_profiles", "tau_vs_width"] and isinstance(fig["grad_profiles"], Figure)
+    tau = fig["tau_vs_width"]
     assert isinstance(tau, Figure) and tau.file == "tau_vs_width.png"
     assert "W^0.50" in tau.panels[0].series[1].style["label"]  # the least-squares line without a fit's law
     b = {"C": 1e18, "points": [[4, 3.1], [8, 3.0], [16, 3.05]], "x_range": [4, 16], "fit_ln_loss": [0.1, 0, 1.1]}

@@ -80,3 +80,60 @@ def test_dw_fit_metric_prints_both_steps_and_bad_metrics_are_one_line(tmp_path, 
     few.to_csv(path, index=False)
     code, out, err = dw_in_process(capsys, *args, "--metric", "acc:toy")
     assert code == 2 and err.count("\n") == 1 and "at least 5 runs (4 have it" in err, err
+
+
+def test_the_accuracy_figure_is_its_analysis_module_s_data(tmp_path):
+    """The downstream accuracy figure is fit/analyses/downstream.py's ``figures`` (report/figs.py only
+    draws it), from the report's downstream table: per accuracy-like METRIC:TASK a colour, per run its
+    final loss and value with its shape's marker, then the legend's entries, as report/downstream.py
+    drew them before the figure moved; a metric some runs lack is drawn where it is (it raised KeyError
+    before); without accuracy, why it is not drawn."""
+    from depthwidth import report
+    from depthwidth.core.figures import Figure
+    from depthwidth.fit import analyses
+    from depthwidth.report import figs
+    from depthwidth.report.document import SHAPE_LABEL
+    from tests import report_store as rs
+
+    runs = rs.build(tmp_path, "t", failed=True)
+    done = sorted(r for r, s in runs.items() if s["status"] == "done")
+    vals = {}
+    for i, rid in enumerate(done):
+        v = {"dw_mc": {"acc": 0.3 + 0.02 * i, "acc_norm": 0.6 - 0.01 * i}, "dw_ppl": {"word_perplexity": 30.0 + i}}
+        if i % 3 == 0:  # on some runs only
+            v["dw_gen"] = {"exact_match,strict-match": 0.1 + 0.02 * i}
+        vals[rid] = v
+        tasks = {t: {"metrics": {m: {"value": x} for m, x in ms.items()}, "checkpoint": "final"} for t, ms in v.items()}
+        (tmp_path / "t" / rid / "eval.json").write_text(json.dumps({"schema": "dw.eval/1", "tasks": tasks}))
+    data = report.load("t", root=str(tmp_path))
+    rep = report.build(data)
+    (fig,) = analyses.figures(data.fit, "downstream", tables=rep["tables"]).values()
+    title = "Downstream accuracy vs held-out loss"
+    assert isinstance(fig, Figure) and (fig.file, fig.title, fig.size) == ("accuracy_vs_loss.png", title, (6.4, 4.2))
+    assert fig.caption == "final checkpoints (dw eval); colour: METRIC:TASK, marker: shape"
+    (p,) = fig.panels
+    assert (p.title, p.xlabel, p.ylabel) == (title, "held-out loss (nats/token)", "accuracy")
+    assert (p.xscale, p.yscale, p.legend, p.legend_fontsize) == ("linear", "linear", "best", 7)
+    marker = {"uniform": "o", "increasing": "s", "decreasing": "D", "diamond": "^", "x": "v"}
+    rows = [r for r in data.runs if r["state"] == "done" and r["run"] in vals]  # the old code's rows, in its order
+    want = []  # what report/downstream.py drew: per metric its points, then its legend entry; then the shapes'
+    for i, (task, metric) in enumerate(
+        (("dw_mc", "acc"), ("dw_mc", "acc_norm"), ("dw_gen", "exact_match,strict-match"))
+    ):
+        for r in rows:
+            if metric in vals[r["run"]].get(task, {}):
+                shape = r["shape"] or "uniform"
+                want.append(("plot", r["loss"], vals[r["run"]][task][metric], marker[shape], f"C{i}", None))
+        want.append(("plot", [], [], "o", f"C{i}", f"{metric}:{task}"))
+    for s in ("uniform", "increasing", "decreasing", "diamond", "x"):
+        want.append(("plot", [], [], marker[s], "0.4", SHAPE_LABEL[s]))
+    got = [(s.kind, s.x, s.y, s.fmt, s.style["color"], s.style.get("label")) for s in p.series]
+    assert got == want and sum(w[4] == "C2" for w in want) == 1 + len(done[::3])  # exact_match on every third run
+    assert all(s.style.get("ms") == 5 for s in p.series if s.style.get("label") is None)
+    drawn = figs.draw(figs._plt(), fig)
+    assert drawn.axes[0].get_legend() is not None and drawn.axes[0].get_title() == title
+
+    no_acc = {k: v for k, v in rep["tables"].items() if k != "downstream"}
+    why = "no accuracy (acc, acc_norm, exact_match) in the finished runs' eval.json (dw eval NAME --tasks ...)"
+    assert analyses.figures(None, "downstream", tables=no_acc) == {"accuracy_vs_loss": why}
+    assert analyses.figures(None, "downstream") == {"accuracy_vs_loss": why}

@@ -283,7 +283,7 @@ def test_a_sweep_evaluates_its_finished_runs_without_results_once(world, capsys)
 
 def test_report_has_a_downstream_table_and_the_accuracy_figure(world, tmp_path):
     from depthwidth import report
-    from depthwidth.report import downstream, figs
+    from depthwidth.report import figs
 
     data = report.load("sw2", root=world["root"])
     rep = report.build(data)
@@ -291,8 +291,8 @@ def test_report_has_a_downstream_table_and_the_accuracy_figure(world, tmp_path):
     assert sorted(r["run"] for r in t.rows) == ["a", "b"]  # c is not finished
     assert {"acc:dw_mc", "acc_norm:dw_mc"} <= {c.key for c in t.cols} and t.rows[0]["loss"] is not None
     assert "Downstream tasks (lm-evaluation-harness)" in report.render_markdown(rep)
-    fig = downstream.accuracy_vs_loss(figs._plt(), data, rep, tmp_path)
-    assert isinstance(fig, tuple) and fig[1] == "accuracy_vs_loss.png"
+    fig = figs.accuracy_vs_loss(figs._plt(), data, rep, tmp_path)
+    assert isinstance(fig, dict) and fig["file"] == "accuracy_vs_loss.png" and (tmp_path / fig["file"]).is_file()
 
 
 def test_train_eval_tasks_scores_the_run_where_it_was_launched_and_only_warns_on_failure(world, capsys, monkeypatch):

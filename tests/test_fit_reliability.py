@@ -63,16 +63,18 @@ def test_tau_law_honours_where_drops_failed_runs_and_matches_the_figure(failed_s
     assert gp["tau_law"]["p"] == pytest.approx(0.44, abs=1e-9)  # the planted exponent, untouched by the poison
     assert gp["tau_law"]["p_ci"] is None  # --bootstrap 0: no interval for p either
     assert "tau(W) fitted on fewer than 3 widths: p is barely constrained" in res["warnings"]  # its warnings: the fit's
-    from depthwidth.report.figs import tau_points
+    from depthwidth.fit.analyses.gradient_persistence import tau_points
 
-    fig_runs = {p["run"] for p in tau_points(load("t", root=str(root)))}
+    data = load("t", root=str(root))
+    fig_runs = {p["run"] for p in tau_points(data.fit, data.probes)}
     assert fig_runs == healthy_uniform
 
     res = run_fit("t", root=str(root), law="chinchilla", bootstrap=0, max_starts=30, where=["depth=4"], force=True)
     gp = res["gradient_persistence"]
     depth4 = {r for r in healthy_uniform if runs[r]["depth"] == 4}
     assert {r["run"] for r in gp["runs"]} == depth4 and gp["tau_law"]["runs"] == len(depth4)
-    assert {p["run"] for p in tau_points(load("t", root=str(root)))} == depth4  # the figure follows fit.json
+    data = load("t", root=str(root))
+    assert {p["run"] for p in tau_points(data.fit, data.probes)} == depth4  # the figure follows fit.json
 
 
 def test_a_curve_that_fails_to_draw_is_reported_in_the_caption(tmp_path):

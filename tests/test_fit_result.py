@@ -119,9 +119,7 @@ def test_a_fit_json_with_gradient_persistence_in_derived_is_read_as_its_section(
     """fit.json written before gradient persistence was an analysis of its own kept it in ``derived``:
     FitDocument.from_json (the one place) reads it as the section, and every table and the tau(W)
     figure's points come out the same."""
-    from types import SimpleNamespace
-
-    from depthwidth.report.figs import tau_points
+    from depthwidth.fit.analyses.gradient_persistence import tau_points
     from depthwidth.report.fit_view import fit_tables
 
     root, doc = fitted
@@ -141,4 +139,4 @@ def test_a_fit_json_with_gradient_persistence_in_derived_is_read_as_its_section(
             assert (a[k].title, a[k].rows, a[k].notes) == (b[k].title, b[k].rows, b[k].notes), k
         assert any(r["quantity"] == "τ(W) ∝ W^p: p" for r in b["fit"].rows)
         assert all(r["censored"] is not None for r in b["dcrit_widths"].rows)  # the 1/e column: from the section
-        assert tau_points(SimpleNamespace(fit=was)) == tau_points(SimpleNamespace(fit=typed))
+        assert tau_points(was) == tau_points(typed)

@@ -222,6 +222,69 @@ def test_rich_and_markdown_on_stdout(store):
     assert md.returncode == 0 and md.stdout.startswith("# dw report — sweep t")
 
 
+def test_the_gradient_profile_figure_is_its_analysis_module_s_data(tmp_path):
+    """The gradient-profile figure is fit/analyses/gradient_persistence.py's ``figures`` (report/figs.py
+    only draws it): a panel per width, per healthy uniform run its per-layer gradient norms at the probe
+    step nearest 1000 and, dashed, the least-squares exponential decay from the top layer, as
+    report/figs.py drew them before the figure moved; and, without probes, why it is not drawn."""
+    import numpy as np
+
+    from depthwidth import report
+    from depthwidth.core.figures import Figure
+    from depthwidth.fit import analyses
+    from depthwidth.report import figs
+
+    rs.build(tmp_path, "t", failed=True)  # f8x32 failed, d8x64 diverged: their profiles are not drawn
+    data = report.load("t", root=str(tmp_path))
+    fig = analyses.figures(None, "gradient_persistence", probes=data.probes)["grad_profiles"]
+    title = "Per-layer gradient norms with fitted exp(−(L−l)/τ)"
+    assert isinstance(fig, Figure) and (fig.file, fig.title, fig.size) == ("grad_profiles.png", title, (6.4, 3.6))
+    assert fig.caption.startswith("solid: measured at the probe step nearest 1000; dashed: least-squares")
+    assert fig.grid == (1, 2) and fig.sharey and fig.suptitle == title + ", step 20"  # step 20: the nearest 1000
+    want = []  # what report/figs.py drew before the figure moved: per width, per run by depth, measured and fitted
+    for w in rs.GRID_WIDTHS:
+        ps = [
+            p
+            for p in data.probes
+            if p["width"] == w and p["shape"] == "uniform" and p["status"] not in ("failed", "diverged")
+        ]
+        ps.sort(key=lambda p: len(p["probes"][-1]["grad_norm"]["block"]))  # stable: by depth
+        ats = np.linspace(0.05, 0.85, len(ps))
+        series = []
+        for p, at in zip(ps, ats):
+            g = p["probes"][-1]["grad_norm"]["block"]  # steps 10 and 20: 20 is the nearest 1000
+            L = len(g)
+            b, a = np.polyfit((L - 1) - np.arange(L), np.log(g), 1)
+            layers = np.arange(1, L + 1)
+            col = {"cmap": "viridis", "at": at}
+            series.append(("plot", list(layers), list(g), "o-", col, f"L={L}, τ={-1 / b:.2g}"))
+            series.append(("plot", list(layers), list(np.exp(a - (L - layers) / (-1 / b))), "--", col, None))
+        want.append((f"W = {w}", series))
+    got = [
+        (q.title, [(s.kind, list(s.x), list(s.y), s.fmt, s.style["color"], s.style.get("label")) for s in q.series])
+        for q in fig.panels
+    ]
+    assert got == want and [t for t, _ in got] == ["W = 32", "W = 64"]
+    assert not any("L=8" in (s.style.get("label") or "") for q in fig.panels for s in q.series)  # failed runs left out
+    assert sum(1 for _, ws in want[:1] for s in ws if s[3] == "o-") == 5  # W = 32: depths 2, 4 (3 seeds), 6
+    for k, q in enumerate(fig.panels):
+        assert (q.xscale, q.yscale, q.xlabel, q.legend, q.legend_fontsize) == (
+            "linear",
+            "log",
+            "layer l (1 = bottom)",
+            "best",
+            7,
+        )
+        assert q.ylabel == ("‖grad_l‖ (gradient L2 norm)" if k == 0 else "")  # the first column's only
+    drawn = figs.draw(figs._plt(), fig)
+    assert [ax.get_yscale() for ax in drawn.axes] == ["log", "log"] and drawn._suptitle.get_text() == fig.suptitle
+    assert drawn.axes[0].get_shared_y_axes().joined(drawn.axes[0], drawn.axes[1])
+
+    assert analyses.figures(None, "gradient_persistence", probes=[])["grad_profiles"] == (
+        "no probes.jsonl with per-layer gradient norms of uniform runs of depth >= 2"
+    )
+
+
 def test_failed_diverged_and_pending_runs_are_listed(tmp_path):
     rs.build(tmp_path, "p", failed=True, pending=True, seeds=False)  # the pending task's worker is this process
     p = dw("report", "p", "--root", str(tmp_path), "--format", "json")

@@ -3,7 +3,8 @@ with matplotlib; the analysis module that makes it (fit/analyses/, ``figures(fit
 no plotting library.
 
 A ``Figure`` is one PNG: its file, title and caption, its size in inches, and its panels side by
-side.  A ``Panel`` is one set of axes: its series in drawing order, then its scales, labels, title
+side (or on a ``grid`` of rows and columns, a cell left over hidden; with ``sharey``, one y axis; a
+``suptitle`` over them).  A ``Panel`` is one set of axes: its series in drawing order, then its scales, labels, title
 and legend.  A ``Series`` is one call of a matplotlib ``Axes`` method (``plot``, ``scatter``,
 ``errorbar``) on its ``x`` and ``y``, with ``fmt`` its format string and ``style`` its keyword
 arguments; a colour in ``style`` may be ``{"cmap": name, "at": x}``: the colour map ``name`` at x in
@@ -40,6 +41,8 @@ class Panel:
     """The legend's place; None: no legend."""
     legend_if_drawn: bool = False
     """A legend only when a series is drawn."""
+    legend_fontsize: float | None = None
+    """The legend's type size in points; None: the figure's default."""
 
 
 @dataclass
@@ -50,3 +53,9 @@ class Figure:
     size: tuple[float, float]
     """(width, height) in inches."""
     panels: list[Panel] = field(default_factory=list)
+    grid: tuple[int, int] | None = None
+    """(rows, columns) of the panels, filled row by row; None: one row."""
+    sharey: bool = False
+    """The panels share one y axis."""
+    suptitle: str = ""
+    """A title over the panels (the record's ``title`` may say less); empty: none."""

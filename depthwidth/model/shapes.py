@@ -52,6 +52,13 @@ from depthwidth.core.errors import BadInput, bad
 from depthwidth.model.accounting import DENSE_TERMS, moe_terms, vwt_params  # noqa: F401 (shapes.* names)
 
 FAMILIES = ("uniform", "increasing", "decreasing", "diamond", "x")
+LABELS = {  # how a figure's legend and a table name each family
+    "uniform": "uniform",
+    "increasing": "increasing (<)",
+    "decreasing": "decreasing (>)",
+    "diamond": "diamond (◇)",
+    "x": "× (><former)",
+}
 ALIASES = {
     "×": "x",
     "><": "x",

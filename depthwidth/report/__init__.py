@@ -23,8 +23,9 @@ Modules, in the order a report is made:
 - provenance.py: which code, versions, devices and precisions made the runs and the fit
 - render.py: rich, markdown, csv, json and the files of ``--plots``; what every ``dw`` command shares for
   output (consoles, ``--json``, progress bars: cli/ imports it)
-- figs.py: the figures (matplotlib, only for ``--plots``); an analysis's own (gradient persistence's tau(W),
-  the isoFLOP profiles, FLOPs to match uniform's curves) are its module's ``figures`` (fit/analyses/), drawn here
+- figs.py: the figures (matplotlib, only for ``--plots``); an analysis's own (gradient persistence's
+  gradient profiles and tau(W), the isoFLOP profiles, FLOPs to match uniform's curves, downstream accuracy
+  vs loss) are its module's ``figures`` (fit/analyses/), drawn here
 - inside_figs.py: the figures of the inside section
 - readme.py: the README's demo section (``make readme-demo``)
 

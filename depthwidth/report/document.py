@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from depthwidth.fit.papers import DD_LOSSES
 from depthwidth.fit.result import FitDocument
+from depthwidth.model.shapes import FAMILIES, LABELS
 
 SCHEMA = "dw.report/1"
 
@@ -21,16 +22,8 @@ SCHEMA = "dw.report/1"
 FORMATS = ("rich", "markdown", "csv", "json")
 
 
-SHAPES = ("uniform", "increasing", "decreasing", "diamond", "x")
-
-
-SHAPE_LABEL = {
-    "uniform": "uniform",
-    "increasing": "increasing (<)",
-    "decreasing": "decreasing (>)",
-    "diamond": "diamond (◇)",
-    "x": "× (><former)",
-}
+SHAPES = FAMILIES  # the width shape families, in the report's order
+SHAPE_LABEL = LABELS
 
 
 DONE = ("done",)

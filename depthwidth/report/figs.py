@@ -9,7 +9,6 @@ absent is skipped and named in the report's notes with the reason.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +16,8 @@ import numpy as np
 from depthwidth.core.figures import Figure
 from depthwidth.fit import analyses
 from depthwidth.fit.count import COLUMN, n_column
-from depthwidth.fit.analyses.gradient_persistence import record_at
 from depthwidth.fit.userlaw import law_of_label
-from depthwidth.report import downstream, inside_figs
+from depthwidth.report import inside_figs
 from depthwidth.report.matching import run_frame
 from depthwidth.fit.result import FitDocument
 from depthwidth.report.document import SHAPE_LABEL, SHAPES
@@ -77,19 +75,19 @@ def make_all(data, rep, out: Path) -> list[dict]:
     figs, skipped = [], []
     for fn in (
         loss_vs_depth,
-        grad_profiles,
-        tau_vs_width,  # gradient persistence's (fit/analyses/gradient_persistence.py figures)
+        grad_profiles,  # gradient persistence's (fit/analyses/gradient_persistence.py figures)
+        tau_vs_width,
         shape_profiles,
         loss_vs_flops,
         flops_match_curves,  # FLOPs to match uniform's (fit/analyses/match.py figures)
         fit_residuals,
         *inside_figs.FIGURES,
         isoflop_profiles,  # the isoFLOP analysis's (fit/analyses/isoflop.py figures)
-        downstream.accuracy_vs_loss,
+        accuracy_vs_loss,  # the downstream analysis's (fit/analyses/downstream.py figures)
     ):
         try:
             r = fn(plt, data, rep, out)
-            if isinstance(r, tuple):  # inside_figs, downstream: (fig, file, title, caption)
+            if isinstance(r, tuple):  # inside_figs: (fig, file, title, caption)
                 r = _save(plt, r[0], out, *r[1:])
         except Exception as e:  # one bad figure must not lose the others
             plt.close("all")
@@ -143,9 +141,10 @@ def _color(c):
 
 def draw(plt, spec: Figure):
     """The matplotlib figure of ``spec`` (core/figures.py: an analysis's figure as data), its panels side
-    by side; the caller saves it."""
-    fig, axes = plt.subplots(1, len(spec.panels), figsize=spec.size, squeeze=False)
-    for ax, p in zip(axes[0], spec.panels):
+    by side or on its grid; the caller saves it."""
+    rows, cols = spec.grid or (1, len(spec.panels))
+    fig, axes = plt.subplots(rows, cols, figsize=spec.size, squeeze=False, sharey=spec.sharey)
+    for ax, p in zip(axes.flat, spec.panels):
         for s in p.series:
             style = {k: _color(v) if k == "color" else v for k, v in s.style.items()}
             if s.kind == "errorbar":  # its third positional argument is yerr
@@ -162,7 +161,11 @@ def draw(plt, spec: Figure):
         ax.set_ylabel(p.ylabel)
         ax.set_title(p.title)
         if p.legend is not None and (p.series or not p.legend_if_drawn):
-            ax.legend(loc=p.legend)
+            ax.legend(loc=p.legend, **({} if p.legend_fontsize is None else {"fontsize": p.legend_fontsize}))
+    for ax in list(axes.flat)[len(spec.panels) :]:
+        ax.set_visible(False)
+    if spec.suptitle:
+        fig.suptitle(spec.suptitle, fontsize=10.5)
     return fig
 
 
@@ -278,99 +281,15 @@ def loss_vs_depth(plt, data, rep, out):
     return _save(plt, fig, out, "loss_vs_depth.png", title, cap)
 
 
-def _tau_fit(g):
-    """(tau, log-intercept at the top layer) of log g = a - d/tau, d = distance below the top."""
-    g = np.asarray(g, float)
-    d = (len(g) - 1) - np.arange(len(g))
-    ok = np.isfinite(g) & (g > 0)
-    if ok.sum() < 2:
-        return None, None
-    b, a = np.polyfit(d[ok], np.log(g[ok]), 1)
-    return (-1.0 / b if b < 0 else math.inf), a
-
-
-def _profiles(data):
-    out = []
-    for pr in _healthy(data.probes):
-        if pr.get("shape") not in (None, "uniform") or not pr.get("width"):
-            continue
-        rec = record_at(pr.get("probes") or [], 1000)
-        if rec is None or len(rec["grad_norm"]["block"]) < 2:
-            continue
-        tau, a = _tau_fit(rec["grad_norm"]["block"])
-        out.append(
-            {
-                "run": pr["run"],
-                "width": int(pr["width"]),
-                "depth": len(rec["grad_norm"]["block"]),
-                "g": rec["grad_norm"]["block"],
-                "step": rec.get("step"),
-                "tau": tau,
-                "a": a,
-                "entropy": None,
-            }
-        )
-    return out
-
-
-def _healthy(probes):
-    """Probe records of runs that did not fail or diverge (their last profiles are not training's)."""
-    return [p for p in probes if p.get("status") not in ("failed", "diverged")]
-
-
 def grad_profiles(plt, data, rep, out):
-    prof = _profiles(data)
-    if not prof:
-        return "no probes.jsonl with per-layer gradient norms of uniform runs of depth >= 2"
-    widths = sorted({p["width"] for p in prof})
-    if len(widths) > 4:
-        widths = [widths[i] for i in np.linspace(0, len(widths) - 1, 4).round().astype(int)]
-    n = len(widths)
-    rows, cols = (1, n) if n <= 3 else (2, 2)
-    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH_IN, 3.6 * rows), squeeze=False, sharey=True)
-    for ax, w in zip(axes.flat, widths):
-        ps = sorted((p for p in prof if p["width"] == w), key=lambda p: p["depth"])
-        for p, col in zip(ps, _colors(len(ps))):
-            layers = np.arange(1, p["depth"] + 1)
-            tau = p["tau"]
-            lab = f"L={p['depth']}, τ=" + ("∞" if tau is None or not math.isfinite(tau) else f"{tau:.2g}")
-            ax.plot(layers, p["g"], "o-", ms=3, color=col, lw=1, label=lab)
-            if tau is not None and math.isfinite(tau):
-                d = p["depth"] - layers
-                ax.plot(layers, np.exp(p["a"] - d / tau), "--", color=col, lw=1)
-        ax.set_yscale("log")
-        ax.set_title(f"W = {w}")
-        ax.set_xlabel("layer l (1 = bottom)")
-        ax.legend(loc="best", fontsize=7)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("‖grad_l‖ (gradient L2 norm)")
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    steps = sorted({p["step"] for p in prof if p["step"] is not None})
-    title = "Per-layer gradient norms with fitted exp(−(L−l)/τ)"
-    fig.suptitle(title + (f", step {steps[-1]}" if len(steps) == 1 else ""), fontsize=10.5)
-    return _save(
-        plt,
-        fig,
-        out,
-        "grad_profiles.png",
-        title,
-        "solid: measured at the probe step nearest 1000; dashed: least-squares exponential decay from the top layer",
-    )
-
-
-def tau_points(data) -> list[dict]:
-    """The (run, width, tau) points of the τ(W) figure: with a fit.json, exactly the runs its
-    τ(W) law was fitted on (``dw fit --where`` and all); without one, every healthy uniform profile
-    (fit/analyses/gradient_persistence.py ``tau_points``)."""
-    from depthwidth.fit.analyses.gradient_persistence import tau_points as points
-
-    return points(data.fit, lambda: _profiles(data))
+    """Gradient persistence's gradient-profile figure, its module's (fit/analyses/gradient_persistence.py),
+    from the runs' probe records."""
+    return _analysis(plt, out, data.fit, "gradient_persistence", "grad_profiles", probes=data.probes)
 
 
 def tau_vs_width(plt, data, rep, out):
     """Gradient persistence's τ(W) figure, its module's (fit/analyses/gradient_persistence.py)."""
-    return _analysis(plt, out, data.fit, "gradient_persistence", "tau_vs_width", profiles=lambda: _profiles(data))
+    return _analysis(plt, out, data.fit, "gradient_persistence", "tau_vs_width", probes=data.probes)
 
 
 def shape_profiles(plt, data, rep, out):
@@ -527,3 +446,9 @@ def flops_match_curves(plt, data, rep, out):
 def isoflop_profiles(plt, data, rep, out):
     """The isoFLOP analysis's figure, its module's (fit/analyses/isoflop.py)."""
     return _analysis(plt, out, data.fit, "isoflop", "isoflop_profiles")
+
+
+def accuracy_vs_loss(plt, data, rep, out):
+    """The downstream analysis's figure, its module's (fit/analyses/downstream.py), from the report's
+    downstream table (each finished run's eval.json: report/downstream.py)."""
+    return _analysis(plt, out, data.fit, "downstream", "accuracy_vs_loss", tables=rep["tables"])

@@ -16,13 +16,14 @@ An analysis module declares
 - ``tables(fit)``: its tables (core/tables.py ``Table``: data, rendered by report/ and cli/) of the
   typed fit (fit/result.py ``FitDocument``): from its section (``fit.sections[SECTION]``) and what the
   fit decided its table says (``said(fit, SECTION)``: ``fit.verdicts.analyses``), deciding nothing again.
-- ``figures(fit, **inputs)``, where it has figures of its own (gradient persistence's tau(W), the
-  isoFLOP profiles, FLOPs to match uniform's curves): ``{name: Figure, or why it is not drawn}``
-  (core/figures.py ``Figure``: data -- points, curves, labels -- which report/figs.py draws with
-  matplotlib, so an analysis imports no plotting library), from the typed fit and what the report
-  passes (``inputs``: gradient persistence's ``profiles``, read without a fit's tau(W) law; the
-  match's ``tables`` as the report shows them and the runs' final ``points``); the name is the one
-  the report's notes give a figure not drawn.
+- ``figures(fit, **inputs)``, where it has figures of its own (gradient persistence's gradient
+  profiles and tau(W), the isoFLOP profiles, FLOPs to match uniform's curves, downstream accuracy vs
+  loss): ``{name: Figure, or why it is not drawn}`` (core/figures.py ``Figure``: data -- points,
+  curves, labels -- which report/figs.py draws with matplotlib, so an analysis imports no plotting
+  library), from the typed fit and what the report passes (``inputs``: gradient persistence's
+  ``probes``, the runs' probe records; the match's ``tables`` as the report shows them and the runs'
+  final ``points``; downstream's ``tables``, whose ``downstream`` table it reads); the name is the
+  one the report's notes give a figure not drawn.
 
 An analysis that is a document of its own (``--match``: match.json, ``--law lr``: lr_fit.json, beside
 fit.json) declares ``DOCUMENT`` (its file), ``SCHEMA``, ``FLAG`` and ``CALL`` (how ``dw fit`` and the

@@ -31,6 +31,10 @@ many measured values fall inside their intervals.
 
 Bounds: 0 <= lo <= hi <= 1 (a metric in [0, 1]), k in [0.1, 100] per nat, L0 within 2 nats of the
 runs' losses.  No torch at import.
+
+Its figure, ``accuracy_vs_loss.png`` (``figures``, drawn by report/figs.py with or without the
+section, from the report's downstream table of the runs' eval.json): each accuracy-like metric
+against each run's final loss, a marker per width shape.
 """
 
 from __future__ import annotations
@@ -104,6 +108,44 @@ def tables(fit) -> dict:
     elif h and h.get("note"):
         out["fit_downstream"].notes.append(h["note"])
     return out
+
+
+ACCURACY = ("acc", "acc_norm", "exact_match")  # metrics in [0, 1], higher is better
+
+
+def figures(fit, tables=None, **_) -> dict:
+    """{"accuracy_vs_loss": the downstream accuracy figure (core/figures.py ``Figure``) or why it is not
+    drawn}: each accuracy-like ``METRIC:TASK`` (``ACCURACY``) of each finished run's final checkpoint
+    against its held-out loss, a colour per metric and a marker per width shape: whether a lower loss
+    buys the same downstream accuracy whatever the shape.  Drawn from the runs' eval.json whether or
+    not the fit has this section: ``tables``, the report's tables, whose ``downstream`` table (one row
+    per finished run: its shape, loss and ``METRIC:TASK`` columns; report/downstream.py) it reads."""
+    from depthwidth.core.figures import Figure, Panel, Series
+    from depthwidth.model.shapes import FAMILIES, LABELS
+
+    t = (tables or {}).get("downstream")
+    rows = t.rows if t is not None else []
+    acc = [c.key for c in (t.cols if t is not None else []) if ":" in c.key]
+    acc = [c for c in acc if c.split(":", 1)[0].split(",", 1)[0] in ACCURACY]
+    if not any(r.get(c) is not None and r["loss"] is not None for c in acc for r in rows):
+        why = "no accuracy (acc, acc_norm, exact_match) in the finished runs' eval.json (dw eval NAME --tasks ...)"
+        return {"accuracy_vs_loss": why}
+    markers = dict(zip(FAMILIES, "osD^v"))
+    title = "Downstream accuracy vs held-out loss"
+    panel = Panel(xlabel="held-out loss (nats/token)", ylabel="accuracy", title=title, legend_fontsize=7)
+    shapes_seen = set()
+    for i, c in enumerate(acc):
+        for r in rows:
+            if r.get(c) is not None and r["loss"] is not None:
+                panel.series.append(
+                    Series("plot", r["loss"], r[c], markers.get(r["shape"], "o"), {"color": f"C{i}", "ms": 5})
+                )
+                shapes_seen.add(r["shape"])
+        panel.series.append(Series("plot", [], [], "o", {"color": f"C{i}", "label": c}))  # the metric's legend entry
+    for s in sorted(shapes_seen, key=lambda s: FAMILIES.index(s) if s in FAMILIES else 99):
+        panel.series.append(Series("plot", [], [], markers.get(s, "o"), {"color": "0.4", "label": LABELS.get(s, s)}))
+    caption = "final checkpoints (dw eval); colour: METRIC:TASK, marker: shape"
+    return {"accuracy_vs_loss": Figure("accuracy_vs_loss.png", title, caption, (6.4, 4.2), [panel])}
 
 
 # -- The two steps (the statistics) ----------------------------------------------------------------

@@ -5,8 +5,10 @@ Asked for by the data, not by a flag: a sweep whose runs wrote probes.
 Fitted on the runs this fit is about: those ``--where`` kept, less failed and diverged runs (their
 last profiles are not training's) -- the runs the report's tau(W) figure draws.  Its warnings join
 the fit's (fit.json ``warnings``).  Its numbers are shown where they are read beside the law's: the
-fit table's tau(W) rows and the D_crit table's 1/e column (report/fit_view.py) and its own tau(W)
-figure (``figures``, drawn by report/figs.py); it has no table of its own.
+fit table's tau(W) rows and the D_crit table's 1/e column (report/fit_view.py) and its own figures
+(``figures``, drawn by report/figs.py from the report's probe records): the per-layer gradient
+profiles with their exponential fits (``grad_profiles.png``) and tau(W) (``tau_vs_width.png``); it has
+no table of its own.
 """
 
 from __future__ import annotations
@@ -53,13 +55,54 @@ def tables(fit) -> dict:
     return {}
 
 
-def tau_points(fit, profiles=None) -> list[dict]:
+FIGURE_STEP = 1000  # the probe step whose profiles the figures draw (the paper measures around step 1000)
+
+
+def _tau_fit(g):
+    """(tau, log-intercept at the top layer) of log g = a - d/tau, d = distance below the top: the
+    dashed curve of the gradient-profile figure."""
+    g = np.asarray(g, float)
+    d = (len(g) - 1) - np.arange(len(g))
+    ok = np.isfinite(g) & (g > 0)
+    if ok.sum() < 2:
+        return None, None
+    b, a = np.polyfit(d[ok], np.log(g[ok]), 1)
+    return (-1.0 / b if b < 0 else math.inf), a
+
+
+def drawn_profiles(probes) -> list[dict]:
+    """The profiles the figures draw: per healthy uniform run of depth >= 2 (``probes``: the report's
+    probe records, ``{run, width, shape, status, probes}``), its per-layer gradient norms at the probe
+    step nearest ``FIGURE_STEP``, with tau and the log-intercept of its exponential fit."""
+    out = []
+    for pr in probes or []:
+        if pr.get("status") in DROPPED or pr.get("shape") not in (None, "uniform") or not pr.get("width"):
+            continue
+        rec = record_at(pr.get("probes") or [], FIGURE_STEP)
+        if rec is None or len(rec["grad_norm"]["block"]) < 2:
+            continue
+        tau, a = _tau_fit(rec["grad_norm"]["block"])
+        out.append(
+            {
+                "run": pr["run"],
+                "width": int(pr["width"]),
+                "depth": len(rec["grad_norm"]["block"]),
+                "g": rec["grad_norm"]["block"],
+                "step": rec.get("step"),
+                "tau": tau,
+                "a": a,
+            }
+        )
+    return out
+
+
+def tau_points(fit, probes=None) -> list[dict]:
     """The (run, width, tau) points of the tau(W) figure: with a fit.json, exactly the runs its tau(W)
-    law was fitted on (``dw fit --where`` and all); without one, every healthy uniform profile
-    (``profiles()``: the report's, read only then)."""
+    law was fitted on (``dw fit --where`` and all); without one, every healthy uniform profile of
+    ``probes`` (the report's probe records: ``drawn_profiles``, read only then)."""
     gp = fit.sections.get(SECTION) if fit else None
     runs = gp.get("runs") if gp and gp.get("tau_law") else None
-    pts = runs if runs is not None else (profiles() if profiles is not None else [])
+    pts = runs if runs is not None else drawn_profiles(probes)
     return [
         {"run": p["run"], "width": p["width"], "tau": p["tau"]}
         for p in pts
@@ -67,18 +110,77 @@ def tau_points(fit, profiles=None) -> list[dict]:
     ]
 
 
-def figures(fit, profiles=None, **_) -> dict:
-    """{"tau_vs_width": the tau(W) figure (core/figures.py ``Figure``) or why it is not drawn}: tau per
-    run against W, log-log, with the fit's own law and interval over the same points (a least-squares
-    line without one) and the paper's exponent through their geometric mean.  ``profiles``: see
-    ``tau_points``."""
+def figures(fit, probes=None, **_) -> dict:
+    """{"grad_profiles": the gradient-profile figure, "tau_vs_width": the tau(W) figure} (core/figures.py
+    ``Figure``s, or why one is not drawn), from the report's probe records (``probes``; see
+    ``drawn_profiles``) and the fit's tau(W) law."""
+    return {"grad_profiles": _grad_profiles(drawn_profiles(probes)), "tau_vs_width": _tau_vs_width(fit, probes)}
+
+
+def _viridis(n: int) -> list[dict]:
+    """``n`` colours along the viridis map (a ``Series``' colour), as the report's other figures pick them."""
+    return [{"cmap": "viridis", "at": x} for x in (np.linspace(0.05, 0.85, n) if n > 1 else [0.4])]
+
+
+def _grad_profiles(prof: list[dict]):
+    """Per width (four at most, spread over the range), each run's per-layer gradient norms against
+    the layer, log y, with its fitted exponential decay from the top layer dashed."""
+    from depthwidth.core.figures import Figure, Panel, Series
+
+    if not prof:
+        return "no probes.jsonl with per-layer gradient norms of uniform runs of depth >= 2"
+    widths = sorted({p["width"] for p in prof})
+    if len(widths) > 4:
+        widths = [widths[i] for i in np.linspace(0, len(widths) - 1, 4).round().astype(int)]
+    n = len(widths)
+    rows, cols = (1, n) if n <= 3 else (2, 2)
+    panels = []
+    for k, w in enumerate(widths):
+        panel = Panel(
+            xlabel="layer l (1 = bottom)",
+            ylabel="‖grad_l‖ (gradient L2 norm)" if k % cols == 0 else "",
+            title=f"W = {w}",
+            yscale="log",
+            legend_fontsize=7,
+        )
+        ps = sorted((p for p in prof if p["width"] == w), key=lambda p: p["depth"])
+        for p, col in zip(ps, _viridis(len(ps))):
+            layers = np.arange(1, p["depth"] + 1)
+            tau = p["tau"]
+            lab = f"L={p['depth']}, τ=" + ("∞" if tau is None or not math.isfinite(tau) else f"{tau:.2g}")
+            panel.series.append(Series("plot", layers, p["g"], "o-", {"ms": 3, "color": col, "lw": 1, "label": lab}))
+            if tau is not None and math.isfinite(tau):
+                d = p["depth"] - layers
+                panel.series.append(Series("plot", layers, np.exp(p["a"] - d / tau), "--", {"color": col, "lw": 1}))
+        panels.append(panel)
+    steps = sorted({p["step"] for p in prof if p["step"] is not None})
+    title = "Per-layer gradient norms with fitted exp(−(L−l)/τ)"
+    caption = (
+        f"solid: measured at the probe step nearest {FIGURE_STEP}; dashed: least-squares exponential decay "
+        "from the top layer"
+    )
+    return Figure(
+        "grad_profiles.png",
+        title,
+        caption,
+        (6.4, 3.6 * rows),
+        panels,
+        grid=(rows, cols),
+        sharey=True,
+        suptitle=title + (f", step {steps[-1]}" if len(steps) == 1 else ""),
+    )
+
+
+def _tau_vs_width(fit, probes):
+    """tau per run against W, log-log, with the fit's own law and interval over the same points (a
+    least-squares line without one) and the paper's exponent through their geometric mean."""
     from depthwidth.core.figures import Figure, Panel, Series
     from depthwidth.fit.papers import DD_TAU_EXPONENT
 
-    prof = tau_points(fit, profiles)
+    prof = tau_points(fit, probes)
     ws = sorted({p["width"] for p in prof})
     if len(ws) < 2:
-        return {"tau_vs_width": "finite τ at fewer than two widths"}
+        return "finite τ at fewer than two widths"
     W = np.array([p["width"] for p in prof], float)
     tau = np.array([p["tau"] for p in prof], float)
     gp = ((fit.sections.get(SECTION) if fit else None) or {}).get("tau_law")
@@ -113,7 +215,7 @@ def figures(fit, profiles=None, **_) -> dict:
         f"log-log; the paper's exponent {DD_TAU_EXPONENT} drawn through the geometric mean of our points "
         "(its prefactor is not published)"
     )
-    return {"tau_vs_width": Figure("tau_vs_width.png", title, caption, (6.4, 4.2), [panel])}
+    return Figure("tau_vs_width.png", title, caption, (6.4, 4.2), [panel])
 
 
 # -- tau(W) and D_crit by the 1/e rule from the profiles (the statistics) --------------------------
