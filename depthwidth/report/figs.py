@@ -15,7 +15,7 @@ import numpy as np
 
 from depthwidth.core.figures import Figure
 from depthwidth.fit import analyses
-from depthwidth.fit.count import COLUMN, n_column
+from depthwidth.fit.derived import COLUMN, n_column
 from depthwidth.fit.userlaw import law_of_label
 from depthwidth.report import inside_figs
 from depthwidth.report.matching import run_frame

@@ -29,7 +29,7 @@ def wanted(ctx) -> bool:
 
 
 def section(ctx) -> dict | None:
-    from depthwidth.track.table import probe_profiles
+    from depthwidth.track.run_source import probe_profiles
 
     df, o = ctx.table, ctx.opts
     kept = set(np.asarray(df["run"]).astype(str)) if "run" in df else set()
