@@ -40,7 +40,7 @@ _BLOCK = 64  # replicates per batched call
 # Iterations a replicate may take to converge.  A law with a sloppy direction (Farseer's exponent
 # exp(A·N^a + E) with a small a: A and E nearly trade off) sends LM crawling along a valley: on
 # ScaleBench's farseer, 40-100 runs, 8-68% of 50 replicates converged within 500 iterations,
-# 28-100% within 2000 (most of the rest within 8000); a replicate counts only if it converged, and
+# 28-90% within 2000 (56-100% within 8000); a replicate counts only if it converged, and
 # a design with too few falls back to the RML ensemble (27 of 59 farseer rounds at 500).  Rows that
 # converge leave the batch (fit/engine.py batched_lm), so the extra iterations cost only the slow ones.
 REFIT_ITERS = 2000
