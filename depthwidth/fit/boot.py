@@ -40,15 +40,10 @@ _BLOCK = 64  # replicates per batched call
 # Iterations a replicate may take to converge.  A law with a sloppy direction (Farseer's exponent
 # exp(A·N^a + E) with a small a: A and E nearly trade off) sends LM crawling along a valley: on
 # ScaleBench's farseer, 40-100 runs, 8-68% of 50 replicates converged within 500 iterations,
-# 28-90% within 2000 (56-100% within 8000); a replicate counts only if it converged, and a design
-# with too few falls back to the RML ensemble (27 of 59 farseer rounds at 500).  So a block of
-# replicates where fewer than half (``MOST_CONVERGED``) converged within ``FIRST_ITERS`` goes on, from
-# where its rows stopped, up to ``REFIT_ITERS``: the ensemble would otherwise be the minority that
-# converged fast.  Where most did, the few slow ones (a D_crit the grid does not locate: 37-96% at
-# 500, 53-98% at 2000, for 2.5-3x the time) are left out as before.
-FIRST_ITERS = 500
+# 28-90% within 2000 (56-100% within 8000); a replicate counts only if it converged, and
+# a design with too few falls back to the RML ensemble (27 of 59 farseer rounds at 500).  Rows that
+# converge leave the batch (fit/engine.py batched_lm), so the extra iterations cost only the slow ones.
 REFIT_ITERS = 2000
-MOST_CONVERGED = 0.5
 
 
 def run_codes(table) -> tuple[np.ndarray, int]:
@@ -188,17 +183,9 @@ def refit_many(
         r = min(_BLOCK, R - a)
         w = None if weights is None else np.repeat(weights[a : a + r], S0, axis=0)
         yb = None if ys is None else np.repeat(ys[a : a + r], S0, axis=0)
-        lm = {"weights": w, "ys": yb, "xtol": 1e-7, "ftol": 1e-10}
-        res = batched_lm(pb, np.tile(st, (r, 1)), max_iter=min(max_iter, FIRST_ITERS), **lm)
+        res = batched_lm(pb, np.tile(st, (r, 1)), weights=w, ys=yb, max_iter=max_iter, xtol=1e-7, ftol=1e-10)
         Fr = res["F"].reshape(r, S0)
         best = np.argmin(Fr, axis=1)
-        if max_iter > FIRST_ITERS and res["converged"].reshape(r, S0)[np.arange(r), best].mean() < MOST_CONVERGED:
-            more = batched_lm(pb, res["theta"], max_iter=max_iter - FIRST_ITERS, **lm)  # on from where they stopped
-            done = res["converged"]
-            for k in ("theta", "F", "converged"):
-                more[k][done] = res[k][done]
-            res, Fr = more, more["F"].reshape(r, S0)
-            best = np.argmin(Fr, axis=1)
         tb = res["theta"].reshape(r, S0, -1)[np.arange(r), best]
         theta[a : a + r] = pb.full(tb)
         F[a : a + r] = Fr[np.arange(r), best]
