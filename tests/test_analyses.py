@@ -21,7 +21,9 @@ def test_every_registered_analysis_declares_its_section_options_and_tables():
         assert e.option is None or e.option in FIT
         sections.add(m.SECTION)
         assert set(m.OPTIONS) <= set(FIT), (m.__name__, m.OPTIONS)  # its flags: fit/defaults.py
-        assert callable(m.section) and (e.option is not None or callable(m.wanted))  # no option: wanted decides
+        assert callable(m.section) and (e.option is not None or e.when is not None)  # no option: the data decide
+        assert e.when is None or hasattr(analyses.Context(), e.when)  # a Context field or property
+        assert e.when is None or not hasattr(m, "wanted")  # decided in its registry line, not on import
         assert callable(m.tables)  # its tables: the module's own
     assert sections == {
         "tuning",
@@ -82,7 +84,6 @@ def test_a_new_analysis_is_one_module_and_one_registry_line(monkeypatch, capsys)
     dw fit prints and dw report shows, with no other change."""
     toy = types.ModuleType("tests._toy_analysis")
     toy.SECTION, toy.OPTIONS = "_toy_analysis", ("seed",)
-    toy.wanted = lambda ctx: True
     toy.section = lambda ctx: {"runs": int(ctx.clean["run"].nunique())}
     toy.verdicts = lambda fit: {"lines": ["the toy says hello"]}
     toy.tables = lambda fit: {
@@ -241,3 +242,37 @@ def test_tuning_is_an_analysis_of_the_registry_and_an_older_fit_json_reads_the_s
     shown = [{k: (tb.title, tb.display(), tb.notes) for k, tb in tuning.tables(d).items()} for d in (new_doc, old_doc)]
     assert shown[0] == shown[1] and list(shown[0]) == ["fit_tuning", "fit_tuned_vs_fixed"]
     assert shown[0]["fit_tuned_vs_fixed"][2] == [t["fixed"]["line"]]
+
+
+def test_an_analysis_the_data_ask_for_runs_only_where_they_do(tmp_path):
+    """Tuning, planted and gradient persistence are asked for by no option but by the data (their
+    registry line's ``when``): a tuned sweep's picks, a store dw simulate planted, runs that wrote
+    probes.jsonl.  Where the data do not ask, the fit imports nothing of them."""
+    import subprocess
+
+    from depthwidth.simulate import simulate
+
+    when = {e.section: e for e in analyses.REGISTRY}
+    store = simulate("demo", name="demo-sim", root=str(tmp_path), seed=1)
+    sweep = tmp_path / "demo-sim"
+    table = planted_table(get_law("chinchilla"), PLANTED["chinchilla"], kind="chinchilla", noise=0.005)
+    ctx = analyses.Context(clean=table.assign(simulated=True), opts=None, sweep_dir=sweep)
+    ctx.opts = types.SimpleNamespace(**{e.option: None for e in analyses.REGISTRY if e.option})
+    assert store and [e.section for e in analyses.REGISTRY if e.runs(ctx)] == ["planted", "gradient_persistence"]
+    probes = list(sweep.glob("*/probes.jsonl"))
+    assert probes
+    for f in probes:
+        f.unlink()
+    ctx.clean = table  # not a simulated run among them
+    ctx.picks = ["a pick"]
+    assert [e.section for e in analyses.REGISTRY if e.runs(ctx)] == ["tuning"]
+    code = (
+        "import sys; from depthwidth.fit.pipeline import run_fit; from depthwidth.fit.laws import get_law; "
+        "from tests.planted import PLANTED, planted_table; "
+        "df = planted_table(get_law('chinchilla'), PLANTED['chinchilla'], kind='chinchilla', noise=0.005); "
+        "doc = run_fit(runs=df, law='chinchilla', bootstrap=0, max_starts=50, write=False); "
+        "names = {m.rsplit('.', 1)[-1] for m in sys.modules if m.startswith('depthwidth.fit.analyses.')}; "
+        "print(sorted({'tuning', 'planted', 'gradient_persistence'} & set(doc) | {'tuning', 'gradient_persistence'} & names))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"  # no data asked for them: no section, tuning's and persistence's modules not imported

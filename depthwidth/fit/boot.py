@@ -83,6 +83,18 @@ def seed_groups(table) -> list[np.ndarray] | None:
     return groups
 
 
+def replicates_record(fr, theta: np.ndarray, noise: dict) -> dict:
+    """What fit.json keeps of the bootstrap (its ``replicates``: the point, each converged replicate's
+    parameters, the noise scales), so that predictions and designs can be made from it later
+    (fit/predict.py ``ensemble_of``)."""
+    return {
+        "names": list(fr.law.names),
+        "point": [float(x) for x in fr.theta],
+        "theta": [[float(x) for x in row] for row in np.asarray(theta)],
+        "noise": {k: float(v) for k, v in noise.items()},
+    }
+
+
 def noise_scales(fr: FitResult, table, split: bool = False) -> dict:
     """Per-run and per-point noise of log loss, estimated from the fit's residuals (and, where
     configurations were run with several seeds, the seed-to-seed part of the per-run noise; else,

@@ -24,7 +24,14 @@ from depthwidth.fit.analyses import Context
 from depthwidth.fit.analyses import own as own_document
 from depthwidth.fit.analyses import run_all as run_analyses
 from depthwidth.fit.boot import bootstrap as boot_fn
-from depthwidth.fit.boot import bound_hits, noise_scales, param_samples, percentile_ci, underdetermined
+from depthwidth.fit.boot import (
+    bound_hits,
+    noise_scales,
+    param_samples,
+    percentile_ci,
+    replicates_record,
+    underdetermined,
+)
 from depthwidth.fit.boot import vet as vet_intervals
 from depthwidth.fit.derived import N_NAMES, count_model, derived_numbers, nest, unused_count, with_convention
 from depthwidth.fit.derived import warnings_for as count_warnings
@@ -36,7 +43,6 @@ from depthwidth.fit.holdout import split_largest
 from depthwidth.fit.isoflop import budgets as isoflop_budgets
 from depthwidth.fit.laws import get_law, is_user
 from depthwidth.fit.options import Checked, FitOptions
-from depthwidth.fit.predict import replicates_record
 from depthwidth.fit.result import FitDocument
 from depthwidth.fit.table import apply_where, one_shape, prepare
 from depthwidth.fit.tuning import picks as tuning_picks

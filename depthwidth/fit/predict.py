@@ -115,16 +115,6 @@ class Ensemble:
         return max(self.new_run_var - self.seed_var, 0.0)
 
 
-def replicates_record(fr, theta: np.ndarray, noise: dict) -> dict:
-    """What fit.json keeps so that predictions and designs can be made from it later."""
-    return {
-        "names": list(fr.law.names),
-        "point": [float(x) for x in fr.theta],
-        "theta": [[float(x) for x in row] for row in np.asarray(theta)],
-        "noise": {k: float(v) for k, v in noise.items()},
-    }
-
-
 def ensemble_of(fit: dict) -> Ensemble:
     """The ensemble a fit.json document holds (its ``replicates``); BadInput when it has none."""
     from depthwidth.fit.userlaw import law_of_label

@@ -4,8 +4,10 @@ An analysis module declares
 
 - ``SECTION``: the key of fit.json it writes;
 - ``OPTIONS``: the ``FitOptions`` fields it reads (their flags, defaults and help: fit/defaults.py);
-- ``wanted(ctx)``, only where its data decide (no option asks for it: planted) or decide further
-  than the option (compare: the laws named, once parsed): whether this fit runs it;
+- ``wanted(ctx)``, only where it decides further than the option (compare: the laws named, once
+  parsed): whether this fit runs it (an analysis the data ask for, with no option, names what in
+  the data asks in its registry line instead -- ``Entry.when``, a ``Context`` property -- so a fit
+  whose data do not ask imports nothing of it);
 - ``section(ctx)``: computes its section from the fit at hand (``Context``); ``None`` when there is
   nothing to say; a warning about the fit joins the fit's own (``ctx.doc["warnings"]``: gradient
   persistence);
@@ -56,15 +58,22 @@ class Entry:
     name: str
     """The module under fit/analyses/ (a dotted name: a module elsewhere) and its SECTION."""
     option: str | None = None
-    """The ``FitOptions`` field that asks for it; None: the module's ``wanted(ctx)`` decides."""
+    """The ``FitOptions`` field that asks for it; None: no option (``when`` decides, else always)."""
     value: object = None
     """The option's value that asks for it; None: any value but None or False."""
+    when: str | None = None
+    """Where the data ask for it, with no option: the ``Context`` property that says whether they do
+    (a field or property: ``picks``, ``simulated``, ``probed``); None: only the option decides."""
 
     def asked(self, opts) -> bool:
         if self.option is None:
             return True
         v = getattr(opts, self.option)
         return (v is not None and v is not False) if self.value is None else v == self.value
+
+    def runs(self, ctx) -> bool:
+        """Whether the fit at hand asks for it: its option, then what in the data asks for it."""
+        return self.asked(ctx.opts) and (self.when is None or bool(getattr(ctx, self.when)))
 
     @property
     def section(self) -> str:
@@ -75,14 +84,14 @@ class Entry:
 
 
 REGISTRY = (
-    Entry("tuning"),  # a tuned sweep: the groups' picks and the fit at one value for every rung beside it
+    Entry("tuning", when="picks"),  # a tuned sweep: the groups' picks and the fit at one value for every rung beside it
     Entry("compare", "compare"),  # --compare: laws by in-sample and held-out error
     Entry("holdout", "holdout"),  # --holdout: the largest runs predicted from the others
     Entry("isoflop", "approach", "isoflop"),  # --approach isoflop: approach 2 beside the law
     Entry("sensitivity", "sensitivity"),  # --sensitivity: each number under each fitting choice
     Entry("downstream", "metric"),  # --metric: a downstream metric from loss, in two steps
-    Entry("planted"),  # a store dw simulate wrote: is the planted truth inside the intervals?
-    Entry("gradient_persistence"),  # a sweep's runs' probes.jsonl: tau(W) and D_crit by the 1/e rule
+    Entry("planted", when="simulated"),  # a store dw simulate wrote: is the planted truth inside the intervals?
+    Entry("gradient_persistence", when="probed"),  # a sweep's runs' probes.jsonl: tau(W) and D_crit by the 1/e rule
     Entry("match", "match"),  # --match: FLOPs to match uniform, match.json instead of a law fit
     Entry("lr_law", "law", "lr"),  # --law lr: a tuned sweep's learning-rate laws, lr_fit.json instead of a law fit
 )
@@ -142,6 +151,21 @@ class Context:
     passed in, as an analysis may not import pipeline.py."""
 
     @property
+    def simulated(self) -> bool:
+        """Every run of the fitted table was planted by ``dw simulate`` (its store keeps the world)."""
+        c = self.clean
+        return self.sweep_dir is not None and "simulated" in c and bool(c["simulated"].astype(bool).all())
+
+    @property
+    def probed(self) -> bool:
+        """A run of the store wrote per-layer gradient probes (its ``probes.jsonl``)."""
+        from depthwidth.core.store import store_runs
+
+        return self.sweep_dir is not None and any(
+            (d / "probes.jsonl").is_file() for d in store_runs(self.sweep_dir)[0].values()
+        )
+
+    @property
     def common(self) -> dict:
         """The fitting settings every refit uses."""
         o = self.opts
@@ -152,7 +176,7 @@ def run_all(ctx: Context) -> dict:
     """{section: value} of every analysis this fit asked for (the others are not imported)."""
     out = {}
     for e in REGISTRY:
-        if not e.asked(ctx.opts):
+        if not e.runs(ctx):
             continue
         m = e.module()
         if not hasattr(m, "wanted") or m.wanted(ctx):

@@ -24,10 +24,6 @@ OPTIONS = ("probe_step", "bootstrap", "level", "seed")
 DROPPED = ("failed", "diverged")  # run statuses whose probe profiles tau(W) leaves out
 
 
-def wanted(ctx) -> bool:
-    return ctx.sweep_dir is not None
-
-
 def section(ctx) -> dict | None:
     from depthwidth.track.run_source import probe_profiles
 

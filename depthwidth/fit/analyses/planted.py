@@ -23,11 +23,6 @@ SECTION = "planted"
 OPTIONS = ()
 
 
-def wanted(ctx) -> bool:
-    c = ctx.clean
-    return ctx.sweep_dir is not None and "simulated" in c and bool(c["simulated"].astype(bool).all())
-
-
 def section(ctx) -> dict | None:
     world = read_world(ctx.sweep_dir)
     if world is None:

@@ -18,11 +18,6 @@ SECTION = "tuning"
 OPTIONS = ("tuned",)
 
 
-def wanted(ctx) -> bool:
-    """A tuned sweep's fit: pipeline.py found tuning groups to pick from."""
-    return bool(ctx.picks)
-
-
 def section(ctx) -> dict:
     """fit.json's ``tuning``: the mode, every group's pick, the edges, and the fixed-value fit."""
     from depthwidth.fit.tuning import line as tuning_line
