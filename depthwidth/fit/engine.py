@@ -238,8 +238,8 @@ def _lm_chunk(pb: Problem, th, w, max_iter, smooth, xtol, ftol, ys=None):
         if wt is not None:
             psi *= wt
             omega *= wt
-        g = np.matmul(J, psi[:, :, None])[:, :, 0].astype(np.float64)
-        H = np.matmul(J * omega[:, None, :], np.swapaxes(J, 1, 2)).astype(np.float64)
+        g = np.matmul(J, psi[:, :, None])[:, :, 0].astype(np.float64, copy=False)
+        H = np.matmul(J * omega[:, None, :], np.swapaxes(J, 1, 2)).astype(np.float64, copy=False)
         dg = np.diagonal(H, axis1=1, axis2=2)
         damp = dg + 1e-6 * dg.max(axis=1, keepdims=True) + 1e-12
         A = H + (lam[:, None] * damp)[:, :, None] * eye

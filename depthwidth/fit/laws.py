@@ -172,13 +172,16 @@ class DepthPenalty:
         return logh, dlogh
 
     def value(self, th, X, smooth):
-        ratio = X["depth"] / self.dcrit(th, X)
-        logh, _ = self._hinge(ratio - 1.0, smooth)
-        return th["gamma"] - th["mu"] * X["log_width"] + logh
+        return self.value_and_grads(th, X, smooth)[0]
 
     def grads(self, th, X, smooth):
+        return self.value_and_grads(th, X, smooth)[1]
+
+    def value_and_grads(self, th, X, smooth):
+        """(value, grads) from one evaluation of D_crit and the hinge (a fit's Jacobian needs both)."""
         ratio = X["depth"] / self.dcrit(th, X)
-        _, dlogh = self._hinge(ratio - 1.0, smooth)
+        logh, dlogh = self._hinge(ratio - 1.0, smooth)
+        u = th["gamma"] - th["mu"] * X["log_width"] + logh
         dx = -dlogh * ratio  # d log h / d log D_crit
         g = {"gamma": None, "mu": X["neglog_width"]}
         if self.form == "log":
@@ -186,7 +189,7 @@ class DepthPenalty:
         else:
             g["c"] = dx
             g["p"] = dx * X["log_width"]
-        return g
+        return u, g
 
 
 # -- Laws ------------------------------------------------------------------------------------------------
@@ -326,7 +329,8 @@ class Law:
         """
         theta = np.atleast_2d(np.asarray(theta, dtype=X["_zero"].dtype))
         th = {p.name: theta[:, i : i + 1] for i, p in enumerate(self.params)}
-        us = [t.value(th, X, smooth) for t in self.terms]
+        both = [t.value_and_grads(th, X, smooth) if jac and hasattr(t, "value_and_grads") else None for t in self.terms]
+        us = [t.value(th, X, smooth) if b is None else b[0] for t, b in zip(self.terms, both)]
         m = us[0].copy()
         for u in us[1:]:
             np.maximum(m, u, out=m)
@@ -348,9 +352,9 @@ class Law:
         J = np.empty((S, len(free), n), dtype=pred.dtype)
         written = np.zeros(len(free), dtype=bool)
         np.reciprocal(z, out=z)
-        for t, e in zip(self.terms, us):
+        for t, e, b in zip(self.terms, us, both):
             e *= z  # softmax weight of this term
-            for name, d in t.grads(th, X, smooth).items():
+            for name, d in (t.grads(th, X, smooth) if b is None else b[1]).items():
                 k = col.get(name)
                 if k is None:
                     continue
