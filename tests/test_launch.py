@@ -16,7 +16,7 @@ from depthwidth.launch import submit as launch_submit
 from depthwidth.launch import task as launch_task
 from depthwidth.core import store
 from depthwidth.core.atomic import read_jsonl, write_json
-from tests.helpers import run_dw
+from tests.helpers import dw, run_dw
 
 TINY = """\
 groups: {model: vwt, data: pydoc}
@@ -35,7 +35,9 @@ def tiny_env(tmp_path, steps=12, widths="[32]", depths="[1, 2]"):
 
 
 def status(env):
-    p = run_dw("status", "tiny", "--json", env=env)
+    """dw status --json, in this process: the tests poll it while runs train, and a new interpreter
+    each time would take CPU from them."""
+    p = dw("status", "tiny", "--json", env=env)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tests.helpers import at_gate, gate_env, run_dw
+from tests.helpers import at_gate, dw, gate_env, run_dw
 from tests.test_launch import wait_for
 from tests.test_launch_slurm import logged_steps, metric_steps
 
@@ -51,7 +51,7 @@ def test_a_two_node_fsdp_run_survives_usr2_and_matches_one_process(slurm_cluster
     subprocess.run(["scancel", "--signal=USR2", job], env={**os.environ, **env}, check=True)
 
     def status():
-        return json.loads(run_dw("status", "two", "--json", env=env).stdout)["runs"][0]
+        return json.loads(dw("status", "two", "--json", env=env).stdout)["runs"][0]  # in-process: polled
 
     wait_for(lambda: status()["attempts"] == 2, 300, "the run requeued and restarted")
     st = wait_for(lambda: (s := status())["state"] == "done" and s, 300, "the run done")

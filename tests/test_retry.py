@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from depthwidth.launch.retry import Policy, verdict
-from tests.helpers import GATE_CODE, REPO, run_dw
+from tests.helpers import GATE_CODE, REPO, dw, run_dw
 from tests.test_launch import tiny_env, wait_for
 from tests.test_launch_slurm import metric_steps
 
@@ -47,7 +47,9 @@ def _raise_env(tmp_path, mode, step=5):
 
 
 def _status(env):
-    p = run_dw("status", "tiny", "--json", env=env)
+    """dw status --json, in this process: polled while the run trains (a new interpreter each time
+    would take CPU from it)."""
+    p = dw("status", "tiny", "--json", env=env)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_dw
+from tests.helpers import dw, run_dw
 from tests.test_train import TINY, _metrics
 
 ARGS = [*TINY, "train.steps=16", "train.ckpt_every=8", "train.log_every=4", "probe.every=8"]
@@ -122,7 +122,7 @@ def test_a_full_disk_under_a_local_sweep_is_recorded_and_the_worker_ends_cleanly
     subprocess.run(["mount", "-o", "remount,size=64m", str(tiny_disk)], check=True)  # space is back
     p = run_dw("sweep", "tiny", "launcher=local", "launcher.workers=1", "--retry-failed", env=env)
     assert p.returncode == 0, p.stderr
-    wait_for(lambda: run_dw("status", "tiny", "--json", env=env).stdout.count('"state": "done"') == 1, 300, "done")
+    wait_for(lambda: dw("status", "tiny", "--json", env=env).stdout.count('"state": "done"') == 1, 300, "done")
     wait_for(lambda: not _alive(store), 300, "the workers to exit")  # their logs are on the disk
     got, want = _metrics(store / rid), _metrics(tmp_path / "ref" / "runs" / "tiny" / rid)
     steps = [r["step"] for r in got]
