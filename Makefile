@@ -19,8 +19,8 @@ install: $(STAMP)
 test: lint
 	$(PY) -m pytest -q -n 4 --dist loadgroup --no-loadscope-reorder
 
-# The fast tier (about 2 minutes on an idle 2-core machine: 1 min 55 s on 2026-12-04, 2 min 18 s on
-# 2026-12-05; docs/benchmarks.md): every test but those on a SLURM test cluster and the
+# The fast tier (2-3.5 minutes on an idle 2-core machine: 1 min 55 s on 2026-12-04, 3 min 25 s on
+# 2026-12-06; docs/benchmarks.md): every test but those on a SLURM test cluster and the
 # modules tests/slow.txt lists (each over 20 s); `make test` runs them all.
 test-fast: lint
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
