@@ -172,13 +172,16 @@ class DepthPenalty:
         return logh, dlogh
 
     def value(self, th, X, smooth):
-        return self.value_and_grads(th, X, smooth)[0]
+        ratio = X["depth"] / self.dcrit(th, X)
+        logh, _ = self._hinge(ratio - 1.0, smooth)
+        return th["gamma"] - th["mu"] * X["log_width"] + logh
 
     def grads(self, th, X, smooth):
         return self.value_and_grads(th, X, smooth)[1]
 
     def value_and_grads(self, th, X, smooth):
-        """(value, grads) from one evaluation of D_crit and the hinge (a fit's Jacobian needs both)."""
+        """(value, grads) from one evaluation of D_crit and the hinge, for a fit's Jacobian (``Law.evaluate``
+        with ``jac``); ``value`` alone builds no gradients."""
         ratio = X["depth"] / self.dcrit(th, X)
         logh, dlogh = self._hinge(ratio - 1.0, smooth)
         u = th["gamma"] - th["mu"] * X["log_width"] + logh

@@ -62,8 +62,8 @@ class Entry:
     value: object = None
     """The option's value that asks for it; None: any value but None or False."""
     when: str | None = None
-    """Where the data ask for it, with no option: the ``Context`` property that says whether they do
-    (a field or property: ``picks``, ``simulated``, ``probed``); None: only the option decides."""
+    """Where the data ask for it, with no option: the ``Context`` field or property that says whether
+    they do (``picks``, ``simulated``, ``probed``); None: only the option decides."""
 
     def asked(self, opts) -> bool:
         if self.option is None:
