@@ -11,6 +11,19 @@ import os
 import tempfile
 
 # ============================================================================
+# OpenMP threads that sleep when they wait (owner: the Makefile's test targets)
+#
+# `make test` runs 4 workers, their training subprocesses and SLURM jobs on 2 cores.  torch's CPU
+# threads are libgomp's, which spin (300,000 rounds) at every barrier before they sleep: on a
+# contended core a thread spins while the one it waits for is off the CPU.  A 20-step run at
+# train.threads=2 beside two busy processes took 19.9 CPU-s and 21.9 s (8.5 CPU-s and 12.5 s with
+# PASSIVE; 9.2 CPU-s alone either way).  Set before torch is first imported, and inherited by every
+# subprocess, local worker and SLURM job the tests start; it changes when threads wait, not what
+# they compute.
+# ============================================================================
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# ============================================================================
 # Hugging Face caches (owner: tests/test_export.py, tests/test_eval.py)
 #
 # transformers and lm-evaluation-harness read these when first imported: the tests never touch the
