@@ -19,7 +19,7 @@ install: $(STAMP)
 test: lint
 	$(PY) -m pytest -q -n 4 --dist loadgroup --no-loadscope-reorder
 
-# The fast tier (2-3.5 minutes on an idle 2-core machine: 1 min 55 s on 2026-12-04, 3 min 25 s on
+# The fast tier (2-3.5 minutes on an idle 2-core machine: 1 min 55 s on 2026-12-04, 2 min 30 s on
 # 2026-12-06; docs/benchmarks.md): every test but those on a SLURM test cluster and the
 # modules tests/slow.txt lists (each over 20 s); `make test` runs them all.
 test-fast: lint
