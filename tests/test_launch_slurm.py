@@ -10,18 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import at_gate, dw, gate_env, run_dw, start_gate_env
-from tests.test_launch import tiny_env, wait_for
+from tests.helpers import at_gate, gate_env, run_dw, start_gate_env
+from tests.test_launch import status, tiny_env, wait_for
 
 pytestmark = pytest.mark.slurm
-
-
-def status(env):
-    """dw status --json, in this process: the tests poll it while runs train, and a new interpreter
-    each time would take CPU from them."""
-    p = dw("status", "tiny", "--json", env=env)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
 
 
 def submit(env, *args):

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from depthwidth.launch.retry import Policy, verdict
-from tests.helpers import GATE_CODE, REPO, dw, run_dw
-from tests.test_launch import tiny_env, wait_for
+from tests.helpers import GATE_CODE, REPO, run_dw
+from tests.test_launch import status as _status, tiny_env, wait_for
 from tests.test_launch_slurm import metric_steps
 
 
@@ -44,14 +44,6 @@ def _raise_env(tmp_path, mode, step=5):
     d = tmp_path / "raise"
     d.mkdir(exist_ok=True)
     return {"PYTHONPATH": f"{GATE_CODE}{os.pathsep}{REPO}", "DW_TEST_RAISE": f"{d}:{step}:{mode}"}, d
-
-
-def _status(env):
-    """dw status --json, in this process: polled while the run trains (a new interpreter each time
-    would take CPU from it)."""
-    p = dw("status", "tiny", "--json", env=env)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
 
 
 def _job_processes(raw_job_id: str) -> list[int]:
