@@ -44,8 +44,8 @@ def test_stopping_one_run_leaves_both_local_workers_running(tmp_path):
     assert r["reason"] == "SIGINT at step 7"
     sub = next((tmp_path / "runs" / "tiny" / "jobs").iterdir())
 
-    def tasks_of(pid):
-        return [t for t in map(json.loads, map(lambda f: f.read_text(), sub.glob("task-*.json"))) if t["pid"] == pid]
+    def tasks_of(pid):  # a task not yet claimed is queued and has no pid (launch/backend.py's submit)
+        return [t for t in (json.loads(f.read_text()) for f in sub.glob("task-*.json")) if t.get("pid") == pid]
 
     # the worker that trained it goes on to the next task (before: it exited); the other is still held
     wait_for(lambda: len(tasks_of(one["pid"])) > 1, 120, "the stopped run's worker to claim its next task")
