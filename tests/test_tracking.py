@@ -16,7 +16,7 @@ from pathlib import Path
 
 from depthwidth.core.atomic import read_jsonl
 from depthwidth.track.wandb_log import history_steps, records
-from tests.helpers import REPO
+from tests.helpers import REPO, gate_env
 
 TINY = [
     "model.depth=2",
@@ -160,11 +160,10 @@ def test_killed_run_resumes_the_same_wandb_run_without_repeats(tmp_path):
     d = tmp_path / "run"
     args = [*TINY, "train.steps=60", "train.ckpt_every=20", "tracker=wandb", f"run.dir={d}"]
     env = wandb_env(tmp_path)
-    proc = _spawn(args, env)
-    # killed after the step-20 checkpoint, with rows past it logged
-    _wait_for(
-        lambda: (d / "ckpt" / "step_00000020" / "MANIFEST").exists() and len(read_jsonl(d / "metrics.jsonl")) >= 5
-    )
+    gate = tmp_path / "gate"  # killed before step 25: past the step-20 checkpoint, with rows past it logged
+    proc = _spawn(args, {**env, **gate_env(gate, 25)})
+    _wait_for(lambda: (gate / f"at-25-{proc.pid}").exists())
+    assert (d / "ckpt" / "step_00000020" / "MANIFEST").exists() and len(read_jsonl(d / "metrics.jsonl")) >= 5
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     p = run_dw("train", *args, env=env)

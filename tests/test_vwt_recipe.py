@@ -22,7 +22,7 @@ from depthwidth.model.moe import MoE
 from depthwidth.model.resolve import from_config
 from depthwidth.model.spec import ModelSpec
 from depthwidth.train import optim
-from tests.helpers import REPO, assert_bad_input, dw, run_dw
+from tests.helpers import REPO, assert_bad_input, dw, gate_env, run_dw
 from tests.test_train import _metrics, _spawn, _summary, _wait_for
 
 BASE = ModelSpec(
@@ -314,8 +314,10 @@ MOE_RUN = [
 def test_a_tiny_moe_x_model_trains_is_killed_and_resumes_exactly(tmp_path):
     ref, cut = tmp_path / "ref", tmp_path / "cut"
     assert dw("train", *MOE_RUN, f"run.dir={ref}").returncode == 0
-    proc = _spawn([*MOE_RUN, f"run.dir={cut}"])
-    _wait_for(cut / "ckpt" / "step_00000020" / "MANIFEST")
+    gate = tmp_path / "gate"  # the run waits before step 25, past its step-20 checkpoint, to be killed there
+    proc = _spawn([*MOE_RUN, f"run.dir={cut}"], env=gate_env(gate, 25))
+    _wait_for(gate / f"at-25-{proc.pid}")
+    assert (cut / "ckpt" / "step_00000020" / "MANIFEST").exists()
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     p = dw("train", *MOE_RUN, f"run.dir={cut}")
