@@ -106,7 +106,7 @@ def test_local_returns_at_once_packs_and_completes(tmp_path):
     sub = next((tmp_path / "runs" / "tiny" / "jobs").iterdir())
     workers = [json.loads(p.read_text()) for p in sub.glob("worker-*.json")]
     assert len(workers) == 2
-    wait_for(lambda: all(not scheduler.pid_alive(w["pid"]) for w in workers), 30, "workers to exit")
+    wait_for(lambda: all(not scheduler.pid_alive(w["pid"]) for w in workers), 120, "workers to exit")
 
 
 def test_a_killed_local_worker_leaves_lost_runs_that_retry_resubmits(tmp_path):

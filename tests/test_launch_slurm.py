@@ -76,7 +76,7 @@ def test_a_three_run_sweep_is_one_array_and_every_run_completes(slurm_cluster, t
         assert r["attempts"] == 1 and r["progress"] == 1.0 and r["final_val_loss"] is not None
         assert metric_steps(r["run_dir"]) == [4]
     want = [(j, "COMPLETED") for j in out["jobs"]]
-    wait_for(lambda: sorted(sacct(slurm_cluster, array)) == want, 30, "the array's 3 tasks COMPLETED")
+    wait_for(lambda: sorted(sacct(slurm_cluster, array)) == want, 120, "the array's 3 tasks COMPLETED")
     jobs = [submitit.SlurmJob(folder=folder, job_id=j) for j in out["jobs"]]  # submitit's own view of them
     assert [job.result() for job in jobs] == [{"task": i, "rc": 0} for i in range(3)]
     again = submit(env)
@@ -142,7 +142,7 @@ def test_a_cancelled_run_shows_cancelled_and_retry_failed_completes_it(slurm_clu
     (job,), rid = out["jobs"], out["submitted"][0]["run_id"]
     wait_for(lambda: at_gate(gate, 8) == 1, 120, "the run training, at step 8")
     slurm_cluster.sh("scancel", job)
-    st = wait_for(lambda: (s := status(env))["runs"][0]["state"] == "cancelled" and s, 60, "cancelled in dw status")
+    st = wait_for(lambda: (s := status(env))["runs"][0]["state"] == "cancelled" and s, 120, "cancelled in dw status")
     p = run_dw("status", "tiny", env=env)
     assert "cancelled" in p.stdout and "1 cancelled" in p.stdout
     assert submit(env, "--only", "model.depth=1")["submitted"] == []  # not without --retry-failed
@@ -166,6 +166,6 @@ def test_pack_puts_four_runs_in_two_array_tasks(slurm_cluster, tmp_path):
     slurm_cluster.sh("scancel", "--signal=USR2", f"{array}_0")
     wait_for(lambda: status(env)["counts"]["done"] == 4, 180, "4 runs done")
     want = [(f"{array}_0", "COMPLETED"), (f"{array}_0", "REQUEUED"), (f"{array}_1", "COMPLETED")]
-    wait_for(lambda: sorted(sacct(slurm_cluster, array)) == want, 30, "2 array tasks COMPLETED, task 0 requeued once")
+    wait_for(lambda: sorted(sacct(slurm_cluster, array)) == want, 120, "2 array tasks COMPLETED, task 0 requeued once")
     text = log0.read_text()
     assert "Calling checkpoint method" in text and f"Requeued job {array}_0" in text

@@ -197,7 +197,7 @@ def test_a_node_that_dies_mid_run_its_run_is_retried_on_the_other_node(slurm_clu
         return [ln.split("|") for ln in out]
 
     # accounting may lag the controller a moment: wait for the second attempt's end to reach it
-    wait_for(lambda: (r := records()) and r[-1][0] == "COMPLETED", 60, "the second attempt COMPLETED in sacct")
+    wait_for(lambda: (r := records()) and r[-1][0] == "COMPLETED", 120, "the second attempt COMPLETED in sacct")
     recs = records()
     assert recs[0] == ["NODE_FAIL", node] and recs[-1][0] == "COMPLETED" and recs[-1][1] != node, recs
     steps = metric_steps(run_dir)

@@ -442,7 +442,7 @@ def test_a_cancelled_wave_job_breaks_the_chain_and_retry_failed_submits_the_rest
         assert w["planned"] == [4, 4] and w["first"]["tasks"] == 4
         wait_for(lambda: at_gate(gate, 4) >= 1, 120, "wave 1 training, held at step 4")
         slurm_cluster.sh("scancel", w["first"]["wave_job"])
-        wait_for(lambda: _status(env)["counts"]["cancelled"] == 4, 60, "the 4 runs of wave 2 cancelled")
+        wait_for(lambda: _status(env)["counts"]["cancelled"] == 4, 120, "the 4 runs of wave 2 cancelled")
         p = run_dw("sweep", "tiny", "launcher=slurm", f"launcher.qos={QOS}", "--retry-failed", env=genv)
         assert p.returncode == 0, p.stderr
         assert "submitted 4 runs as waves (none yet)" in p.stdout and "no room for a wave now" in p.stdout

@@ -91,7 +91,7 @@ def test_retry_failed_refuses_a_running_job_whose_state_is_unknown(slurm_cluster
         p = run_dw("sweep", "tiny", "launcher=slurm", "--retry-failed", "--only", "model.depth=1", env=broken)
         assert p.returncode == 0 and "not resubmitted" in p.stderr and "1 unknown" in p.stdout
         # sacct back: it was running all along (accounting may lag the controller a moment under load)
-        wait_for(lambda: status(env)["runs"][0]["state"] == "running", 60, "the run running again in dw status")
+        wait_for(lambda: status(env)["runs"][0]["state"] == "running", 120, "the run running again in dw status")
     finally:
         slurm_cluster.sh("scancel", job)
     subs = [e for e in read_jsonl(tmp_path / "runs" / "tiny" / "manifest") if e["event"] == "submit"]
