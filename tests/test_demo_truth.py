@@ -191,6 +191,9 @@ def test_not_identified_without_a_better_law_draws_the_fitted_law_dashed(store, 
     assert kept["caption"].endswith("; " + VERDICT_NO)
 
 
+BOUND = "derived from D_crit, which the fit does not identify"
+
+
 def test_report_says_it_in_one_line_and_optima_read_not_identified(store):
     from depthwidth.report.render import render_markdown
 
@@ -201,7 +204,11 @@ def test_report_says_it_in_one_line_and_optima_read_not_identified(store):
     opt = {r["quantity"]: r for r in rep["tables"]["fit_optimal"].rows}
     assert opt["D_opt at C = 1e+21"]["value"] == "not identified" and opt["D_opt at C = 1e+21"]["ci_lo"] is None
     assert opt["D_opt at C = 1e+21"]["note"] == "the law's optimum D_opt = 0.54 is below one layer"
-    assert opt["W_opt at C = 1e+21"]["value"] == pytest.approx(49894.9)
+    # W_opt = 49,895 is a width, but one derived from the D_crit the fit does not identify
+    assert opt["W_opt at C = 1e+21"]["value"] == "not identified" and opt["W_opt at C = 1e+21"]["ci_lo"] is None
+    assert opt["W_opt at C = 1e+21"]["note"] == BOUND
+    assert data.fit.verdicts.optimum["W_opt"] == {"value": None, "identified": False, "because": BOUND}
+    assert not any(n.startswith("W_opt") for n in data.fit.verdicts.notes)  # the table's caveat says it once
     assert opt["N* ∝ C^x"]["value"] == 0.53 and opt["N* ∝ C^x"]["ci_lo"] == 0.5
     assert "| D_opt at C = 1e+21 | not identified | — | — | the law's optimum D_opt = 0.54 is below one layer |" in md
     assert "0.54 |" not in md.split("## Compute-optimal allocation")[1].split("##")[0].replace("D_opt = 0.54", "")

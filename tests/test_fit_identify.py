@@ -31,6 +31,7 @@ def test_dcrit_located_when_its_interval_is_pinned_inside_the_grid():
         assert r["verdict"] == "located" and r["depths"] == [2.0, 64.0]
         assert 2.0 <= lo <= r["value"] <= hi <= 64.0 and hi / lo <= ident["max_ratio"]
     assert ident["sign"]["settled"] and "assumed" in ident["sign"]["because"]  # the log form's sign is its own
+    assert ident["optimum"] and all(v["identified"] for v in ident["optimum"].values())  # a located claim's
 
 
 def test_dcrit_is_never_located_without_an_interval():
@@ -38,6 +39,11 @@ def test_dcrit_is_never_located_without_an_interval():
     ident = _fit(df)["identification"]  # --bootstrap 0
     assert ident["verdict"] == "not-located" and not ident["claim"]["identified"]
     assert {r["because"] for r in ident["widths"].values()} == {"no interval (--bootstrap 0, or it was withheld)"}
+    # the optima are derived from that D_crit: none is identified either, in fit.json as in the caveat
+    why = "derived from D_crit, which the fit does not identify"
+    assert ident["optimum"] and all(
+        v == {"value": None, "identified": False, "because": why} for v in ident["optimum"].values()
+    )
 
 
 def test_no_penalty_when_no_run_is_deeper():

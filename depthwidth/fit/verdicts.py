@@ -417,6 +417,23 @@ def meaningful_optimum(derived: dict, quantum: int | None = None) -> dict:
     return out
 
 
+def bound_by_claim(optimum: dict, claim: dict | None) -> dict:
+    """The optimum flags with the claim's verdict: every optimum is derived from the law's
+    claim-carrying parameters, so where the fit does not identify them no optimum is identified
+    either (the demo's W_opt = 1.4e5 from a grid of widths 32-96 had said identified)."""
+    if not claim or claim.get("identified") is not False:
+        return optimum
+    why = _claim_why(claim)
+    return {
+        k: v if not v.get("identified") else {"value": None, "identified": False, "because": why}
+        for k, v in optimum.items()
+    }
+
+
+def _claim_why(claim: dict) -> str:
+    return f"derived from {claim.get('parameter')}, which the fit does not identify"
+
+
 def meaningful_dcrit(derived: dict) -> dict:
     """D_crit at the sweep's widths and the reference models: a number only when it is at least one layer.
 
@@ -479,7 +496,7 @@ def identification(
     else:  # a user-defined law (fit/userlaw.py) declares no claim: nothing to identify, nothing to flag
         claim = {"parameter": None, "identified": None, "because": f"{law.name} is a user-defined law"}
     out["claim"] = claim
-    out["optimum"] = meaningful_optimum(derived or {}, quantum)
+    out["optimum"] = bound_by_claim(meaningful_optimum(derived or {}, quantum), claim)
     out["dcrit_range"] = meaningful_dcrit(derived or {})
     if "ladder" in claim:
         lad = claim.pop("ladder")
@@ -670,7 +687,8 @@ def flags(fit: dict) -> tuple[dict, dict]:
     written before ``identification`` held them."""
     ident = fit.get("identification") or {}
     derived = fit.get("derived") or {}
-    return ident.get("optimum") or meaningful_optimum(derived), ident.get("dcrit_range") or meaningful_dcrit(derived)
+    optimum = bound_by_claim(ident.get("optimum") or meaningful_optimum(derived), ident.get("claim"))
+    return optimum, ident.get("dcrit_range") or meaningful_dcrit(derived)
 
 
 def truth_line(fit) -> str | None:
@@ -690,7 +708,13 @@ def identification_notes(fit: dict) -> list[str]:
     if not ident:
         return []
     out = [verdict_line(ident)]
-    out += [f"{k}: not identified ({v['because']})" for k, v in ident.get("optimum", {}).items() if not v["identified"]]
+    claim = ident.get("claim") or {}  # optima the claim leaves unidentified: optima_caveat says so once
+    said = _claim_why(claim) if claim.get("identified") is False else None
+    out += [
+        f"{k}: not identified ({v['because']})"
+        for k, v in ident.get("optimum", {}).items()
+        if not v["identified"] and v["because"] != said
+    ]
     out += [x for x in (not_identified_line(ident), (preferred(fit) or {}).get("line")) if x]
     return out + [rests_on(ident)]
 
