@@ -397,6 +397,7 @@ def fit_residuals(plt, data, rep, out):
     law = _law(rec)
     done = {r["run"] for r in data.runs if r["state"] == "done"}
     pts = [p for p in data.points if p["run"] in done and all(p.get(c) for c in law.columns)]
+    pts, unread = _fitted(pts, data.fit.where)
     if not pts:
         return "no finished points with the law's columns"
     cols = {c: [p.get(c) for p in pts] for c in (*law.columns, "params_non_embedding")}
@@ -424,15 +425,47 @@ def fit_residuals(plt, data, rep, out):
     rmse = float(np.sqrt(np.mean(res**2)))
     title = f"Fit residuals ({data.fit.law}, RMSE {rmse:.3g} nats)"
     fig.suptitle(title, fontsize=10.5)
-    return _save(
-        plt,
-        fig,
-        out,
-        "fit_residuals.png",
-        title,
-        "every finished run's points; diamonds: width-shaped runs (W = their h), which the fit pools with the "
-        "uniform ones",
+    which = (
+        f"the finished points the fit used (--where {', '.join(data.fit.where)})"
+        if data.fit.where
+        else "every finished run's points"
     )
+    if unread:
+        which = f"every finished run's points (the fit's --where {', '.join(unread)} is not a column of the report)"
+    if not U.all():
+        which += "; diamonds: width-shaped runs (W = their h), which the fit pools with the uniform ones"
+    return _save(plt, fig, out, "fit_residuals.png", title, which)
+
+
+def _fitted(points: list[dict], where: list[str]) -> tuple[list[dict], list[str]]:
+    """(the points a fit's ``--where`` filters keep, the filters on a column the points lack).  A
+    shape-blind law fitted on a store of shapes keeps its uniform runs (``shape=uniform``): the
+    residuals of runs it never saw are not its misfit."""
+    unread = []
+    for w in where:
+        col, _, val = str(w).partition("=")
+        col, val = col.strip(), val.strip()
+        if not points or col not in points[0]:
+            unread.append(w)
+            continue
+        if col == "shape" and val == "uniform":
+            points = [p for p in points if p["shape"] in (None, "uniform")]
+            continue
+        points = [p for p in points if _same(p[col], val)]
+    return points, unread
+
+
+def _same(v, val: str) -> bool:
+    """A point's value equals a ``--where`` value as fit/table.py's apply_where compares them:
+    numerically where both are numbers, else as text."""
+    if v is None:
+        return False
+    if not isinstance(v, str):
+        try:
+            return float(v) == float(val)
+        except (TypeError, ValueError):
+            pass
+    return str(v) == val
 
 
 def flops_match_curves(plt, data, rep, out):
