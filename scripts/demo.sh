@@ -33,7 +33,7 @@ echo "== 6/7 dw report demo --plots $OUT"
 $DW report demo --plots "$OUT"
 echo "== 7/7 dw simulate demo --name demo-planted  (the same grid, losses planted from the depth-delusion law near the paper's fit: could this grid identify D_crit at all?)"
 $DW simulate demo --name demo-planted --replace --seed 1 > /dev/null
-$DW fit demo-planted --law depth-delusion --where shape=uniform --bootstrap 100 | grep -E "^ *(no depth penalty shown|D_crit (not )?located|planted world)" || true
+COLUMNS=400 $DW fit demo-planted --law depth-delusion --where shape=uniform --bootstrap 100 | grep -E "^ *(no depth penalty shown|D_crit (not )?located|planted world)" || true
 
 t1=$(date +%s)
 echo "$((t1 - t0))" > "$OUT/demo_seconds"

@@ -62,3 +62,4 @@ def test_short_demo_runs_end_to_end(tmp_path):
     assert planted["planted"]["same_law"] and planted["n_runs"] == 12
     assert "planted world (depth-delusion[log], seed 1)" in p.stdout
     assert re.search(r"^ *(no depth penalty shown|D_crit not located|D_crit located): ", p.stdout, re.M), p.stdout
+    assert planted["identification"]["line"] in p.stdout  # the whole line, not its first wrapped row
