@@ -236,3 +236,35 @@ def test_the_residual_figure_shows_only_the_runs_the_fit_used(root, tmp_path):
     fig = figs["fit_residuals.png"]
     assert f"RMSE {res['rmse']:.3g} nats" in fig["title"], (fig["title"], res["rmse"])
     assert fig["caption"] == "the finished points the fit used (--where shape=uniform)"
+
+
+@pytest.mark.parametrize("given", [None, "kappa=4", "kappa=4,gamma=2"])
+def test_a_world_too_loud_for_the_vocabulary_scales_the_terms_not_set(root, given):
+    """The published parameters plant 11-12 nats on the demo's 256-token vocabulary (ln V = 5.55):
+    the terms --set did not give are scaled by one factor until the largest loss is 0.9 ln V, the
+    ones given are kept as given.  (Before: any --set was bad input, even kappa=4, which lowers losses;
+    docs/guides/planning.md's --set example failed.)"""
+    from depthwidth.report.load import load
+    from depthwidth.simulate.plant import HEADROOM
+    from depthwidth.simulate.world import world
+
+    name = f"loud-{len(given or '')}"
+    s = simulate("demo", name=name, root=root, set_values=given, noise=Noise(sigma=0.0, point=0.0), budgets="0.5,1")
+    top = max(p["loss"] for p in load(name, root=str(root)).points)
+    assert top == pytest.approx(HEADROOM * np.log(256), rel=1e-9)
+    published, got, f = world("depth-delusion").values, s["world"]["params"], s["scaled"]["factor"]
+    set_here = dict(kv.split("=") for kv in (given or "").split(",") if kv)
+    for k, v in got.items():
+        if k in set_here:
+            assert v == float(set_here[k])
+        elif k in ("A", "B", "gamma"):
+            assert v == pytest.approx(published[k] * f, rel=1e-12)
+        else:  # exponents and D_crit's kappa: the papers'
+            assert v == published[k]
+    assert 0 < f < 1 and ("every term --set left (A, B)" in s["scaled"]["why"]) == ("gamma" in set_here)
+
+
+def test_terms_set_louder_than_the_vocabulary_by_themselves_are_bad_input(tmp_path):
+    msg = assert_bad_input(dw("simulate", "demo", "--set", "A=1e6", "--root", str(tmp_path)))
+    assert "bad value for --set: A=1e6" in msg and "the terms set give up to" in msg
+    assert not (tmp_path / "demo-sim").exists()  # nothing half-written

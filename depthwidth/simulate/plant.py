@@ -20,6 +20,7 @@ from depthwidth.core.errors import BadInput, bad
 from depthwidth.core.store import check_name, runs_root
 from depthwidth.fit.derived import count_model, n_column, with_convention
 from depthwidth.fit.derived import C_REF, derived_numbers
+from depthwidth.fit.laws import parse_values
 from depthwidth.model.accounting import account
 from depthwidth.model.resolve import from_config
 from depthwidth.simulate.store import WORLD_FILE, WORLD_SCHEMA, check_target, run_record, write_store
@@ -58,30 +59,53 @@ SCALES = ("A", "B", "gamma", "E", "A_w", "A_d")  # the coefficients of a law's a
 HEADROOM = 0.9  # the default world's largest planted loss, as a share of ln V
 
 
-def _plausible(w, L: np.ndarray, runs, set_values):
+def _plausible(w, L: np.ndarray, rows: dict, runs, set_values):
     """(world, losses, scaled): no planted loss above ln V, the loss of a uniform guess over the runs'
-    vocabulary.  The default world (no ``--set``) is scaled — every additive term by one factor, so
-    its exponents and D_crit are the papers' — until its largest loss is ``HEADROOM``·ln V (the
-    published parameters, fitted at a 50k vocabulary and 27M–7B parameters, give 9–12 nats on a
-    CPU-sized byte-level sweep); values set by hand that exceed it are bad input."""
+    vocabulary.  A world whose losses exceed it is scaled -- every additive term's coefficient
+    (``SCALES``) that ``--set`` did not give, by one factor, so its exponents and D_crit are the
+    papers' or the ones set -- until its largest loss is ``HEADROOM``·ln V (the published
+    parameters, fitted at a 50k vocabulary and 27M–7B parameters, give 9–12 nats on a CPU-sized
+    byte-level sweep; ``--set kappa=4`` on such a sweep is scaled as the default world is).  Every
+    additive term is linear in its coefficient, so the clean loss is S + f·U (S from the terms set,
+    U from the rest) times each point's noise and lr factors.  Bad input only where the terms set
+    by hand exceed it by themselves."""
     vocab = max(int(r.cfg.model.vocab_size) for r in runs)
     ln_v = math.log(vocab)
     top = float(np.max(L)) if len(L) else 0.0
     if top <= ln_v:
         return w, L, None
-    if set_values:
-        given = ",".join(set_values) if isinstance(set_values, (list, tuple)) else set_values
+    given = set(parse_values(set_values, w.law, "--set")) if set_values else set()
+    free = [k for k in w.values if k in SCALES and k not in given]
+    if len(free) == len([k for k in w.values if k in SCALES]):  # every term scales: the whole loss does
+        f = HEADROOM * ln_v / top
+        values = {k: (v * f if k in SCALES else v) for k, v in w.values.items()}
+        return replace(w, values=values), L * f, {"factor": f, "vocab": vocab, "why": _why(top, ln_v, vocab, f, given)}
+    at = {**rows, "loss": np.ones(len(L))}
+    clean = w.law.predict(w.values, at)
+    half = w.law.predict({**w.values, **{k: v / 2 for k, v in w.values.items() if k in given and k in SCALES}}, at)
+    S = 2 * (clean - half)  # the terms set: linear in their coefficients, so halving them halves S
+    U, m = clean - S, L / clean  # m: each point's noise (and lr) factor
+    room = HEADROOM * ln_v - S * m
+    f = float(min([1.0, *(room[U * m > 0] / (U * m)[U * m > 0])])) if free else 0.0
+    if f <= 0:
+        shown = ",".join(set_values) if isinstance(set_values, (list, tuple)) else set_values
         raise BadInput(
-            f"bad value for --set: {given} (allowed: values whose planted losses stay below ln V = {ln_v:.3g} "
-            f"nats, the loss of a uniform guess over the sweep's {vocab}-token vocabulary; the largest is {top:.3g})"
+            f"bad value for --set: {shown} (allowed: values whose planted losses stay below ln V = {ln_v:.3g} "
+            f"nats, the loss of a uniform guess over the sweep's {vocab}-token vocabulary; the terms set give "
+            f"up to {float(np.max(S * m)):.3g} by themselves)"
         )
-    f = HEADROOM * ln_v / top
-    values = {k: (v * f if k in SCALES else v) for k, v in w.values.items()}
-    why = (
-        f"the published parameters plant losses up to {top:.3g} nats, above ln V = {ln_v:.3g} for this sweep's "
-        f"{vocab}-token vocabulary: every term scaled by {f:.3g} (exponents and D_crit unchanged)"
+    values = {k: (v * f if k in free else v) for k, v in w.values.items()}
+    why = _why(top, ln_v, vocab, f, given, free)
+    return replace(w, values=values), (S + f * U) * m, {"factor": f, "vocab": vocab, "why": why}
+
+
+def _why(top: float, ln_v: float, vocab: int, f: float, given: set, free: list | None = None) -> str:
+    what = f"every term --set left ({', '.join(free)})" if free is not None else "every term"
+    return (
+        f"the {'published ' if not given else ''}parameters plant losses up to {top:.3g} nats, above ln V = "
+        f"{ln_v:.3g} for this sweep's {vocab}-token vocabulary: {what} scaled by {f:.3g} (exponents and D_crit "
+        "unchanged)"
     )
-    return replace(w, values=values), L * f, {"factor": f, "vocab": vocab, "why": why}
 
 
 def _lr_world(runs, accs, curvature: float, exponent: float):
@@ -172,11 +196,12 @@ def simulate(
         accs.append(acc)
     table = pd.DataFrame(rows)
     idx = np.asarray(idx)
-    L = losses(w, {c: table[c].to_numpy() for c in ("params", "tokens", "depth", "width")}, idx, seed)
+    cols = {c: table[c].to_numpy() for c in ("params", "tokens", "depth", "width")}
+    L = losses(w, cols, idx, seed)
     lr_w, lr_factor, optima = _lr_world(planned.runs, accs, lr_curvature, lr_exponent)
     if lr_w is not None:  # a tuned sweep: the loss rises away from each group's planted lr*
         L = L * lr_factor[idx]
-    w, L, scaled = _plausible(w, L, planned.runs, set_values)
+    w, L, scaled = _plausible(w, L, cols, planned.runs, set_values)
     rng = np.random.default_rng([seed, 1])
     tuning = {} if lr_w is None else {"tuning": lr_w.to_dict()}
     world_prov = {"simulated": True, "world": {**w.to_dict(), **tuning, "seed": seed, "sweep": sweep}}
