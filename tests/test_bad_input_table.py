@@ -334,6 +334,7 @@ CASES = [
     ("analyze", "../x"),
     ("data", "prepare", "--source", "good.csv", "--tokenizer", "byte", "--out", "/proc/nope"),
     ("suggest", "nosuch"),
+    ("suggest", "demo", "--prior", "published", "--budget", "1", "model.width=abc"),
 ]
 
 
@@ -377,3 +378,11 @@ def test_bad_input_is_one_line_exit_2_nothing_written(argv, workdir, capsys):
     assert len(lines) == 1 and lines[0].startswith("dw: error: "), err
     assert "Traceback" not in err + out
     assert _snapshot(workdir) == before  # nothing written
+
+
+def test_suggest_names_the_override_that_refuses_every_candidate(workdir, capsys):
+    """As dw sweep names it (before: "no candidate runs left ... widen them with --candidates")."""
+    with pytest.raises(SystemExit) as e:
+        main(["suggest", "demo", "--prior", "published", "--budget", "1", "model.width=abc"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "every one refused, e.g. bad value for model.width: 'abc'" in err, err

@@ -257,6 +257,8 @@ def candidates(
     other = [r for r in ok if key.get(id(r)) in held]
     good = [r for r in ok if r.run_id not in have and key.get(id(r)) not in held]
     counts = {"refused": len(sw.bad), "in_store": len(same) + len(other)}
+    if sw.bad and not ok:  # every candidate refused: say why (an override dw sweep would refuse, too)
+        counts["why"] = sw.bad[0].error
     # a tuning group the store has begun: the rest of its runs complete a point the fit has and add
     # none: not a candidate, counted apart.  Another precision's run is the store's under its own id.
     stored = [(r.group, r.run_id) for r in same] + [(r.group, held[key[id(r)]][1]) for r in other]
@@ -515,7 +517,8 @@ def suggest(
         more = f", {begun} completing tuning groups it has begun" if begun else ""
         raise BadInput(
             f"sweep {name}: no candidate runs left ({counts['in_store']} already in the store, "
-            f"{counts['refused']} refused by the plan{more}): widen them with --candidates"
+            f"{counts['refused']} refused by the plan{more}): "
+            + (f"every one refused, e.g. {counts['why']}" if counts.get("why") else "widen them with --candidates")
         )
     if counts.get("other_precision"):
         o = counts["other_precision"]
