@@ -66,18 +66,19 @@ def fit_cmd(
         emit_json(res) if as_json else render_document(m.tables(res), res, m.WIDTH)
         return
     doc = fit_document(src, options=opts, out=out, write=not no_write, force=force)
-    emit_json(doc.as_dict()) if as_json else render(doc)
+    emit_json(doc.as_dict()) if as_json else render(doc, kept=not no_write)
 
 
 # what ``dw fit`` prints of report/fit_view.py's tables, in the report's order (report/render.py ORDER)
 DCRIT_KEYS = ("dcrit_widths", "dcrit_models")
 
 
-def render(doc: FitDocument) -> None:
-    """The fit's tables, the ones ``dw report`` shows for it (report/fit_view.py), in the terminal."""
+def render(doc: FitDocument, kept: bool = True) -> None:
+    """The fit's tables, the ones ``dw report`` shows for it (report/fit_view.py), in the terminal;
+    ``kept``: False for ``--no-write`` (no fit.json holds it)."""
     from rich.markup import escape as esc
 
-    from depthwidth.report.fit_view import fit_tables
+    from depthwidth.report.fit_view import KEPT, fit_tables
     from depthwidth.core.tables import NOT_IDENTIFIED
     from depthwidth.report.render import in_order, print_table
 
@@ -92,6 +93,8 @@ def render(doc: FitDocument) -> None:
         T["dcrit_models"].rows = [r for r in T["dcrit_models"].rows if r.get("measured") != NOT_IDENTIFIED]
     if "fit" in T:  # said above, before the numbers
         T["fit"].notes = [n for n in T["fit"].notes if not n.startswith("before the numbers: ")]
+        if not kept:
+            T["fit"].notes = [n.replace(KEPT, "(not written: --no-write)") for n in T["fit"].notes]
     for k in in_order(T):  # why an optimum is not identified is said once, in the identification table's notes
         print_table(T[k], c, skip=("note",) if k == "fit_optimal" else ())
     if doc.written:

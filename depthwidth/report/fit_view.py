@@ -33,6 +33,9 @@ from depthwidth.report.document import DONE, is_uniform, paper_loss
 EXCLUDED_SHOWN = 20  # excluded runs named in the fit table's notes; the rest counted
 
 
+KEPT = "(its fit.json; a fit of another law or filter replaces it only with dw fit --force)"  # dw fit --no-write: not
+
+
 def fit_tables(fit: FitDocument | None, widths=(), probes=()) -> dict[str, Table]:
     """{key: Table} of ``fit`` (None: the D_crit tables from ``probes`` alone; a document without a
     fitted law: its sections' tables); ``widths`` and ``probes`` (a sweep's) add rows to the D_crit tables."""
@@ -96,8 +99,7 @@ def parameter_table(fit: FitDocument) -> Table:
     t.notes.append(
         f"the fit shown: {fit.verdicts.label} of {', '.join(fit.where) or 'every run'}, "
         f"N = {fit.n_convention.get('name', 'total')}, made "
-        f"{fit.provenance.get('time', 'at an unknown time')} (its fit.json; a fit of another law "
-        "or filter replaces it only with dw fit --force)"
+        f"{fit.provenance.get('time', 'at an unknown time')} {KEPT}"
     )
     if s := fit.starts:
         t.notes.append(
