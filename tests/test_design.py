@@ -136,6 +136,11 @@ def test_dw_suggest_from_the_prior_writes_a_sweep_file_that_joins_the_store(swee
     assert any("dw fit will report from the runs alone" in n for n in doc["notes"])
     nxt = yaml.safe_load((sweeps / "g_next.yaml").read_text())
     assert nxt["store"] == "g" and sum(len(b["runs"]) for b in nxt["blocks"]) == len(doc["runs"])
+    code, out, err = dw_in_process(capsys, "suggest", "g", "--prior", "published", "--budget", "1")
+    assert code == 0, err  # the same file again, and how to see it where the data are not there yet
+    assert "dw sweep g_next --dry-run shows it (with --no-data-check before its data are prepared)" in " ".join(
+        out.split()
+    )
     code, out, err = dw_in_process(capsys, "sweep", "g_next", "--dry-run", "--json")
     assert code == 0, err
     planned = json.loads(out)

@@ -99,4 +99,9 @@ def _render(doc: dict) -> None:
     for n in doc.get("notes") or []:
         c.print(escape(f"note: {n}"), highlight=False, soft_wrap=True)
     if doc.get("written"):
-        c.print(escape(f"wrote {doc['written']}: dw sweep {Path(doc['written']).stem} --dry-run shows it"))
+        c.print(
+            escape(
+                f"wrote {doc['written']}: dw sweep {Path(doc['written']).stem} --dry-run shows it "
+                "(with --no-data-check before its data are prepared)"
+            )
+        )
