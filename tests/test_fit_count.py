@@ -43,6 +43,7 @@ def test_count_model_reproduces_dw_accounting_of_every_uniform_run(sweep):
         t, _ = with_convention(df, conv)
         m = count_model(t, conv)
         assert m.max_rel_error < 1e-9, (conv, m.formula)
+        assert "e-" not in m.formula, m.formula  # no term the solver's rounding left (1.4418e-11·D)
         lead = dict((lab, c) for lab, _, _, c in m.terms)["D·W²"]
         # blocks: GELU 4 + 8 = 12 W² per layer (depth_delusion), SwiGLU 4 + 12 = 16 (vwt)
         assert lead == pytest.approx(12.0 if sweep == "depth_delusion" else 16.0, rel=1e-9)
@@ -51,6 +52,21 @@ def test_count_model_reproduces_dw_accounting_of_every_uniform_run(sweep):
     # untied embedding and head: 2·V·W (plus the final norm's W weights); both sweeps train on the
     # GPT-2 vocabulary (vwt_scaling: SlimPajama, not the paper's cl100k)
     assert emb == pytest.approx(2 * V, rel=1e-4)
+
+
+@pytest.mark.parametrize("sweep", ["demo", "isoflop_depth_cpu"])
+def test_the_count_names_only_terms_that_count(sweep):
+    """SwiGLU blocks, 256-token vocabulary: per layer 16·W² + 2·W (two norms), 2·256 + 1 W outside them.
+    nnls had left 1.4123e-11 and 1.64877e-11·D + 4.52635e-11 (its rounding) in the non-embedding count."""
+    import pandas as pd
+
+    from depthwidth.sweep import plan
+
+    runs = [r for r in plan(sweep).runs if r.figures["shape"] == "uniform"]
+    keys = ("depth", "width", "params", "params_non_embedding")
+    df = pd.DataFrame([{"run": r.run_id, **{k: r.figures[k] for k in keys}} for r in runs])
+    got = {conv: count_model(with_convention(df, conv)[0], conv).formula for conv in ("total", "non-embedding")}
+    assert got == {"total": "N = 16·D·W² + 513·W + 2·D·W", "non-embedding": "N = 16·D·W² + 1·W + 2·D·W"}
 
 
 def test_a_sweep_at_one_width_cannot_split_the_width_terms():

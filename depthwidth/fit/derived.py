@@ -231,7 +231,10 @@ def count_model(table, convention: str) -> CountModel | None:
     X = np.stack([cols_all[t] / scale[m] for m, t in enumerate(chosen)], axis=1)
     coef, _ = nnls(X, np.ones(len(N)))
     coef = coef / scale
-    terms = tuple((TERMS[t][0], TERMS[t][1], TERMS[t][2], float(c)) for t, c in zip(chosen, coef) if c > 0)
+    # a term whose share of every run's N is below 1e-9 is the solver's rounding, not a count (nnls had
+    # left 1.4418e-11·D beside 16·D·W²): dropped, so the formula names only what counts
+    share = {t: c * np.abs(cols_all[t]).max() for t, c in zip(chosen, coef)}
+    terms = tuple((TERMS[t][0], TERMS[t][1], TERMS[t][2], float(c)) for t, c in zip(chosen, coef) if share[t] > 1e-9)
     if not terms:
         return None
     model = CountModel(convention, terms)
