@@ -46,6 +46,16 @@ def test_dcrit_is_never_located_without_an_interval():
     )
 
 
+def test_a_width_not_located_names_the_simultaneous_band_it_rests_on():
+    """The rung rests on the sup-t band over the grid's widths (symmetric in log D_crit), not on the
+    D_crit table's per-width percentile interval: the line names which it prints."""
+    df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.1, seed=2)
+    ident = run_fit(runs=df, law="depth-delusion", bootstrap=100, max_starts=200, write=False)["identification"]
+    assert ident["verdict"] == "not-located"
+    for r in ident["widths"].values():
+        assert r["because"].startswith("its 95% simultaneous band [") and r["interval"] is not None
+
+
 def test_no_penalty_when_no_run_is_deeper():
     df = planted_table(DD, PLANTED["depth-delusion[log]"], noise=0.005, seed=2)
     shallow = df[df["depth"] <= 8]  # planted D_crit >= 10 at every width: the penalty never acts

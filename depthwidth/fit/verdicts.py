@@ -117,8 +117,9 @@ def _fmt_iv(iv) -> str:
     return f"[{iv[0]:.3g}, {iv[1]:.3g}]"
 
 
-def _width_rung(value, iv, depths: tuple[float, float], supported: bool, level: float) -> dict:
-    """One width's rung: {verdict, value, interval, depths, because}."""
+def _width_rung(value, iv, depths: tuple[float, float], supported: bool, level: float, what: str = "interval") -> dict:
+    """One width's rung: {verdict, value, interval, depths, because}; ``what``: the interval's name in
+    ``because`` ("simultaneous band": ``band``'s, not the D_crit table's per-width interval)."""
     lo_d, hi_d = depths
     out = {
         "value": None if value is None or not math.isfinite(value) else float(value),
@@ -134,12 +135,12 @@ def _width_rung(value, iv, depths: tuple[float, float], supported: bool, level: 
         ratio = "unbounded" if iv[0] <= 0 else f"{iv[1] / iv[0]:.2g}×"
         out.update(
             verdict="not-located",
-            because=f"its {pct} interval {_fmt_iv(iv)} spans {ratio} (located: at most {MAX_RATIO:g}×)",
+            because=f"its {pct} {what} {_fmt_iv(iv)} spans {ratio} (located: at most {MAX_RATIO:g}×)",
         )
     elif iv[0] < lo_d or iv[1] > hi_d:
         out.update(
             verdict="not-located",
-            because=f"its {pct} interval {_fmt_iv(iv)} reaches outside the grid's depths at this width "
+            because=f"its {pct} {what} {_fmt_iv(iv)} reaches outside the grid's depths at this width "
             f"({lo_d:g}–{hi_d:g})",
         )
     else:
@@ -223,9 +224,10 @@ def dcrit_ladder(
         at = D[W == w]
         value = float(law.dcrit(params, [w])[0])
         iv = (dci or {}).get(f"dcrit[W={w}]")  # None: withheld (fit/boot.py), or no bootstrap
+        what = "interval"
         if iv is not None and sim is not None:
-            iv = sim[str(w)]
-        rungs[str(w)] = _width_rung(value, iv, (at.min(), at.max()), supported, level)
+            iv, what = sim[str(w)], "simultaneous band"
+        rungs[str(w)] = _width_rung(value, iv, (at.min(), at.max()), supported, level, what)
     sign = _sign(law, ci, len(widths), level)
     located = [w for w, r in rungs.items() if r["verdict"] == "located"]
     if not supported:
