@@ -56,7 +56,8 @@ def analyze_cmd(
     for d in docs:
         _render(d, out, tokens)
     if sweep:
-        console(stderr=True).print(f"analyze: {len(docs)} run(s) analysed in sweep {target}")
+        done = f"{len(docs)} run(s) analysed" if docs else "nothing to do: every finished run has its analysis"
+        console(stderr=True).print(f"analyze: {done} in sweep {target}")
 
 
 def _sweep(analysis, name, root, ckpt, tokens, centre, device, quiet):
