@@ -336,8 +336,9 @@ def isoflop(
             and p["bounded_replicates"] < (1 - (1 - level) / 2) * p["replicates"]
         ):
             warnings.append(
-                f"{sym}* ∝ C^a: its interval rests on the {p['bounded_replicates'] / p['replicates']:.0%} of "
-                "replicates with every budget's optimum inside its sampled range; such intervals held the "
+                f"{sym}* ∝ C^{EXPONENT[sym]}: its interval rests on the "
+                f"{p['bounded_replicates'] / p['replicates']:.0%} of replicates with every budget's optimum "
+                "inside its sampled range; such intervals held the "
                 f"planted exponent {COVERAGE['partial']} of the time at 95% (benchmarks/calibration_isoflop.py)"
             )
     out["power_laws"] = laws
@@ -374,6 +375,11 @@ def _laws(rows, fits, bounds, good, W, groups, axis, level, B) -> dict:
         for p in laws.values():
             p["ci_because"] = why
     return laws
+
+
+# each optimum's exponent by the letter the compute-optimal table uses (report/fit_view.py LABELS);
+# the law's along the sweep's budgets is not that table's, which lets C = 6NT choose the tokens too
+EXPONENT = {"N": "x", "D": "a", "W": "b"}
 
 
 def law_optima(table, law, theta: np.ndarray, groups: list[dict], rows: list[dict], axis: str, level: float) -> dict:
@@ -416,7 +422,7 @@ def compare_approaches(laws: dict, law_laws: dict) -> list[dict]:
             (laws[sym]["exponent"], laws[sym]["ci"]),
             (law_laws.get(sym, {}).get(k) for k in ("exponent", "ci")),
         )
-        row = {"quantity": f"{sym}* ∝ C^a", "isoflop": a2, "isoflop_ci": c2, "law": a3, "law_ci": c3}
+        row = {"quantity": f"{sym}* ∝ C^{EXPONENT[sym]}", "isoflop": a2, "isoflop_ci": c2, "law": a3, "law_ci": c3}
         if a3 is None or not c2 or not c3:
             row["agree"] = None
             row["because"] = (
@@ -447,7 +453,10 @@ def summary_lines(iso: dict) -> list[str]:
     for c in iso["comparison"]:
         law = "—" if c["law"] is None else f"{c['law']:.3g}"
         verdict = {True: "agree", False: "DISAGREE", None: "cannot compare"}[c["agree"]]
-        lines.append(f"{c['quantity']}: isoFLOP {c['isoflop']:.3g} vs the law's {law}: {verdict} ({c['because']})")
+        lines.append(
+            f"{c['quantity']}: isoFLOP {c['isoflop']:.3g} vs the law's {law} along the same budgets: {verdict} "
+            f"({c['because']})"
+        )
     nz = iso.get("noise") or {}
     if nz.get("sigma_ln_loss") is not None:
         lines.append(
