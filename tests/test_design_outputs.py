@@ -172,3 +172,24 @@ def test_the_rounds_refit_every_output_and_spend_each_run_once(world):
     for picks, limit in zip(out, limits):
         assert len(set(picks)) == len(picks) and cost[picks].sum() <= limit * (1 + 1e-12)
     assert len(out[-1]) > len(out[0])
+
+
+def test_dw_suggest_says_where_the_fit_it_starts_from_does_not_identify_its_target(tmp_path, monkeypatch, capsys):
+    """A world with D_crit below one layer (kappa 0.05): the fit stores D_crit(W=64) as not identified,
+    and dw suggest's promise says it narrows that interval rather than promising to identify it."""
+    from depthwidth.simulate import simulate
+    from tests.helpers import REPO, dw_in_process
+
+    monkeypatch.setenv("DW_RUNS", str(tmp_path / "runs"))
+    (tmp_path / "sw").mkdir()
+    monkeypatch.setenv("DW_SWEEPS", str(tmp_path / "sw"))
+    doc = yaml.safe_load((REPO / "sweeps" / "demo.yaml").read_text())
+    (tmp_path / "sw" / "kd.yaml").write_text(yaml.safe_dump({**doc, "store": "kk"}))
+    (tmp_path / "sw" / "demo.yaml").write_text(yaml.safe_dump(doc))
+    simulate("demo", name="kk", root=tmp_path / "runs", set_values="kappa=0.05", seed=0)
+    res = run_fit("kk", root=tmp_path / "runs", law="depth-delusion", bootstrap=50, max_starts=300)
+    assert res["identification"]["dcrit_range"]["dcrit[W=64]"]["identified"] is False
+    code, out, err = dw_in_process(capsys, "suggest", "kd", "--budget", "0.5", "--no-write", "--json")
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any(n.startswith("the fit does not identify D_crit(W=64) (the law's D_crit(W=64) = ") for n in notes), notes

@@ -138,6 +138,19 @@ def default_target(src: Source) -> Target:
     return parse_target(spec, law)
 
 
+def _unidentified(fit: dict | None, tgt: Target) -> str | None:
+    """A note where the fit it starts from stored its target as not identified (fit.json's
+    ``identification``: a D_crit below one layer, an optimum from an unidentified claim)."""
+    ident = (fit or {}).get("identification") or {}
+    flag = (ident.get("dcrit_range") or {}).get(tgt.key) or (ident.get("optimum") or {}).get(tgt.key.split(".")[-1])
+    if not flag or flag.get("identified") is not False:
+        return None
+    return (
+        f"the fit does not identify {tgt.label} ({flag.get('because')}): the interval after is how much these "
+        "runs would narrow its interval, not a promise to identify it"
+    )
+
+
 def _widths(src: Source) -> set[int]:
     ws = ((src.fit or {}).get("derived") or {}).get("dcrit", {}).get("widths") or {}
     if ws:
@@ -511,6 +524,8 @@ def suggest(
     extra = parse_candidates(candidates_spec)
     src = ensemble_for(name, prior, law)
     tgt = parse_target(target, src.ensemble.law) if target else default_target(src)
+    if note := _unidentified(src.fit, tgt):
+        src.notes.append(note)
     runs, counts = candidates(name, extra, overrides, src.doc, **plan)
     if not runs:
         begun = (counts.get("partial_groups") or {}).get("runs", 0)
