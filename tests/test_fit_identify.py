@@ -108,7 +108,7 @@ def test_cli_prints_what_the_fit_rests_on(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "rests on 80 runs, 240 points; loss " in p.stdout
     assert "alpha and beta identified: no, because alpha has no interval" in p.stdout
-    assert "(not written: --no-write)" in p.stdout and "(its fit.json;" not in p.stdout  # none was written
+    assert "(not written: no fit.json holds it)" in p.stdout and "(its fit.json;" not in p.stdout  # none was written
 
 
 @pytest.mark.parametrize("law", ["depth-delusion", "width-depth"])

@@ -71,7 +71,7 @@ def test_what_the_figure_draws_is_decided_at_fit_time_and_read_back(fitted):
     stored = doc["verdicts"]
     bare = {k: v for k, v in doc.items() if k != "verdicts"}
     assert stored["figure"] == json.loads(json.dumps(drawn(bare))) and stored["truth_line"] == truth_line(bare)
-    assert stored["figure"]["style"] in ("solid", "dashed") and stored["version"] == VERDICTS_VERSION == 3
+    assert stored["figure"]["style"] in ("solid", "dashed") and stored["version"] == VERDICTS_VERSION == 4
     older = {**doc, "verdicts": {k: v for k, v in stored.items() if k not in ("figure", "truth_line")} | {"version": 2}}
     read = FitDocument.from_json(older).verdicts  # what the report reads (report/load.py)
     assert read.figure == stored["figure"] and read.truth_line == stored["truth_line"]
@@ -140,3 +140,27 @@ def test_a_fit_json_with_gradient_persistence_in_derived_is_read_as_its_section(
         assert any(r["quantity"] == "τ(W) ∝ W^p: p" for r in b["fit"].rows)
         assert all(r["censored"] is not None for r in b["dcrit_widths"].rows)  # the 1/e column: from the section
         assert tau_points(was) == tau_points(typed)
+
+
+def test_a_version_3_fit_json_has_its_optima_bound_by_its_claim_when_read():
+    """Version 3 stored W_opt as identified beside a claim that was not (the demo's W_opt = 141,619 from
+    widths 32-96): read now, its verdicts are decided again and the optima follow the claim."""
+    doc = {
+        "law": "depth-delusion",
+        "params": {},
+        "derived": {"compute_optimal": {"D_opt": 3.2, "W_opt": 141618.9, "c_ref": 1e21, "ci": {}}},
+        "identification": {
+            "runs": 12,
+            "points": 36,
+            "ranges": {},
+            "optimum": {"D_opt": {"value": 3.2, "identified": True}, "W_opt": {"value": 141618.9, "identified": True}},
+            "dcrit_range": {},
+            "claim": {"parameter": "D_crit", "identified": False, "because": "x"},
+        },
+    }
+    stored = with_verdicts(doc)["verdicts"]
+    assert {k: v["identified"] for k, v in stored["optimum"].items()} == {"D_opt": False, "W_opt": False}
+    old = {**doc, "verdicts": {**stored, "optimum": doc["identification"]["optimum"], "version": 3}}
+    read = FitDocument.from_json(old).verdicts
+    why = "derived from D_crit, which the fit does not identify"
+    assert read.optimum == {k: {"value": None, "identified": False, "because": why} for k in ("D_opt", "W_opt")}

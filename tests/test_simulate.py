@@ -264,7 +264,25 @@ def test_a_world_too_loud_for_the_vocabulary_scales_the_terms_not_set(root, give
     assert 0 < f < 1 and ("every term --set left (A, B)" in s["scaled"]["why"]) == ("gamma" in set_here)
 
 
-def test_terms_set_louder_than_the_vocabulary_by_themselves_are_bad_input(tmp_path):
-    msg = assert_bad_input(dw("simulate", "demo", "--set", "A=1e6", "--root", str(tmp_path)))
-    assert "bad value for --set: A=1e6" in msg and "the terms set give up to" in msg
+@pytest.mark.parametrize("given", ["A=1e6", "A=10,B=33,kappa=150"])
+def test_terms_set_louder_than_the_vocabulary_by_themselves_are_bad_input(tmp_path, given):
+    """kappa=150 puts D_crit past every run: gamma, the one term left to scale, acts nowhere, so
+    nothing can bring A and B's 7.9 nats under 0.9 ln V (a review found it accepted, 9.7 nats planted)."""
+    msg = assert_bad_input(dw("simulate", "demo", "--set", given, "--root", str(tmp_path)))
+    assert f"bad value for --set: {given}" in msg and "below 4.99 nats, 0.9·ln V" in msg and "give up to" in msg
     assert not (tmp_path / "demo-sim").exists()  # nothing half-written
+
+
+def test_the_residual_figure_keeps_the_points_as_the_fit_kept_its_rows():
+    from depthwidth.report.figs import _fitted
+
+    pts = [
+        {"run": "a", "shape": None, "depth": 2.0, "width": 64.0},
+        {"run": "b", "shape": "uniform", "depth": 4.0, "width": 64.0},
+        {"run": "c", "shape": "x", "depth": 2.0, "width": 64.0},
+    ]
+    assert [p["run"] for p in _fitted(pts, ["shape=uniform"])[0]] == ["a", "b"]  # None: a table's uniform model
+    assert [p["run"] for p in _fitted(pts, ["shape=uniform", "depth=2"])[0]] == ["a"]  # numerically: 2 == 2.0
+    assert [p["run"] for p in _fitted(pts, ["shape=x"])[0]] == ["c"]
+    assert _fitted(pts, ["depth=8"])[0] == []
+    assert _fitted(pts, ["seed=1"]) == (pts, ["seed=1"])  # a column the points lack: said, not applied

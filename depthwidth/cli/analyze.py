@@ -56,7 +56,7 @@ def analyze_cmd(
     for d in docs:
         _render(d, out, tokens)
     if sweep:
-        done = f"{len(docs)} run(s) analysed" if docs else "nothing to do: every finished run has its analysis"
+        done = f"{len(docs)} run(s) analysed" if docs else "nothing to do: no finished run without an analysis"
         console(stderr=True).print(f"analyze: {done} in sweep {target}")
 
 

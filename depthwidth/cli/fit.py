@@ -66,7 +66,7 @@ def fit_cmd(
         emit_json(res) if as_json else render_document(m.tables(res), res, m.WIDTH)
         return
     doc = fit_document(src, options=opts, out=out, write=not no_write, force=force)
-    emit_json(doc.as_dict()) if as_json else render(doc, kept=not no_write)
+    emit_json(doc.as_dict()) if as_json else render(doc, kept=bool(doc.written))
 
 
 # what ``dw fit`` prints of report/fit_view.py's tables, in the report's order (report/render.py ORDER)
@@ -75,7 +75,7 @@ DCRIT_KEYS = ("dcrit_widths", "dcrit_models")
 
 def render(doc: FitDocument, kept: bool = True) -> None:
     """The fit's tables, the ones ``dw report`` shows for it (report/fit_view.py), in the terminal;
-    ``kept``: False for ``--no-write`` (no fit.json holds it)."""
+    ``kept``: False where no fit.json holds it (``--no-write``, a table fitted without ``--out``)."""
     from rich.markup import escape as esc
 
     from depthwidth.report.fit_view import KEPT, fit_tables
@@ -94,7 +94,7 @@ def render(doc: FitDocument, kept: bool = True) -> None:
     if "fit" in T:  # said above, before the numbers
         T["fit"].notes = [n for n in T["fit"].notes if not n.startswith("before the numbers: ")]
         if not kept:
-            T["fit"].notes = [n.replace(KEPT, "(not written: --no-write)") for n in T["fit"].notes]
+            T["fit"].notes = [n.replace(KEPT, "(not written: no fit.json holds it)") for n in T["fit"].notes]
     for k in in_order(T):  # why an optimum is not identified is said once, in the identification table's notes
         print_table(T[k], c, skip=("note",) if k == "fit_optimal" else ())
     if doc.written:

@@ -260,6 +260,7 @@ REFERENCE_MODELS = {  # name: (width, depth)
     "Llama-3-70B": (8192, 80),
 }
 C_REF = default("c_ref")  # FLOPs at which local slopes and D*, W* are reported
+EXPONENT = {"N": "x", "T": "y", "D": "a", "W": "b"}  # each compute-optimal exponent's letter: N* ∝ C^x, ...
 
 
 def _arr(v):

@@ -47,6 +47,7 @@ import numpy as np
 from depthwidth.core.errors import bad
 from depthwidth.core.tables import ci_text
 from depthwidth.fit.boot import RESAMPLE
+from depthwidth.fit.derived import EXPONENT  # the compute-optimal table's letters (not its values)
 from depthwidth.fit.holdout import run_compute
 
 AXES = ("auto", "params", "depth")
@@ -375,11 +376,6 @@ def _laws(rows, fits, bounds, good, W, groups, axis, level, B) -> dict:
         for p in laws.values():
             p["ci_because"] = why
     return laws
-
-
-# each optimum's exponent by the letter the compute-optimal table uses (report/fit_view.py LABELS);
-# the law's along the sweep's budgets is not that table's, which lets C = 6NT choose the tokens too
-EXPONENT = {"N": "x", "D": "a", "W": "b"}
 
 
 def law_optima(table, law, theta: np.ndarray, groups: list[dict], rows: list[dict], axis: str, level: float) -> dict:

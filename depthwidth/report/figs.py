@@ -425,47 +425,42 @@ def fit_residuals(plt, data, rep, out):
     rmse = float(np.sqrt(np.mean(res**2)))
     title = f"Fit residuals ({data.fit.law}, RMSE {rmse:.3g} nats)"
     fig.suptitle(title, fontsize=10.5)
+    applied = [w for w in data.fit.where if w not in unread]
     which = (
-        f"the finished points the fit used (--where {', '.join(data.fit.where)})"
-        if data.fit.where
-        else "every finished run's points"
+        f"the finished points the fit used (--where {', '.join(applied)})" if applied else "every finished run's points"
     )
     if unread:
-        which = f"every finished run's points (the fit's --where {', '.join(unread)} is not a column of the report)"
-    if not U.all():
+        which += f"; the fit's --where {', '.join(unread)} names a column the report does not hold: not applied here"
+    if U.any() and not U.all():
         which += "; diamonds: width-shaped runs (W = their h), which the fit pools with the uniform ones"
     return _save(plt, fig, out, "fit_residuals.png", title, which)
 
 
 def _fitted(points: list[dict], where: list[str]) -> tuple[list[dict], list[str]]:
-    """(the points a fit's ``--where`` filters keep, the filters on a column the points lack).  A
-    shape-blind law fitted on a store of shapes keeps its uniform runs (``shape=uniform``): the
-    residuals of runs it never saw are not its misfit."""
-    unread = []
+    """(the points a fit's ``--where`` filters keep, the filters on a column the points lack), as the
+    fit kept its rows (fit/table.py: ``apply_where``; ``shape=uniform`` with the shapes a table writes
+    for the uniform model).  A shape-blind law fitted on a store of shapes keeps its uniform runs:
+    the residuals of runs it never saw are not its misfit."""
+    import pandas as pd
+
+    from depthwidth.core.errors import BadInput
+    from depthwidth.fit.table import UNIFORM, apply_where
+
+    unread, rest = [], []
     for w in where:
         col, _, val = str(w).partition("=")
-        col, val = col.strip(), val.strip()
-        if not points or col not in points[0]:
+        if col.strip() == "shape" and val.strip() == "uniform":
+            points = [p for p in points if str(p["shape"]) in UNIFORM]
+        elif points and col.strip() in points[0]:
+            rest.append(w)
+        else:
             unread.append(w)
-            continue
-        if col == "shape" and val == "uniform":
-            points = [p for p in points if p["shape"] in (None, "uniform")]
-            continue
-        points = [p for p in points if _same(p[col], val)]
-    return points, unread
-
-
-def _same(v, val: str) -> bool:
-    """A point's value equals a ``--where`` value as fit/table.py's apply_where compares them:
-    numerically where both are numbers, else as text."""
-    if v is None:
-        return False
-    if not isinstance(v, str):
+    if rest and points:
         try:
-            return float(v) == float(val)
-        except (TypeError, ValueError):
-            pass
-    return str(v) == val
+            points = [points[i] for i in apply_where(pd.DataFrame(points), rest).index]
+        except BadInput:  # no point left
+            points = []
+    return points, unread
 
 
 def flops_match_curves(plt, data, rep, out):

@@ -26,6 +26,7 @@ import math
 
 from depthwidth.core.tables import NOT_IDENTIFIED, Col, Table, ci_pair
 from depthwidth.fit import analyses
+from depthwidth.fit.derived import EXPONENT
 from depthwidth.fit.papers import DD_DCRIT, DD_FIT, DD_KAPPA, DD_TAU_EXPONENT, DD_TAU_R2
 from depthwidth.fit.result import FitDocument
 from depthwidth.report.document import DONE, is_uniform, paper_loss
@@ -342,7 +343,7 @@ def paper_table(runs) -> Table:
 # compute-optimal table, and D_crit below one layer marked in the D_crit tables
 
 
-LABELS = {"N_exponent": "N* ∝ C^x", "T_exponent": "T* ∝ C^y", "D_exponent": "D* ∝ C^a", "W_exponent": "W* ∝ C^b"}
+LABELS = {f"{k}_exponent": f"{k}* ∝ C^{x}" for k, x in EXPONENT.items()}
 NOT_NUMBERS = ("ci", "constraint", "c_ref", "tie_break", "n_convention")  # compute_optimal's keys that are no row
 
 

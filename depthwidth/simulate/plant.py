@@ -85,18 +85,21 @@ def _plausible(w, L: np.ndarray, rows: dict, runs, set_values):
     half = w.law.predict({**w.values, **{k: v / 2 for k, v in w.values.items() if k in given and k in SCALES}}, at)
     S = 2 * (clean - half)  # the terms set: linear in their coefficients, so halving them halves S
     U, m = clean - S, L / clean  # m: each point's noise (and lr) factor
-    room = HEADROOM * ln_v - S * m
-    f = float(min([1.0, *(room[U * m > 0] / (U * m)[U * m > 0])])) if free else 0.0
-    if f <= 0:
+    cap = HEADROOM * ln_v
+    U = np.where(U > 1e-9 * clean, U, 0.0)  # halving's rounding (~1e-14) is no term: a free term that acts nowhere
+    act = U * m > 0
+    f = float(min([1.0, *((cap - S * m)[act] / (U * m)[act])])) if act.any() else 1.0
+    L2 = (S + max(f, 0.0) * U) * m
+    if f <= 0 or float(np.max(L2)) > cap * (1 + 1e-9):
         shown = ",".join(set_values) if isinstance(set_values, (list, tuple)) else set_values
         raise BadInput(
-            f"bad value for --set: {shown} (allowed: values whose planted losses stay below ln V = {ln_v:.3g} "
-            f"nats, the loss of a uniform guess over the sweep's {vocab}-token vocabulary; the terms set give "
-            f"up to {float(np.max(S * m)):.3g} by themselves)"
+            f"bad value for --set: {shown} (allowed: values whose planted losses stay below {cap:.3g} nats, "
+            f"0.9·ln V for the sweep's {vocab}-token vocabulary, with the terms --set did not give scaled "
+            f"down; the terms set give up to {float(np.max(S * m)):.3g} by themselves)"
         )
     values = {k: (v * f if k in free else v) for k, v in w.values.items()}
     why = _why(top, ln_v, vocab, f, given, free)
-    return replace(w, values=values), (S + f * U) * m, {"factor": f, "vocab": vocab, "why": why}
+    return replace(w, values=values), L2, {"factor": f, "vocab": vocab, "why": why}
 
 
 def _why(top: float, ln_v: float, vocab: int, f: float, given: set, free: list | None = None) -> str:

@@ -141,8 +141,15 @@ def default_target(src: Source) -> Target:
 def _unidentified(fit: dict | None, tgt: Target) -> str | None:
     """A note where the fit it starts from stored its target as not identified (fit.json's
     ``identification``: a D_crit below one layer, an optimum from an unidentified claim)."""
-    ident = (fit or {}).get("identification") or {}
-    flag = (ident.get("dcrit_range") or {}).get(tgt.key) or (ident.get("optimum") or {}).get(tgt.key.split(".")[-1])
+    if not (fit or {}).get("identification"):
+        return None
+    from depthwidth.fit.result import FitDocument
+
+    v = FitDocument.from_json(fit).verdicts  # as stored by dw fit (an older fit.json's decided when read)
+    flag = v.dcrit_range.get(tgt.key)
+    co = (fit.get("derived") or {}).get("compute_optimal") or {}
+    if flag is None and co.get("c_ref") == tgt.c_ref:  # an optimum's flag holds at the fit's own compute only
+        flag = v.optimum.get(tgt.key.split(".")[-1].split("@")[0])
     if not flag or flag.get("identified") is not False:
         return None
     return (
