@@ -78,14 +78,14 @@ def render(doc: FitDocument, kept: bool = True) -> None:
     ``kept``: False where no fit.json holds it (``--no-write``, a table fitted without ``--out``)."""
     from rich.markup import escape as esc
 
-    from depthwidth.report.fit_view import KEPT, fit_tables
+    from depthwidth.report.fit_view import fit_tables
     from depthwidth.core.tables import NOT_IDENTIFIED
     from depthwidth.report.render import in_order, print_table
 
     c = _console(120)
     for line in doc.underdetermined:  # before any number (fit/boot.py)
         c.print(f"[bold yellow]before the numbers:[/bold yellow] {esc(line)}")
-    T = fit_tables(doc)
+    T = fit_tables(doc, kept=kept)
     if "dcrit" not in doc.derived:  # a law without D_crit: the paper's column alone says nothing
         for k in DCRIT_KEYS:
             T.pop(k, None)
@@ -93,8 +93,6 @@ def render(doc: FitDocument, kept: bool = True) -> None:
         T["dcrit_models"].rows = [r for r in T["dcrit_models"].rows if r.get("measured") != NOT_IDENTIFIED]
     if "fit" in T:  # said above, before the numbers
         T["fit"].notes = [n for n in T["fit"].notes if not n.startswith("before the numbers: ")]
-        if not kept:
-            T["fit"].notes = [n.replace(KEPT, "(not written: no fit.json holds it)") for n in T["fit"].notes]
     for k in in_order(T):  # why an optimum is not identified is said once, in the identification table's notes
         print_table(T[k], c, skip=("note",) if k == "fit_optimal" else ())
     if doc.written:

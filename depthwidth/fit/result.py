@@ -25,9 +25,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 SCHEMA = "dw.fit/1"
-VERDICTS_VERSION = (
-    4  # 2: what each analysis' table says (``analyses``); 3: ``figure``, ``truth_line``; 4: optima bound by the claim
-)
+# 2: what each analysis' table says (``analyses``); 3: ``figure``, ``truth_line``; 4: optima bound by the claim
+VERDICTS_VERSION = 4
 
 
 @dataclass

@@ -34,15 +34,13 @@ from depthwidth.report.document import DONE, is_uniform, paper_loss
 EXCLUDED_SHOWN = 20  # excluded runs named in the fit table's notes; the rest counted
 
 
-KEPT = "(its fit.json; a fit of another law or filter replaces it only with dw fit --force)"  # dw fit --no-write: not
-
-
-def fit_tables(fit: FitDocument | None, widths=(), probes=()) -> dict[str, Table]:
+def fit_tables(fit: FitDocument | None, widths=(), probes=(), kept: bool = True) -> dict[str, Table]:
     """{key: Table} of ``fit`` (None: the D_crit tables from ``probes`` alone; a document without a
-    fitted law: its sections' tables); ``widths`` and ``probes`` (a sweep's) add rows to the D_crit tables."""
+    fitted law: its sections' tables); ``widths`` and ``probes`` (a sweep's) add rows to the D_crit tables;
+    ``kept``: whether a fit.json holds the fit (not for ``dw fit --no-write``)."""
     T = {}
     if fit is not None and fit.law:
-        T["fit"] = parameter_table(fit)
+        T["fit"] = parameter_table(fit, kept)
         T.update(analyses.tables(fit, ("compare",)))
     T.update(rest_tables(fit))
     T.update(dcrit_tables(fit, widths, probes))
@@ -50,7 +48,7 @@ def fit_tables(fit: FitDocument | None, widths=(), probes=()) -> dict[str, Table
     return T
 
 
-def parameter_table(fit: FitDocument) -> Table:
+def parameter_table(fit: FitDocument, kept: bool = True) -> Table:
     """The law's parameters with their intervals, the paper's values for the Depth Delusion law,
     goodness of fit and gradient persistence's exponent."""
     dd = fit.law == "depth-delusion"
@@ -100,7 +98,12 @@ def parameter_table(fit: FitDocument) -> Table:
     t.notes.append(
         f"the fit shown: {fit.verdicts.label} of {', '.join(fit.where) or 'every run'}, "
         f"N = {fit.n_convention.get('name', 'total')}, made "
-        f"{fit.provenance.get('time', 'at an unknown time')} {KEPT}"
+        f"{fit.provenance.get('time', 'at an unknown time')} "
+        + (
+            "(its fit.json; a fit of another law or filter replaces it only with dw fit --force)"
+            if kept
+            else "(not written: no fit.json holds it)"
+        )
     )
     if s := fit.starts:
         t.notes.append(

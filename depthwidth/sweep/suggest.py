@@ -149,7 +149,7 @@ def _unidentified(fit: dict | None, tgt: Target) -> str | None:
     flag = v.dcrit_range.get(tgt.key)
     co = (fit.get("derived") or {}).get("compute_optimal") or {}
     if flag is None and co.get("c_ref") == tgt.c_ref:  # an optimum's flag holds at the fit's own compute only
-        flag = v.optimum.get(tgt.key.split(".")[-1].split("@")[0])
+        flag = v.optimum.get(tgt.key.split(".")[-1])  # compute_optimal.W_opt -> W_opt
     if not flag or flag.get("identified") is not False:
         return None
     return (
